@@ -1,0 +1,179 @@
+"""ACP v1 control messages, validated at the edge.
+
+Only the envelopes of control methods are modelled; prompt content and tool payloads stay plain JSON.
+The error texts are those of the `/acp` contract, so a client written for upstream sees the same words.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from dataclasses import dataclass
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+
+from .jsonrpc import INVALID_PARAMS, JsonObject, RpcError
+
+__all__ = [
+    "PERMISSION_RELAY_META",
+    "PROTOCOL_VERSION",
+    "AcpServerDeclaration",
+    "CancelParams",
+    "InitializeParams",
+    "NewSessionParams",
+    "PromptParams",
+    "ResumeSessionParams",
+    "acp_declarations",
+    "channel_for",
+    "checked_prompt",
+    "initialize_result",
+    "new_session_id",
+    "parse_params",
+    "validate_session_id",
+]
+
+PROTOCOL_VERSION: Final = 1
+PERMISSION_RELAY_META: Final = "openab/permissionRelay"
+_SESSION_ID = re.compile(r"^sess_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Params(BaseModel):
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    meta: dict[str, Any] | None = Field(default=None, alias="_meta")
+
+
+class InitializeParams(_Params):
+    protocol_version: StrictInt = Field(alias="protocolVersion")
+    client_capabilities: dict[str, Any] | None = Field(default=None, alias="clientCapabilities")
+    client_info: dict[str, Any] | None = Field(default=None, alias="clientInfo")
+
+
+class NewSessionParams(_Params):
+    cwd: StrictStr
+    mcp_servers: list[Any] = Field(alias="mcpServers")
+
+
+class ResumeSessionParams(_Params):
+    session_id: StrictStr = Field(alias="sessionId")
+    cwd: StrictStr
+    # Absent, null or not an array means "keep the declared servers"; only an array withdraws (§2.6).
+    mcp_servers: Any = Field(default=None, alias="mcpServers")
+
+
+class PromptParams(_Params):
+    session_id: StrictStr = Field(alias="sessionId")
+    prompt: Any
+
+
+class CancelParams(_Params):
+    session_id: StrictStr = Field(alias="sessionId")
+
+
+def parse_params(model: type[M], params: Any, what: str = "params") -> M:
+    """Validate request params or raise -32602 naming the offending fields."""
+    if params is None:
+        params = {}
+    if not isinstance(params, dict):
+        raise RpcError(INVALID_PARAMS, f"Invalid {what}: params must be an object")
+    try:
+        return model.model_validate(params)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()
+        )
+        raise RpcError(INVALID_PARAMS, f"Invalid {what}: {problems}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class AcpServerDeclaration:
+    """A ``{type:"acp"}`` MCP server the client provides over this connection."""
+
+    server_id: str
+    name: str
+
+
+def acp_declarations(mcp_servers: Any) -> list[AcpServerDeclaration]:
+    """The usable ``type:"acp"`` entries, deduplicated by id, in declaration order.
+
+    Both the upstream form ``{id}`` and the ACP SDK form ``{serverId}`` are read; entries of other types
+    (http, stdio) are the client's business and are not ours to open. Entries lacking a name or an id are
+    ignored, as upstream does.
+    """
+    if not isinstance(mcp_servers, list):
+        return []
+    seen: dict[str, AcpServerDeclaration] = {}
+    for entry in mcp_servers:
+        if not isinstance(entry, dict) or entry.get("type") != "acp":
+            continue
+        server_id = entry.get("serverId") or entry.get("id")
+        name = entry.get("name")
+        if isinstance(server_id, str) and server_id and isinstance(name, str) and name:
+            seen.setdefault(server_id, AcpServerDeclaration(server_id, name))
+    return list(seen.values())
+
+
+def new_session_id() -> str:
+    return f"sess_{uuid.uuid4()}"
+
+
+def validate_session_id(session_id: str) -> str:
+    if not _SESSION_ID.match(session_id):
+        raise RpcError(INVALID_PARAMS, "Invalid sessionId: expected the form sess_<uuid>")
+    return session_id
+
+
+def channel_for(session_id: str) -> str:
+    """The in-pod channel name of a session: ``acp_<uuid>``, sharing the session's uuid."""
+    return "acp_" + session_id.removeprefix("sess_")
+
+
+def initialize_result(version: str, *, mcp_http: bool = False) -> JsonObject:
+    return {
+        "protocolVersion": PROTOCOL_VERSION,
+        "agentCapabilities": {
+            "loadSession": False,
+            "sessionCapabilities": {"resume": {}},
+            "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
+            "mcpCapabilities": {"http": mcp_http, "sse": False, "acp": True, "_meta": {"dev.openab/acp": True}},
+            "_meta": {"dev.openab/permissionRelay": True},
+        },
+        "agentInfo": {"name": "openab", "title": "OpenAB", "version": version},
+        "authMethods": [],
+    }
+
+
+def checked_prompt(prompt: Any) -> list[JsonObject]:
+    """Check a prompt's content blocks; returns them unchanged when every block is one we relay.
+
+    Text and resource links only (links are shown, never fetched): the agent runs in the pod, and a block
+    the browser could not have meant for it (a local file, an image we do not advertise) is refused here.
+    """
+    if not isinstance(prompt, list):
+        raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of content blocks")
+    has_words = False
+    for block in prompt:
+        if not isinstance(block, dict):
+            raise RpcError(INVALID_PARAMS, "Invalid params: each prompt block must be an object")
+        kind = block.get("type")
+        if kind == "text":
+            text = block.get("text")
+            if not isinstance(text, str):
+                raise RpcError(INVALID_PARAMS, "Invalid params: a text block needs a string `text`")
+            has_words = has_words or bool(text.strip())
+        elif kind == "resource_link":
+            if not isinstance(block.get("name"), str) or not isinstance(block.get("uri"), str):
+                raise RpcError(INVALID_PARAMS, "Invalid params: a resource_link block needs `name` and `uri`")
+            has_words = True
+        else:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Unsupported prompt content block type '{kind}' — send text or resource_link blocks",
+            )
+    if not has_words:
+        raise RpcError(INVALID_PARAMS, "Empty prompt")
+    return prompt

@@ -1,0 +1,364 @@
+"""The ACP agent side of one client connection (the extension's `/acp` socket), transport-agnostic.
+
+It answers ``initialize`` and the ``session/*`` methods with the words of the `/acp` contract, relays prompts
+to the pod's agent backend, and opens an MCP-over-ACP tunnel for each ``type:"acp"`` server the client
+declares. Fast methods are answered inline so that ordering holds (``initialize`` then ``session/new`` on the
+next frame); prompts run as tasks so that the read loop never waits behind one: an unknown method is
+answered at once even mid-prompt, which extensions use as a heartbeat.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from typing import Any, Final
+
+from .acp_schema import (
+    PERMISSION_RELAY_META,
+    AcpServerDeclaration,
+    CancelParams,
+    InitializeParams,
+    NewSessionParams,
+    PromptParams,
+    ResumeSessionParams,
+    acp_declarations,
+    checked_prompt,
+    initialize_result,
+    parse_params,
+    validate_session_id,
+)
+from .agent_backend import PermissionUnavailable
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NOT_INITIALIZED,
+    SERVER_OVERLOADED,
+    SESSION_BUSY,
+    JsonObject,
+    Notification,
+    Peer,
+    Request,
+    RpcError,
+)
+from .pod import Pod
+from .rpc_connection import ConnectionClosed, Later, RequestTimeout, RpcConnection
+from .sessions import Session, TooManySessions
+from .tunnel import TunnelError, TunnelOwner, establish
+
+__all__ = ["KEEPALIVE_METHOD", "AcpServerConnection"]
+
+log = logging.getLogger(__name__)
+
+KEEPALIVE_METHOD: Final = "_openab/keepalive"
+_SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt"})
+
+
+def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
+    if not meta:
+        return False
+    return meta.get(PERMISSION_RELAY_META) is True or meta.get("dev.openab/permissionPolicy") == "relay"
+
+
+class _Turn:
+    """One running ``session/prompt``: what the backend sees as :class:`PromptTurn`."""
+
+    def __init__(self, server: AcpServerConnection, session: Session) -> None:
+        self._server = server
+        self._session = session
+        self.last_activity = time.monotonic()
+        self.cancel_requested_at: float | None = None
+        self.changed = asyncio.Event()
+
+    @property
+    def session(self) -> Session:
+        return self._session
+
+    @property
+    def can_ask_permission(self) -> bool:
+        return self._session.permission_relay and not self._server.rpc.closed
+
+    def send_update(self, update: JsonObject) -> None:
+        self.last_activity = time.monotonic()
+        self._server.rpc.notify("session/update", {"sessionId": self._session.id, "update": update})
+
+    async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
+        if not self.can_ask_permission:
+            raise PermissionUnavailable("the extension does not answer permission requests")
+        self.last_activity = time.monotonic()
+        try:
+            result = await self._server.rpc.request(
+                "session/request_permission", {**params, "sessionId": self._session.id}, timeout=timeout
+            )
+        except RequestTimeout:
+            raise TimeoutError(f"nobody answered the permission request within {timeout:g} s") from None
+        except (ConnectionClosed, RpcError) as exc:
+            raise PermissionUnavailable(f"the extension could not answer: {exc}") from None
+        finally:
+            self.last_activity = time.monotonic()
+        if not isinstance(result, dict) or not isinstance(result.get("outcome"), dict):
+            raise PermissionUnavailable("the extension answered the permission request without an outcome")
+        return result
+
+    def cancel(self) -> None:
+        if self.cancel_requested_at is None:
+            self.cancel_requested_at = time.monotonic()
+        self.changed.set()
+
+
+class AcpServerConnection:
+    """One client connection. The transport feeds ``rpc`` and runs :meth:`run`, then :meth:`connection_lost`."""
+
+    def __init__(self, pod: Pod, *, connection_id: str | None = None) -> None:
+        settings = pod.settings
+        self.pod = pod
+        self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
+        self.generation = pod.next_connection_generation()
+        self.rpc = RpcConnection(
+            self,
+            name=self.id,
+            peer=Peer(max_method_bytes=settings.max_method_frame_bytes, max_open_requests=512),
+        )
+        self._initialized = False
+        self._sessions: set[str] = set()
+        self._turns: dict[str, _Turn] = {}
+        self._establishing = 0
+
+    # -- the dispatcher ----------------------------------------------------------------------------------------
+
+    def handle_request(self, request: Request) -> Any:
+        method, params = request.method, request.params
+        if method == "initialize":
+            return self._initialize(params)
+        if method in _SESSION_METHODS and not self._initialized:
+            raise RpcError(NOT_INITIALIZED, "Not initialized")
+        if method == "session/new":
+            return self._new_session(params)
+        if method == "session/resume":
+            return self._resume_session(params)
+        if method == "session/prompt":
+            return self._prompt(params)
+        if method == "session/cancel":
+            raise RpcError(INVALID_REQUEST, "session/cancel is a notification and must not carry an id")
+        raise RpcError.method_not_found(method)
+
+    def handle_notification(self, notification: Notification) -> None:
+        if notification.method == "session/cancel":
+            self._cancel(notification.params)
+        elif notification.method == "mcp/message":
+            self.rpc.spawn(self.pod.tunnels.deliver(self.id, notification.params))
+        # Anything else (including request-only methods sent without an id) is ignored, as the contract says.
+
+    # -- initialize / sessions ---------------------------------------------------------------------------------
+
+    def _initialize(self, params: Any) -> JsonObject:
+        parsed = parse_params(InitializeParams, params, "initialize params")
+        if parsed.protocol_version < 1:
+            raise RpcError(
+                INVALID_PARAMS, f"Unsupported protocolVersion {parsed.protocol_version}; this agent supports 1"
+            )
+        self._initialized = True
+        from . import __version__
+
+        return initialize_result(__version__)
+
+    def _check_declarations(self, declared: Any) -> list[AcpServerDeclaration]:
+        servers = acp_declarations(declared)
+        limit = self.pod.settings.max_servers_per_session
+        if len(servers) > limit:
+            raise RpcError(SERVER_OVERLOADED, f"Too many type:acp servers declared ({len(servers)}, max {limit})")
+        return servers
+
+    def _hold(self, session_id: str | None) -> None:
+        limit = self.pod.settings.max_sessions_per_connection
+        if session_id not in self._sessions and len(self._sessions) >= limit:
+            raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit})")
+
+    def _open(self, session_id: str | None, meta: dict[str, Any] | None) -> Session:
+        try:
+            session, created = self.pod.sessions.open(
+                session_id, owner=self.id, owner_generation=self.generation
+            )
+        except TooManySessions as exc:
+            raise RpcError(SERVER_OVERLOADED, str(exc)) from None
+        self._sessions.add(session.id)
+        session.permission_relay = _wants_permission_relay(meta)
+        log.info("session %s %s on %s", session.id, "created" if created else "resumed", self.id)
+        self.pod.session_opened(session)
+        return session
+
+    def _new_session(self, params: Any) -> JsonObject:
+        parsed = parse_params(NewSessionParams, params)
+        servers = self._check_declarations(parsed.mcp_servers)
+        self._hold(None)
+        # `cwd` is the browser's idea of a directory, never the agent's: each session gets its own.
+        session = self._open(None, parsed.meta)
+        self._open_tunnels(session, servers)
+        return {"sessionId": session.id}
+
+    def _resume_session(self, params: Any) -> JsonObject:
+        parsed = parse_params(ResumeSessionParams, params)
+        session_id = validate_session_id(parsed.session_id)
+        servers = self._check_declarations(parsed.mcp_servers)
+        existing = self.pod.sessions.get(session_id)
+        if existing is not None and existing.prompting:
+            raise RpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
+        self._hold(session_id)
+        session = self._open(session_id, parsed.meta)
+        if isinstance(parsed.mcp_servers, list):
+            retired = self.pod.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
+            self.pod.disconnect_tunnels(retired)
+        self._open_tunnels(session, servers)
+        return {}
+
+    # -- tunnels -----------------------------------------------------------------------------------------------
+
+    def _open_tunnels(self, session: Session, servers: list[AcpServerDeclaration]) -> None:
+        """Start establishing each declared server; runs after the response above is queued."""
+        for server in servers:
+            installed = self.pod.tunnels.find_server(self.id, server.server_id)
+            if installed is not None and installed.session_id == session.id and not installed.closed:
+                continue
+            if self._establishing >= self.pod.settings.max_inflight_establishes:
+                log.warning("%s: too many tunnels being established; %r not opened", self.id, server.name)
+                continue
+            self._establishing += 1
+            generation = self.pod.tunnels.next_generation()
+            self.rpc.spawn(self._establish(session, server, generation), name=f"establish {server.name}")
+
+    async def _establish(self, session: Session, server: AcpServerDeclaration, generation: int) -> None:
+        settings = self.pod.settings
+        try:
+            tunnel = await establish(
+                self.rpc,
+                session_id=session.id,
+                server_id=server.server_id,
+                name=server.name,
+                owner=TunnelOwner(self.id, self.generation),
+                generation=generation,
+                timeout=settings.tunnel_connect_timeout,
+                request_timeout=settings.tunnel_timeout,
+            )
+        except TunnelError as exc:
+            log.warning("browser tunnel not established: %s", exc)
+            return
+        except RpcError as exc:
+            log.warning("browser tunnel %r not established: %s", server.name, exc.message)
+            return
+        finally:
+            self._establishing -= 1
+        if self.pod.sessions.get(session.id) is not session:
+            self.pod.disconnect_tunnels([tunnel])  # evicted while we were connecting
+            return
+        self.pod.disconnect_tunnels(self.pod.tunnels.install(tunnel))
+
+    # -- prompts -----------------------------------------------------------------------------------------------
+
+    def _owned_session(self, session_id: str | None) -> Session:
+        if not session_id:
+            raise RpcError(INVALID_PARAMS, "Missing sessionId")
+        session = self.pod.sessions.get(session_id)
+        if session is None or session_id not in self._sessions:
+            raise RpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
+        if session.owner != self.id:
+            raise RpcError(
+                INVALID_PARAMS, f"Session {session_id} was resumed on another connection; resume it here first"
+            )
+        return session
+
+    def _prompt(self, params: Any) -> Later:
+        if isinstance(params, dict) and not params.get("sessionId"):
+            raise RpcError(INVALID_PARAMS, "Missing sessionId")
+        parsed = parse_params(PromptParams, params)
+        session = self._owned_session(parsed.session_id)
+        if session.prompting:
+            raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
+        limit = self.pod.settings.max_inflight_prompts
+        if len(self._turns) >= limit:
+            raise RpcError(SERVER_OVERLOADED, f"Too many in-flight prompts (max {limit})")
+        blocks = checked_prompt(parsed.prompt)
+        session.prompting = True
+        turn = _Turn(self, session)
+        self._turns[session.id] = turn
+        return Later(self._run_turn(turn, blocks))
+
+    async def _run_turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
+        """Run the backend's turn under the idle timeout and the cancel grace period."""
+        settings = self.pod.settings
+        session = turn.session
+        work = asyncio.get_running_loop().create_task(self.pod.backend.prompt(turn, blocks))
+        try:
+            while not work.done():
+                turn.changed.clear()
+                now = time.monotonic()
+                if turn.cancel_requested_at is not None:
+                    limit = turn.cancel_requested_at + settings.cancel_grace
+                    if now >= limit:
+                        # The backend did not stop in time; the client was promised an answer.
+                        work.cancel()
+                        return {"stopReason": "cancelled"}
+                else:
+                    limit = turn.last_activity + settings.prompt_idle_timeout
+                    if now >= limit:
+                        work.cancel()
+                        self.pod.spawn(self.pod.backend.cancel(session.id))
+                        raise RpcError(INTERNAL_ERROR, "Timed out waiting for agent backend")
+                changed = asyncio.ensure_future(turn.changed.wait())
+                try:
+                    await asyncio.wait({work, changed}, timeout=limit - now, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    changed.cancel()
+            stop_reason = work.result()
+            if turn.cancel_requested_at is not None:
+                stop_reason = "cancelled"
+            return {"stopReason": stop_reason}
+        except asyncio.CancelledError:
+            # The socket went away mid-turn: the agent must not keep working for nobody.
+            work.cancel()
+            self.pod.spawn(self.pod.backend.cancel(session.id))
+            raise
+        finally:
+            if not work.done():
+                work.cancel()
+            with contextlib.suppress(BaseException):
+                if work.done() and not work.cancelled():
+                    work.exception()
+            session.prompting = False
+            self.pod.sessions.touch(session)
+            self._turns.pop(session.id, None)
+
+    def _cancel(self, params: Any) -> None:
+        try:
+            parsed = parse_params(CancelParams, params)
+        except RpcError:
+            return  # a notification gets no error answer
+        turn = self._turns.get(parsed.session_id)
+        if turn is None:
+            return
+        turn.cancel()
+        self.pod.spawn(self.pod.backend.cancel(parsed.session_id), name=f"cancel {parsed.session_id}")
+
+    # -- life --------------------------------------------------------------------------------------------------
+
+    async def keepalive(self) -> None:
+        """Send a notification whenever the socket has been quiet for the keepalive interval.
+
+        Protocol-level pings do not keep an MV3 service worker alive; application messages do.
+        """
+        interval = self.pod.settings.keepalive_interval
+        while not self.rpc.closed:
+            quiet_for = time.monotonic() - self.rpc.last_sent
+            if quiet_for >= interval:
+                self.rpc.notify(KEEPALIVE_METHOD, {})
+                quiet_for = 0.0
+            await asyncio.sleep(interval - quiet_for)
+
+    def connection_lost(self, reason: str) -> None:
+        """The socket is gone: fail in-flight calls now, drop this socket's tunnels, free its sessions."""
+        self.rpc.close(reason)
+        self.pod.tunnels.remove_owner(self.id, f"socket closed: {reason}")
+        released = self.pod.sessions.release_owner(self.id)
+        log.info("%s closed (%s); %d session(s) left resumable", self.id, reason, len(released))

@@ -1,0 +1,68 @@
+"""The seam between the `/acp` server and whatever runs the agent for a session.
+
+The gateway validates a prompt, holds the session busy, relays streamed updates and enforces the idle
+timeout; the backend only has to run the turn. ``NoAgentBackend`` is what a pod without an agent answers.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from .jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
+from .sessions import Session
+
+__all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn"]
+
+
+class PermissionUnavailable(Exception):
+    """The extension cannot answer permission requests (it did not say it can, or its socket is gone)."""
+
+
+class PromptTurn(Protocol):
+    """What the backend gets for one ``session/prompt``."""
+
+    @property
+    def session(self) -> Session: ...
+
+    @property
+    def can_ask_permission(self) -> bool:
+        """Whether the extension said (``_meta`` on session/new or resume) that it answers permission cards."""
+
+    def send_update(self, update: JsonObject) -> None:
+        """Stream one ``session/update`` ``update`` object to the extension, as it comes."""
+
+    async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
+        """Relay ``session/request_permission`` (params without ``sessionId``) and return the outcome object.
+
+        Raises :class:`PermissionUnavailable` when it cannot be asked, ``TimeoutError`` when nobody answered.
+        """
+
+
+class AgentBackend(Protocol):
+    async def session_opened(self, session: Session) -> None:
+        """A session was created or resumed; a backend may start its agent early."""
+
+    async def session_closed(self, session: Session) -> None:
+        """The session is evicted: stop its agent and free what it holds."""
+
+    async def prompt(self, turn: PromptTurn, prompt: list[JsonObject]) -> str:
+        """Run one turn and return its ACP ``stopReason``; raise :class:`RpcError` for a clear failure."""
+
+    async def cancel(self, session_id: str) -> None:
+        """Stop the session's running turn; its ``prompt`` then returns ``"cancelled"``."""
+
+
+class NoAgentBackend:
+    """A pod with no agent: prompts fail clearly, everything else works."""
+
+    async def session_opened(self, session: Session) -> None:
+        return None
+
+    async def session_closed(self, session: Session) -> None:
+        return None
+
+    async def prompt(self, turn: PromptTurn, prompt: list[JsonObject]) -> str:
+        raise RpcError(INTERNAL_ERROR, "No agent backend connected")
+
+    async def cancel(self, session_id: str) -> None:
+        return None

@@ -1,0 +1,401 @@
+"""A JSON-RPC 2.0 peer that knows nothing of sockets.
+
+Every hop of openab speaks JSON-RPC: the extension's `/acp` WebSocket, the agent CLI's stdio, the bridge's
+Unix socket. :class:`Peer` holds the state of one such conversation. Feed it each received message with
+:meth:`Peer.receive`; it returns :data:`Event` objects for the application, and queues whatever must be sent
+(error answers it gives on its own, the application's responses and requests) for :meth:`Peer.data_to_send`.
+Time is passed in, never read, so timeouts are as testable as the rest.
+
+The rules are those of the `/acp` contract (upstream openab, §1.4 of its design):
+
+* a message is a notification exactly when it has no ``id`` key (``"id": null`` is a request);
+* a message with ``id``, ``result`` or ``error`` and no ``method`` answers one of our requests;
+* parse failures, batches and malformed envelopes get -32700 / -32600 with ``id: null`` when the id is unusable;
+* notifications are never answered, not even when they are malformed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+__all__ = [
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "METHOD_NOT_FOUND",
+    "NOT_INITIALIZED",
+    "PARSE_ERROR",
+    "REQUEST_CANCELLED",
+    "SERVER_OVERLOADED",
+    "SESSION_BUSY",
+    "Event",
+    "JsonObject",
+    "Notification",
+    "Peer",
+    "Request",
+    "RequestFailed",
+    "RequestId",
+    "Response",
+    "RpcError",
+    "TooManyPendingRequests",
+    "dumps",
+]
+
+JsonObject = dict[str, Any]
+RequestId = int | str | float | None
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+SERVER_OVERLOADED: Final = -32000
+SESSION_BUSY: Final = -32001
+NOT_INITIALIZED: Final = -32002
+REQUEST_CANCELLED: Final = -32800
+
+
+def dumps(message: JsonObject) -> bytes:
+    """Serialize one message; never emits a newline, so it is safe for line-delimited transports."""
+    return orjson.dumps(message)
+
+
+class RpcError(Exception):
+    """A JSON-RPC error object, raised by handlers and carried by :class:`Response`."""
+
+    def __init__(self, code: int, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_json(self) -> JsonObject:
+        error: JsonObject = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+    @classmethod
+    def from_json(cls, error: Any) -> RpcError:
+        """Read an ``error`` member sent by a peer, tolerating shapes that break the spec."""
+        if isinstance(error, dict) and isinstance(error.get("code"), int) and not isinstance(
+            error.get("code"), bool
+        ):
+            message = error.get("message")
+            return cls(error["code"], message if isinstance(message, str) else "", error.get("data"))
+        return cls(INTERNAL_ERROR, f"Malformed error object from peer: {_preview(error)}")
+
+    @classmethod
+    def method_not_found(cls, method: str) -> RpcError:
+        return cls(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    @classmethod
+    def invalid_params(cls, message: str) -> RpcError:
+        return cls(INVALID_PARAMS, message)
+
+    @classmethod
+    def internal(cls, message: str) -> RpcError:
+        return cls(INTERNAL_ERROR, message)
+
+    def __repr__(self) -> str:
+        return f"RpcError({self.code}, {self.message!r})"
+
+
+class TooManyPendingRequests(Exception):
+    """Raised by :meth:`Peer.send_request` when the bound on unanswered requests is reached."""
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """The peer asks us something; answer with :meth:`Peer.send_result` or :meth:`Peer.send_error`."""
+
+    id: RequestId
+    method: str
+    params: Any
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    method: str
+    params: Any
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Response:
+    """The answer to one of our requests. Exactly one of ``result`` / ``error`` is meaningful."""
+
+    id: int
+    result: Any
+    error: RpcError | None
+    context: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFailed:
+    """One of our requests ended without an answer: it timed out or the connection is gone."""
+
+    id: int
+    method: str
+    reason: str
+    context: Any
+
+
+Event = Request | Notification | Response | RequestFailed
+
+
+@dataclass(slots=True)
+class _Pending:
+    method: str
+    deadline: float | None
+    context: Any
+
+
+def _preview(value: Any, limit: int = 120) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _id_key(request_id: RequestId) -> tuple[str, RequestId]:
+    # 1 and "1" are different ids on the wire; keep them apart when tracking open requests.
+    return (type(request_id).__name__, request_id)
+
+
+def _valid_id(value: Any) -> bool:
+    if value is None or isinstance(value, str):
+        return True
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int):
+        return True
+    return isinstance(value, float) and math.isfinite(value)
+
+
+class Peer:
+    """State of one JSON-RPC conversation, for either side of any hop.
+
+    ``max_pending`` bounds our unanswered requests; ``max_open_requests`` bounds the peer's requests we have
+    not answered yet (over it they get -32000 at once). ``max_method_bytes``, when set, is the size limit for
+    any message that carries a ``method``: responses may be larger (a screenshot result), requests and
+    notifications may not. Ids we abandon are remembered (boundedly) so their late answers are dropped quietly.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_pending: int = 1024,
+        max_open_requests: int = 256,
+        max_method_bytes: int | None = None,
+        first_id: int = 1,
+        remembered_abandoned: int = 1024,
+    ) -> None:
+        self._next_id = first_id
+        self._max_pending = max_pending
+        self._max_open = max_open_requests
+        self._max_method_bytes = max_method_bytes
+        self._pending: dict[int, _Pending] = {}
+        self._abandoned: OrderedDict[int, None] = OrderedDict()
+        self._remembered_abandoned = remembered_abandoned
+        self._open: set[tuple[str, RequestId]] = set()
+        self._outgoing: list[bytes] = []
+        self.discarded_responses = 0
+
+    # -- receiving -----------------------------------------------------------------------------------------
+
+    def receive(self, data: bytes | str) -> list[Event]:
+        """Take one whole message (a text frame, a line) and say what it means."""
+        size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+        try:
+            message = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            self._send_error_reply(None, RpcError(PARSE_ERROR, f"Parse error: {exc}"))
+            return []
+        if not isinstance(message, dict):
+            kind = "batches are not supported" if isinstance(message, list) else "expected a JSON object"
+            self._send_error_reply(None, RpcError(INVALID_REQUEST, f"Invalid Request: {kind}"))
+            return []
+
+        has_id = "id" in message
+        request_id = message.get("id")
+        if has_id and not _valid_id(request_id):
+            self._send_error_reply(
+                None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, number, or null")
+            )
+            return []
+
+        if has_id and "method" not in message and ("result" in message or "error" in message):
+            return self._receive_response(request_id, message)
+
+        method = message.get("method")
+        if not isinstance(method, str):
+            if has_id:
+                self._send_error_reply(
+                    request_id, RpcError(INVALID_REQUEST, "Invalid Request: method must be a string")
+                )
+            return []
+        if message.get("jsonrpc") != "2.0":
+            if has_id:
+                self._send_error_reply(
+                    request_id, RpcError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
+                )
+            return []
+        if self._max_method_bytes is not None and size > self._max_method_bytes:
+            if has_id:
+                self._send_error_reply(
+                    request_id,
+                    RpcError(
+                        SERVER_OVERLOADED,
+                        f"Frame too large: {size} exceeds the {self._max_method_bytes}-byte limit for "
+                        f"`{method}`",
+                    ),
+                )
+            return []
+
+        params = message.get("params")
+        if not has_id:
+            return [Notification(method, params, size)]
+
+        key = _id_key(request_id)
+        if key in self._open:
+            self._send_error_reply(
+                None,
+                RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use"),
+            )
+            return []
+        if len(self._open) >= self._max_open:
+            self._send_error_reply(
+                request_id,
+                RpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self._max_open})"),
+            )
+            return []
+        self._open.add(key)
+        return [Request(request_id, method, params, size)]
+
+    def _receive_response(self, raw_id: RequestId, message: JsonObject) -> list[Event]:
+        our_id = self._our_id(raw_id)
+        pending = self._pending.pop(our_id, None) if our_id is not None else None
+        if pending is None:
+            # Late answers to abandoned ids are expected; anything else is the peer's confusion.
+            # Either way there is nobody to give it to, and answering a response is never right.
+            if our_id is not None:
+                self._abandoned.pop(our_id, None)
+            self.discarded_responses += 1
+            return []
+        assert our_id is not None
+        if "error" in message:
+            return [Response(our_id, None, RpcError.from_json(message["error"]), pending.context)]
+        return [Response(our_id, message["result"], None, pending.context)]
+
+    @staticmethod
+    def _our_id(raw_id: RequestId) -> int | None:
+        if isinstance(raw_id, int) and not isinstance(raw_id, bool):
+            return raw_id
+        # Some peers echo numeric ids back as strings ("7"); upstream accepted that too.
+        if isinstance(raw_id, str) and raw_id.isdigit() and len(raw_id) < 20:
+            return int(raw_id)
+        return None
+
+    # -- answering the peer ---------------------------------------------------------------------------------
+
+    def send_result(self, request_id: RequestId, result: Any) -> None:
+        self._close_open(request_id)
+        self._outgoing.append(dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+
+    def send_error(self, request_id: RequestId, error: RpcError) -> None:
+        self._close_open(request_id)
+        self._send_error_reply(request_id, error)
+
+    def _close_open(self, request_id: RequestId) -> None:
+        key = _id_key(request_id)
+        if key not in self._open:
+            raise ValueError(f"no open request with id {request_id!r}: each request gets exactly one answer")
+        self._open.remove(key)
+
+    def _send_error_reply(self, request_id: RequestId, error: RpcError) -> None:
+        self._outgoing.append(dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
+
+    @property
+    def open_requests(self) -> int:
+        """How many of the peer's requests still wait for our answer."""
+        return len(self._open)
+
+    # -- asking the peer ------------------------------------------------------------------------------------
+
+    def send_request(
+        self, method: str, params: Any = None, *, deadline: float | None = None, context: Any = None
+    ) -> int:
+        """Queue a request and return its id. ``deadline`` is on the caller's clock (see :meth:`expire`)."""
+        if len(self._pending) >= self._max_pending:
+            raise TooManyPendingRequests(
+                f"{len(self._pending)} requests already wait for an answer (max {self._max_pending})"
+            )
+        request_id = self._next_id
+        self._next_id += 1
+        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        self._outgoing.append(dumps(message))
+        self._pending[request_id] = _Pending(method, deadline, context)
+        return request_id
+
+    def send_notification(self, method: str, params: Any = None) -> None:
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        self._outgoing.append(dumps(message))
+
+    def abandon(self, request_id: int) -> bool:
+        """Stop waiting for an answer; a late one is then dropped. Returns whether it was pending."""
+        if self._pending.pop(request_id, None) is None:
+            return False
+        self._abandoned[request_id] = None
+        while len(self._abandoned) > self._remembered_abandoned:
+            self._abandoned.popitem(last=False)
+        return True
+
+    def expire(self, now: float) -> list[RequestFailed]:
+        """Fail every pending request whose deadline has passed."""
+        expired = [
+            (request_id, pending)
+            for request_id, pending in self._pending.items()
+            if pending.deadline is not None and pending.deadline <= now
+        ]
+        failures = []
+        for request_id, pending in expired:
+            self.abandon(request_id)
+            failures.append(RequestFailed(request_id, pending.method, "timed out", pending.context))
+        return failures
+
+    def next_deadline(self) -> float | None:
+        deadlines = [p.deadline for p in self._pending.values() if p.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def fail_all(self, reason: str) -> list[RequestFailed]:
+        """The conversation is over: every pending request fails now, not at its timeout."""
+        failures = [
+            RequestFailed(request_id, pending.method, reason, pending.context)
+            for request_id, pending in self._pending.items()
+        ]
+        self._pending.clear()
+        self._open.clear()
+        return failures
+
+    @property
+    def pending_requests(self) -> int:
+        return len(self._pending)
+
+    def is_pending(self, request_id: int) -> bool:
+        return request_id in self._pending
+
+    # -- output ---------------------------------------------------------------------------------------------
+
+    def data_to_send(self) -> list[bytes]:
+        """Messages to put on the wire, in order, each one whole (the adapter frames them)."""
+        outgoing, self._outgoing = self._outgoing, []
+        return outgoing

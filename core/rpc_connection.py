@@ -1,0 +1,290 @@
+"""The asyncio adapter around :class:`openab.core.jsonrpc.Peer`.
+
+A transport (a WebSocket, a child's stdio, a Unix socket) reads whole messages and calls :meth:`feed`, and
+runs :meth:`RpcConnection.run` with a coroutine that writes one message. Everything else is here once:
+awaiting answers with a timeout, answering each of the peer's requests exactly once, running slow handlers
+as tasks so that the read loop never waits behind them, ``$/cancel_request``, a bounded send buffer, and
+failing every waiter at once when the connection ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    REQUEST_CANCELLED,
+    Notification,
+    Peer,
+    Request,
+    RequestFailed,
+    RequestId,
+    Response,
+    RpcError,
+)
+
+__all__ = [
+    "ConnectionClosed",
+    "Handler",
+    "Later",
+    "RequestTimeout",
+    "RpcConnection",
+    "SendMessage",
+]
+
+log = logging.getLogger(__name__)
+
+SendMessage = Callable[[bytes], Awaitable[None]]
+
+
+class ConnectionClosed(Exception):
+    """The connection ended before the answer came."""
+
+
+class RequestTimeout(Exception):
+    """No answer came in time. ``request_id`` is the abandoned id, for cancel notifications."""
+
+    def __init__(self, method: str, request_id: int, timeout: float) -> None:
+        super().__init__(f"{method} got no answer within {timeout:g} s")
+        self.method = method
+        self.request_id = request_id
+
+
+@dataclass(frozen=True, slots=True)
+class Later:
+    """Returned by a handler whose answer takes time: the connection runs it as a task."""
+
+    work: Coroutine[Any, Any, Any]
+
+
+class Handler(Protocol):
+    def handle_request(self, request: Request) -> Any:
+        """Return the result, raise :class:`RpcError`, or return :class:`Later` for slow work."""
+
+    def handle_notification(self, notification: Notification) -> None:
+        """Must not block; start a task for anything slow."""
+
+
+class RpcConnection:
+    def __init__(
+        self,
+        handler: Handler,
+        *,
+        name: str,
+        peer: Peer | None = None,
+        max_send_buffer: int = 64 << 20,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.name = name
+        self._handler = handler
+        self._peer = peer if peer is not None else Peer()
+        self._clock = clock
+        self._waiters: dict[int, asyncio.Future[Any]] = {}
+        self._tasks: dict[tuple[str, RequestId], asyncio.Task[None]] = {}
+        self._background: set[asyncio.Task[Any]] = set()
+        self._outbox: deque[bytes] = deque()
+        self._outbox_bytes = 0
+        self._max_send_buffer = max_send_buffer
+        self._wakeup = asyncio.Event()
+        self._closed_reason: str | None = None
+        self.last_sent = clock()
+        self.last_received = clock()
+
+    # -- state ------------------------------------------------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._closed_reason is not None
+
+    @property
+    def closed_reason(self) -> str | None:
+        return self._closed_reason
+
+    @property
+    def peer(self) -> Peer:
+        return self._peer
+
+    # -- inbound ----------------------------------------------------------------------------------------------
+
+    def feed(self, data: bytes | str) -> None:
+        """Handle one whole received message. Never blocks and never raises for bad input."""
+        if self.closed:
+            return
+        self.last_received = self._clock()
+        for event in self._peer.receive(data):
+            if isinstance(event, Request):
+                self._dispatch_request(event)
+            elif isinstance(event, Notification):
+                self._dispatch_notification(event)
+            else:
+                self._settle(event.id, event)
+        self._flush()
+
+    def _dispatch_request(self, request: Request) -> None:
+        try:
+            outcome = self._handler.handle_request(request)
+        except RpcError as error:
+            self._peer.send_error(request.id, error)
+            return
+        except Exception:
+            log.exception("%s: handler for %s failed", self.name, request.method)
+            self._peer.send_error(request.id, RpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
+            return
+        if isinstance(outcome, Later):
+            key = (type(request.id).__name__, request.id)
+            task = asyncio.get_running_loop().create_task(self._answer_later(request, outcome.work))
+            self._tasks[key] = task
+            task.add_done_callback(lambda _t, key=key: self._tasks.pop(key, None))  # type: ignore[misc]
+        else:
+            self._peer.send_result(request.id, outcome)
+
+    async def _answer_later(self, request: Request, work: Coroutine[Any, Any, Any]) -> None:
+        try:
+            result = await work
+        except RpcError as error:
+            self._answer(request.id, error=error)
+        except asyncio.CancelledError:
+            # Cancelled by $/cancel_request, or by close() (then the answer goes nowhere, harmlessly).
+            self._answer(request.id, error=RpcError(REQUEST_CANCELLED, "Request cancelled"))
+            raise
+        except Exception:
+            log.exception("%s: handler for %s failed", self.name, request.method)
+            self._answer(request.id, error=RpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
+        else:
+            self._answer(request.id, result=result)
+
+    def _answer(self, request_id: RequestId, *, result: Any = None, error: RpcError | None = None) -> None:
+        if self.closed:
+            return
+        if error is not None:
+            self._peer.send_error(request_id, error)
+        else:
+            self._peer.send_result(request_id, result)
+        self._flush()
+
+    def _dispatch_notification(self, notification: Notification) -> None:
+        if notification.method == "$/cancel_request":
+            params = notification.params if isinstance(notification.params, dict) else {}
+            request_id = params.get("requestId")
+            task = self._tasks.get((type(request_id).__name__, request_id))
+            if task is not None:
+                task.cancel()
+        try:
+            self._handler.handle_notification(notification)
+        except Exception:
+            log.exception("%s: notification handler for %s failed", self.name, notification.method)
+
+    def _settle(self, request_id: int, event: Response | RequestFailed) -> None:
+        waiter = self._waiters.pop(request_id, None)
+        if waiter is None or waiter.done():
+            return
+        if isinstance(event, Response):
+            if event.error is not None:
+                waiter.set_exception(event.error)
+            else:
+                waiter.set_result(event.result)
+        elif event.reason == "timed out":
+            waiter.set_exception(RequestTimeout(event.method, request_id, 0.0))
+        else:
+            waiter.set_exception(ConnectionClosed(event.reason))
+
+    # -- outbound ---------------------------------------------------------------------------------------------
+
+    async def request(
+        self,
+        method: str,
+        params: Any = None,
+        *,
+        timeout: float,
+        sent: Callable[[int], None] | None = None,
+    ) -> Any:
+        """Send a request and wait for its result.
+
+        Raises :class:`RpcError` (the peer's error), :class:`RequestTimeout` or :class:`ConnectionClosed`.
+        ``sent`` is told the wire id before waiting, so callers can later cancel it by id.
+        """
+        if self.closed:
+            raise ConnectionClosed(self._closed_reason or "closed")
+        request_id = self._peer.send_request(method, params, deadline=self._clock() + timeout)
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._waiters[request_id] = waiter
+        self._flush()
+        if sent is not None:
+            sent(request_id)
+        try:
+            return await waiter
+        except RequestTimeout:
+            raise RequestTimeout(method, request_id, timeout) from None
+        finally:
+            self._waiters.pop(request_id, None)
+            # Cancelled by our caller: stop waiting so a late answer is dropped.
+            self._peer.abandon(request_id)
+
+    def notify(self, method: str, params: Any = None) -> None:
+        if self.closed:
+            return
+        self._peer.send_notification(method, params)
+        self._flush()
+
+    def spawn(self, work: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
+        """Run background work tied to this connection: it is cancelled when the connection closes."""
+        task = asyncio.get_running_loop().create_task(work, name=name)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    def _flush(self) -> None:
+        for message in self._peer.data_to_send():
+            self._outbox.append(message)
+            self._outbox_bytes += len(message)
+        if self._outbox_bytes > self._max_send_buffer:
+            self.close(f"send buffer over {self._max_send_buffer} bytes: the peer is not reading")
+        self._wakeup.set()
+
+    # -- running ----------------------------------------------------------------------------------------------
+
+    async def run(self, send: SendMessage) -> None:
+        """Write queued messages and enforce request deadlines until the connection closes."""
+        try:
+            while True:
+                while self._outbox and not self.closed:
+                    message = self._outbox.popleft()
+                    self._outbox_bytes -= len(message)
+                    await send(message)
+                    self.last_sent = self._clock()
+                if self.closed:
+                    return
+                self._wakeup.clear()
+                deadline = self._peer.next_deadline()
+                wait = None if deadline is None else max(0.0, deadline - self._clock())
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._wakeup.wait()
+                for failure in self._peer.expire(self._clock()):
+                    self._settle(failure.id, failure)
+        except (OSError, ConnectionError) as exc:
+            self.close(f"send failed: {exc}")
+        finally:
+            if not self.closed:
+                self.close("writer stopped")
+
+    def close(self, reason: str) -> None:
+        """End the conversation: every waiter fails now with ``reason``; handlers are cancelled."""
+        if self.closed:
+            return
+        self._closed_reason = reason
+        for failure in self._peer.fail_all(reason):
+            self._settle(failure.id, failure)
+        for task in [*self._tasks.values(), *self._background]:
+            task.cancel()
+        self._outbox.clear()
+        self._outbox_bytes = 0
+        self._wakeup.set()
+

@@ -1,0 +1,94 @@
+"""The pod's ACP sessions, which outlive the socket that opened them.
+
+A session is created by ``session/new`` and taken over by ``session/resume`` from whichever socket the
+extension reconnects on; the socket that holds it is its *owner*. A session with no owner stays resumable
+until it has been idle for the configured time, then it is evicted, and everything tied to it (its agent
+process, its proxy endpoint, its tunnels) goes with it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .acp_schema import channel_for, new_session_id
+
+__all__ = ["Session", "SessionStore", "TooManySessions"]
+
+
+class TooManySessions(Exception):
+    pass
+
+
+@dataclass(eq=False)
+class Session:
+    id: str
+    channel: str
+    created_at: float
+    last_active: float
+    owner: str | None = None
+    owner_generation: int = 0
+    permission_relay: bool = False
+    prompting: bool = False
+    declared_servers: tuple[str, ...] = field(default_factory=tuple)
+
+
+class SessionStore:
+    def __init__(self, *, max_sessions: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
+        self._sessions: dict[str, Session] = {}
+        self._max = max_sessions
+        self._clock = clock
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def all(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def open(
+        self, session_id: str | None, *, owner: str, owner_generation: int
+    ) -> tuple[Session, bool]:
+        """Create a session (``session_id=None``) or take over an existing or remembered one.
+
+        Returns the session and whether it was created now. A resumed id the pod does not know (the pod
+        restarted) is created afresh under the same id, so the extension keeps its identity.
+        """
+        now = self._clock()
+        session = self._sessions.get(session_id) if session_id else None
+        created = session is None
+        if session is None:
+            if len(self._sessions) >= self._max:
+                raise TooManySessions(f"Too many sessions in this pod (max {self._max})")
+            sid = session_id or new_session_id()
+            session = Session(sid, channel_for(sid), created_at=now, last_active=now)
+            self._sessions[sid] = session
+        session.owner = owner
+        session.owner_generation = owner_generation
+        session.last_active = now
+        return session, created
+
+    def touch(self, session: Session) -> None:
+        session.last_active = self._clock()
+
+    def release_owner(self, owner: str) -> list[Session]:
+        """A socket closed: its sessions lose their owner but stay resumable."""
+        released = [s for s in self._sessions.values() if s.owner == owner]
+        now = self._clock()
+        for session in released:
+            session.owner = None
+            session.last_active = now
+        return released
+
+    def idle(self, ttl: float) -> list[Session]:
+        """Sessions nobody holds or uses, idle for at least ``ttl`` seconds."""
+        cutoff = self._clock() - ttl
+        return [
+            s for s in self._sessions.values() if s.owner is None and not s.prompting and s.last_active <= cutoff
+        ]
+
+    def remove(self, session_id: str) -> Session | None:
+        return self._sessions.pop(session_id, None)

@@ -1,0 +1,89 @@
+"""Settings of one pod, validated once at start-up (flags and ``OPENAB_*`` environment variables)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+__all__ = ["ENV_VARS", "Settings"]
+
+MiB = 1 << 20
+
+# Environment variable -> settings field. Flags override these; these override the defaults.
+ENV_VARS: Mapping[str, str] = {
+    "OPENAB_HOST": "host",
+    "OPENAB_PORT": "port",
+    "OPENAB_ACP_AUTH_KEY": "token",
+    "OPENAB_ACP_ALLOWED_ORIGINS": "allowed_origins",
+    "OPENAB_BROWSER_MODE": "browser_mode",
+    "OPENAB_STATE_DIR": "state_dir",
+    "OPENAB_BROWSER_SOCKET": "browser_socket",
+    "OPENAB_TUNNEL_TIMEOUT": "tunnel_timeout",
+    "OPENAB_ACP_IDLE_TIMEOUT_SECS": "prompt_idle_timeout",
+    "OPENAB_SESSION_IDLE_TTL": "session_idle_ttl",
+}
+
+
+def _default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "openab"
+
+
+class Settings(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    token: SecretStr | None = None
+    allowed_origins: list[str] = Field(default_factory=list)
+    browser_mode: Literal["proxy", "bridge"] = "proxy"
+    state_dir: Path = Field(default_factory=_default_state_dir)
+    browser_socket: Path | None = None
+
+    max_frame_bytes: int = Field(default=8 * MiB, ge=1024)
+    max_method_frame_bytes: int = Field(default=1 * MiB, ge=1024)
+    keepalive_interval: float = Field(default=15.0, gt=0, le=20.0)
+    tunnel_timeout: float = Field(default=170.0, gt=0)
+    tunnel_connect_timeout: float = Field(default=30.0, gt=0)
+    prompt_idle_timeout: float = Field(default=180.0, gt=0)
+    cancel_grace: float = Field(default=10.0, gt=0)
+    permission_timeout: float = Field(default=300.0, gt=0)
+    session_idle_ttl: float = Field(default=3600.0, gt=0)
+
+    max_sessions_per_connection: int = Field(default=128, ge=1)
+    max_inflight_prompts: int = Field(default=32, ge=1)
+    max_servers_per_session: int = Field(default=8, ge=1)
+    max_inflight_establishes: int = Field(default=64, ge=1)
+
+    @field_validator("token", mode="before")
+    @classmethod
+    def _empty_token_is_none(cls, value: Any) -> Any:
+        return None if value in ("", None) else value
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [o.strip() for o in value.split(",") if o.strip()]
+        return value
+
+    @field_validator("browser_mode", mode="before")
+    @classmethod
+    def _normalise_mode(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Settings:
+        """Defaults, then ``OPENAB_*`` variables, then ``overrides`` (flags; ``None`` means not given)."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {field: env[var] for var, field in ENV_VARS.items() if env.get(var)}
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)
+
+    @property
+    def socket_path(self) -> Path:
+        return self.browser_socket or self.state_dir / "browser" / "browser.sock"

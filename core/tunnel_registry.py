@@ -1,0 +1,270 @@
+"""Which browser tunnels each session has, and the API the proxy and the bridge use to reach them.
+
+Rules (the `/acp` contract, §2.6 of upstream's design, with its owner/generation fencing):
+
+* keyed by (session, server id); a new tunnel evicts an older one of the same *name* in the same session
+  ("last attach wins"), ordered by (connection generation, attach generation), so a slow establish that
+  finishes after a newer one stands down instead of winning;
+* a socket that closes takes only the tunnels it installed; a successor that resumed the session on another
+  socket keeps its own;
+* a ``session/resume`` carrying an ``mcpServers`` array withdraws the session's tunnels it no longer lists.
+
+Consumers call :meth:`TunnelRegistry.list_tools` / :meth:`call_tool` by session and watch attach and detach
+with :meth:`add_listener`. Tool payloads are returned exactly as the browser sent them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from .jsonrpc import JsonObject, RpcError
+from .tunnel import ProgressCallback, Tunnel, TunnelError
+
+__all__ = [
+    "BROWSER_NOT_CONNECTED",
+    "BrowserNotConnected",
+    "ToolsChanged",
+    "TunnelAttached",
+    "TunnelDetached",
+    "TunnelEvent",
+    "TunnelRegistry",
+]
+
+log = logging.getLogger(__name__)
+
+BROWSER_NOT_CONNECTED = "browser not connected: open the openab side panel"
+
+
+class BrowserNotConnected(TunnelError):
+    """No browser is attached to the session (yet, or any more)."""
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(BROWSER_NOT_CONNECTED, session_id=session_id, server="browser")
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelAttached:
+    tunnel: Tunnel
+
+    @property
+    def session_id(self) -> str:
+        return self.tunnel.session_id
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelDetached:
+    tunnel: Tunnel
+    reason: str
+
+    @property
+    def session_id(self) -> str:
+        return self.tunnel.session_id
+
+
+@dataclass(frozen=True, slots=True)
+class ToolsChanged:
+    session_id: str
+
+
+TunnelEvent = TunnelAttached | TunnelDetached | ToolsChanged
+Listener = Callable[[TunnelEvent], None]
+
+
+class TunnelRegistry:
+    def __init__(self, *, call_timeout: float = 170.0, connect_timeout: float = 30.0) -> None:
+        self.call_timeout = call_timeout
+        self.connect_timeout = connect_timeout
+        self._tunnels: dict[tuple[str, str], Tunnel] = {}
+        self._generations = itertools.count(1)
+        self._listeners: list[Listener] = []
+        self._changed = asyncio.Event()
+
+    # -- bookkeeping (sync: called from the read loop) -------------------------------------------------------
+
+    def next_generation(self) -> int:
+        return next(self._generations)
+
+    def install(self, tunnel: Tunnel) -> list[Tunnel]:
+        """Register a freshly established tunnel; returns the tunnels that must now be disconnected.
+
+        That list holds ``tunnel`` itself when a newer tunnel of the same name got there first.
+        """
+        rivals = [
+            t
+            for key, t in self._tunnels.items()
+            if key[0] == tunnel.session_id and (t.name == tunnel.name or t.server_id == tunnel.server_id)
+        ]
+        if any(r.order > tunnel.order for r in rivals):
+            return [tunnel]
+        for rival in rivals:
+            self._remove(rival, "replaced by a newer attach of the same browser server")
+        self._tunnels[(tunnel.session_id, tunnel.server_id)] = tunnel
+        log.info("browser tunnel attached: session %s, server %r (%s form)", tunnel.session_id, tunnel.name,
+                 tunnel.form)
+        self._emit(TunnelAttached(tunnel))
+        return rivals
+
+    def remove_owner(self, connection_id: str, reason: str) -> list[Tunnel]:
+        """A socket closed: drop exactly the tunnels it installed."""
+        gone = [t for t in self._tunnels.values() if t.owner.connection_id == connection_id]
+        for tunnel in gone:
+            self._remove(tunnel, reason)
+        return gone
+
+    def withdraw(self, session_id: str, keep: Iterable[str], connection_generation: int) -> list[Tunnel]:
+        """Retire the session's tunnels whose id a resume no longer declares (unless a newer socket owns them)."""
+        keep_ids = set(keep)
+        gone = [
+            t
+            for (sid, server_id), t in self._tunnels.items()
+            if sid == session_id
+            and server_id not in keep_ids
+            and t.owner.connection_generation <= connection_generation
+        ]
+        for tunnel in gone:
+            self._remove(tunnel, "withdrawn by session/resume")
+        return gone
+
+    def drop_session(self, session_id: str, reason: str) -> list[Tunnel]:
+        gone = self.tunnels(session_id)
+        for tunnel in gone:
+            self._remove(tunnel, reason)
+        return gone
+
+    def _remove(self, tunnel: Tunnel, reason: str) -> None:
+        if self._tunnels.get((tunnel.session_id, tunnel.server_id)) is not tunnel:
+            return
+        del self._tunnels[(tunnel.session_id, tunnel.server_id)]
+        tunnel.closed = True
+        log.info("browser tunnel detached: session %s, server %r: %s", tunnel.session_id, tunnel.name, reason)
+        self._emit(TunnelDetached(tunnel, reason))
+
+    def tunnels(self, session_id: str) -> list[Tunnel]:
+        """The session's live tunnels, oldest attach first."""
+        return sorted((t for (sid, _), t in self._tunnels.items() if sid == session_id), key=lambda t: t.order)
+
+    def find_connection(self, connection_owner: str, connection_id: str) -> Tunnel | None:
+        for tunnel in self._tunnels.values():
+            if tunnel.owner.connection_id == connection_owner and tunnel.connection_id == connection_id:
+                return tunnel
+        return None
+
+    def find_server(self, connection_owner: str, server_id: str) -> Tunnel | None:
+        for (_, sid), tunnel in self._tunnels.items():
+            if tunnel.owner.connection_id == connection_owner and sid == server_id:
+                return tunnel
+        return None
+
+    def attached(self, session_id: str) -> bool:
+        return any(sid == session_id for sid, _ in self._tunnels)
+
+    # -- events ----------------------------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        """Call ``listener`` on every attach, detach and tool-set change; returns the unsubscribe function."""
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    def _emit(self, event: TunnelEvent) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+        for listener in list(self._listeners):
+            try:
+                listener(event)
+            except Exception:
+                log.exception("tunnel listener failed on %s", type(event).__name__)
+
+    async def wait_attached(self, session_id: str | None = None, *, timeout: float) -> Tunnel:
+        """Wait until a browser attaches (to ``session_id``, or to any session)."""
+        async with asyncio.timeout(timeout):
+            while True:
+                changed = self._changed
+                for (sid, _), tunnel in self._tunnels.items():
+                    if session_id is None or sid == session_id:
+                        return tunnel
+                await changed.wait()
+
+    # -- the consumer API -------------------------------------------------------------------------------------
+
+    async def list_tools(self, session_id: str) -> list[JsonObject]:
+        """Every tool of the session's browser servers (first attach wins a name clash).
+
+        Raises :class:`BrowserNotConnected` when none is attached.
+        """
+        tunnels = self.tunnels(session_id)
+        if not tunnels:
+            raise BrowserNotConnected(session_id)
+        tools: dict[str, JsonObject] = {}
+        for tunnel in tunnels:
+            cached = tunnel.tools
+            if cached is None:
+                cached = await tunnel.list_tools(timeout=self.call_timeout)
+            for tool in cached:
+                tools.setdefault(tool["name"], tool)
+        return list(tools.values())
+
+    async def call_tool(
+        self,
+        session_id: str,
+        name: str,
+        arguments: Any,
+        *,
+        meta: JsonObject | None = None,
+        progress: ProgressCallback | None = None,
+        timeout: float | None = None,
+    ) -> Any:
+        """Run one tool in the session's browser; returns the browser's ``CallToolResult`` as sent.
+
+        Raises :class:`openab.core.jsonrpc.RpcError` for an MCP error from the browser and
+        :class:`TunnelError` (or :class:`BrowserNotConnected`) when the call could not be carried.
+        """
+        tunnel = self._route(session_id, name)
+        params: JsonObject = {"name": name, "arguments": arguments if arguments is not None else {}}
+        if meta:
+            params["_meta"] = meta
+        return await tunnel.request(
+            "tools/call", params, timeout=timeout or self.call_timeout, progress=progress
+        )
+
+    def _route(self, session_id: str, tool_name: str) -> Tunnel:
+        tunnels = self.tunnels(session_id)
+        if not tunnels:
+            raise BrowserNotConnected(session_id)
+        for tunnel in tunnels:
+            if tunnel.tools and any(t.get("name") == tool_name for t in tunnel.tools):
+                return tunnel
+        # Unknown to every cache: let the newest browser answer (it says "unknown tool" itself).
+        return tunnels[-1]
+
+    # -- notifications from the browser ---------------------------------------------------------------------
+
+    async def deliver(self, connection_owner: str, params: Any) -> None:
+        """Handle an ``mcp/message`` notification the extension sent up its socket."""
+        if not isinstance(params, dict):
+            return
+        method = params.get("method")
+        raw_inner = params.get("params")
+        inner: JsonObject = raw_inner if isinstance(raw_inner, dict) else {}
+        tunnel: Tunnel | None
+        if isinstance(params.get("connectionId"), str):
+            tunnel = self.find_connection(connection_owner, params["connectionId"])
+            key = inner.get("progressToken")
+        elif isinstance(params.get("serverId"), str):
+            tunnel = self.find_server(connection_owner, params["serverId"])
+            key = params.get("requestId")
+        else:
+            return
+        if tunnel is None or tunnel.closed:
+            return
+        if method == "notifications/progress" and key is not None:
+            tunnel.deliver_progress(key, inner)
+        elif method == "notifications/tools/list_changed":
+            with contextlib.suppress(TunnelError, RpcError):
+                await tunnel.list_tools(timeout=self.call_timeout)
+                self._emit(ToolsChanged(tunnel.session_id))

@@ -1,0 +1,58 @@
+"""The gateway's ASGI application: `/acp` for the extension, `/healthz` for the pod's probes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+from openab.core.pod import Pod
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route, WebSocketRoute
+
+from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
+from .auth import is_loopback_host
+
+__all__ = ["ConfigurationError", "create_app"]
+
+
+class ConfigurationError(Exception):
+    """The settings would make an unsafe or unusable gateway; the message says what to change."""
+
+
+async def _healthz(request: Request) -> JSONResponse:
+    pod: Pod = request.app.state.pod
+    return JSONResponse({"ok": True, "sessions": len(pod.sessions)})
+
+
+def create_app(pod: Pod) -> Starlette:
+    settings = pod.settings
+    if settings.token is None and not is_loopback_host(settings.host):
+        raise ConfigurationError(
+            f"refusing to serve /acp on {settings.host} without a key: set --token or OPENAB_ACP_AUTH_KEY, "
+            "or bind to 127.0.0.1"
+        )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        sweeper = asyncio.create_task(pod.run(), name="session sweeper")
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await pod.aclose()
+
+    app = Starlette(
+        routes=[
+            WebSocketRoute("/acp", acp_websocket_endpoint),
+            Route("/acp", acp_http_endpoint),
+            Route("/healthz", _healthz),
+        ],
+        lifespan=lifespan,
+    )
+    app.state.pod = pod
+    return app

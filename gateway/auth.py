@@ -1,0 +1,77 @@
+"""Who may open `/acp`: decided from the upgrade request alone, before any frame is read.
+
+ACP has no authentication of its own, so the transport is the trust boundary. With a key, a client proves
+it in ``Authorization: Bearer <key>`` or, from a browser that cannot set headers on a WebSocket, in the
+subprotocol entry ``openab.bearer.<key>``; never in the URL, where proxies and histories would keep it.
+Without a key the endpoint is loopback-only and admits a browser page only from an allowed ``Origin``.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "is_loopback_host"]
+
+ACP_SUBPROTOCOL: Final = "acp.v1"
+BEARER_SUBPROTOCOL_PREFIX: Final = "openab.bearer."
+
+
+@dataclass(frozen=True, slots=True)
+class Admitted:
+    subprotocol: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    status: int
+    reason: str
+
+
+def is_loopback_host(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _offered_subprotocols(headers: Mapping[str, str]) -> list[str]:
+    raw = headers.get("sec-websocket-protocol", "")
+    return [entry.strip() for entry in raw.split(",") if entry.strip()]
+
+
+def _presented_key(headers: Mapping[str, str], offered: list[str]) -> str | None:
+    authorization = headers.get("authorization", "")
+    scheme, _, credentials = authorization.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    for entry in offered:
+        if entry.startswith(BEARER_SUBPROTOCOL_PREFIX):
+            return entry[len(BEARER_SUBPROTOCOL_PREFIX) :]
+    return None
+
+
+def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[str]) -> Admitted | Refused:
+    """Decide on one upgrade request. ``headers`` has lower-case names."""
+    offered = _offered_subprotocols(headers)
+    subprotocol = ACP_SUBPROTOCOL if ACP_SUBPROTOCOL in offered else None
+    if key is not None:
+        presented = _presented_key(headers, offered)
+        if presented is None or not hmac.compare_digest(presented.encode(), key.encode()):
+            return Refused(
+                401,
+                "Missing or wrong key: send `Authorization: Bearer <key>` or the WebSocket subprotocol "
+                "`openab.bearer.<key>` together with `acp.v1`",
+            )
+        return Admitted(subprotocol)
+    origin = headers.get("origin")
+    if origin is not None and origin not in allowed_origins:
+        return Refused(
+            403, f"Origin {origin!r} is not allowed: add it to OPENAB_ACP_ALLOWED_ORIGINS or set a key"
+        )
+    return Admitted(subprotocol)

@@ -1,0 +1,36 @@
+"""Run the real gateway (uvicorn on 127.0.0.1, port 0) inside a test."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+from openab.core.agent_backend import AgentBackend
+from openab.core.pod import Pod
+from openab.core.settings import Settings
+from openab.gateway.app import create_app
+from openab.gateway.server import running_server
+
+
+@dataclass
+class RunningGateway:
+    pod: Pod
+    base_url: str
+    token: str | None
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.base_url.removeprefix("http") + "/acp"
+
+
+@contextlib.asynccontextmanager
+async def run_gateway(
+    *, backend: AgentBackend | None = None, keyless: bool = False, **settings: Any
+) -> AsyncIterator[RunningGateway]:
+    token = None if keyless else secrets.token_urlsafe(24)
+    pod = Pod(Settings(token=token, port=0, **settings), backend=backend)
+    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
+        yield RunningGateway(pod, base_url, token)
