@@ -11,10 +11,11 @@ import contextlib
 import logging
 import uuid
 
-from openab.core.acp_server import AcpServerConnection
-from openab.core.pod import Pod
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from openab.core.acp_server import AcpServerConnection
+from openab.core.pod import Pod
 
 from .auth import Admitted, admit
 

@@ -6,11 +6,12 @@ import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 
-from openab.core.pod import Pod
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
+
+from openab.core.pod import Pod
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
 from .auth import is_loopback_host

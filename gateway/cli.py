@@ -1,82 +1,46 @@
-"""The `openab` command.
+"""The `openab` command: each subcommand lives in the module of the hop it belongs to.
 
-Imports are made inside each subcommand: `openab browser-bridge` is spawned by agent CLIs once per
-session, and some give their MCP servers only a few seconds to start.
+Every module named here registers its subcommands with ``register(commands)`` and must import nothing
+heavy at module level: `openab browser-bridge` is spawned by agent CLIs once per session, and some give
+their MCP servers only a few seconds to start.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
-
-def _add_pod_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", help="address to bind (default 127.0.0.1; env OPENAB_HOST)")
-    parser.add_argument("--port", type=int, help="port to bind (default 8080; env OPENAB_PORT)")
-    parser.add_argument(
-        "--token", help="the key clients must present (env OPENAB_ACP_AUTH_KEY); required off loopback"
-    )
-    parser.add_argument(
-        "--allowed-origins", help="keyless mode: comma-separated browser origins allowed to connect"
-    )
-    parser.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
-    parser.add_argument("--state-dir", help="where sessions keep their files (env OPENAB_STATE_DIR)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    import logging
-
-    import uvicorn
-    from openab.core.pod import Pod
-    from openab.core.settings import Settings
-
-    from .app import ConfigurationError, create_app
-    from .server import uvicorn_config
-
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings.from_env(
-        host=args.host,
-        port=args.port,
-        token=args.token,
-        allowed_origins=args.allowed_origins,
-        browser_mode=args.browser_mode,
-        state_dir=args.state_dir,
-    )
-    pod = Pod(settings)
-    try:
-        app = create_app(pod)
-    except ConfigurationError as exc:
-        print(f"openab: {exc}", file=sys.stderr)
-        return 2
-    config = uvicorn_config(
-        app,
-        host=settings.host,
-        port=settings.port,
-        max_frame_bytes=settings.max_frame_bytes,
-        log_level=args.log_level,
-    )
-    uvicorn.Server(config).run()
-    return 0
+# (module, what it adds): run/demo (the pod), browser-bridge (the stdio relay), config (MCP config files).
+SUBCOMMAND_MODULES = (
+    "openab.gateway.run_command",
+    "openab.gateway.demo_command",
+    "openab.bridge.relay_command",
+    "openab.gateway.config_command",
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="openab", description="Let an agent in this pod operate a person's own Chrome, safely."
     )
-    commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run the pod: the /acp gateway, the agent runtime, browser access")
-    _add_pod_flags(run)
-    run.set_defaults(handler=_cmd_run)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module_name in SUBCOMMAND_MODULES:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue  # a hop that is not built yet adds no subcommand
+        module.register(commands)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    args = build_parser().parse_args(argv)
     return int(args.handler(args))
 
 

@@ -107,7 +107,8 @@ class FakeExtension:
             result = await self._answer(method, params, request_id, is_request)
         except RemoteError as exc:
             if is_request:
-                await self.send({"jsonrpc": "2.0", "id": request_id, "error": {"code": exc.code, "message": exc.message}})
+                error = {"code": exc.code, "message": exc.message}
+                await self.send({"jsonrpc": "2.0", "id": request_id, "error": error})
             return
         except asyncio.CancelledError:
             return
