@@ -1,0 +1,67 @@
+"""Fixtures for driving real agent CLIs offline: the fake model, the offline relay, and per-CLI setups.
+
+Use them from any test under tests/agents (or import ``agents.harness`` elsewhere):
+
+    def test_x(fake_model, agent_setup, offline):
+        fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": "https://example.org/"})]))
+        codex = agent_setup("codex")              # env, HOME, cwd, config files for codex / codex-acp
+        relay = offline(mcp_port)                 # the fake model's port is always forwarded
+        async with acp_agent(codex, client, relay) as (conn, process): ...
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from .fake_model import FakeModel, serving
+from .harness import AgentEnv, agent_env
+from .offline import HostRelay, can_unshare
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "agents: drives a real agent CLI from tests/agents/node_modules (npm ci installs them)"
+    )
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    """A scripted fake model on 127.0.0.1 (``fake_model.url``); set its script per test."""
+    with serving(FakeModel()) as model:
+        yield model
+
+
+@pytest.fixture
+def agent_setup(fake_model: FakeModel, tmp_path: Path) -> Callable[[str], AgentEnv]:
+    """``agent_setup("codex" | "claude" | "gemini" | "opencode")``: that CLI set up against the
+    fake model, in a fresh HOME and working directory under tmp_path."""
+    counter = itertools.count()
+
+    def make(cli: str) -> AgentEnv:
+        return agent_env(cli, fake_model.url, tmp_path / f"{cli}-{next(counter)}")
+
+    return make
+
+
+@pytest.fixture
+def offline(fake_model: FakeModel) -> Iterator[Callable[..., HostRelay | None]]:
+    """``offline(*ports)``: a relay whose ``wrap(argv)`` runs argv with no network but loopback,
+    reaching the fake model and ``ports`` on 127.0.0.1. None where namespaces are not allowed
+    (not root): the CLIs then run with only their offline settings."""
+    relays: list[HostRelay] = []
+    allowed = can_unshare()
+
+    def make(*ports: int) -> HostRelay | None:
+        if not allowed:
+            return None
+        relay = HostRelay([fake_model.port, *ports]).__enter__()
+        relays.append(relay)
+        return relay
+
+    yield make
+    for relay in relays:
+        relay.__exit__(None, None, None)

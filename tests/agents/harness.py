@@ -1,0 +1,282 @@
+"""Real agent CLIs, set up to run offline against the fake model in a throwaway HOME.
+
+``agent_env(cli, model_url, root)`` writes the config files and builds the environment one CLI
+needs (the "recipe"), and ``acp_agent(env, client, relay)`` runs its ACP agent over stdio. The
+recipes' facts, and why each setting is there, are in docs/agents.md.
+
+Every run gets its own HOME and working directory: the CLIs keep sessions and sqlite files in
+HOME, and an "allow always" answer can persist (claude writes it under the working directory).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from acp import connect_to_agent
+from acp.interfaces import Client
+
+from .offline import HostRelay
+
+if TYPE_CHECKING:
+    from acp import ClientSideConnection
+
+HERE = Path(__file__).resolve().parent
+NODE_BIN = HERE / "node_modules" / ".bin"
+
+# The fake model's name for each wire format. Codex warns about a model it has no metadata for
+# (the warning reaches the ACP client as agent text), so it gets a name it knows.
+CODEX_MODEL = "gpt-5.4"
+CLAUDE_MODEL = "claude-sonnet-4-5"
+GEMINI_MODEL = "gemini-2.5-flash"  # pinned: "auto" routes through a JSON classifier first
+
+# The command that runs each CLI as an ACP agent on stdio.
+ACP_COMMANDS: dict[str, list[str]] = {
+    "codex": ["codex-acp"],
+    "claude": ["claude-agent-acp"],
+    "gemini": ["gemini", "--acp"],
+    "opencode": ["opencode", "acp"],
+}
+
+
+def installed(binary: str) -> bool:
+    return (NODE_BIN / binary).exists()
+
+
+def require(binary: str) -> Path:
+    """The path of an npm-installed CLI, or skip the test saying how to install it."""
+    path = NODE_BIN / binary
+    if not path.exists():
+        pytest.skip(f"{binary} is not installed: run `npm ci` in tests/agents (scripts/test does it)")
+    return path
+
+
+def tool_name(cli: str, server: str, tool: str) -> str:
+    """The name the model sees for MCP tool ``tool`` of server ``server``."""
+    return {
+        "codex": f"mcp__{server}.{tool}",  # namespace mcp__<server>, function <tool>
+        "claude": f"mcp__{server}__{tool}",
+        "gemini": f"mcp_{server}_{tool}",
+        "opencode": f"{server}_{tool}",
+    }[cli]
+
+
+@dataclass
+class AgentEnv:
+    """One CLI ready to run offline: its env, a fresh HOME and a fresh working directory."""
+
+    cli: str
+    env: dict[str, str]
+    home: Path
+    cwd: Path
+    files: dict[str, Path] = field(default_factory=dict)  # the config files the recipe wrote
+
+    @property
+    def acp_argv(self) -> list[str]:
+        command = ACP_COMMANDS[self.cli]
+        return [str(require(command[0])), *command[1:]]
+
+    def argv(self, *args: str) -> list[str]:
+        """The CLI's own command (``codex``, ``claude``, ``gemini``, ``opencode``) with ``args``."""
+        return [str(require(self.cli)), *args]
+
+    def run(self, *args: str, relay: HostRelay | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """Run the CLI's own command to completion (for ``mcp list`` and headless runs)."""
+        argv = self.argv(*args)
+        if relay is not None:
+            argv = relay.wrap(argv)
+        return subprocess.run(
+            argv, env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+
+
+def _base_env(home: Path) -> dict[str, str]:
+    # A clean env, not the developer's: no stray API keys, proxies or CLI settings leak in.
+    return {
+        "PATH": f"{NODE_BIN}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "HOME": str(home),
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "NO_COLOR": "1",
+        "TMPDIR": os.environ.get("TMPDIR", "/tmp"),
+    }
+
+
+def _write_json(path: Path, value: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(value, indent=2) + "\n")
+    return path
+
+
+def agent_env(cli: str, model_url: str, root: Path) -> AgentEnv:
+    """Set up ``cli`` (codex, claude, gemini or opencode) against the fake model under ``root``."""
+    home, cwd = root / "home", root / "work"
+    home.mkdir(parents=True, exist_ok=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = _base_env(home)
+    agent = AgentEnv(cli, env, home, cwd)
+    {"codex": _codex, "claude": _claude, "gemini": _gemini, "opencode": _opencode}[cli](agent, model_url)
+    return agent
+
+
+def _codex(agent: AgentEnv, model_url: str) -> None:
+    codex_home = agent.home / ".codex"
+    codex_home.mkdir()
+    config = codex_home / "config.toml"
+    config.write_text(
+        f"""model = "{CODEX_MODEL}"
+model_provider = "fake"
+approval_policy = "never"
+sandbox_mode = "read-only"
+check_for_update_on_startup = false
+
+[analytics]
+enabled = false
+
+[feedback]
+enabled = false
+
+# Else a startup "curated plugin sync" reaches for github.com and chatgpt.com.
+[features]
+plugins = false
+remote_plugin = false
+apps = false
+
+[model_providers.fake]
+name = "Fake model"
+base_url = "{model_url}/v1"
+env_key = "FAKE_API_KEY"
+wire_api = "responses"
+"""
+    )
+    agent.env.update(CODEX_HOME=str(codex_home), FAKE_API_KEY="sk-fake")
+    agent.files["config"] = config
+
+
+def _claude(agent: AgentEnv, model_url: str) -> None:
+    agent.env.update(
+        ANTHROPIC_BASE_URL=model_url,
+        ANTHROPIC_API_KEY="sk-ant-fake",
+        ANTHROPIC_MODEL=CLAUDE_MODEL,
+        ANTHROPIC_SMALL_FAST_MODEL="claude-haiku-4-5",
+        CLAUDE_CONFIG_DIR=str(agent.home / ".claude"),
+        # Else MCP tools hide behind a ToolSearch tool and never reach the model's tool list.
+        ENABLE_TOOL_SEARCH="false",
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
+        DISABLE_TELEMETRY="1",
+        DISABLE_ERROR_REPORTING="1",
+        DISABLE_AUTOUPDATER="1",
+        DISABLE_NON_ESSENTIAL_MODEL_CALLS="1",
+        CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY="1",
+    )
+    if os.geteuid() == 0:
+        # claude-agent-acp always starts claude with --dangerously-skip-permissions, which claude
+        # refuses as root unless told it is in a sandbox.
+        agent.env["IS_SANDBOX"] = "1"
+
+
+def _gemini(agent: AgentEnv, model_url: str) -> None:
+    settings = {
+        "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+        # Without this, Clearcut logging retries for ~100 s before the first answer.
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        # With a base URL and no auth type, gemini picks "gateway" auth, which -p rejects.
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": False}},
+        "model": {"name": GEMINI_MODEL},
+    }
+    agent.files["settings"] = _write_json(agent.home / ".gemini" / "settings.json", settings)
+    agent.env.update(GOOGLE_GEMINI_BASE_URL=model_url, GEMINI_API_KEY="fake-key", GEMINI_CLI_NO_RELAUNCH="true")
+
+
+def _opencode(agent: AgentEnv, model_url: str) -> None:
+    provider = {
+        "$schema": "https://opencode.ai/config.json",
+        "autoupdate": False,
+        "share": "disabled",
+        "model": "fake/fake-model",
+        "small_model": "fake/fake-model",
+        "provider": {
+            "fake": {
+                "npm": "@ai-sdk/openai-compatible",  # bundled in the binary: nothing is fetched
+                "name": "Fake model",
+                "options": {"baseURL": f"{model_url}/v1", "apiKey": "sk-fake"},
+                "models": {
+                    "fake-model": {"name": "Fake model", "tool_call": True,
+                                   "limit": {"context": 128000, "output": 4096}}
+                },
+            }
+        },
+        "permission": {"*": "allow"},
+    }
+    config = _write_json(agent.home / "opencode-provider.json", provider)
+    xdg = {k: str(agent.home / v) for k, v in {"XDG_CONFIG_HOME": ".config", "XDG_DATA_HOME": ".local/share",
+                                                "XDG_CACHE_HOME": ".cache", "XDG_STATE_HOME": ".local/state"}.items()}
+    agent.env.update(
+        OPENCODE_CONFIG=str(config),
+        OPENCODE_DISABLE_MODELS_FETCH="true",  # else it fetches models.opencode.ai
+        OPENCODE_DISABLE_AUTOUPDATE="true",
+        OPENCODE_DISABLE_LSP_DOWNLOAD="true",
+        OPENCODE_DISABLE_DEFAULT_PLUGINS="true",
+        OPENCODE_DISABLE_SHARE="true",
+        OPENCODE_DISABLE_CLAUDE_CODE="true",
+        OPENCODE_PURE="1",
+        **xdg,
+    )
+    agent.files["config"] = config
+
+
+# -- running an ACP agent --------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def acp_agent(
+    agent: AgentEnv, client: Client, relay: HostRelay | None = None
+) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
+    """Run ``agent`` as an ACP agent on stdio (offline through ``relay``) and connect ``client``.
+
+    The agent runs in its own process group, killed as a whole on exit: codex-acp and gemini
+    --acp do not exit at stdin EOF, and the npm launchers leave their native binary behind when
+    only they are signalled. stderr goes to ``<root>/<cli>.stderr`` for post-mortems.
+    """
+    argv = agent.acp_argv if relay is None else relay.wrap(agent.acp_argv)
+    stderr_path = agent.home.parent / f"{agent.cli}.stderr"
+    with stderr_path.open("wb") as stderr:
+        process = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+            env=agent.env, cwd=agent.cwd, start_new_session=True, limit=64 * 1024 * 1024,
+        )
+        assert process.stdin is not None and process.stdout is not None
+        conn = connect_to_agent(client, process.stdin, process.stdout)
+        try:
+            yield conn, process
+        finally:
+            with contextlib.suppress(Exception):
+                await conn.close()
+            await kill_group(process)
+
+
+async def kill_group(process: asyncio.subprocess.Process, grace: float = 3) -> None:
+    """SIGTERM the process group, then SIGKILL what is left after ``grace`` seconds."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            await asyncio.wait_for(process.wait(), grace)
+            if sig == signal.SIGTERM:
+                # The leader is gone; its children may not be. They share its group id.
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+            return
+        except TimeoutError:
+            continue

@@ -1,0 +1,99 @@
+"""Each real ACP agent, offline: the fake model asks for a tool of an MCP server handed over in
+session/new.mcpServers, the agent calls it over Streamable HTTP with our bearer token, and the
+answer built from the tool's result streams back to the ACP client."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import pytest
+from acp import PROTOCOL_VERSION, text_block
+from acp.schema import (
+    AgentMessageChunk,
+    AllowedOutcome,
+    ClientCapabilities,
+    HttpHeader,
+    HttpMcpServer,
+    Implementation,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallStart,
+)
+
+from .fake_model import Call, FakeModel, Script
+from .harness import ACP_COMMANDS, AgentEnv, acp_agent, require, tool_name
+from .mcp_peer import browser_peer
+from .offline import HostRelay
+
+pytestmark = [pytest.mark.agents, pytest.mark.anyio]
+
+
+class RecordingClient:
+    """An ACP client that records what the agent streams and allows each tool call once."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.tool_calls: list[str] = []
+        self.permissions: list[list[str]] = []
+        self.first_tool_at: float | None = None
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None:
+        if isinstance(update, AgentMessageChunk) and getattr(update.content, "text", None):
+            self.text.append(update.content.text)
+        elif isinstance(update, ToolCallStart):
+            self.tool_calls.append(update.title)
+            self.first_tool_at = self.first_tool_at or time.monotonic()
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse:
+        # gemini asks before it reports the tool call at all: count the request as the call.
+        self.first_tool_at = self.first_tool_at or time.monotonic()
+        self.permissions.append([o.kind for o in options])
+        once = next((o for o in options if o.kind == "allow_once"), options[0])
+        return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=once.option_id))
+
+
+@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
+async def test_agent_calls_the_browser_tool_handed_over_in_session_new(
+    cli: str,
+    fake_model: FakeModel,
+    agent_setup: Callable[[str], AgentEnv],
+    offline: Callable[..., HostRelay | None],
+    record_property: Callable[[str, object], None],
+) -> None:
+    require(ACP_COMMANDS[cli][0])
+    page = f"https://example.org/{secrets.token_hex(4)}"
+    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
+    token = secrets.token_urlsafe(16)
+    with browser_peer(token) as peer:
+        agent = agent_setup(cli)
+        relay = offline(int(peer.url.split(":")[2].split("/")[0]))
+        client = RecordingClient()
+        server = HttpMcpServer(type="http", name="openab_browser", url=peer.url,
+                               headers=[HttpHeader(name="Authorization", value=f"Bearer {token}")])
+        started = time.monotonic()
+        with anyio.fail_after(180):
+            async with acp_agent(agent, client, relay) as (conn, _process):
+                init = await conn.initialize(
+                    protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                    client_info=Implementation(name="openab-tests", version="0"),
+                )
+                assert init.agent_capabilities.mcp_capabilities.http
+                session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=[server])
+                result = await conn.prompt(session_id=session.session_id,
+                                           prompt=[text_block("Open the page, please.")])
+        record_property("seconds_total", round(time.monotonic() - started, 2))
+        if client.first_tool_at:
+            record_property("seconds_to_first_tool", round(client.first_tool_at - started, 2))
+
+    assert [c.tool for c in fake_model.calls()] == [tool_name(cli, "openab_browser", "browser_navigate")]
+    assert peer.calls == [("browser_navigate", {"url": page})]
+    assert all(ok for _method, ok, _agent in peer.requests), "every MCP request carried our bearer token"
+    assert result.stop_reason == "end_turn"
+    answer = "".join(client.text)
+    assert "FINAL ANSWER: tool returned <<" in answer and f"navigated to {page}" in answer
