@@ -1,0 +1,120 @@
+// The guard: decides, before each page action, whether it runs, needs the user's confirmation
+// in the panel, or is refused. Page text never reaches this decision as instructions; it only
+// looks at the element's kind, its label words and the site.
+
+import { ToolError } from './errors.js';
+
+const RISKY_WORDS =
+  /\b(buy|purchase|order|checkout|check out|pay|payment|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
+const CARD_TIMEOUT_MS = 5 * 60_000;
+const MAX_CARDS = 32;
+
+function host(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '';
+  }
+}
+
+/** Returns {risk, why} when the action needs the user, or null when it is routine. Pure. */
+export function classify(tool, desc, args = {}) {
+  if (!desc) return null;
+  const label = `${desc.role} "${desc.name}"`;
+  if (desc.sensitive === 'file') return { risk: 'upload', why: `uses the file field ${label}` };
+  if (tool === 'browser_type' || tool === 'browser_select_option') {
+    if (desc.sensitive === 'password') return { risk: 'sensitive_field', why: `fills the password field ${label}` };
+    if (desc.sensitive === 'payment') return { risk: 'sensitive_field', why: `fills the payment field ${label}` };
+    return null;
+  }
+  if (tool === 'browser_press_key') {
+    const field = ['input', 'textarea', 'select'].includes(desc.tag) || desc.role === 'textbox';
+    if (args.key === 'Enter' && field) {
+      return { risk: 'submit', why: `presses Enter in ${label}, which can submit a form` };
+    }
+    return null;
+  }
+  if (tool === 'browser_click') {
+    if (desc.submit) {
+      const to = host(desc.formAction);
+      return { risk: 'submit', why: `submits a form${to ? ` to ${to}` : ''} with ${label}` };
+    }
+    const word = RISKY_WORDS.exec(desc.name || '');
+    if (word) return { risk: word[1].toLowerCase(), why: `clicks ${label}` };
+  }
+  return null;
+}
+
+export class Guard {
+  /**
+   * @param {() => object} getSettings  current settings (autopilot, siteRules)
+   * @param {(origin: string, rule: string) => Promise<void>} setRule  persists a site rule
+   * @param {() => void} onChange  the pending cards changed
+   */
+  constructor(getSettings, setRule, onChange) {
+    this.getSettings = getSettings;
+    this.setRule = setRule;
+    this.onChange = onChange;
+    this.cards = new Map();
+    this._next = 1;
+  }
+
+  /** Throws a ToolError unless the action may run now. `signal` aborts a pending question. */
+  async check(tool, desc, args, signal) {
+    const { autopilot, siteRules } = this.getSettings();
+    const origin = desc && desc.origin;
+    const rule = (origin && siteRules[origin]) || '';
+    if (rule === 'never') {
+      throw new ToolError('not_allowed', `not allowed by the user: actions on ${origin} are blocked by the user's ` +
+        'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
+    }
+    const risky = classify(tool, desc, args);
+    if (!risky || autopilot || rule === 'always') return { asked: false, risky };
+    const decision = await this.ask({
+      kind: 'action', tool, risk: risky.risk, title: `The agent wants to ${risky.why.replace(/^(\w+)s\b/, '$1')}`,
+      site: origin || '', detail: desc.url || '',
+    }, signal);
+    if (decision === 'always' && origin) await this.setRule(origin, 'always');
+    if (decision !== 'allow' && decision !== 'always') {
+      const why = decision === 'timeout' ? 'no answer from the user in 5 minutes' : 'the user declined';
+      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.why}. ` +
+        'Do not retry it; ask the user in the chat if it is needed.');
+    }
+    return { asked: true, risky };
+  }
+
+  /** Shows a card in the panel and waits for the answer: 'allow' | 'always' | 'deny' | 'timeout' | optionId. */
+  ask(card, signal) {
+    if (this.cards.size >= MAX_CARDS) return Promise.resolve('deny');
+    const id = `c${this._next++}`;
+    return new Promise((resolve) => {
+      const done = (decision) => {
+        if (!this.cards.has(id)) return;
+        clearTimeout(entry.timer);
+        this.cards.delete(id);
+        this.onChange();
+        resolve(decision);
+      };
+      const entry = { ...card, id, createdAt: Date.now(), done, timer: setTimeout(() => done('timeout'), CARD_TIMEOUT_MS) };
+      this.cards.set(id, entry);
+      if (signal) signal.addEventListener('abort', () => done('cancelled'), { once: true });
+      this.onChange();
+    });
+  }
+
+  decide(id, decision) {
+    const card = this.cards.get(id);
+    if (!card || typeof decision !== 'string') return; // stale or forged: ignore
+    card.done(decision);
+  }
+
+  cancelAll() {
+    for (const card of [...this.cards.values()]) card.done('cancelled');
+  }
+
+  /** What the panel renders: no callbacks, no timers. */
+  publicCards() {
+    return [...this.cards.values()].map(({ id, kind, tool, risk, title, site, detail, options, createdAt }) =>
+      ({ id, kind, tool, risk, title, site, detail, options, createdAt }));
+  }
+}

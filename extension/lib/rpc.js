@@ -1,0 +1,123 @@
+// JSON-RPC 2.0 peer, independent of the transport: feed it text frames, give it a send function.
+// The socket code owns I/O; this file owns ids, correlation, timeouts and error shapes.
+
+export class RpcError extends Error {
+  constructor(code, message, data) {
+    super(message);
+    this.code = code;
+    this.data = data;
+  }
+}
+
+export const METHOD_NOT_FOUND = -32601;
+export const INVALID_PARAMS = -32602;
+export const INTERNAL_ERROR = -32603;
+export const REQUEST_CANCELLED = -32800;
+
+// Bounds every outstanding request so a silent peer can never pile up promises forever.
+const MAX_PENDING = 256;
+
+export class RpcPeer {
+  /**
+   * @param {(text: string) => void} send  writes one text frame
+   * @param {{onRequest: (method: string, params: any, id: any) => Promise<any>,
+   *          onNotification: (method: string, params: any) => void}} handlers
+   */
+  constructor(send, handlers) {
+    this._send = send;
+    this._handlers = handlers;
+    this._nextId = 1;
+    this._pending = new Map();
+    this.closed = false;
+  }
+
+  request(method, params, timeoutMs) {
+    if (this.closed) return Promise.reject(new RpcError(INTERNAL_ERROR, 'connection closed'));
+    if (this._pending.size >= MAX_PENDING) {
+      return Promise.reject(new RpcError(INTERNAL_ERROR, 'too many requests in flight'));
+    }
+    const id = this._nextId++;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this._pending.delete(id);
+        reject(new RpcError(INTERNAL_ERROR, `${method} got no answer in ${Math.round(timeoutMs / 1000)} s`));
+      }, timeoutMs);
+      this._pending.set(id, { resolve, reject, timer, method });
+      this._write({ jsonrpc: '2.0', id, method, params });
+    });
+  }
+
+  notify(method, params) {
+    if (!this.closed) this._write({ jsonrpc: '2.0', method, params });
+  }
+
+  /** Ends every wait at once: callers learn the socket is gone instead of timing out later. */
+  close(reason = 'connection closed') {
+    this.closed = true;
+    for (const [, p] of this._pending) {
+      clearTimeout(p.timer);
+      p.reject(new RpcError(INTERNAL_ERROR, reason));
+    }
+    this._pending.clear();
+  }
+
+  /** Handles one inbound text frame. Never throws: bad input is answered or dropped. */
+  receive(text) {
+    let msg;
+    try {
+      msg = JSON.parse(text);
+    } catch {
+      this._write({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
+      return;
+    }
+    if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return;
+    const hasId = Object.prototype.hasOwnProperty.call(msg, 'id');
+    if (typeof msg.method !== 'string') {
+      if (hasId && ('result' in msg || 'error' in msg)) this._settle(msg);
+      return;
+    }
+    if (!hasId) {
+      try {
+        this._handlers.onNotification(msg.method, msg.params);
+      } catch (e) {
+        console.warn('openab: notification handler failed', msg.method, e);
+      }
+      return;
+    }
+    this._answer(msg.id, msg.method, msg.params);
+  }
+
+  async _answer(id, method, params) {
+    try {
+      const result = await this._handlers.onRequest(method, params, id);
+      this._write({ jsonrpc: '2.0', id, result: result === undefined ? null : result });
+    } catch (e) {
+      const code = Number.isInteger(e && e.code) ? e.code : INTERNAL_ERROR;
+      const error = { code, message: String((e && e.message) || e) };
+      if (e && e.data !== undefined) error.data = e.data;
+      this._write({ jsonrpc: '2.0', id, error });
+    }
+  }
+
+  _settle(msg) {
+    const p = this._pending.get(msg.id);
+    if (!p) return; // late answer to a request we already gave up on
+    this._pending.delete(msg.id);
+    clearTimeout(p.timer);
+    if (msg.error) {
+      const err = msg.error;
+      p.reject(new RpcError(err.code ?? INTERNAL_ERROR, String(err.message ?? 'error'), err.data));
+    } else {
+      p.resolve(msg.result);
+    }
+  }
+
+  _write(obj) {
+    if (this.closed) return;
+    try {
+      this._send(JSON.stringify(obj));
+    } catch (e) {
+      console.warn('openab: send failed', e);
+    }
+  }
+}

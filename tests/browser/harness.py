@@ -1,0 +1,133 @@
+"""Real headless Chromium loading the real extension, and the local test site it browses.
+
+Chromium runs as a plain subprocess (no CDP attached), because a DevTools attachment keeps the
+extension's service worker alive and would hide lifetime bugs. The extension is staged into a
+temp copy with a `defaults.json` pointing at the test's gateway; its manifest `key` keeps the
+extension id the same for every copy.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import functools
+import hashlib
+import http.server
+import json
+import os
+import shutil
+import signal
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+EXTENSION_SRC = REPO / "extension"
+SITE = REPO / "tests" / "site"
+# The real binary: /usr/bin/chromium is a wrapper script that adds flags of its own.
+CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), "")
+
+FLAGS = [
+    "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
+    "--no-first-run", "--no-default-browser-check", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-default-apps",
+    "--disable-dev-shm-usage", "--password-store=basic",
+    # headless=new keeps 143 px of the window for invisible browser UI: this gives a 1280x800 viewport.
+    "--window-size=1280,943",
+]
+
+
+def extension_id() -> str:
+    """The id Chrome derives from the manifest key: stable across copies and machines."""
+    key = json.loads((EXTENSION_SRC / "manifest.json").read_text())["key"]
+    digest = hashlib.sha256(base64.b64decode(key)).hexdigest()[:32]
+    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
+
+
+def stage_extension(dest: Path, defaults: dict[str, Any]) -> Path:
+    """A copy of extension/ with a defaults.json the extension reads on its first start."""
+    if dest.exists():
+        shutil.rmtree(dest)
+    shutil.copytree(EXTENSION_SRC, dest)
+    (dest / "defaults.json").write_text(json.dumps(defaults))
+    return dest
+
+
+class _Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        # The form's real submission target: a page that says what was posted.
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(min(length, 65536)).decode(errors="replace")
+        page = f"<!doctype html><title>Posted</title><h1>Posted</h1><p id=posted>{len(body)} bytes</p>"
+        data = page.encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+class _Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # the browser closing a connection mid-request is not a test failure
+
+
+@contextlib.contextmanager
+def site_server() -> Iterator[str]:
+    """Serves tests/site on 127.0.0.1:<free port>; yields the base URL."""
+    srv = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(SITE)))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+@contextlib.contextmanager
+def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+    """Headless Chromium with the extension loaded; killed (its whole process group) on exit."""
+    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={user_data_dir}",
+           f"--disable-extensions-except={ext}", f"--load-extension={ext}", start_url]
+    err = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,
+                            start_new_session=True)
+    try:
+        yield proc
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(5)
+        if log:
+            err.close()  # type: ignore[union-attr]
+
+
+def jpeg_size(data: bytes) -> tuple[int, int]:
+    """Width and height from a JPEG's SOF marker, so the test decodes the real bytes it got."""
+    if data[:3] != b"\xff\xd8\xff":
+        raise ValueError("not a JPEG")
+    i = 2
+    while i < len(data):
+        if data[i] != 0xFF:
+            raise ValueError("corrupt JPEG marker stream")
+        marker = data[i + 1]
+        length = int.from_bytes(data[i + 2:i + 4], "big")
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            h = int.from_bytes(data[i + 5:i + 7], "big")
+            w = int.from_bytes(data[i + 7:i + 9], "big")
+            return w, h
+        i += 2 + length
+    raise ValueError("no frame header in JPEG")
