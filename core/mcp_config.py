@@ -468,17 +468,17 @@ def _load(f: ConfigFile) -> MutableMapping[str, Any]:
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        return tomlkit.document() if f.format == "toml" else {}
+        text = ""
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
-    if not text.strip():
-        return tomlkit.document() if f.format == "toml" else {}
+    if not text.strip() and f.format == "json":
+        return {}
     try:
         doc: object = _parse(text, f.format)
     except (ValueError, tomlkit.exceptions.ParseError) as exc:
         backup = _backup(path)
         raise ConfigError(
-            f"{path} is not valid {f.format.upper()} ({exc}); left it as it is and kept a copy at {backup}. "
+            f"{path} could not be read as {f.format.upper()} ({exc}); left it as it is and kept a copy at {backup}. "
             f"Fix or remove it, then write again"
         ) from exc
     if not isinstance(doc, MutableMapping):
