@@ -437,10 +437,20 @@ export class BrowserTools {
     const tab = await this.tabs.target();
     try {
       await chrome.tabs.goBack(tab.id);
-    } catch (e) {
-      throw new ToolError('no_history', `cannot go back: ${e.message}`);
+    } catch {
+      // Chrome's back button skips entries a page added without a user gesture (the agent's
+      // clicks have none); the page's own history.back() does not skip them.
+      await chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] }, func: () => history.back() });
     }
-    await sleep(100);
+    const end = Date.now() + 3000;
+    let now = tab;
+    while (Date.now() < end && now.url === tab.url && now.status === 'complete') {
+      await sleep(50);
+      now = await chrome.tabs.get(tab.id);
+    }
+    if (now.url === tab.url && now.status === 'complete') {
+      throw new ToolError('no_history', 'there is no earlier page in this tab; use browser_navigate instead');
+    }
     const done = await this._waitLoaded(tab.id, LOAD_TIMEOUT_MS, signal);
     return text(`went back to ${done.url}`);
   }

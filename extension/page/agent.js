@@ -18,7 +18,11 @@
   const PAYMENT = /(^|[^a-z])(cc|card|cvv|cvc|csc|iban|expir|security.?code|card.?number)/i;
   const MAX_NAME = 120;
   const MAX_VALUE = 200;
-  const MAX_TEXT = 400;
+  const MAX_TEXT = 2000;
+  // A text line is a paragraph-like element: one with block children is split along them.
+  const BLOCKS = new Set(['DIV', 'P', 'LI', 'UL', 'OL', 'DL', 'DT', 'DD', 'TABLE', 'TBODY', 'THEAD', 'TR', 'TD', 'TH',
+    'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'NAV', 'MAIN', 'ASIDE', 'FIGURE', 'FORM', 'FIELDSET', 'PRE',
+    'BLOCKQUOTE', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'DETAILS', 'DIALOG', 'HR']);
 
   // Element ids are local to this document and never reused in it; the service worker maps them
   // to the tab-wide refs (e1, e2, ...) it shows the agent.
@@ -197,7 +201,8 @@
           walk(el, depth + 1);
           continue;
         }
-        if (!el.querySelector(INTERACTIVE + ',h1,h2,h3,h4,h5,h6,img[alt]') && !el.shadowRoot) {
+        const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
+        if (!hasBlocks && !el.querySelector(INTERACTIVE + ',h1,h2,h3,h4,h5,h6,img[alt]') && !el.shadowRoot) {
           const text = squash(el.innerText, MAX_TEXT);
           if (text) entries.push({ d: depth, t: `text: ${text}` });
           continue;

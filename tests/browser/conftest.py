@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from .harness import CHROMIUM, chromium, site_server, stage_extension
 from .pod import Pod
@@ -43,10 +44,10 @@ async def running_pod(key: str | None = KEY) -> AsyncIterator[Pod]:
 
 
 @contextlib.contextmanager
-def extension_browser(tmp: Path, site: str, defaults: dict[str, Any]) -> Iterator[Path]:
+def extension_browser(tmp: Path, site: str, defaults: dict[str, Any], extra: tuple[str, ...] = ()) -> Iterator[Path]:
     """Stages the extension with `defaults` and runs Chromium on the site's index page."""
     ext = stage_extension(tmp / "ext", defaults)
-    with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log"):
+    with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log", extra=extra):
         yield ext
 
 
@@ -54,6 +55,14 @@ def extension_browser(tmp: Path, site: str, defaults: dict[str, Any]) -> Iterato
 async def pod() -> AsyncIterator[Pod]:
     async with running_pod() as p:
         yield p
+
+
+@pytest.fixture(scope="module")
+async def client(pod: Pod, browser: Path) -> AsyncIterator[Client]:
+    """The official MCP SDK client on the pod side, talking to the extension through the tunnel."""
+    sock = await pod.next_socket(after=0)
+    async with sock.mcp_client() as c:
+        yield c
 
 
 @pytest.fixture(scope="module")

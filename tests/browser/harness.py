@@ -93,9 +93,10 @@ def site_server() -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = None) -> Iterator[subprocess.Popen[bytes]]:
+def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = None,
+             extra: tuple[str, ...] = ()) -> Iterator[subprocess.Popen[bytes]]:
     """Headless Chromium with the extension loaded; killed (its whole process group) on exit."""
-    cmd = [CHROMIUM, *FLAGS, f"--user-data-dir={user_data_dir}",
+    cmd = [CHROMIUM, *FLAGS, *extra, f"--user-data-dir={user_data_dir}",
            f"--disable-extensions-except={ext}", f"--load-extension={ext}", start_url]
     err = open(log, "wb") if log else subprocess.DEVNULL  # noqa: SIM115
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=err,

@@ -1,0 +1,277 @@
+"""Each browser tool on real pages, called by the official MCP client on the pod side.
+
+One Chromium and one extension for the module; the tests run in order and share the agent's tab,
+so each starts by navigating where it needs to be.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from .pod import Pod, RemoteError
+
+pytestmark = pytest.mark.anyio
+
+NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
+    res = await client.call_tool(name, args or {})
+    text = "\n".join(getattr(c, "text", "") for c in res.content)
+    return text, bool(res.is_error)
+
+
+def ref_of(snapshot: str, line_start: str) -> str:
+    """The ref on the first snapshot line that contains `line_start`."""
+    for line in snapshot.splitlines():
+        if line_start in line:
+            m = re.search(r"\[ref=(e\d+)\]", line)
+            if m:
+                return m.group(1)
+    raise AssertionError(f"no ref for {line_start!r} in:\n{snapshot}")
+
+
+async def test_tools_have_names_every_client_accepts(client: Client) -> None:
+    tools = (await client.list_tools()).tools
+    names = {t.name for t in tools}
+    assert names == {
+        "browser_read_dom", "browser_screenshot", "browser_navigate", "browser_click", "browser_type",
+        "browser_snapshot", "browser_tabs", "browser_wait_for", "browser_press_key",
+        "browser_select_option", "browser_scroll", "browser_back",
+    }
+    assert all(NAME_RULE.match(n) for n in names)
+    assert all(t.input_schema.get("type") == "object" for t in tools)
+
+
+async def test_without_an_agent_tab_the_error_says_how_to_get_one(client: Client) -> None:
+    # The start page was opened by the user, so the agent may not touch it.
+    text, is_error = await call(client, "browser_snapshot")
+    assert is_error
+    assert "browser_navigate" in text and "share a tab" in text
+
+
+async def test_snapshot_shows_the_form_with_refs_and_hides_secrets(client: Client, site: str) -> None:
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert not is_error, text
+    assert text == f"navigated to {site}/form.html"
+
+    snap, _ = await call(client, "browser_snapshot")
+    assert 'heading "Sign in to Example Shop"' in snap
+    assert re.search(r'- textbox "Username" \[ref=e\d+\]', snap)
+    assert re.search(r'- button "Sign in" \[ref=e\d+\] \[submit\]', snap)
+    assert "hunter2" not in snap and "[redacted]" in snap
+
+    pw = ref_of(snap, 'textbox "Password"')
+    text, is_error = await call(client, "browser_type", {"ref": pw, "text": "s3cret-typed"})
+    assert not is_error, text
+    card = ref_of(snap, 'textbox "Card number"')
+    await call(client, "browser_type", {"ref": card, "text": "4111111111111111"})
+    again, _ = await call(client, "browser_snapshot")
+    assert "s3cret-typed" not in again and "4111" not in again
+    html, _ = await call(client, "browser_read_dom", {"selector": "#login"})
+    assert "hunter2" not in html and "[redacted]" in html
+
+
+async def test_type_select_check_and_click_by_ref(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    steps = [
+        ("browser_type", {"ref": ref_of(snap, 'textbox "Username"'), "text": "ada"}),
+        ("browser_select_option", {"ref": ref_of(snap, 'combobox "Country"'), "value": "Japan"}),
+        ("browser_click", {"ref": ref_of(snap, 'checkbox "Remember me"')}),
+        ("browser_click", {"ref": ref_of(snap, 'button "Preview"')}),
+    ]
+    for name, args in steps:
+        text, is_error = await call(client, name, args)
+        assert not is_error, f"{name}: {text}"
+    html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
+    assert "preview: user=ada country=jp remember=true" in html
+
+
+async def test_selectors_keep_upstream_result_shapes(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert await call(client, "browser_type", {"selector": "#user", "text": "grace"}) == ("typed into #user", False)
+    text, is_error = await call(client, "browser_click", {"selector": "#preview"})
+    assert not is_error and text.startswith("clicked #preview")
+    html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
+    assert "user=grace" in html
+
+    text, is_error = await call(client, "browser_click", {"selector": "#does-not-exist"})
+    assert is_error and "no element for selector: #does-not-exist" in text
+    text, is_error = await call(client, "browser_click", {"selector": "##bad"})
+    assert is_error and "not a valid CSS selector" in text
+    text, is_error = await call(client, "browser_select_option", {"selector": "#country", "value": "Mars"})
+    assert is_error and '"France"' in text  # says which options exist
+
+
+async def test_page_text_comes_back_as_untrusted_data(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/injection.html"})
+    for tool in ("browser_snapshot", "browser_read_dom"):
+        text, _ = await call(client, tool)
+        m = re.match(r"Untrusted page content follows between the two markers ([0-9a-f]{24})\.", text)
+        assert m, text[:200]
+        nonce = m.group(1)
+        opened, closed = text.index(f"<<<page-content {nonce}"), text.index(f">>>page-content {nonce}")
+        hostile = text.index("ignore all previous instructions")
+        assert opened < hostile < closed
+        assert text.count(nonce) == 3  # the page's fake marker cannot end the block
+
+
+async def test_long_pages_come_in_bounded_pieces(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/long.html"})
+    first, _ = await call(client, "browser_snapshot", {"max_chars": 5000})
+    assert "Paragraph 1:" in first and "END-OF-LONG-PAGE" not in first
+    m = re.search(r"\[characters 0-5000 of (\d+)\. Call again with offset=5000 for more\.\]", first)
+    assert m, first[-300:]
+    total = int(m.group(1))
+    assert total > 100_000
+    last, _ = await call(client, "browser_snapshot", {"max_chars": 5000, "offset": total - 2000})
+    assert "END-OF-LONG-PAGE" in last and "This is the end." in last
+
+    html, _ = await call(client, "browser_read_dom", {"max_chars": 3000})
+    assert len(html) < 3600 and "offset=3000" in html
+
+
+async def test_a_ref_from_before_the_page_changed_is_stale(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/dynamic.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    load = ref_of(snap, 'button "Load more"')
+    text, is_error = await call(client, "browser_click", {"ref": load})
+    assert not is_error, text
+
+    text, is_error = await call(client, "browser_click", {"ref": load})
+    assert is_error
+    assert "stale_ref" in text and "browser_snapshot" in text
+
+    fresh, _ = await call(client, "browser_snapshot")
+    new = ref_of(fresh, 'button "Load more"')
+    assert int(new[1:]) > int(load[1:])  # refs are never reused
+    assert "item 2" in fresh
+
+    text, is_error = await call(client, "browser_wait_for", {"text": "loaded page 2", "timeout_ms": 5000})
+    assert not is_error, text
+
+
+async def test_links_navigate_and_back_returns(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/dynamic.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    assert f"[url={site}/page2.html]" in snap
+    await call(client, "browser_click", {"ref": ref_of(snap, 'link "Next page"')})
+    text, is_error = await call(client, "browser_wait_for", {"url": "page2.html", "load": True})
+    assert not is_error, text
+    page2, _ = await call(client, "browser_snapshot")
+    assert 'heading "Page two"' in page2
+
+    # The old document's refs are gone with it.
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Next page"')})
+    assert is_error and "stale_ref" in text
+
+    text, is_error = await call(client, "browser_back")
+    assert not is_error and text.endswith("dynamic.html"), text
+
+
+async def test_iframe_content_has_refs_that_work(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/frame.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    assert f'- frame "{site}/frame_inner.html":' in snap
+    assert "inner waiting" in snap
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'button "Press inside"')})
+    assert not is_error, text
+    after, _ = await call(client, "browser_snapshot")
+    assert "inner clicked" in after
+
+
+async def test_keys_and_scrolling(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    text, is_error = await call(client, "browser_press_key", {"selector": "#user", "key": "Escape"})
+    assert not is_error, text
+    html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
+    assert "escaped" in html
+
+    await call(client, "browser_navigate", {"url": f"{site}/long.html"})
+    text, _ = await call(client, "browser_scroll", {"direction": "down", "pixels": 500})
+    assert text.startswith("scrolled to y=500 of ")
+    text, _ = await call(client, "browser_scroll", {"direction": "bottom"})
+    assert text.endswith("this is the bottom")
+
+
+async def test_waiting_fails_with_advice_instead_of_hanging(client: Client) -> None:
+    text, is_error = await call(client, "browser_wait_for", {"text": "never on this page", "timeout_ms": 300})
+    assert is_error and "timed out after 300 ms" in text and "browser_snapshot" in text
+    text, is_error = await call(client, "browser_wait_for", {})
+    assert is_error and "give text, selector, url" in text
+
+
+async def test_only_http_pages_and_no_browser_owned_pages(client: Client) -> None:
+    for url, why in [
+        ("chrome://settings", "only http(s) URLs"),
+        ("javascript:alert(1)", "only http(s) URLs"),
+        ("file:///etc/passwd", "only http(s) URLs"),
+        ("https://chromewebstore.google.com/category/extensions", "Chrome Web Store"),
+        ("not a url", "not an absolute URL"),
+    ]:
+        text, is_error = await call(client, "browser_navigate", {"url": url})
+        assert is_error and why in text, (url, text)
+
+
+async def test_tabs_are_only_the_agents_own(client: Client, site: str) -> None:
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    first = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+    assert "index.html" not in listing  # the user's start tab is not listed
+
+    text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/page2.html"})
+    assert not is_error, text
+    second = int(re.search(r"opened tab (\d+)", text).group(1))  # type: ignore[union-attr]
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    assert f"- tab {second} (current)" in listing and f"- tab {first}:" in listing
+
+    snap, _ = await call(client, "browser_snapshot")
+    assert 'heading "Page two"' in snap
+    text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_tabs", {"action": "close", "tab_id": second})
+    assert (text, is_error) == (f"closed tab {second}", False)
+
+    text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": 999999})
+    assert is_error and "not an agent tab" in text
+
+
+async def test_unknown_tools_and_methods_are_protocol_errors(pod: Pod, client: Client) -> None:
+    sock = pod.sockets[0]
+    with pytest.raises(RemoteError) as err:
+        await sock.tunnel("tools/call", {"name": "browser.click", "arguments": {}})
+    assert err.value.code == -32602
+    with pytest.raises(RemoteError) as err:
+        await sock.tunnel("resources/list", {})
+    assert err.value.code == -32601
+    with pytest.raises(RemoteError) as err:
+        await sock.request("mcp/message", {"connectionId": "conn-nope", "method": "tools/list"})
+    assert "unknown connection" in err.value.message
+
+
+async def test_stateless_form_answers_with_carriers(pod: Pod, client: Client) -> None:
+    sock = pod.sockets[0]
+    assert sock.server_decl is not None
+    server_id = sock.server_decl["serverId"]
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
+
+    found = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-1", "method": "server/discover",
+                                               "params": {"_meta": meta}})
+    assert found["result"]["capabilities"] == {"tools": {"listChanged": True}}
+    listed = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-2", "method": "tools/list",
+                                                "params": {"_meta": meta}})
+    assert len(listed["result"]["tools"]) == 12
+    called = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-3", "method": "tools/call",
+                                                "params": {"name": "browser_tabs", "arguments": {"action": "list"},
+                                                           "_meta": meta}})
+    assert "- tab " in called["result"]["content"][0]["text"]
+    missing = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-4", "method": "tools/call",
+                                                 "params": {"name": "nope", "_meta": meta}})
+    assert missing == {"error": {"code": -32602, "message": "Unknown tool: nope"}}
+    with pytest.raises(RemoteError) as err:
+        await sock.request("mcp/message", {"serverId": "someone-else", "requestId": "r-5", "method": "tools/list"})
+    assert err.value.code == -33001
