@@ -97,3 +97,34 @@ async def test_agent_calls_the_browser_tool_handed_over_in_session_new(
     assert result.stop_reason == "end_turn"
     answer = "".join(client.text)
     assert "FINAL ANSWER: tool returned <<" in answer and f"navigated to {page}" in answer
+
+
+@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
+async def test_cancel_ends_a_turn_the_model_is_still_thinking_about(
+    cli: str,
+    fake_model: FakeModel,
+    agent_setup: Callable[[str], AgentEnv],
+    offline: Callable[..., HostRelay | None],
+) -> None:
+    require(ACP_COMMANDS[cli][0])
+    fake_model.set_script(Script(text="too late", hang=True))
+    agent = agent_setup(cli)
+    client = RecordingClient()
+    with anyio.fail_after(180):
+        async with acp_agent(agent, client, offline()) as (conn, _process):
+            await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                  client_info=Implementation(name="openab-tests", version="0"))
+            session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=[])
+            async with anyio.create_task_group() as tg:
+                outcome: dict[str, Any] = {}
+
+                async def prompt() -> None:
+                    outcome["result"] = await conn.prompt(session_id=session.session_id,
+                                                          prompt=[text_block("Think hard.")])
+
+                tg.start_soon(prompt)
+                await fake_model.wait_hanging()
+                await conn.cancel(session_id=session.session_id)
+
+    assert outcome["result"].stop_reason == "cancelled"
+    assert "too late" not in "".join(client.text)
