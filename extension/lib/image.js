@@ -23,7 +23,12 @@ function toBase64(buffer) {
 
 /** Re-encodes a captured data URL as a JPEG within the size rules; returns {data, width, height}. */
 export async function encodeJpeg(dataUrl, { full = false, quality = 0.7 } = {}) {
-  const blob = await (await fetch(dataUrl)).blob();
+  // Decoded by hand: the extension's CSP (connect-src) does not allow fetching data: URLs.
+  const comma = dataUrl.indexOf(',');
+  const raw = atob(dataUrl.slice(comma + 1));
+  const bytes = new Uint8Array(raw.length);
+  for (let i = 0; i < raw.length; i++) bytes[i] = raw.charCodeAt(i);
+  const blob = new Blob([bytes], { type: dataUrl.slice(5, dataUrl.indexOf(';')) || 'image/jpeg' });
   const bitmap = await createImageBitmap(blob);
   let { width, height } = fitSize(bitmap.width, bitmap.height, full);
   let q = quality;
