@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import os
 import shutil
 import socket
@@ -71,18 +72,28 @@ class HostRelay:
         self.dir = Path(tempfile.mkdtemp(prefix="openab-net-"))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="host-relay", daemon=True)
+        self._servers: list[asyncio.Server] = []
 
     def __enter__(self) -> HostRelay:
         self._thread.start()
         for port in self.ports:
-            handle = _splice(lambda port=port: asyncio.open_connection("127.0.0.1", port))  # type: ignore[misc]
+            handle = _splice(functools.partial(asyncio.open_connection, "127.0.0.1", port))
             path = str(self.dir / f"{port}.sock")
-            asyncio.run_coroutine_threadsafe(asyncio.start_unix_server(handle, path), self._loop).result(10)
+            start = asyncio.start_unix_server(handle, path)
+            self._servers.append(asyncio.run_coroutine_threadsafe(start, self._loop).result(10))
         return self
 
     def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            for server in self._servers:
+                server.close()
+                await server.wait_closed()
+
+        with contextlib.suppress(Exception):
+            asyncio.run_coroutine_threadsafe(close(), self._loop).result(5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(5)
+        self._loop.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def wrap(self, argv: list[str]) -> list[str]:
@@ -101,7 +112,7 @@ async def _inside(sockdir: str, ports: list[int], argv: list[str]) -> int:
     _loopback_up()
     for port in ports:
         path = os.path.join(sockdir, f"{port}.sock")
-        handle = _splice(lambda path=path: asyncio.open_unix_connection(path))  # type: ignore[misc]
+        handle = _splice(functools.partial(asyncio.open_unix_connection, path))
         await asyncio.start_server(handle, "127.0.0.1", port)
     # The command inherits our stdin/stdout/stderr: ACP over stdio passes straight through.
     process = await asyncio.create_subprocess_exec(*argv)

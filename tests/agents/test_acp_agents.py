@@ -7,7 +7,7 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import pytest
@@ -28,6 +28,9 @@ from .fake_model import Call, FakeModel, Script
 from .harness import ACP_COMMANDS, AgentEnv, acp_agent, require, tool_name
 from .mcp_peer import browser_peer
 from .offline import HostRelay
+
+if TYPE_CHECKING:
+    from acp import ClientSideConnection
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 
@@ -58,6 +61,15 @@ class RecordingClient:
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=once.option_id))
 
 
+async def open_session(conn: ClientSideConnection, agent: AgentEnv, servers: list[HttpMcpServer]) -> str:
+    init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
+                                 client_info=Implementation(name="openab-tests", version="0"))
+    if servers:
+        assert init.agent_capabilities.mcp_capabilities.http
+    session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=servers)
+    return session.session_id
+
+
 @pytest.mark.parametrize("cli", list(ACP_COMMANDS))
 async def test_agent_calls_the_browser_tool_handed_over_in_session_new(
     cli: str,
@@ -79,14 +91,8 @@ async def test_agent_calls_the_browser_tool_handed_over_in_session_new(
         started = time.monotonic()
         with anyio.fail_after(180):
             async with acp_agent(agent, client, relay) as (conn, _process):
-                init = await conn.initialize(
-                    protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
-                    client_info=Implementation(name="openab-tests", version="0"),
-                )
-                assert init.agent_capabilities.mcp_capabilities.http
-                session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=[server])
-                result = await conn.prompt(session_id=session.session_id,
-                                           prompt=[text_block("Open the page, please.")])
+                session_id = await open_session(conn, agent, [server])
+                result = await conn.prompt(session_id=session_id, prompt=[text_block("Open the page, please.")])
         record_property("seconds_total", round(time.monotonic() - started, 2))
         if client.first_tool_at:
             record_property("seconds_to_first_tool", round(client.first_tool_at - started, 2))
@@ -112,19 +118,16 @@ async def test_cancel_ends_a_turn_the_model_is_still_thinking_about(
     client = RecordingClient()
     with anyio.fail_after(180):
         async with acp_agent(agent, client, offline()) as (conn, _process):
-            await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
-                                  client_info=Implementation(name="openab-tests", version="0"))
-            session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=[])
+            session_id = await open_session(conn, agent, [])
             async with anyio.create_task_group() as tg:
                 outcome: dict[str, Any] = {}
 
                 async def prompt() -> None:
-                    outcome["result"] = await conn.prompt(session_id=session.session_id,
-                                                          prompt=[text_block("Think hard.")])
+                    outcome["result"] = await conn.prompt(session_id=session_id, prompt=[text_block("Think hard.")])
 
                 tg.start_soon(prompt)
                 await fake_model.wait_hanging()
-                await conn.cancel(session_id=session.session_id)
+                await conn.cancel(session_id=session_id)
 
     assert outcome["result"].stop_reason == "cancelled"
     assert "too late" not in "".join(client.text)
