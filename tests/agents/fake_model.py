@@ -232,6 +232,11 @@ class FakeModel:
             self.log.append(entry)
         return entry
 
+    def _note(self, kind: str, request: Request, body: Json) -> None:
+        """Log a request to an endpoint that is not a model turn."""
+        with self._lock:
+            self.log.append(Logged(kind, request.url.path, dict(request.headers), body, [], "", finished=True))
+
     async def _hold(self, entry: Logged) -> None:
         if not entry.tools:  # side requests (titles, summaries) are never held
             return
@@ -260,10 +265,11 @@ class FakeModel:
 
     async def _get(self, request: Request) -> Response:
         if request.url.path.endswith("/models"):
-            self.log.append(Logged("models", request.url.path, dict(request.headers), {}, [], "", finished=True))
+            self._note("models", request, {})
             return JSONResponse(
                 {"object": "list", "data": [{"id": "fake-model", "object": "model", "created": 0, "owned_by": "fake"}]}
             )
+        self._note("unknown", request, {})
         return JSONResponse({"error": {"message": f"no GET {request.url.path} here"}}, status_code=404)
 
     async def _post(self, request: Request) -> Response:
@@ -277,15 +283,16 @@ class FakeModel:
         if path.endswith("/responses"):
             return await self.responses(request, body)
         if path.endswith("/messages/count_tokens"):
-            self.log.append(Logged("count_tokens", path, dict(request.headers), body, [], "", finished=True))
+            self._note("count_tokens", request, body)
             return JSONResponse({"input_tokens": 42})
         if path.endswith("/messages"):
             return await self.anthropic(request, body)
         if ":streamGenerateContent" in path or ":generateContent" in path:
             return await self.gemini(request, body)
         if ":countTokens" in path:
+            self._note("count_tokens", request, body)
             return JSONResponse({"totalTokens": 42})
-        self.log.append(Logged("unknown", path, dict(request.headers), body, [], "", finished=True))
+        self._note("unknown", request, body)
         return JSONResponse({"error": {"message": f"the fake model has no {path}"}}, status_code=404)
 
     # -- OpenAI Chat Completions -------------------------------------------------------------------
