@@ -280,7 +280,8 @@ class Pod:
 
     async def stop(self) -> None:
         """Stops the server and drops every socket at once, as a crashed gateway would."""
-        assert self._server is not None
+        if self._server is None or self._stopped.is_set():
+            return
         self._server.should_exit = True
         self._server.force_exit = True
         for sock in self.sockets:
