@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
@@ -25,6 +27,15 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_TUNNEL_TIMEOUT": "tunnel_timeout",
     "OPENAB_ACP_IDLE_TIMEOUT_SECS": "prompt_idle_timeout",
     "OPENAB_SESSION_IDLE_TTL": "session_idle_ttl",
+    # The agent runtime (docs/runtime.md).
+    "OPENAB_AGENT": "agent",
+    "OPENAB_AGENT_CMD": "agent_cmd",
+    "OPENAB_AGENT_ENV": "agent_env",
+    "OPENAB_PERMISSIONS": "permissions",
+    "OPENAB_MODEL_URL": "model_url",
+    "OPENAB_MODEL": "model_name",
+    "OPENAB_AGENT_IDLE_TTL": "agent_idle_ttl",
+    "OPENAB_AGENT_SILENCE_TIMEOUT": "agent_silence_timeout",
 }
 
 
@@ -54,6 +65,18 @@ class Settings(BaseModel):
     permission_timeout: float = Field(default=300.0, gt=0)
     session_idle_ttl: float = Field(default=3600.0, gt=0)
 
+    # The agent runtime: which agent CLI runs per session and how far it is trusted.
+    agent: str = "builtin"
+    agent_cmd: list[str] | None = None
+    agent_env: list[str] = Field(default_factory=list)
+    permissions: Literal["auto", "browser-only", "deny"] = "browser-only"
+    model_url: str | None = None
+    model_name: str | None = None
+    agent_idle_ttl: float = Field(default=1800.0, gt=0)
+    agent_start_timeout: float = Field(default=120.0, gt=0)
+    agent_silence_timeout: float = Field(default=600.0, gt=0)
+    max_tool_calls_per_turn: int = Field(default=25, ge=1)
+
     max_sessions_per_connection: int = Field(default=128, ge=1)
     max_inflight_prompts: int = Field(default=32, ge=1)
     max_servers_per_session: int = Field(default=8, ge=1)
@@ -70,6 +93,26 @@ class Settings(BaseModel):
         if isinstance(value, str):
             return [o.strip() for o in value.split(",") if o.strip()]
         return value
+
+    @field_validator("agent_cmd", mode="before")
+    @classmethod
+    def _split_command(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return shlex.split(value) or None
+        return value
+
+    @field_validator("agent_env", mode="before")
+    @classmethod
+    def _split_env(cls, value: Any) -> Any:
+        # NAME passes the pod's own value through; NAME=VALUE sets one. Comma- or space-separated in env.
+        if isinstance(value, str):
+            return [item for item in re.split(r"[,\s]+", value) if item]
+        return value
+
+    @field_validator("agent", "permissions", mode="before")
+    @classmethod
+    def _normalise_agent_word(cls, value: Any) -> Any:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("browser_mode", mode="before")
     @classmethod

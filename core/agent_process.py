@@ -1,0 +1,215 @@
+"""One agent CLI child process speaking ACP (newline-delimited JSON-RPC) on its stdio.
+
+The process runs in its own process group (``start_new_session``), so stopping it kills the npm launcher
+*and* the native binary it spawned *and* the stdio MCP servers those started: signalling only the leader
+orphans them (codex-acp and ``gemini --acp`` also ignore stdin EOF). Its stdout is read in bounded lines
+and fed to an :class:`openab.core.rpc_connection.RpcConnection`; its stderr is drained to the log, so a
+chatty agent can never block on a full pipe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from .jsonrpc import Peer
+from .rpc_connection import Handler, RpcConnection
+
+__all__ = ["AgentExited", "AgentProcess", "scrubbed_env"]
+
+log = logging.getLogger(__name__)
+
+MAX_LINE_BYTES = 8 << 20
+_STDERR_TAIL_LINES = 20
+
+# What an agent inherits from the pod's own environment: who and where it is, how it reaches the network
+# (proxy, CA bundle), nothing else. API keys and tokens reach it only when the recipe or the operator says so.
+_INHERITED = (
+    "HOME", "USER", "LOGNAME", "SHELL", "PATH", "TMPDIR", "TZ", "LANG", "LANGUAGE",
+    "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+    "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+    "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_CACHE_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR",
+)
+
+
+def scrubbed_env(
+    base: Mapping[str, str] | None = None, *, extra: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The pod's identity, locale, proxy and CA variables from ``base`` (default ``os.environ``), plus ``extra``."""
+    base = os.environ if base is None else base
+    env = {k: base[k] for k in _INHERITED if base.get(k)}
+    env.update({k: v for k, v in base.items() if k.startswith("LC_")})
+    env.setdefault("PATH", os.defpath)
+    env.update(extra or {})
+    return env
+
+
+class AgentExited(Exception):
+    """The agent process is gone; the message says how it ended and what it last wrote on stderr."""
+
+
+class AgentProcess:
+    """A started agent: ``rpc`` talks to it; :meth:`stop` kills its whole process group."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        handler: Handler,
+        env: Mapping[str, str],
+        cwd: Path,
+        name: str,
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        if not argv:
+            raise ValueError("an agent command needs at least a program name")
+        self.argv = list(argv)
+        self.name = name
+        self._env = dict(env)
+        self._cwd = cwd
+        self._max_line = max_line_bytes
+        self.rpc = RpcConnection(handler, name=name, peer=Peer(max_open_requests=64))
+        self.exited = asyncio.Event()
+        self.returncode: int | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        self._exit_reason: str | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process else None
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and not self.exited.is_set()
+
+    async def start(self) -> None:
+        """Spawn the process; raises :class:`AgentExited` saying what to install when the program is missing."""
+        try:
+            self._process = await asyncio.create_subprocess_exec(
+                *self.argv,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=self._env,
+                cwd=self._cwd,
+                start_new_session=True,
+                limit=self._max_line,
+            )
+        except FileNotFoundError:
+            raise AgentExited(
+                f"agent command {self.argv[0]!r} not found on PATH: install it or give its full path "
+                "(--agent-cmd)"
+            ) from None
+        except PermissionError as exc:
+            raise AgentExited(f"agent command {self.argv[0]!r} cannot be run: {exc}") from None
+        log.info("%s: started %s (pid %d) in %s", self.name, Path(self.argv[0]).name, self._process.pid, self._cwd)
+        loop = asyncio.get_running_loop()
+        self._tasks = [
+            loop.create_task(self._read_stdout(), name=f"{self.name} stdout"),
+            loop.create_task(self._drain_stderr(), name=f"{self.name} stderr"),
+            loop.create_task(self.rpc.run(self._write), name=f"{self.name} stdin"),
+            loop.create_task(self._watch(), name=f"{self.name} wait"),
+        ]
+
+    async def _write(self, message: bytes) -> None:
+        assert self._process is not None and self._process.stdin is not None
+        self._process.stdin.write(message + b"\n")
+        await self._process.stdin.drain()
+
+    async def _read_stdout(self) -> None:
+        assert self._process is not None and self._process.stdout is not None
+        stdout = self._process.stdout
+        try:
+            while True:
+                try:
+                    line = await stdout.readline()
+                except ValueError:
+                    # A line over the bound: the framing cannot be trusted after it, so the agent goes.
+                    self._exit_reason = f"it wrote a line over {self._max_line} bytes on stdout"
+                    log.warning("%s: %s; stopping it", self.name, self._exit_reason)
+                    await self.stop()
+                    return
+                if not line:
+                    return
+                if line.strip():
+                    self.rpc.feed(line)
+        except (ConnectionError, OSError):
+            return
+
+    async def _drain_stderr(self) -> None:
+        assert self._process is not None and self._process.stderr is not None
+        stderr = self._process.stderr
+        with contextlib.suppress(ConnectionError, OSError):
+            while True:
+                try:
+                    line = await stderr.readline()
+                except ValueError:
+                    continue  # an over-long stderr line is dropped, not fatal
+                if not line:
+                    return
+                text = line.decode("utf-8", "replace").rstrip()
+                if text:
+                    self._stderr_tail.append(text)
+                    log.debug("%s stderr: %s", self.name, text)
+
+    async def _watch(self) -> None:
+        assert self._process is not None
+        self.returncode = await self._process.wait()
+        # Let the readers take what is still in the pipes, so the last words are in the message.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(1.0):
+                await asyncio.gather(*self._tasks[:2], return_exceptions=True)
+        reason = self.exit_message()
+        log.info("%s: %s", self.name, reason)
+        self.rpc.close(reason)
+        self.exited.set()
+
+    def exit_message(self) -> str:
+        code = self.returncode
+        if self._exit_reason:
+            how = f"the agent was stopped: {self._exit_reason}"
+        elif code is None:
+            how = "the agent is still running"
+        elif code < 0:
+            how = f"the agent was killed by signal {-code}"
+        else:
+            how = f"the agent exited with code {code}"
+        tail = [line for line in self._stderr_tail if line.strip()][-3:]
+        return how + (f" (stderr: {' | '.join(tail)[-600:]})" if tail else "")
+
+    async def stop(self, *, grace: float = 3.0, reason: str | None = None) -> None:
+        """SIGTERM the process group, SIGKILL it after ``grace`` seconds; safe to call more than once."""
+        if reason and not self._exit_reason:
+            self._exit_reason = reason
+        process = self._process
+        if process is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(process.pid, sig)
+            if process.returncode is not None:
+                # The leader is gone; its children may not be, and they share its group id.
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                break
+            try:
+                async with asyncio.timeout(grace):
+                    await process.wait()
+            except TimeoutError:
+                continue
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(grace):
+                await self.exited.wait()
+        for task in self._tasks:
+            task.cancel()
+        if process.stdin is not None:
+            with contextlib.suppress(Exception):
+                process.stdin.close()

@@ -1,0 +1,80 @@
+"""The built-in agent, run by the real runtime as its own process, driving the fake extension's browser
+through the real proxy and the MCP-over-ACP tunnel; with and without a model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from test_runtime_pod import FakeBrowser, open_session, prompt, run_pod
+
+from openab.core.builtin_agent import find_ref, plan_steps
+
+pytestmark = pytest.mark.anyio
+
+
+def test_instructions_are_planned_in_order() -> None:
+    steps = plan_steps('open example.org; click "Sign in"\ntype Ada into the Name field then read. screenshot')
+    assert [(s.action, s.target, s.text) for s in steps] == [
+        ("open", "https://example.org", ""),
+        ("click", "Sign in", ""),
+        ("type", "Name", "Ada"),
+        ("read", "", ""),
+        ("screenshot", "", ""),
+    ]
+    assert plan_steps("dance a little")[0].action == "unknown"
+
+
+def test_a_label_finds_its_ref_exactly_before_partly() -> None:
+    outline = '- link "Sign in help" [ref=e9]\n- button "Sign in" [ref=e3]\n- textbox "Name" [ref=e2]'
+    assert find_ref(outline, "sign in") == "e3"
+    assert find_ref(outline, "help") == "e9"
+    assert find_ref(outline, "name", fields=True) == "e2"
+    assert find_ref(outline, "Sign in", fields=True) is None
+
+
+async def test_builtin_agent_follows_instructions_in_the_browser(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        turn = await prompt(ext, session_id, "open https://example.org/start\ntype Ada into Name\nclick Sign in")
+
+        assert turn.error is None, turn.error
+        assert turn.result == {"stopReason": "end_turn"}
+        assert browser.url == "https://example.org/start"
+        assert browser.typed == {"Name": "Ada"}
+        assert browser.clicked == ["Sign in"]
+        # Each step streamed as a tool call and its completion, between the agent's words.
+        assert turn.kinds().count("tool_call") == 5  # navigate, snapshot, type, snapshot, click
+        finished = [u for u in turn.updates if u["sessionUpdate"] == "tool_call_update"]
+        assert {u["status"] for u in finished} == {"completed"}
+        assert "Opening https://example.org/start" in turn.text
+
+
+async def test_builtin_agent_reads_and_screenshots_across_prompts_in_one_process(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        first = await prompt(ext, session_id, "open example.org")
+        pid = pod.runtime.agents[session_id]
+        second = await prompt(ext, session_id, "read; screenshot")
+
+        assert first.error is None and second.error is None
+        assert "Example Domain" in second.text  # the page's own words, read through the tunnel
+        images = [c["content"] for u in second.updates if u["sessionUpdate"] == "tool_call_update"
+                  for c in u.get("content") or [] if c["content"].get("type") == "image"]
+        assert images and images[0]["mimeType"] == "image/jpeg"
+        assert pod.runtime.agents[session_id] == pid, "the same agent process served both prompts"
+        assert [name for name, _ in browser.calls] == ["browser_navigate", "browser_snapshot", "browser_screenshot"]
+
+
+async def test_builtin_agent_says_what_it_cannot_do(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        turn = await prompt(ext, session_id, "book me a flight to Lisbon")
+        missing = await prompt(ext, session_id, "click Checkout")
+
+        assert turn.result == {"stopReason": "end_turn"}
+        assert "open URL" in turn.text and not browser.clicked
+        assert "nothing on the page is called “Checkout”" in missing.text
