@@ -20,7 +20,7 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, MutableMapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -182,15 +182,20 @@ class _Agent:
     servers_key: str = "mcpServers"
     format: Format = "json"
     verify: str = ""
+    # (VAR, path under $VAR): the variable that moves a user file, as CODEX_HOME moves ~/.codex.
+    moved_by: tuple[str, str] | None = None
 
 
 _AGENTS: dict[str, _Agent] = {
     "claude": _Agent(_claude, ".mcp.json", "dir", verify="claude mcp list"),
-    "codex": _Agent(_codex, ".codex/config.toml", "home", "mcp_servers", "toml", verify="codex mcp list"),
-    "copilot": _Agent(_copilot, ".copilot/mcp-config.json", "home", verify="copilot mcp list"),
+    "codex": _Agent(_codex, ".codex/config.toml", "home", "mcp_servers", "toml", verify="codex mcp list",
+                    moved_by=("CODEX_HOME", "config.toml")),
+    "copilot": _Agent(_copilot, ".copilot/mcp-config.json", "home", verify="copilot mcp list",
+                      moved_by=("COPILOT_HOME", "mcp-config.json")),
     "cursor": _Agent(_cursor, ".cursor/mcp.json", "dir", verify="cursor-agent mcp list"),
     "gemini": _Agent(_gemini, ".gemini/settings.json", "dir", verify="gemini mcp list"),
-    "goose": _Agent(_goose, ".config/goose/config.yaml", "home", "extensions", "yaml"),
+    "goose": _Agent(_goose, ".config/goose/config.yaml", "home", "extensions", "yaml",
+                    moved_by=("XDG_CONFIG_HOME", "goose/config.yaml")),
     "kiro": _Agent(_kiro, ".kiro/settings/mcp.json", "dir", verify="kiro-cli mcp list"),
     "opencode": _Agent(_opencode, "opencode.json", "dir", "mcp", verify="opencode mcp list"),
     "vscode": _Agent(_vscode, ".vscode/mcp.json", "dir", "servers"),
@@ -241,14 +246,25 @@ class ConfigFile:
     kind: Literal["servers", "approval", "kiro-agent"] = "servers"
 
 
-def config_files(agent: str, *, dir: Path | None = None, home: Path | None = None) -> list[ConfigFile]:
-    """The files ``write(agent, ...)`` touches: project files under ``dir``, user files under ``home``."""
+def config_files(
+    agent: str, *, dir: Path | None = None, home: Path | None = None, env: Mapping[str, str] | None = None
+) -> list[ConfigFile]:
+    """The files ``write(agent, ...)`` touches: project files under ``dir`` (default: the current
+    directory), user files under ``home`` or where the agent's ``env`` moves them (CODEX_HOME,
+    COPILOT_HOME, XDG_CONFIG_HOME). ``env`` defaults to ours only when ``home`` is not given."""
     name = agent_name(agent)
     spec = _AGENTS[name]
     root = _root(spec.base, dir, home)
-    files = [ConfigFile(root / spec.path, spec.format, spec.servers_key)]
+    if env is None and home is None:
+        env = os.environ
+    if spec.moved_by and env and env.get(spec.moved_by[0]):
+        main = Path(env[spec.moved_by[0]]) / spec.moved_by[1]
+    else:
+        main = root / spec.path
+    files = [ConfigFile(main, spec.format, spec.servers_key)]
     if name == "claude":
-        # Project .mcp.json servers stay "pending approval" in a headless CLI until approved here.
+        # Interactive claude (and `claude mcp list`) keeps project .mcp.json servers "pending
+        # approval" until named here; claude -p and claude-agent-acp use them regardless.
         approvals = root / ".claude/settings.local.json"
         files.append(ConfigFile(approvals, "json", "enabledMcpjsonServers", "approval"))
     if name == "kiro":
@@ -269,14 +285,21 @@ def _root(base: Base, dir: Path | None, home: Path | None) -> Path:
     return Path(dir) if dir is not None else Path.cwd()
 
 
-def write(agent: str, endpoint: Endpoint, *, dir: Path | None = None, home: Path | None = None) -> list[Path]:
+def write(
+    agent: str,
+    endpoint: Endpoint,
+    *,
+    dir: Path | None = None,
+    home: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[Path]:
     """Merge the ``openab_browser`` entry into every config file of ``agent``; returns the paths.
 
     All files are read and checked before any is written, so a refusal leaves every file as it was.
     """
     name = agent_name(agent)
     ours = entry(name, endpoint)
-    files = config_files(name, dir=dir, home=home)
+    files = config_files(name, dir=dir, home=home, env=env)
     with _locked(files):
         docs = [(f, _load(f)) for f in files]
         for f, doc in docs:
@@ -287,7 +310,14 @@ def write(agent: str, endpoint: Endpoint, *, dir: Path | None = None, home: Path
     return [f.path for f in files]
 
 
-def strip(agent: str, endpoint: Endpoint, *, dir: Path | None = None, home: Path | None = None) -> list[Path]:
+def strip(
+    agent: str,
+    endpoint: Endpoint,
+    *,
+    dir: Path | None = None,
+    home: Path | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[Path]:
     """Remove the ``openab_browser`` entry where it is still ours (same url, or same command).
 
     Another session may have written its own url into a shared file since; that entry is left
@@ -295,7 +325,7 @@ def strip(agent: str, endpoint: Endpoint, *, dir: Path | None = None, home: Path
     """
     name = agent_name(agent)
     ours = entry(name, endpoint)
-    files = config_files(name, dir=dir, home=home)
+    files = config_files(name, dir=dir, home=home, env=env)
     changed: list[Path] = []
     with _locked(files):
         docs = [(f, _load(f)) for f in files if f.path.exists()]
@@ -323,6 +353,7 @@ def config_write(
     mode: Literal["proxy", "bridge"] = "bridge",
     dir: Path | None = None,
     home: Path | None = None,
+    env: Mapping[str, str] | None = None,
     url: str | None = None,
     token: str | None = None,
 ) -> Written:
@@ -347,7 +378,7 @@ def config_write(
         how = f"{url} (Streamable HTTP, bearer token)"
     else:
         raise ConfigError(f"unknown mode {mode!r}: choose proxy or bridge")
-    paths = write(name, endpoint, dir=dir, home=home)
+    paths = write(name, endpoint, dir=dir, home=home, env=env)
     lines = [f"{SERVER_NAME} -> {how} for {name}:"] + [f"  wrote {p}" for p in paths]
     if _AGENTS[name].verify:
         lines.append(f"check with: {_AGENTS[name].verify}")

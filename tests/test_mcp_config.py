@@ -373,3 +373,18 @@ def test_unchanged_rewrite_still_tightens_the_mode(dirs: dict[str, Path]) -> Non
     os.chmod(path, 0o644)
     write("vscode", BRIDGE, **dirs)
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def test_the_agents_env_moves_its_user_file(dirs: dict[str, Path], tmp_path: Path) -> None:
+    env = {"CODEX_HOME": str(tmp_path / "codex-home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
+    assert write("codex", BRIDGE, env=env, **dirs) == [tmp_path / "codex-home" / "config.toml"]
+    assert write("goose", BRIDGE, env=env, **dirs) == [tmp_path / "xdg" / "goose" / "config.yaml"]
+    assert not (dirs["home"] / ".codex").exists()
+
+
+def test_our_own_env_counts_only_when_no_home_is_given(
+    dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "mine"))
+    assert main_file("codex", dirs) == dirs["home"] / ".codex" / "config.toml"
+    assert config_files("codex")[0].path == tmp_path / "mine" / "config.toml"

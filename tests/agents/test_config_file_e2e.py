@@ -53,7 +53,7 @@ def setup(
     token = secrets.token_urlsafe(16)
     with browser_peer(token) as peer:
         agent = agent_setup(cli)
-        write(cli, HttpEndpoint(peer.url, token), dir=agent.cwd, home=agent.home)
+        write(cli, HttpEndpoint(peer.url, token), dir=agent.cwd, home=agent.home, env=agent.env)
         if cli == "codex":
             approve_without_asking(agent)
         yield Setup(agent, peer, offline(int(peer.url.rsplit(":", 1)[1].split("/")[0])), page)
