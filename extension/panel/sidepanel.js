@@ -96,7 +96,8 @@ function renderCards(cards) {
     card.dataset.id = c.id;
     card.dataset.kind = c.kind;
     card.append(el('div', 'title', c.title));
-    if (c.site || c.detail) card.append(el('div', 'where', [c.site, c.detail].filter(Boolean).join(' · ')));
+    const where = c.detail && c.site && c.detail.startsWith(c.site) ? c.detail : [c.site, c.detail].filter(Boolean).join(' · ');
+    if (where) card.append(el('div', 'where', where));
     const row = el('div', 'row');
     const button = (label, decision, cls) => {
       const b = el('button', cls || '', label);

@@ -1,0 +1,261 @@
+"""The side panel as a user sees it: Playwright drives Debian Chromium with the real extension.
+
+Playwright is used here because these tests need a person's clicks (Send, Allow, Don't allow).
+The panel page is opened as a tab, exactly the page Chrome shows in the side panel. Screenshots
+of each state go to docs/screenshots/ for the README.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
+
+from .conftest import KEY
+from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
+from .pod import Pod, PodSocket
+
+pytestmark = pytest.mark.anyio
+
+SHOTS = REPO / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+async def context(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
+    tmp = tmp_path_factory.mktemp("panel")
+    # Autopilot off: risky steps must come to the panel.
+    ext = stage_extension(tmp / "ext", {"url": pod.url, "key": KEY, "autopilot": False})
+    flags = [f for f in FLAGS if not f.startswith(("--headless", "--window-size"))]
+    async with async_playwright() as p:
+        ctx = await p.chromium.launch_persistent_context(
+            str(tmp / "profile"), executable_path=CHROMIUM, headless=True, no_viewport=True,
+            ignore_default_args=["--disable-extensions"],
+            args=[*flags, "--window-size=1280,943", f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
+        )
+        try:
+            await ctx.pages[0].goto(f"{site}/index.html")
+            yield ctx
+        finally:
+            await ctx.close()
+
+
+@pytest.fixture(scope="module")
+async def panel(context: BrowserContext) -> Page:
+    sw = context.service_workers[0] if context.service_workers else await context.wait_for_event("serviceworker")
+    ext_id = sw.url.split("/")[2]
+    assert ext_id == extension_id()  # the manifest key pins the id
+    page = await context.new_page()
+    await page.set_viewport_size({"width": 400, "height": 720})
+    await page.goto(f"chrome-extension://{ext_id}/panel/sidepanel.html")
+    return page
+
+
+@pytest.fixture(scope="module")
+async def sock(pod: Pod, panel: Page) -> PodSocket:
+    return await pod.next_socket(after=0)
+
+
+@pytest.fixture(scope="module")
+async def client(sock: PodSocket) -> AsyncIterator[Client]:
+    async with sock.mcp_client() as c:
+        yield c
+
+
+async def snap(page: Page, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    await page.bring_to_front()
+    await page.screenshot(path=str(SHOTS / name))
+
+
+@contextlib.asynccontextmanager
+async def in_background(call: Any) -> AsyncIterator[dict[str, Any]]:
+    """Runs a pending tool call while the test plays the user; the result is there after the block."""
+    out: dict[str, Any] = {}
+
+    async def run() -> None:
+        out["result"] = await call
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        yield out
+
+
+def result_text(res: Any) -> str:
+    return "\n".join(getattr(c, "text", "") for c in res.content)
+
+
+async def test_the_pill_says_connected_with_browser_tools(panel: Page, sock: PodSocket) -> None:
+    await expect(panel.locator("#pill-link")).to_have_text("connected")
+    await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached")
+    await snap(panel, "panel-connected.png")
+
+
+async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, sock: PodSocket) -> None:
+    release = anyio.Event()
+
+    async def agent(s: PodSocket, session_id: str, text: str) -> str:
+        await s.update(session_id, {"sessionUpdate": "agent_thought_chunk",
+                                    "content": {"type": "text", "text": "The user wants a greeting."}})
+        await s.agent_says(session_id, f"You said: {text}. ")
+        await release.wait()
+        await s.update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "browser_snapshot",
+                                    "kind": "fetch", "status": "in_progress"})
+        await s.update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+        await s.agent_says(session_id, "Hello from the agent, ")
+        await s.agent_says(session_id, "<b>in plain text</b>.")
+        return "end_turn"
+
+    pod.on_prompt = agent
+    await panel.locator("#prompt").fill("say hello")
+    await panel.locator("#send").click()
+    await expect(panel.locator(".msg.user")).to_have_text("say hello")
+    # The first chunk is on screen while the agent is still working: the reply streams.
+    await expect(panel.locator(".msg.agent").first).to_have_text("You said: say hello. ")
+    await expect(panel.locator("#stop")).to_be_enabled()
+    release.set()
+    await expect(panel.locator(".msg.agent").last).to_have_text("Hello from the agent, <b>in plain text</b>.")
+    await expect(panel.locator(".step")).to_contain_text("browser_snapshot")
+    await expect(panel.locator(".msg.thought")).to_have_text("The user wants a greeting.")
+    assert await panel.locator("#log b").count() == 0  # model text is never parsed as HTML
+    await expect(panel.locator("#stop")).to_be_disabled()
+    await snap(panel, "panel-chat.png")
+
+
+async def test_stop_cancels_the_turn(pod: Pod, panel: Page, sock: PodSocket) -> None:
+    async def slow_agent(s: PodSocket, session_id: str, text: str) -> str:
+        await s.agent_says(session_id, "Working on it…")
+        with anyio.fail_after(30):
+            await s.cancelled.wait()
+        return "cancelled"
+
+    pod.on_prompt = slow_agent
+    await panel.locator("#prompt").fill("do something long")
+    await panel.locator("#send").click()
+    await expect(panel.locator(".msg.agent").last).to_have_text("Working on it…")
+    await panel.locator("#stop").click()
+    await expect(panel.locator(".msg.system").last).to_have_text("Stopped: cancelled")
+    assert any(m.get("method") == "session/cancel" and "id" not in m for m in sock.received)
+
+
+async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
+    panel: Page, client: Client, site: str
+) -> None:
+    res = await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
+    assert not res.is_error
+    async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
+        card = panel.locator(".card")
+        await expect(card).to_have_count(1)
+        await expect(card.locator(".title")).to_have_text('The agent wants to click button "Buy now"')
+        await expect(card.locator(".where")).to_contain_text(site)
+        assert "result" not in out  # nothing happened before the answer
+        await snap(panel, "panel-confirm.png")
+        await card.locator("button[data-decision=allow]").click()
+    assert not out["result"].is_error, result_text(out["result"])
+    page = await client.call_tool("browser_read_dom", {"selector": "#out"})
+    assert "bought" in result_text(page)
+    await expect(panel.locator(".card")).to_have_count(0)
+
+
+async def test_a_declined_submit_tells_the_agent_it_was_not_allowed(
+    panel: Page, client: Client, site: str
+) -> None:
+    snap_text = result_text(await client.call_tool("browser_snapshot", {}))
+    assert "[submit]" in snap_text
+    async with in_background(client.call_tool("browser_click", {"selector": "#signin"})) as out:
+        card = panel.locator(".card")
+        await expect(card.locator(".title")).to_contain_text("submit a form to 127.0.0.1")
+        await card.locator("button[data-decision=deny]").click()
+    text = result_text(out["result"])
+    assert out["result"].is_error
+    assert "not allowed by the user" in text
+    page = await client.call_tool("browser_read_dom", {"selector": "#out"})
+    assert "submitted" not in result_text(page)
+
+
+async def test_typing_a_password_asks_and_routine_typing_does_not(panel: Page, client: Client) -> None:
+    res = await client.call_tool("browser_type", {"selector": "#user", "text": "ada"})
+    assert not res.is_error  # routine: no card
+    async with in_background(client.call_tool("browser_type", {"selector": "#pw", "text": "pw"})) as out:
+        card = panel.locator(".card")
+        await expect(card.locator(".title")).to_contain_text("fill the password field")
+        await card.locator("button[data-decision=deny]").click()
+    assert out["result"].is_error
+
+
+async def test_always_allow_on_a_site_stops_asking_there(panel: Page, client: Client, site: str) -> None:
+    async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
+        await panel.locator(".card button[data-decision=always]").click()
+    assert not out["result"].is_error
+    # The rule now covers this site: the next risky step runs without a card.
+    res = await client.call_tool("browser_click", {"selector": "#signin"})
+    assert not res.is_error, result_text(res)
+    await panel.locator("#toggle-settings").click()
+    await expect(panel.locator("#rules")).to_contain_text(f"Always: {site}")
+    await snap(panel, "panel-settings.png")
+    await panel.locator("#rules button").click()  # remove the rule again
+    await expect(panel.locator("#rules li")).to_have_count(0)
+    await panel.locator("#toggle-settings").click()
+
+
+async def test_a_never_rule_blocks_actions_on_the_site(panel: Page, client: Client, site: str) -> None:
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#rule-origin").fill(site)
+    await panel.locator("#rule-kind").select_option("never")
+    await panel.locator("#rule-form button").click()
+    await expect(panel.locator("#rules")).to_contain_text(f"Never: {site}")
+    res = await client.call_tool("browser_click", {"selector": "#preview"})
+    assert res.is_error and "blocked by the user's site rule" in result_text(res)
+    read = await client.call_tool("browser_read_dom", {"selector": "#out"})
+    assert not read.is_error  # reading stays allowed
+    await panel.locator("#rules button").click()
+    await panel.locator("#toggle-settings").click()
+
+
+async def test_the_agents_permission_question_is_answered_on_a_card(
+    pod: Pod, panel: Page, sock: PodSocket
+) -> None:
+    answers: list[Any] = []
+
+    async def asking_agent(s: PodSocket, session_id: str, text: str) -> str:
+        answers.append(await s.request("session/request_permission", {
+            "sessionId": session_id,
+            "toolCall": {"toolCallId": "t9", "title": "mcp__browser__browser_click", "kind": "other"},
+            "options": [{"optionId": "yes", "name": "Allow once", "kind": "allow_once"},
+                        {"optionId": "no", "name": "Reject", "kind": "reject_once"}],
+        }))
+        await s.agent_says(session_id, "Thanks for answering.")
+        return "end_turn"
+
+    pod.on_prompt = asking_agent
+    await panel.locator("#prompt").fill("click it")
+    await panel.locator("#send").click()
+    card = panel.locator(".card[data-kind=permission]")
+    await expect(card.locator(".title")).to_have_text("The agent asks to run: mcp__browser__browser_click")
+    await card.locator("button[data-decision=yes]").click()
+    await expect(panel.locator(".msg.agent").last).to_have_text("Thanks for answering.")
+    assert answers == [{"outcome": {"outcome": "selected", "optionId": "yes"}}]
+
+
+async def test_settings_refuse_a_plain_remote_url(panel: Page, sock: PodSocket) -> None:
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#set-url").fill("ws://gateway.example.com/acp")
+    await panel.locator("#save-settings").click()
+    await expect(panel.locator("#notice")).to_contain_text("Plain ws:// is only allowed for localhost")
+    await expect(panel.locator("#pill-link")).to_have_text("connected")  # nothing was changed
+    assert await panel.locator("#set-key").input_value() == ""  # the key is never shown
+    assert await panel.locator("#set-key").get_attribute("placeholder") == "saved (type to replace)"
+
+
+def test_screenshots_were_written() -> None:
+    for name in ("panel-chat.png", "panel-confirm.png", "panel-connected.png", "panel-settings.png"):
+        data = (SHOTS / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+_ = Path  # noqa: F841  (kept for type hints in helpers above)
