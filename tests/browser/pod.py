@@ -19,6 +19,7 @@ import anyio
 import mcp_types as types
 import uvicorn
 from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectSendStream
 from mcp import Client
 from mcp.shared.message import SessionMessage
 from starlette.applications import Starlette
@@ -53,7 +54,7 @@ class PodSocket:
         self.ws = ws
         self.subprotocols: list[str] = list(ws.scope.get("subprotocols", []))
         self._ids = itertools.count(1)
-        self._pending: dict[int, anyio.abc.ObjectSendStream[Json]] = {}
+        self._pending: dict[int, MemoryObjectSendStream[Json]] = {}
         self.received: list[Json] = []
         self.session_id: str | None = None
         self.server_decl: Json | None = None
@@ -274,7 +275,8 @@ class Pod:
 
         tg.start_soon(run)
         with anyio.fail_after(10):
-            while not self._server.started:
+            # uvicorn offers no event for "listening"; its flag is all there is to wait on.
+            while not self._server.started:  # noqa: ASYNC110
                 await anyio.sleep(0.02)
         self.port = self._server.servers[0].sockets[0].getsockname()[1]
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -257,5 +256,3 @@ def test_screenshots_were_written() -> None:
         data = (SHOTS / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
-
-_ = Path  # noqa: F841  (kept for type hints in helpers above)
