@@ -84,6 +84,7 @@ class Tunnel:
     protocol_version: str = HANDSHAKE_PROTOCOL_VERSION
     tools: list[JsonObject] | None = None
     closed: bool = False
+    _disconnected: bool = False
     _progress: dict[Any, ProgressCallback] = field(default_factory=dict)
 
     @property
@@ -224,10 +225,13 @@ class Tunnel:
         return tools
 
     async def disconnect(self, *, timeout: float = 5.0) -> None:
-        """Retire this tunnel and tell the browser, best effort (the socket may be gone already)."""
-        if self.closed:
+        """Retire this tunnel and tell the browser, best effort (the socket may be gone already).
+
+        The registry marks a retired tunnel ``closed`` first (no new calls); the browser still has to hear it.
+        """
+        if self._disconnected:
             return
-        self.closed = True
+        self._disconnected = self.closed = True
         if self.form != "connection" or self.conn.closed:
             return
         try:

@@ -101,6 +101,10 @@ class FakeExtension:
         self.tool_schemas[name] = schema or {"type": "object", "properties": {}}
 
     async def _serve(self, message: dict[str, Any]) -> None:
+        with contextlib.suppress(websockets.ConnectionClosed):
+            await self._serve_one(message)
+
+    async def _serve_one(self, message: dict[str, Any]) -> None:
         method, params, request_id = message["method"], message.get("params") or {}, message.get("id")
         is_request = "id" in message
         try:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,3 +35,10 @@ async def run_gateway(
     pod = Pod(Settings(token=token, port=0, **settings), backend=backend)
     async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
         yield RunningGateway(pod, base_url, token)
+
+
+async def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:
+    """Wait, boundedly, until ``predicate()`` is true: for effects that land in another task or process."""
+    async with asyncio.timeout(timeout):
+        while not predicate():  # noqa: ASYNC110 - state changes elsewhere have no event to wait on
+            await asyncio.sleep(0.02)

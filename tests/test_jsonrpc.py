@@ -77,9 +77,7 @@ def test_method_bearing_frames_over_the_limit_get_32000_naming_the_method() -> N
     [answer] = sent(peer)
     assert answer["id"] == 8
     assert answer["error"]["code"] == -32000
-    assert answer["error"]["message"] == (
-        f"Frame too large: {len(frame)} exceeds the 100-byte limit for `initialize`"
-    )
+    assert answer["error"]["message"] == (f"Frame too large: {len(frame)} exceeds the 100-byte limit for `initialize`")
     # An oversize notification is dropped, and a large *response* is still delivered.
     assert peer.receive(json.dumps({"jsonrpc": "2.0", "method": "x", "params": {"pad": "x" * 200}})) == []
     request_id = peer.send_request("tools/call")

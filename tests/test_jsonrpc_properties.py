@@ -10,13 +10,21 @@ from hypothesis import strategies as st
 
 from openab.core.jsonrpc import Notification, Peer, Request, RpcError
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+json_scalars = (
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
+)
 json_values = st.recursive(
     json_scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
-ids = st.none() | st.integers(-(2**53), 2**53) | st.text(max_size=10) | st.floats(allow_nan=False, allow_infinity=False) | json_values
+ids = (
+    st.none()
+    | st.integers(-(2**53), 2**53)
+    | st.text(max_size=10)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | json_values
+)
 messages = st.fixed_dictionaries(
     {},
     optional={
@@ -28,12 +36,7 @@ messages = st.fixed_dictionaries(
         "error": json_values,
     },
 )
-frames = (
-    messages.map(json.dumps)
-    | json_values.map(json.dumps)
-    | st.text(max_size=60)
-    | st.binary(max_size=60)
-)
+frames = messages.map(json.dumps) | json_values.map(json.dumps) | st.text(max_size=60) | st.binary(max_size=60)
 
 
 def answers(peer: Peer) -> list[dict[str, Any]]:

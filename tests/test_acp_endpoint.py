@@ -1,0 +1,396 @@
+"""`/acp` over a real socket: handshake, frames, the ACP methods and their limits (openab.md §1, §6 1-4)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from fake_extension import FakeExtension, RemoteError, connect_extension
+from gateway_harness import RunningGateway, eventually, run_gateway
+from scripted_agent import ScriptedAgent
+
+from openab.core.pod import Pod
+from openab.core.settings import Settings
+from openab.gateway.app import ConfigurationError, create_app
+
+pytestmark = pytest.mark.anyio
+
+TEXT = [{"type": "text", "text": "echo hi"}]
+
+
+async def refused_status(url: str, **connect: Any) -> int:
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await websockets.connect(url, open_timeout=5, **connect)
+    return refused.value.response.status_code
+
+
+async def prompt(ext: FakeExtension, session_id: str, text: str, timeout: float = 10) -> Any:
+    return await ext.request(
+        "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, timeout=timeout
+    )
+
+
+async def collect_text(ext: FakeExtension) -> str:
+    text = []
+    while not ext.inbox.empty():
+        message = ext.inbox.get_nowait()
+        if message.get("method") == "session/update":
+            text.append(message["params"]["update"]["content"]["text"])
+    return "".join(text)
+
+
+# -- handshake --------------------------------------------------------------------------------------------
+
+
+async def test_a_missing_or_wrong_key_gets_401_before_the_upgrade(gateway: RunningGateway) -> None:
+    assert await refused_status(gateway.ws_url, subprotocols=["acp.v1"]) == 401
+    assert await refused_status(gateway.ws_url, subprotocols=[f"openab.bearer.wrong-{gateway.token}", "acp.v1"]) == 401
+    assert (
+        await refused_status(gateway.ws_url, additional_headers={"Authorization": f"Bearer wrong-{gateway.token}"})
+        == 401
+    )
+    # A key in the query string is never accepted: URLs end up in logs and histories.
+    assert await refused_status(f"{gateway.ws_url}?token={gateway.token}", subprotocols=["acp.v1"]) == 401
+
+
+async def test_a_401_says_bearer_and_how_to_present_the_key(gateway: RunningGateway) -> None:
+    with pytest.raises(websockets.InvalidStatus) as refused:
+        await websockets.connect(gateway.ws_url, open_timeout=5)
+    response = refused.value.response
+    assert response.headers["WWW-Authenticate"] == "Bearer"
+    assert b"openab.bearer.<key>" in response.body
+
+
+async def test_the_key_as_subprotocol_selects_acp_v1_and_names_the_connection(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        assert ext.ws.subprotocol == "acp.v1"
+        assert ext.ws.response is not None
+        connection_id = ext.ws.response.headers["Acp-Connection-Id"]
+        assert len(connection_id) == 36
+        assert (await ext.initialize())["protocolVersion"] == 1
+
+
+async def test_the_key_in_an_authorization_header_is_accepted(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token, use_header=True) as ext:
+        assert (await ext.initialize())["protocolVersion"] == 1
+
+
+async def test_keyless_mode_admits_only_allowed_browser_origins() -> None:
+    allowed = "chrome-extension://abcdefghijklmnopabcdefghijklmnop"
+    async with run_gateway(keyless=True, allowed_origins=[allowed]) as gw:
+        assert await refused_status(gw.ws_url, origin="https://evil.example", subprotocols=["acp.v1"]) == 403
+        async with connect_extension(gw.ws_url, None, extra_headers={"Origin": allowed}) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+        async with connect_extension(gw.ws_url, None) as ext:  # a non-browser client sends no Origin
+            assert (await ext.initialize())["protocolVersion"] == 1
+
+
+def test_keyless_mode_refuses_to_serve_off_loopback() -> None:
+    with pytest.raises(ConfigurationError, match="without a key"):
+        create_app(Pod(Settings(host="0.0.0.0")))
+    create_app(Pod(Settings(host="0.0.0.0", token="k")))  # with a key it may
+
+
+async def test_plain_http_on_acp_says_to_upgrade(gateway: RunningGateway) -> None:
+    async with httpx.AsyncClient() as client:
+        response = await client.get(gateway.base_url + "/acp")
+    assert response.status_code == 426
+
+
+# -- frames -----------------------------------------------------------------------------------------------
+
+
+async def test_a_frame_over_8_mib_closes_the_socket_with_1009(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.send(
+            json.dumps(
+                {
+                    "jsonrpc": "2.0",
+                    "id": 1,
+                    "method": "initialize",
+                    "params": {"protocolVersion": 1, "pad": "x" * (8 << 20)},
+                }
+            )
+        )
+        async with asyncio.timeout(10):
+            await ext.closed.wait()
+        assert ext.close_code == 1009
+
+
+async def test_a_request_over_1_mib_gets_32000_and_the_socket_lives(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        with pytest.raises(RemoteError) as refused:
+            await ext.request("initialize", {"protocolVersion": 1, "pad": "x" * (1 << 20)})
+        assert refused.value.code == -32000
+        assert "exceeds the 1048576-byte limit for `initialize`" in str(refused.value.message)
+        assert (await ext.initialize())["protocolVersion"] == 1
+
+
+async def test_binary_frames_are_ignored(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.ws.send(b'{"jsonrpc":"2.0","id":"bin","method":"initialize","params":{"protocolVersion":1}}')
+        assert (await ext.initialize())["protocolVersion"] == 1
+        assert ext.inbox.empty()
+
+
+async def test_garbage_gets_parse_errors_and_the_socket_lives(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.send("{oops")
+        reply = await ext.next_message()
+        assert reply["id"] is None and reply["error"]["code"] == -32700
+        await ext.send('{"jsonrpc":"2.0","id":{},"method":"initialize"}')
+        assert (await ext.next_message())["error"]["code"] == -32600
+        await ext.send('{"jsonrpc":"1.0","id":5,"method":"initialize","params":{"protocolVersion":1}}')
+        reply = await ext.next_message()
+        assert reply["id"] == 5 and reply["error"]["code"] == -32600
+        assert (await ext.initialize())["protocolVersion"] == 1
+
+
+# -- methods ----------------------------------------------------------------------------------------------
+
+
+async def test_initialize_negotiates_version_1_and_advertises_the_contract(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        result = await ext.request("initialize", {"protocolVersion": 5, "clientCapabilities": {}})
+        assert result["protocolVersion"] == 1
+        capabilities = result["agentCapabilities"]
+        assert capabilities["loadSession"] is False
+        assert capabilities["sessionCapabilities"] == {"resume": {}}
+        assert capabilities["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": False}
+        assert capabilities["mcpCapabilities"]["acp"] is True
+        assert result["agentInfo"]["name"] == "openab"
+        assert result["authMethods"] == []
+        with pytest.raises(RemoteError) as old:
+            await ext.request("initialize", {"protocolVersion": 0})
+        assert (old.value.code, old.value.message) == (-32602, "Unsupported protocolVersion 0; this agent supports 1")
+        with pytest.raises(RemoteError) as missing:
+            await ext.request("initialize", {})
+        assert missing.value.code == -32602 and "Invalid initialize params" in str(missing.value.message)
+
+
+async def test_session_methods_need_initialize_first(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        with pytest.raises(RemoteError) as early:
+            await ext.request("session/new", {"cwd": "/", "mcpServers": []})
+        assert (early.value.code, early.value.message) == (-32002, "Not initialized")
+
+
+async def test_session_new_and_resume_validate_their_params(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        assert session_id.startswith("sess_")
+        for method, params, words in [
+            ("session/new", {"mcpServers": []}, "cwd"),
+            ("session/resume", {"cwd": "/"}, "sessionId"),
+            ("session/resume", {"sessionId": "sess_nope", "cwd": "/"}, "Invalid sessionId"),
+        ]:
+            with pytest.raises(RemoteError) as invalid:
+                await ext.request(method, params)
+            assert invalid.value.code == -32602 and words in str(invalid.value.message)
+        assert await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": []}) == {}
+
+
+async def test_unknown_methods_get_32601_at_once(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        with pytest.raises(RemoteError) as unknown:
+            await ext.request("katashiro/ping")
+        assert (unknown.value.code, unknown.value.message) == (-32601, "Method not found: katashiro/ping")
+        with pytest.raises(RemoteError) as load:
+            await ext.request("session/load", {"sessionId": "x"})
+        assert load.value.code == -32601
+
+
+async def test_a_prompt_without_a_backend_fails_clearly(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        with pytest.raises(RemoteError) as failed:
+            await prompt(ext, session_id, "hello")
+        assert (failed.value.code, failed.value.message) == (-32603, "No agent backend connected")
+
+
+async def test_session_cancel_is_a_notification_only(gateway: RunningGateway) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        await ext.notify("session/cancel", {"sessionId": session_id})
+        with pytest.raises(RemoteError) as with_id:
+            await ext.request("session/cancel", {"sessionId": session_id})
+        assert with_id.value.code == -32600
+        assert ext.inbox.empty()  # the notification got no answer
+
+
+async def test_per_connection_session_cap() -> None:
+    async with run_gateway(max_sessions_per_connection=3) as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        await ext.initialize()
+        for _ in range(3):
+            await ext.new_session()
+        with pytest.raises(RemoteError) as over:
+            await ext.new_session()
+        assert (over.value.code, over.value.message) == (-32000, "Too many sessions on this connection (max 3)")
+
+
+async def test_the_default_caps_are_the_contracts() -> None:
+    settings = Settings()
+    assert (settings.max_sessions_per_connection, settings.max_inflight_prompts) == (128, 32)
+    assert (settings.max_servers_per_session, settings.max_frame_bytes) == (8, 8 << 20)
+    assert settings.tunnel_timeout == 170 and settings.keepalive_interval <= 20
+
+
+# -- prompts with an agent ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+async def agent_gateway() -> Any:
+    agent = ScriptedAgent()
+    async with run_gateway(backend=agent, prompt_idle_timeout=1.0, cancel_grace=1.0) as gw:
+        gw.agent = agent  # type: ignore[attr-defined]
+        yield gw
+
+
+async def test_a_long_reply_streams_whole_and_in_order(agent_gateway: RunningGateway) -> None:
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        assert await prompt(ext, session_id, "lines 600") == {"stopReason": "end_turn"}
+        text = await collect_text(ext)
+        lines = text.splitlines()
+        assert len(text) > 4096
+        assert lines[0] == "LINE 0001" and lines[-1] == "LINE 0600" and len(lines) == 600
+
+
+async def test_text_and_resource_links_pass_and_other_blocks_are_refused(agent_gateway: RunningGateway) -> None:
+    agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        blocks = [
+            {"type": "text", "text": "echo 你好 🎉 👨‍👩‍👧‍👦 ❤️"},
+            {"type": "resource_link", "uri": "file:///x", "name": "X"},
+        ]
+        assert await ext.request("session/prompt", {"sessionId": session_id, "prompt": blocks}) == {
+            "stopReason": "end_turn"
+        }
+        assert await collect_text(ext) == "你好 🎉 👨‍👩‍👧‍👦 ❤️"
+        assert agent.prompts[-1][1] == blocks
+        for bad, words in [
+            ([{"type": "image", "data": "", "mimeType": "image/png"}], "Unsupported prompt content block type 'image'"),
+            ([{"type": "text", "text": "  "}], "Empty prompt"),
+            ("not a list", "prompt must be an array"),
+        ]:
+            with pytest.raises(RemoteError) as refused:
+                await ext.request("session/prompt", {"sessionId": session_id, "prompt": bad})
+            assert refused.value.code == -32602 and words in str(refused.value.message)
+        with pytest.raises(RemoteError) as unknown:
+            await ext.request(
+                "session/prompt", {"sessionId": "sess_00000000-0000-0000-0000-000000000000", "prompt": TEXT}
+            )
+        assert unknown.value.code == -32602 and "Unknown session" in str(unknown.value.message)
+        with pytest.raises(RemoteError) as missing:
+            await ext.request("session/prompt", {"prompt": TEXT})
+        assert (missing.value.code, missing.value.message) == (-32602, "Missing sessionId")
+
+
+async def test_heartbeats_and_other_sessions_are_answered_while_a_prompt_runs(agent_gateway: RunningGateway) -> None:
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        running = asyncio.create_task(prompt(ext, session_id, "wait"))
+        await ext.wait_notification("session/update")
+        with pytest.raises(RemoteError) as ping:
+            await ext.request("katashiro/ping", timeout=2)
+        assert ping.value.code == -32601
+        other = await ext.new_session()
+        assert await prompt(ext, other, "echo other") == {"stopReason": "end_turn"}
+        with pytest.raises(RemoteError) as busy:
+            await prompt(ext, session_id, "echo again")
+        assert (busy.value.code, busy.value.message) == (-32001, "Session busy: a prompt is already in progress")
+        with pytest.raises(RemoteError) as resume_busy:
+            await ext.request("session/resume", {"sessionId": session_id, "cwd": "/"})
+        assert resume_busy.value.code == -32001
+        await ext.notify("session/cancel", {"sessionId": session_id})
+        assert await running == {"stopReason": "cancelled"}
+        assert await prompt(ext, session_id, "echo after") == {"stopReason": "end_turn"}
+
+
+async def test_cancel_answers_cancelled_even_when_the_agent_ignores_it(agent_gateway: RunningGateway) -> None:
+    agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
+    agent.ignore_cancel = True
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        running = asyncio.create_task(prompt(ext, session_id, "wait"))
+        await ext.wait_notification("session/update")
+        await ext.notify("session/cancel", {"sessionId": session_id})
+        assert await running == {"stopReason": "cancelled"}
+        assert agent.cancelled == [session_id]
+
+
+async def test_a_silent_agent_times_out_and_the_session_prompts_again(agent_gateway: RunningGateway) -> None:
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        with pytest.raises(RemoteError) as silent:
+            await prompt(ext, session_id, "silent")
+        assert (silent.value.code, silent.value.message) == (-32603, "Timed out waiting for agent backend")
+        assert await prompt(ext, session_id, "echo again") == {"stopReason": "end_turn"}
+
+
+async def test_an_agent_crash_is_a_clear_error_and_the_session_survives(agent_gateway: RunningGateway) -> None:
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        with pytest.raises(RemoteError) as crashed:
+            await prompt(ext, session_id, "crash")
+        assert crashed.value.code == -32603
+        assert await prompt(ext, session_id, "echo fine") == {"stopReason": "end_turn"}
+
+
+async def test_permission_requests_reach_an_extension_that_answers_them(agent_gateway: RunningGateway) -> None:
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session(_meta={"openab/permissionRelay": True})
+        running = asyncio.create_task(prompt(ext, session_id, "permission"))
+        asked = await ext.wait_notification("session/request_permission")
+        assert asked["params"]["sessionId"] == session_id
+        assert [o["optionId"] for o in asked["params"]["options"]] == ["allow", "reject"]
+        await ext.send(
+            {"jsonrpc": "2.0", "id": asked["id"], "result": {"outcome": {"outcome": "selected", "optionId": "allow"}}}
+        )
+        assert await running == {"stopReason": "end_turn"}
+        assert json.loads(await collect_text(ext)) == {"outcome": {"outcome": "selected", "optionId": "allow"}}
+
+
+async def test_closing_the_socket_cancels_the_agents_turn(agent_gateway: RunningGateway) -> None:
+    agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
+    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
+        await ext.initialize()
+        session_id = await ext.new_session()
+        orphaned = asyncio.create_task(prompt(ext, session_id, "wait"))
+        await ext.wait_notification("session/update")
+    with pytest.raises(ConnectionError):
+        await orphaned  # the client sees its socket close; the pod must stop the agent
+    await eventually(lambda: session_id in agent.cancelled)
+    assert not agent_gateway.pod.sessions.get(session_id).prompting  # type: ignore[union-attr]
+
+
+async def test_an_idle_socket_gets_keepalive_notifications() -> None:
+    async with run_gateway(keepalive_interval=0.2) as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        await ext.initialize()
+        keepalive = await ext.wait_notification("_openab/keepalive", timeout=5)
+        assert "id" not in keepalive
+
+
+async def test_idle_sessions_without_a_socket_are_evicted() -> None:
+    agent = ScriptedAgent()
+    async with run_gateway(backend=agent, session_idle_ttl=0.3) as gw:
+        async with connect_extension(gw.ws_url, gw.token) as ext:
+            await ext.initialize()
+            session_id = await ext.new_session()
+        await eventually(lambda: gw.pod.sessions.get(session_id) is None, timeout=10)
+        assert agent.closed == [session_id]
