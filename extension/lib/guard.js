@@ -17,30 +17,33 @@ function host(url) {
   }
 }
 
-/** Returns {risk, why} when the action needs the user, or null when it is routine. Pure. */
+/**
+ * Returns {risk, action} when the action needs the user, or null when it is routine. Pure.
+ * `action` is a phrase that completes "The agent wants to ...".
+ */
 export function classify(tool, desc, args = {}) {
   if (!desc) return null;
   const label = `${desc.role} "${desc.name}"`;
-  if (desc.sensitive === 'file') return { risk: 'upload', why: `uses the file field ${label}` };
+  if (desc.sensitive === 'file') return { risk: 'upload', action: `use the file field ${label}` };
   if (tool === 'browser_type' || tool === 'browser_select_option') {
-    if (desc.sensitive === 'password') return { risk: 'sensitive_field', why: `fills the password field ${label}` };
-    if (desc.sensitive === 'payment') return { risk: 'sensitive_field', why: `fills the payment field ${label}` };
+    if (desc.sensitive === 'password') return { risk: 'sensitive_field', action: `fill the password field ${label}` };
+    if (desc.sensitive === 'payment') return { risk: 'sensitive_field', action: `fill the payment field ${label}` };
     return null;
   }
   if (tool === 'browser_press_key') {
     const field = ['input', 'textarea', 'select'].includes(desc.tag) || desc.role === 'textbox';
     if (args.key === 'Enter' && field) {
-      return { risk: 'submit', why: `presses Enter in ${label}, which can submit a form` };
+      return { risk: 'submit', action: `press Enter in ${label}, which can submit a form` };
     }
     return null;
   }
   if (tool === 'browser_click') {
     if (desc.submit) {
       const to = host(desc.formAction);
-      return { risk: 'submit', why: `submits a form${to ? ` to ${to}` : ''} with ${label}` };
+      return { risk: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}` };
     }
     const word = RISKY_WORDS.exec(desc.name || '');
-    if (word) return { risk: word[1].toLowerCase(), why: `clicks ${label}` };
+    if (word) return { risk: word[1].toLowerCase(), action: `click ${label}` };
   }
   return null;
 }
@@ -71,13 +74,13 @@ export class Guard {
     const risky = classify(tool, desc, args);
     if (!risky || autopilot || rule === 'always') return { asked: false, risky };
     const decision = await this.ask({
-      kind: 'action', tool, risk: risky.risk, title: `The agent wants to ${risky.why.replace(/^(\w+)s\b/, '$1')}`,
+      kind: 'action', tool, risk: risky.risk, title: `The agent wants to ${risky.action}`,
       site: origin || '', detail: desc.url || '',
     }, signal);
     if (decision === 'always' && origin) await this.setRule(origin, 'always');
     if (decision !== 'allow' && decision !== 'always') {
       const why = decision === 'timeout' ? 'no answer from the user in 5 minutes' : 'the user declined';
-      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.why}. ` +
+      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.action}. ` +
         'Do not retry it; ask the user in the chat if it is needed.');
     }
     return { asked: true, risky };

@@ -77,13 +77,6 @@ export class McpServer {
     // Other inner notifications (cancelled, progress) carry nothing this server acts on.
   }
 
-  /** Tells every open connection the tool list changed (MCP notification, upward). */
-  notifyListChanged(link) {
-    for (const connectionId of this.connections.keys()) {
-      link.notify('mcp/message', { connectionId, method: 'notifications/tools/list_changed' });
-    }
-  }
-
   _connect(p) {
     const asked = p.serverId ?? p.acpId;
     if (asked !== undefined && asked !== this.serverId()) {

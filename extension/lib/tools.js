@@ -299,12 +299,13 @@ export class BrowserTools {
   }
 
   async _navigateTab(tabId, url, signal) {
+    const before = await chrome.tabs.get(tabId);
     await chrome.tabs.update(tabId, { url });
-    // Wait for the navigation to start (status leaves 'complete'), then for it to finish.
+    // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
     const start = Date.now();
     while (Date.now() - start < 1000) {
       const t = await chrome.tabs.get(tabId).catch(() => null);
-      if (!t || t.status !== 'complete' || (t.url && t.url !== url && t.pendingUrl)) break;
+      if (!t || t.status !== 'complete' || t.url !== before.url) break;
       await sleep(50);
     }
     return this._waitLoaded(tabId, LOAD_TIMEOUT_MS, signal);

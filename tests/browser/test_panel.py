@@ -8,6 +8,7 @@ of each state go to docs/screenshots/ for the README.
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -187,6 +188,26 @@ async def test_typing_a_password_asks_and_routine_typing_does_not(panel: Page, c
     assert out["result"].is_error
 
 
+async def test_enter_in_a_field_asks_first(panel: Page, client: Client) -> None:
+    async with in_background(client.call_tool("browser_press_key", {"selector": "#user", "key": "Enter"})) as out:
+        card = panel.locator(".card")
+        await expect(card.locator(".title")).to_have_text(
+            'The agent wants to press Enter in textbox "Username", which can submit a form')
+        await card.locator("button[data-decision=deny]").click()
+    assert out["result"].is_error and "not allowed by the user" in result_text(out["result"])
+    page = await client.call_tool("browser_read_dom", {"selector": "#out"})
+    assert "submitted" not in result_text(page)
+
+
+async def test_agent_tabs_sit_in_a_visible_openab_group(panel: Page, client: Client, site: str) -> None:
+    groups = await panel.evaluate("chrome.tabGroups.query({title: 'openab'})")
+    assert len(groups) == 1
+    urls = await panel.evaluate("async (id) => (await chrome.tabs.query({groupId: id})).map((t) => t.url)",
+                                groups[0]["id"])
+    assert f"{site}/form.html" in urls
+    assert f"{site}/index.html" not in urls  # the user's own tab stays out of it
+
+
 async def test_always_allow_on_a_site_stops_asking_there(panel: Page, client: Client, site: str) -> None:
     async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
         await panel.locator(".card button[data-decision=always]").click()
@@ -239,6 +260,24 @@ async def test_the_agents_permission_question_is_answered_on_a_card(
     await card.locator("button[data-decision=yes]").click()
     await expect(panel.locator(".msg.agent").last).to_have_text("Thanks for answering.")
     assert answers == [{"outcome": {"outcome": "selected", "optionId": "yes"}}]
+
+
+async def test_the_user_can_share_their_own_tab(context: BrowserContext, panel: Page, client: Client,
+                                                site: str) -> None:
+    user_tab = context.pages[0]
+    assert user_tab.url == f"{site}/index.html"
+    await user_tab.bring_to_front()
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#share-tab").click()
+    await expect(panel.locator("#notice")).to_contain_text('The agent may now use "openab test site"')
+    await panel.locator("#toggle-settings").click()
+    listing = result_text(await client.call_tool("browser_tabs", {"action": "list"}))
+    shared = re.search(r"- tab (\d+) \(current\) \(shared by the user\)", listing)
+    assert shared, listing
+    snap_text = result_text(await client.call_tool("browser_snapshot", {}))
+    assert 'heading "openab test site"' in snap_text
+    res = await client.call_tool("browser_tabs", {"action": "close", "tab_id": int(shared.group(1))})
+    assert res.is_error and "belongs to the user" in result_text(res)
 
 
 async def test_settings_refuse_a_plain_remote_url(panel: Page, sock: PodSocket) -> None:
