@@ -1,0 +1,423 @@
+"""The pod's browser socket: one Unix socket that every session's ``openab browser-bridge`` relay dials.
+
+Who is on the other end is never taken from what they send. On accept, the kernel's peer credentials
+(``SO_PEERCRED``) give the peer's uid, which must be the pod's, and its pid, whose process ancestry names the
+session (:mod:`openab.bridge.ancestry`). The connection then serves that session's browser tools through
+:class:`openab.core.browser_mcp.BrowserMcp`, the same MCP server the proxy runs, one per connection. The
+wire is in :mod:`openab.bridge.framing`.
+
+:class:`BridgeServer` is the pod's :class:`openab.core.browser_access.BrowserAccess` for mode ``bridge``:
+:meth:`BridgeServer.endpoint_for` tells the agent runtime what to hand a session's agent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+import os
+import re
+import shutil
+import socket
+import stat
+import struct
+import sys
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, Literal
+
+import orjson
+
+from openab.core.acp_schema import channel_for
+from openab.core.browser_access import BROWSER_CHANNEL_ENV, BrowserEndpoint
+from openab.core.browser_mcp import BrowserMcp, Limits
+from openab.core.jsonrpc import PARSE_ERROR, SERVER_OVERLOADED, JsonObject, RpcError, dumps
+from openab.core.mcp_config import SERVER_NAME, StdioCommand
+from openab.core.pod import Pod
+from openab.core.sessions import Session
+
+from .ancestry import AncestryError, resolve_channel
+from .framing import (
+    BRIDGE_REFUSED,
+    CHANNEL_CLAIM,
+    MAX_FRAME_BYTES,
+    PROTOCOL_VERSION,
+    READY_METHOD,
+    TOO_LARGE,
+    error_line,
+    frame_too_large,
+    read_frame,
+)
+
+__all__ = ["BROWSER_SOCKET_ENV", "BridgeError", "BridgeServer", "PeerCredentials", "peer_credentials"]
+
+log = logging.getLogger(__name__)
+
+BROWSER_SOCKET_ENV: Final = "OPENAB_BROWSER_SOCKET"
+_CHANNEL: Final = re.compile(r"^acp_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+# Linux's sun_path is 108 bytes including the terminating NUL.
+_MAX_SOCKET_PATH: Final = 107
+
+
+class BridgeError(Exception):
+    """The socket cannot be served; the message names the path and what to do."""
+
+
+class PeerCredentials:
+    __slots__ = ("gid", "pid", "uid")
+
+    def __init__(self, pid: int, uid: int, gid: int) -> None:
+        self.pid, self.uid, self.gid = pid, uid, gid
+
+    def __repr__(self) -> str:
+        return f"PeerCredentials(pid={self.pid}, uid={self.uid}, gid={self.gid})"
+
+
+def peer_credentials(sock: socket.socket) -> PeerCredentials:
+    """The pid, uid and gid the kernel recorded for the process that connected ``sock``."""
+    raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, gid = struct.unpack("3i", raw)
+    return PeerCredentials(pid, uid, gid)
+
+
+def _relay_command() -> StdioCommand:
+    """``openab browser-bridge`` as this installation runs it, so an agent with a bare PATH still finds it."""
+    beside = Path(sys.executable).parent / "openab"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return StdioCommand(command=str(beside))
+    found = shutil.which("openab")
+    return StdioCommand(command=found) if found else StdioCommand()
+
+
+class _Connection:
+    """One relay's connection: its session, its MCP server, and a bounded write side."""
+
+    def __init__(
+        self,
+        server: BridgeServer,
+        writer: asyncio.StreamWriter,
+        session_id: str,
+        channel: str,
+        pid: int,
+    ) -> None:
+        self.server = server
+        self.writer = writer
+        self.session_id = session_id
+        self.channel = channel
+        self.pid = pid
+        self.mcp = BrowserMcp(server.pod.tunnels, session_id, send=self.send, limits=server.limits)
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.closed = False
+
+    def write_line(self, line: bytes) -> None:
+        if self.closed or self.writer.is_closing():
+            return
+        self.writer.write(line)
+        if self.writer.transport.get_write_buffer_size() > self.server.max_send_buffer:
+            self.close("the relay is not reading its socket")
+
+    def send(self, message: JsonObject) -> None:
+        """Write one message; one that would break the frame bound becomes an error for its request."""
+        line = dumps(message)
+        if len(line) > self.server.max_frame_bytes:
+            log.warning("bridge: a %d-byte message for session %s is over the frame bound", len(line),
+                        self.session_id)
+            if "id" not in message:
+                return
+            line = dumps({"jsonrpc": "2.0", "id": message["id"], "error": RpcError(
+                SERVER_OVERLOADED,
+                f"The answer is {len(line)} bytes, over the bridge's {self.server.max_frame_bytes}-byte frame "
+                "limit; ask for less (a smaller max_chars, a selector, a screenshot without full_size)",
+            ).to_json()})
+        self.write_line(line + b"\n")
+
+    async def answer(self, message: JsonObject) -> None:
+        try:
+            response = await self.mcp.handle(message)
+        except Exception:
+            log.exception("bridge: %s failed for session %s", message.get("method"), self.session_id)
+            if "id" not in message:
+                return
+            response = {"jsonrpc": "2.0", "id": message["id"],
+                        "error": RpcError.internal(f"Internal error in {message.get('method')}").to_json()}
+        if response is not None:
+            self.send(response)
+
+    def close(self, reason: str) -> None:
+        if self.closed:
+            return
+        log.info("bridge: closing the connection of pid %d (session %s): %s", self.pid, self.session_id, reason)
+        self.closed = True
+        self.mcp.close()
+        for task in self.tasks:
+            task.cancel()
+        self.writer.close()
+
+
+class BridgeServer:
+    """The per-pod Unix socket server and the ``bridge`` :class:`~openab.core.browser_access.BrowserAccess`.
+
+    Use ``async with BridgeServer(pod):`` or :meth:`start` / :meth:`aclose`, and add it to the pod with
+    ``pod.add_observer(server)`` so that a closed session's relays are let go.
+    """
+
+    mode: Literal["bridge"] = "bridge"
+
+    def __init__(
+        self,
+        pod: Pod,
+        *,
+        path: Path | str | None = None,
+        max_frame_bytes: int = MAX_FRAME_BYTES,
+        max_connections: int = 1024,
+        max_requests_per_connection: int = 256,
+        max_send_buffer: int = 64 << 20,
+        limits: Limits | None = None,
+        trusted_parent: int | None = None,
+    ) -> None:
+        self.pod = pod
+        self.path = Path(path) if path is not None else pod.settings.socket_path
+        self.max_frame_bytes = max_frame_bytes
+        self.max_connections = max_connections
+        self.max_requests = max_requests_per_connection
+        self.max_send_buffer = max_send_buffer
+        self.limits = limits
+        # The ancestry walk stops at the pod's own process: its environment and its ancestors' are nobody's
+        # session (a pod started inside an agent would otherwise look like a conflicting claim).
+        self.trusted_parent = os.getpid() if trusted_parent is None else trusted_parent
+        self._server: asyncio.Server | None = None
+        self._inode: tuple[int, int] | None = None
+        self._connections: set[_Connection] = set()
+        self._handlers: set[asyncio.Task[Any]] = set()
+
+    # -- life ---------------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        if self._server is not None:
+            return
+        if len(os.fsencode(self.path)) > _MAX_SOCKET_PATH:
+            raise BridgeError(
+                f"socket path {self.path} is longer than the {_MAX_SOCKET_PATH} bytes a Unix socket address can "
+                f"hold; set {BROWSER_SOCKET_ENV} to a shorter path"
+            )
+        self._prepare_directory()
+        self._remove_stale()
+        try:
+            self._server = await asyncio.start_unix_server(
+                self._accept, path=str(self.path), limit=self.max_frame_bytes
+            )
+        except OSError as exc:
+            raise BridgeError(f"cannot listen on {self.path}: {exc.strerror or exc}") from exc
+        # The directory is 0700, so there is no window in which another user could reach the socket.
+        os.chmod(self.path, 0o600)
+        st = os.stat(self.path)
+        self._inode = (st.st_dev, st.st_ino)
+        log.info("bridge: serving the browser tools on %s", self.path)
+
+    def _prepare_directory(self) -> None:
+        folder = self.path.parent
+        try:
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            st = os.lstat(folder)
+        except OSError as exc:
+            raise BridgeError(f"cannot create the socket directory {folder}: {exc.strerror or exc}") from exc
+        if not stat.S_ISDIR(st.st_mode):
+            raise BridgeError(f"{folder} is not a directory; set {BROWSER_SOCKET_ENV} to a path in a directory")
+        if st.st_uid != os.geteuid():
+            raise BridgeError(
+                f"the socket directory {folder} belongs to uid {st.st_uid}, not to this pod's uid {os.geteuid()}; "
+                f"set {BROWSER_SOCKET_ENV} to a path in a directory of our own"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o700:
+            os.chmod(folder, 0o700)
+
+    def _remove_stale(self) -> None:
+        try:
+            st = os.lstat(self.path)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISSOCK(st.st_mode):
+            raise BridgeError(f"{self.path} exists and is not a socket; remove it or choose another path")
+        probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        probe.settimeout(1.0)
+        try:
+            probe.connect(str(self.path))
+        except OSError as exc:
+            if exc.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                raise BridgeError(f"cannot tell whether {self.path} is in use: {exc.strerror or exc}") from exc
+            log.info("bridge: removing the stale socket %s", self.path)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self.path)
+            return
+        finally:
+            probe.close()
+        raise BridgeError(f"another process is serving {self.path}: stop it, or set {BROWSER_SOCKET_ENV} elsewhere")
+
+    async def aclose(self) -> None:
+        server, self._server = self._server, None
+        if server is None:
+            return
+        server.close()
+        for connection in list(self._connections):
+            connection.close("the pod's browser socket is shutting down")
+        for task in list(self._handlers):
+            task.cancel()
+        for task in list(self._handlers):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5):
+                await server.wait_closed()
+        self._unlink_own_socket()
+
+    def _unlink_own_socket(self) -> None:
+        # Only our own file: a successor pod may already have bound a new socket at the same path.
+        with contextlib.suppress(OSError):
+            st = os.lstat(self.path)
+            if (st.st_dev, st.st_ino) == self._inode:
+                os.unlink(self.path)
+
+    async def __aenter__(self) -> BridgeServer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # -- BrowserAccess ------------------------------------------------------------------------------------
+
+    async def session_opened(self, session: Session) -> None:
+        """Nothing to set up: a relay finds its session when it connects."""
+
+    async def session_closed(self, session: Session) -> None:
+        for connection in [c for c in self._connections if c.session_id == session.id]:
+            connection.close("the session was closed")
+
+    async def endpoint_for(self, session: Session) -> BrowserEndpoint:
+        command = _relay_command()
+        # The socket path travels in the agent's environment too: its HOME may not be the pod's, and the
+        # relay finds both variables in its ancestry when the agent's MCP client scrubs them.
+        env = {BROWSER_CHANNEL_ENV: session.channel, BROWSER_SOCKET_ENV: str(self.path)}
+        acp_server: JsonObject = {
+            "name": SERVER_NAME,
+            "command": command.command,
+            "args": list(command.args),
+            "env": [],
+        }
+        return BrowserEndpoint(mode="bridge", config=command, acp_server=acp_server, env=env)
+
+    @property
+    def connections(self) -> int:
+        return len(self._connections)
+
+    # -- connections --------------------------------------------------------------------------------------
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await self._serve(reader, writer)
+        except (ConnectionError, OSError) as exc:
+            log.debug("bridge: connection ended: %s", exc)
+        finally:
+            self._handlers.discard(task)
+            writer.close()
+
+    def _establish(self, writer: asyncio.StreamWriter) -> tuple[PeerCredentials | None, str]:
+        """The peer and its channel, or ``None`` and why it is refused."""
+        sock = writer.get_extra_info("socket")
+        try:
+            creds = peer_credentials(sock)
+        except OSError as exc:
+            return None, f"cannot read the peer's credentials: {exc.strerror or exc}"
+        if len(self._connections) >= self.max_connections:
+            return None, f"too many relays connected (max {self.max_connections})"
+        if creds.uid != os.geteuid():
+            return None, (
+                f"refused: the connecting process runs as uid {creds.uid}, and only this pod's uid "
+                f"{os.geteuid()} may use its browser socket"
+            )
+        try:
+            found = resolve_channel(creds.pid, BROWSER_CHANNEL_ENV, stop_at=self.trusted_parent)
+        except AncestryError as exc:
+            return None, f"refused: {exc}"
+        if not _CHANNEL.match(found.value):
+            return None, f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<uuid>"
+        return creds, found.value
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        creds, channel = self._establish(writer)
+        if creds is None:
+            log.warning("bridge: %s", channel)
+            writer.write(error_line(RpcError(BRIDGE_REFUSED, channel)))
+            await _drain(writer)
+            return
+        # The channel shares the session's uuid (acp_<uuid> <-> sess_<uuid>); a round trip checks that.
+        session_id = "sess_" + channel.removeprefix("acp_")
+        assert channel_for(session_id) == channel
+        connection = _Connection(self, writer, session_id, channel, creds.pid)
+        self._connections.add(connection)
+        log.info("bridge: pid %d connected for session %s", creds.pid, session_id)
+        try:
+            connection.send(
+                {
+                    "jsonrpc": "2.0",
+                    "method": READY_METHOD,
+                    "params": {"channel": channel, "sessionId": session_id, "version": PROTOCOL_VERSION},
+                }
+            )
+            await self._read_loop(connection, reader)
+        finally:
+            self._connections.discard(connection)
+            connection.close("the relay disconnected")
+
+    async def _read_loop(self, connection: _Connection, reader: asyncio.StreamReader) -> None:
+        while not connection.closed:
+            frame = await read_frame(reader)
+            if frame is None:
+                return
+            if frame is TOO_LARGE:
+                connection.write_line(error_line(frame_too_large(self.max_frame_bytes)))
+                continue
+            assert isinstance(frame, bytes)
+            if not frame.strip():
+                continue
+            try:
+                message = orjson.loads(frame)
+            except orjson.JSONDecodeError as exc:
+                connection.write_line(error_line(RpcError(PARSE_ERROR, f"Parse error: {exc}")))
+                continue
+            if isinstance(message, dict) and CHANNEL_CLAIM in message and message[CHANNEL_CLAIM] != connection.channel:
+                connection.write_line(error_line(RpcError(
+                    BRIDGE_REFUSED,
+                    f"refused: this connection belongs to {connection.channel} by its process ancestry, and a "
+                    f"frame may not name another channel ({message[CHANNEL_CLAIM]!r})",
+                ), message.get("id")))
+                log.warning("bridge: pid %d named channel %r on a connection of %s", connection.pid,
+                            message[CHANNEL_CLAIM], connection.channel)
+                await _drain(connection.writer)
+                connection.close("a frame claimed another channel")
+                return
+            if isinstance(message, dict) and "id" in message and "method" in message:
+                if len(connection.tasks) >= self.max_requests:
+                    connection.write_line(error_line(
+                        RpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self.max_requests})"),
+                        message["id"],
+                    ))
+                    continue
+                task = asyncio.get_running_loop().create_task(connection.answer(message))
+                connection.tasks.add(task)
+                task.add_done_callback(connection.tasks.discard)
+            else:
+                # Notifications (cancelled, initialized) take effect at once, in order.
+                await connection.answer(message)
+
+
+async def _drain(writer: asyncio.StreamWriter) -> None:
+    with contextlib.suppress(TimeoutError, ConnectionError):
+        async with asyncio.timeout(5):
+            await writer.drain()

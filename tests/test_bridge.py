@@ -1,0 +1,431 @@
+"""Bridge mode end to end: the official `mcp` client spawns `openab browser-bridge` under a session's process
+tree, and its tool calls travel the pod's Unix socket, the gateway and the `/acp` WebSocket to a fake extension.
+
+The "agent" in these tests is a small intermediate process that carries ``OPENAB_BROWSER_CHANNEL`` in its
+environment and starts the relay with a scrubbed one, as agent CLIs do with their MCP servers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_extension import FakeExtension, connect_extension, text_result
+from gateway_harness import RunningGateway, run_gateway
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
+from openab.bridge.server import BridgeServer
+from openab.core.browser_access import BROWSER_CHANNEL_ENV
+from openab.core.browser_mcp import BROWSER_TOOLS
+from openab.core.mcp_config import StdioCommand, config_write, entry
+
+pytestmark = pytest.mark.anyio
+
+OPENAB = str(Path(sys.executable).parent / "openab")
+SOCKET_ENV = "OPENAB_BROWSER_SOCKET"
+
+# The "agent": it holds the session's variables and starts its MCP server with only PATH and HOME, as
+# Cursor does. It forwards stdio untouched (the relay inherits the pipes) and exits with the relay.
+AGENT = """
+import os, subprocess, sys
+relay_env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
+relay_env.update(dict(item.split("=", 1) for item in os.environ.get("RELAY_EXTRA_ENV", "").split() if item))
+sys.exit(subprocess.call(sys.argv[1:], env=relay_env))
+"""
+
+# A raw client of the pod's socket: sends each argument line, prints every line it gets back as JSON, one
+# per line, reading one answer per sent line (after the greeting) until the socket closes.
+RAW_CLIENT = """
+import json, socket, sys
+path, lines = sys.argv[1], json.loads(sys.stdin.read())
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(20)
+s.connect(path)
+f = s.makefile("rb")
+def line():
+    try:
+        got = f.readline()
+    except OSError:
+        got = b""
+    print(got.decode().rstrip("\\n") if got else "EOF", flush=True)
+    return got
+if line():
+    for text in lines:
+        try:
+            s.sendall(text.encode() + b"\\n")
+        except OSError as exc:
+            print("EOF", flush=True)
+            break
+        if not line():
+            break
+"""
+
+
+@dataclass
+class Pod:
+    gateway: RunningGateway
+    bridge: BridgeServer
+
+    @property
+    def socket(self) -> Path:
+        return self.bridge.path
+
+
+@contextlib.asynccontextmanager
+async def bridge_pod() -> AsyncIterator[Pod]:
+    # Short: a Unix socket address holds at most 107 bytes, and pytest's tmp_path can be longer.
+    root = Path(tempfile.mkdtemp(prefix="oab-"))
+    try:
+        async with run_gateway(browser_mode="bridge") as gateway:
+            pod = Pod(gateway, BridgeServer(gateway.pod, path=root / "browser" / "browser.sock"))
+            try:
+                await pod.bridge.start()
+                gateway.pod.add_observer(pod.bridge)
+                yield pod
+            finally:
+                await pod.bridge.aclose()  # the one running now: a test may have restarted it
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.asynccontextmanager
+async def browser_session(pod: Pod, who: str) -> AsyncIterator[tuple[str, FakeExtension]]:
+    """A fake extension with its own session and browser tools that say whose browser they are."""
+    async with connect_extension(pod.gateway.ws_url, pod.gateway.token) as extension:
+
+        async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
+            return text_result(f"browser of {who}")
+
+        async def navigate(arguments: dict[str, Any]) -> dict[str, Any]:
+            return text_result(f"{who} navigated to {arguments.get('url')}")
+
+        extension.add_tool("whoami", whoami)
+        extension.add_tool("browser.navigate", navigate, {"type": "object", "properties": {"url": {"type": "string"}}})
+        await extension.initialize()
+        session_id = await extension.new_session([{"type": "acp", "id": f"srv-{who}", "name": "browser"}])
+        await pod.gateway.pod.tunnels.wait_attached(session_id, timeout=10)
+        yield session_id, extension
+
+
+def channel_of(session_id: str) -> str:
+    return "acp_" + session_id.removeprefix("sess_")
+
+
+def relay_params(
+    channel: str | None, socket: Path | None, *, command: list[str] | None = None, relay_env: str = ""
+) -> StdioServerParameters:
+    """Spawn the relay as the grandchild of the MCP client, under an "agent" that carries ``channel``."""
+    env = {"RELAY_EXTRA_ENV": relay_env}
+    if channel is not None:
+        env[BROWSER_CHANNEL_ENV] = channel
+    if socket is not None:
+        env[SOCKET_ENV] = str(socket)
+    return StdioServerParameters(
+        command=sys.executable, args=["-c", AGENT, *(command or [OPENAB, "browser-bridge"])], env=env
+    )
+
+
+async def raw_exchange(pod: Pod, channel: str | None, lines: list[str], *, user: int | None = None) -> list[str]:
+    """What a raw socket client (in its own process, under ``channel``) gets back for ``lines``."""
+    env = {"PATH": os.environ["PATH"]}
+    if channel is not None:
+        env[BROWSER_CHANNEL_ENV] = channel
+    # The system interpreter: the venv's lives under /root, which another user cannot enter.
+    python = "/usr/bin/python3" if user is not None else sys.executable
+    process = await asyncio.create_subprocess_exec(
+        python, "-I", "-S", "-c", RAW_CLIENT, str(pod.socket), env=env, user=user,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, err = await process.communicate(json.dumps(lines).encode())
+    return out.decode().splitlines() + [f"STDERR {line}" for line in err.decode().splitlines()]
+
+
+@contextlib.asynccontextmanager
+async def refused_by_the_pod() -> AsyncIterator[list[MCPError]]:
+    """Expect an MCPError with the pod's refusal (the client may wrap it in an exception group)."""
+    caught: list[MCPError] = []
+    try:
+        yield caught
+    except BaseException as exc:  # unwrapped, and re-raised when it is not ours
+        errors = [exc]
+        while errors and not isinstance(errors[0], MCPError):
+            first = errors.pop(0)
+            errors += list(getattr(first, "exceptions", []))
+        if not errors:
+            raise
+        caught.append(errors[0])  # type: ignore[arg-type]
+    assert caught, "the client was not refused"
+    assert caught[0].error.code == BRIDGE_REFUSED
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
+
+
+# -- the happy path ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_agent_lists_and_calls_browser_tools_through_the_relay(mode: str) -> None:
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (session_id, _extension):
+        endpoint = await pod.bridge.endpoint_for(pod.gateway.pod.sessions.get(session_id))  # type: ignore[arg-type]
+        assert endpoint.mode == "bridge"
+        assert endpoint.env[BROWSER_CHANNEL_ENV] == channel_of(session_id)
+        assert endpoint.acp_server == {
+            "name": "openab_browser", "command": OPENAB, "args": ["browser-bridge"], "env": []
+        }
+        command = [endpoint.config.command, *endpoint.config.args]  # type: ignore[union-attr]
+        params = relay_params(endpoint.env[BROWSER_CHANNEL_ENV], Path(endpoint.env[SOCKET_ENV]), command=command)
+        async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+            if mode == "auto":
+                assert client.protocol_version == "2026-07-28"  # it answered the server/discover probe
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            # The browser's own names, with the one clients reject mapped to a valid one.
+            assert tools == {"whoami", "browser_navigate"}
+            result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})
+            assert text_of(result) == "alice navigated to https://example.org/"
+            assert not result.is_error
+
+
+async def test_each_agent_reaches_only_its_own_browser() -> None:
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice") as (alice, _a),
+        browser_session(pod, "bob") as (bob, _b),
+    ):
+        params_a = relay_params(channel_of(alice), pod.socket)
+        params_b = relay_params(channel_of(bob), pod.socket)
+        async with Client(params_a, mode="legacy") as agent_a, Client(params_b, mode="legacy") as agent_b:
+            assert text_of(await agent_a.call_tool("whoami", {})) == "browser of alice"
+            assert text_of(await agent_b.call_tool("whoami", {})) == "browser of bob"
+            assert text_of(await agent_a.call_tool("whoami", {})) == "browser of alice"
+            assert pod.bridge.connections == 2
+
+
+async def test_tool_list_follows_the_browser_attaching_later() -> None:
+    async with bridge_pod() as pod, connect_extension(pod.gateway.ws_url, pod.gateway.token) as extension:
+
+        async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
+            return text_result("late browser")
+
+        extension.add_tool("whoami", whoami)
+        await extension.initialize()
+        # A session whose browser has not attached its tools yet (the side panel is still opening).
+        extension.answer_connect = False
+        session_id = await extension.new_session([{"type": "acp", "id": "srv", "name": "browser"}])
+        changed = asyncio.Event()
+
+        async def on_message(message: Any) -> None:
+            if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+                changed.set()
+
+        params = relay_params(channel_of(session_id), pod.socket)
+        async with Client(params, mode="legacy", message_handler=on_message) as client:  # type: ignore[arg-type]
+            before = {tool.name for tool in (await client.list_tools()).tools}
+            assert before == {tool["name"] for tool in BROWSER_TOOLS}  # the known set while no browser is there
+            result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})
+            assert result.is_error and "open the openab side panel" in text_of(result)
+            # Now the side panel attaches: the agent hears that the list changed, and sees the browser's tools.
+            extension.answer_connect = True
+            await extension.request("session/resume", {"sessionId": session_id, "cwd": "/",
+                                                       "mcpServers": [{"type": "acp", "id": "srv2",
+                                                                       "name": "browser"}]})
+            async with asyncio.timeout(10):
+                await changed.wait()
+            assert {tool.name for tool in (await client.list_tools()).tools} == {"whoami"}
+            assert text_of(await client.call_tool("whoami", {})) == "late browser"
+
+
+# -- who may use the socket ---------------------------------------------------------------------------------
+
+
+async def test_relay_outside_any_session_fails_closed() -> None:
+    async with bridge_pod() as pod, browser_session(pod, "alice"):
+        async with refused_by_the_pod() as refused, Client(relay_params(None, pod.socket), mode="auto") as client:
+            await client.list_tools()
+        assert "no OPENAB_BROWSER_CHANNEL" in refused[0].error.message
+        assert pod.bridge.connections == 0
+
+
+async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice") as (alice, _a),
+        browser_session(pod, "bob") as (bob, bob_browser),
+    ):
+        # A raw client under alice's agent that names bob's channel in a frame: refused, then cut off.
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        forged = {**ping, "id": 2, "channel_id": channel_of(bob)}
+        lines = await raw_exchange(pod, channel_of(alice), [json.dumps(ping), json.dumps(forged), json.dumps(ping)])
+        greeting, pong, refusal = (json.loads(line) for line in lines[:3])
+        assert greeting["method"] == READY_METHOD and greeting["params"]["sessionId"] == alice
+        assert pong == {"jsonrpc": "2.0", "id": 1, "result": {}}
+        assert refusal["id"] == 2 and refusal["error"]["code"] == BRIDGE_REFUSED
+        assert "may not name another channel" in refusal["error"]["message"]
+        assert lines[3:] == ["EOF"]  # cut off: nothing more is served
+
+        # A relay started by alice's agent with bob's channel in its own environment: the ancestry disagrees.
+        params = relay_params(channel_of(alice), pod.socket, relay_env=f"{BROWSER_CHANNEL_ENV}={channel_of(bob)}")
+        async with refused_by_the_pod() as refused, Client(params, mode="legacy") as client:
+            await client.call_tool("whoami", {})
+        assert "may not name another session's channel" in refused[0].error.message
+        assert not any(
+            m.get("params", {}).get("params", {}).get("name") == "whoami"
+            for m in bob_browser.server_requests if m.get("method") == "mcp/message"
+        )
+
+
+@pytest.fixture
+def other_user() -> Iterator[int]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to run a client as a second user (useradd / setuid)")
+    name = "openab-bridge-test"
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
+    yield pwd.getpwnam(name).pw_uid
+
+
+async def test_a_different_uid_is_refused(other_user: int) -> None:
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        ping = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "ping"})
+        os.chmod(pod.socket.parent.parent, 0o711)  # the test's own temporary folder is not the one under test
+        # The file modes keep another user out first: the directory is 0700 and the socket 0600.
+        assert stat.S_IMODE(os.stat(pod.socket.parent).st_mode) == 0o700
+        assert stat.S_IMODE(os.stat(pod.socket).st_mode) == 0o600
+        lines = await raw_exchange(pod, channel_of(alice), [ping], user=other_user)
+        assert any("Permission denied" in line for line in lines), lines
+        # With the modes opened up (a mistake, a shared volume), the kernel's credentials still refuse it.
+        os.chmod(pod.socket.parent, 0o711)
+        os.chmod(pod.socket, 0o666)
+        lines = await raw_exchange(pod, channel_of(alice), [ping], user=other_user)
+        refusal = json.loads(lines[0])
+        assert refusal["id"] is None and refusal["error"]["code"] == BRIDGE_REFUSED
+        assert f"uid {other_user}" in refusal["error"]["message"]
+        assert lines[1:] == ["EOF"]
+
+
+# -- bad input ----------------------------------------------------------------------------------------------
+
+
+async def test_oversize_and_garbage_frames_get_json_rpc_errors() -> None:
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        ping = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"})
+        huge = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"x": "y" * MAX_FRAME_BYTES}})
+        lines = await raw_exchange(pod, channel_of(alice), ["{not json", huge, "[1, 2]", ping])
+        _greeting, garbage, oversize, batch, pong = (json.loads(line) for line in lines[:5])
+        assert garbage["error"]["code"] == -32700 and garbage["id"] is None
+        assert oversize["error"]["code"] == -32000 and "Frame too large" in oversize["error"]["message"]
+        assert batch["error"]["code"] == -32600
+        assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}  # the connection survived all of it
+
+        # The same through the relay's stdin: errors on stdout, and the relay goes on serving.
+        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: channel_of(alice), SOCKET_ENV: str(pod.socket)}
+        relay = await asyncio.create_subprocess_exec(
+            OPENAB, "browser-bridge", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}}
+        stdin_lines = ["{not json", huge, json.dumps(init), json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"})]
+        async with asyncio.timeout(60):
+            out, err = await relay.communicate(("\n".join(stdin_lines) + "\n").encode())
+        answers = [json.loads(line) for line in out.decode().splitlines()]
+        assert [a.get("error", {}).get("code") for a in answers[:2]] == [-32700, -32000], answers
+        by_id = {a["id"]: a for a in answers if a["id"] is not None}
+        assert by_id[1]["result"]["serverInfo"]["name"] == "openab_browser"
+        assert by_id[2]["result"] == {}
+        assert b"connected to" in err  # diagnostics on stderr, never on stdout
+
+
+# -- the pod's server restarting ---------------------------------------------------------------------------
+
+
+async def test_relay_survives_the_pod_socket_restarting() -> None:
+    tools_changed = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
+            tools_changed.set()
+
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice") as (alice, extension),
+        Client(relay_params(channel_of(alice), pod.socket), mode="legacy", message_handler=on_message) as client,
+    ):
+        assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+        path = pod.socket
+        await pod.bridge.aclose()
+        assert not path.exists()
+
+        async def restart_soon() -> BridgeServer:
+            await asyncio.sleep(0.5)
+            return await BridgeServer(pod.gateway.pod, path=path).__aenter__()
+
+        # A call made while the socket is down waits for the new server, which the relay re-initializes.
+        restarting = asyncio.create_task(restart_soon())
+        result = await client.call_tool("whoami", {})
+        pod.bridge = await restarting
+        assert text_of(result) == "browser of alice"
+        assert text_of(await client.call_tool("browser_navigate", {"url": "https://a.example/"})) == (
+            "alice navigated to https://a.example/"
+        )
+        assert pod.bridge.connections == 1
+        # The new server was initialized as the agent once did it: it tells the agent when the tools change.
+        await asyncio.sleep(0.2)  # let the relay's own "maybe changed" after reconnecting arrive first
+        tools_changed.clear()
+        await extension.tools_changed()
+        async with asyncio.timeout(10):
+            await tools_changed.wait()
+
+
+async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
+    async with bridge_pod() as pod:
+        path = pod.socket
+        # A second server on a live socket would steal it from the first: refused with the path named.
+        with pytest.raises(Exception, match="another process is serving"):
+            await BridgeServer(pod.gateway.pod, path=path).start()
+        await pod.bridge.aclose()
+        import socket
+
+        stale = socket.socket(socket.AF_UNIX)
+        stale.bind(str(path))  # left behind by a crashed pod: nobody listens
+        stale.close()
+        pod.bridge = BridgeServer(pod.gateway.pod, path=path)
+        await pod.bridge.start()
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+# -- static config ------------------------------------------------------------------------------------------
+
+
+async def test_config_write_bridge_entry_starts_a_working_relay(tmp_path: Path) -> None:
+    written = config_write("claude", mode="bridge", dir=tmp_path)
+    servers = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
+    ours = servers["openab_browser"]
+    assert ours == entry("claude", StdioCommand())
+    assert written.paths
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        # The entry names `openab` by PATH, as a hand-written config would.
+        params = relay_params(channel_of(alice), pod.socket, command=[ours["command"], *ours["args"]])
+        assert params.env is not None
+        params.env["PATH"] = f"{Path(OPENAB).parent}:{os.environ['PATH']}"
+        async with Client(params, mode="auto") as client:
+            assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+
