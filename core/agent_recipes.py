@@ -18,6 +18,7 @@ The facts, per CLI, with the traps that motivated them: docs/runtime.md and docs
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -59,13 +60,31 @@ def _claude_identity(tool_call: JsonObject) -> ToolIdentity | None:
     return server, name[len(prefix):]
 
 
+# codex builds this text itself from the MCP call it is about to make; the model writes neither name.
+_CODEX_APPROVAL = re.compile(r'Allow the ([A-Za-z0-9_-]+) MCP server to run tool "([A-Za-z0-9_.-]+)"\?')
+
+
 def _codex_identity(tool_call: JsonObject) -> ToolIdentity | None:
-    # codex-acp marks MCP calls in _meta and wraps the model's arguments in an envelope it builds itself:
-    # rawInput = {server, tool, arguments}. A shell command's rawInput has no such envelope.
-    if _dig(tool_call, "_meta", "is_mcp_tool_call") is not True:
+    raw = tool_call.get("rawInput")
+    request = _dig(raw, "request")
+    if _dig(request, "_meta", "codex_approval_kind") == "mcp_tool_call":
+        # codex-acp 0.16: an MCP approval is an elicitation codex raises, keyed by the call it guards.
+        server = _dig(raw, "server_name")
+        message = _dig(request, "message")
+        match = _CODEX_APPROVAL.fullmatch(message) if isinstance(message, str) else None
+        call_id = tool_call.get("toolCallId")
+        if (
+            match is not None and isinstance(server, str) and match.group(1) == server
+            and _dig(raw, "id") == f"mcp_tool_call_approval_{call_id}"
+        ):
+            return server, match.group(2)
         return None
-    server, tool = _dig(tool_call, "rawInput", "server"), _dig(tool_call, "rawInput", "tool")
-    if isinstance(server, str) and isinstance(tool, str) and "arguments" in (tool_call.get("rawInput") or {}):
+    # Older codex-acp: _meta marks an MCP call and rawInput is the envelope it builds around the model's
+    # arguments ({server, tool, arguments}); a shell command has neither.
+    if _dig(tool_call, "_meta", "is_mcp_tool_call") is not True or not isinstance(raw, dict):
+        return None
+    server, tool = raw.get("server"), raw.get("tool")
+    if isinstance(server, str) and isinstance(tool, str) and "arguments" in raw:
         return server, tool
     return None
 

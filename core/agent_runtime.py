@@ -158,6 +158,7 @@ class _SessionAgent:
                 self._asks.discard(ask)
                 self._asking -= 1
                 self._heard()
+        log.debug("%s: permission request %s over %s", self.name, _preview(params, 4000), _preview(tool_call, 4000))
         outcome = decide(
             runtime.policy, params, identify=runtime.recipe.identify, tool_call=tool_call,
             browser_tools=runtime.browser_tools(self.session.id),
@@ -476,6 +477,20 @@ class AgentRuntime:
                     log.info("session %s: agent stopped after %g s idle", session_id, ttl)
                     self._forget(session_id, agent)
 
+    async def wait_ready(self, session_id: str, *, timeout: float) -> int | None:
+        """Wait for the session's agent to finish starting; returns its pid (``None``: it failed or is gone)."""
+        async with asyncio.timeout(timeout):
+            while session_id not in self._agents:
+                task = self._starting.get(session_id)
+                if task is None:
+                    await asyncio.sleep(0.05)  # session_opened has not run yet
+                    continue
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(task)
+                if task.done() and (task.cancelled() or task.exception() is not None):
+                    return None
+        return self.agents.get(session_id)
+
     @property
     def agents(self) -> dict[str, int | None]:
         """Session id -> agent pid, for the live agents (operators' and tests' view)."""
@@ -509,6 +524,6 @@ def _title(tool_call: JsonObject) -> str:
     return str(title)[:120] if title else str(tool_call.get("toolCallId", "?"))
 
 
-def _preview(value: Any) -> str:
+def _preview(value: Any, limit: int = 200) -> str:
     text = repr(value)
-    return text if len(text) <= 200 else text[:200] + "..."
+    return text if len(text) <= limit else text[:limit] + "..."

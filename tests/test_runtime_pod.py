@@ -19,6 +19,7 @@ from typing import Any
 
 from fake_extension import FakeExtension, connect_extension, text_result
 
+from openab.core.agent_recipes import Recipe
 from openab.core.agent_runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.proxy import BrowserProxy
@@ -60,13 +61,13 @@ class RunningPod:
 
 @contextlib.asynccontextmanager
 async def run_pod(
-    state_dir: Path, *, env: Mapping[str, str] | None = None, **settings: Any
+    state_dir: Path, *, env: Mapping[str, str] | None = None, recipe: Recipe | None = None, **settings: Any
 ) -> AsyncIterator[RunningPod]:
     token = secrets.token_urlsafe(24)
     pod = Pod(Settings(token=token, port=0, state_dir=state_dir, **settings))
     proxy = BrowserProxy(pod)
     pod.add_observer(proxy)
-    runtime = AgentRuntime(pod, browser=proxy, env=env)
+    runtime = AgentRuntime(pod, browser=proxy, env=env, recipe=recipe)
     pod.backend = runtime
     async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
         yield RunningPod(pod, runtime, proxy, base_url, token)
@@ -145,9 +146,10 @@ class FakeBrowser:
 
 
 async def open_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> str:
-    """session/new declaring the browser, then wait until its tunnel is attached."""
+    """session/new declaring the browser, then wait until its tunnel is attached and its agent is up."""
     session_id = await ext.new_session([BROWSER_SERVER], **params)
     await pod.pod.tunnels.wait_attached(session_id, timeout=15)
+    await pod.runtime.wait_ready(session_id, timeout=60)
     return session_id
 
 

@@ -1,0 +1,215 @@
+"""Real agent CLIs run by the pod's runtime, end to end.
+
+The fake extension opens a session over `/acp` and declares its browser; the runtime starts the real CLI
+(codex-acp, claude-agent-acp) with the session's proxy endpoint; the fake model asks for
+``browser_navigate``; the CLI calls it through our proxy and the tunnel; the fake extension sees the
+navigation; the answer built from the tool's result streams back. Then: permissions relayed and answered,
+a cancel mid-turn, an agent killed mid-turn, and a resume on a new socket reaching the same agent.
+
+The CLIs run with their offline settings (tests/agents/harness.py) against our fake model, but not in a
+network namespace: the proxy's port is per session, so it cannot be forwarded in before the agent starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import secrets
+import signal
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
+from agents.harness import ACP_COMMANDS, agent_env, require
+from test_runtime_pod import BROWSER_SERVER, FakeBrowser, RunningPod, open_session, prompt, run_pod
+
+from openab.core.agent_recipes import RECIPES
+
+pytestmark = [pytest.mark.agents, pytest.mark.anyio]
+
+RELAY = {"_meta": {"openab/permissionRelay": True}}
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    with serving(FakeModel()) as model:
+        yield model
+
+
+@dataclasses.dataclass
+class Pod:
+    running: RunningPod
+    model: FakeModel
+    page: str
+
+
+@pytest.fixture
+async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[Pod]:
+    cli: str = request.param
+    binary = require(ACP_COMMANDS[cli][0])
+    agent = agent_env(cli, fake_model.url, tmp_path / cli)
+    recipe = RECIPES[cli]
+    recipe = dataclasses.replace(recipe, argv=(str(binary), *recipe.argv[1:]))
+    page = f"https://example.org/{secrets.token_hex(4)}"
+    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
+    async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions="browser-only",
+                       cancel_grace=5.0) as running:
+        yield Pod(running, fake_model, page)
+
+
+both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)
+
+
+@both
+async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_for: Pod) -> None:
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+
+    assert turn.error is None, turn.error
+    assert turn.result == {"stopReason": "end_turn"}
+    # The effect happened in the browser, through the proxy and the tunnel ...
+    assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
+    assert browser.url == pod_for.page
+    # ... the browser-only policy approved it (no person was asked), and the whole answer streamed back.
+    assert f"navigated to {pod_for.page}" in turn.text and turn.text.count("FINAL ANSWER") == 1
+    assert "tool_call" in turn.kinds()
+
+
+@both
+async def test_a_relayed_permission_is_asked_in_the_browser_and_its_answer_counts(pod_for: Pod) -> None:
+    pod = pod_for.running
+    asked: list[dict[str, Any]] = []
+
+    async def refuse(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        reject = next(o for o in params["options"] if o["kind"].startswith("reject"))
+        return {"outcome": {"outcome": "selected", "optionId": reject["optionId"]}}
+
+    async def allow(params: dict[str, Any]) -> dict[str, Any]:
+        asked.append(params)
+        once = next(o for o in params["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": once["optionId"]}}
+
+    async with pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext, **RELAY)
+        refused = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=refuse)
+        assert asked, "the agent's permission request reached the extension"
+        assert browser.calls == [], "a refused tool never ran"
+        assert refused.result is not None or refused.error is not None
+
+        asked.clear()
+        # The refusal is in the conversation now as the first call's result: the model asks again.
+        call = Call("browser_navigate", {"url": pod_for.page})
+        pod_for.model.set_script(Script(calls=[call, call]))
+        allowed = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=allow)
+
+    assert asked and asked[0]["sessionId"] == session_id and asked[0]["toolCall"]["toolCallId"]
+    assert allowed.result == {"stopReason": "end_turn"}
+    assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
+
+
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for: Pod) -> None:
+    pod, model = pod_for.running, pod_for.model
+    # The gateway would end the turn itself only after this grace: an answer before it is the agent's own.
+    pod.pod.settings.cancel_grace = 600
+    model.set_script(Script(text="too late", hang=True))
+    async with pod.extension() as ext:
+        FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        pid = pod.runtime.agents[session_id]
+        running = asyncio.ensure_future(prompt(ext, session_id, "Think hard.", timeout=60))
+        await model.wait_hanging()
+        await ext.notify("session/cancel", {"sessionId": session_id})
+        cancelled = await running  # the model is still holding its answer: only the agent can end this turn
+
+        assert cancelled.error is None, cancelled.error
+        assert cancelled.result == {"stopReason": "cancelled"}
+        assert "too late" not in cancelled.text
+        assert pod.runtime.agents[session_id] == pid, "cancel stops the turn, not the agent"
+        model.set_script(Script(text="still here"))
+        model.release()
+        again = await prompt(ext, session_id, "Are you there?", timeout=120)
+
+    assert again.result == {"stopReason": "end_turn"} and "still here" in again.text
+
+
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_takes_over(pod_for: Pod) -> None:
+    pod, model = pod_for.running, pod_for.model
+    model.set_script(Script(hang=True))
+    async with pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        pid = pod.runtime.agents[session_id]
+        assert pid is not None
+        running = asyncio.ensure_future(prompt(ext, session_id, "Open the page, please.", timeout=120))
+        await model.wait_hanging()
+        os.killpg(pid, signal.SIGKILL)
+        crashed = await running
+
+        assert crashed.error is not None and "The agent ended mid-turn" in str(crashed.error)
+        assert "signal 9" in str(crashed.error) and "Prompt again" in str(crashed.error)
+        model.set_script(Script(calls=[Call("browser_navigate", {"url": pod_for.page})]))
+        model.release()
+        again = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+
+    assert again.result == {"stopReason": "end_turn"}
+    assert pod.runtime.agents[session_id] not in (None, pid)
+    assert browser.url == pod_for.page
+
+
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> None:
+    pod = pod_for.running
+    async with pod.extension() as first:
+        FakeBrowser(first)
+        session_id = await open_session(pod, first)
+        pid = pod.runtime.agents[session_id]
+    async with pod.extension() as second:
+        browser = FakeBrowser(second)
+        await second.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER_SERVER]})
+        await pod.pod.tunnels.wait_attached(session_id, timeout=15)
+        turn = await prompt(second, session_id, "Open the page, please.", timeout=120)
+
+    assert turn.result == {"stopReason": "end_turn"}
+    assert pod.runtime.agents[session_id] == pid
+    assert browser.url == pod_for.page, "the resumed socket's browser did the work"
+
+
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_closing_the_session_kills_the_agents_process_group(pod_for: Pod) -> None:
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        pid = pod.runtime.agents[session_id]
+        assert pid is not None
+    members = live_group(pid)
+    assert pid in members and len(members) > 1, "launcher and native binary share the agent's group"
+    await pod.pod.evict(session_id, "test")
+    assert live_group(pid) == set()
+    assert session_id not in pod.runtime.agents
+
+
+def live_group(pgid: int) -> set[int]:
+    """Processes of process group ``pgid`` that are not zombies (PID 1 here may not reap orphans)."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.add(int(entry.name))
+    return members
