@@ -1,0 +1,569 @@
+"""The browser tools' MCP server, once, without a transport.
+
+The agent's MCP client reaches a session's browser either through the proxy (Streamable HTTP,
+``openab.core.proxy``) or through the bridge (stdio relay and Unix socket, ``openab.bridge``). Both hand
+each decoded JSON-RPC message to :meth:`BrowserMcp.handle` and write back what it returns; everything
+MCP means lives here:
+
+* both eras: the handshake (``initialize`` negotiating 2024-11-05 ... 2025-11-25, ``ping``,
+  ``notifications/initialized``) and the stateless 2026-07-28 revision (``server/discover``, the version
+  and capabilities in every request's ``_meta``, ``resultType`` on every result). A request that carries the
+  2026 ``_meta`` is served statelessly; anything else is served in the handshake era;
+* ``tools/list``: the attached browser's tools, else the known ``browser_*`` set, so an agent that lists
+  once at start-up, before the side panel is open, still knows what it may call;
+* names the browser sends that clients reject (``browser.click``) are exposed as ``browser_click`` and
+  mapped back on call; a name that cannot be made valid is dropped, not passed on to break the whole list;
+* ``tools/call`` through :meth:`TunnelRegistry.call_tool`, with ``notifications/cancelled`` and progress;
+  failures to reach the browser are ``isError`` results the model can read and act on, the browser's own
+  MCP errors stay JSON-RPC errors;
+* text results over ``max_text_chars`` are cut with a marker that says how to ask for less; images pass;
+* ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools.
+
+Tool payloads are the browser's JSON, passed on without being re-modelled or copied.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    SERVER_OVERLOADED,
+    JsonObject,
+    RequestId,
+    RpcError,
+)
+from .tunnel import TunnelError
+from .tunnel_registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
+
+__all__ = [
+    "BROWSER_TOOLS",
+    "HANDSHAKE_VERSIONS",
+    "HEADER_MISMATCH",
+    "LATEST_HANDSHAKE_VERSION",
+    "MODERN_VERSION",
+    "SERVER_NAME",
+    "TOOL_NAME",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+    "BrowserMcp",
+    "Limits",
+    "Send",
+    "exposed_name",
+    "modern_version",
+]
+
+log = logging.getLogger(__name__)
+
+SERVER_NAME: Final = "openab_browser"
+HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
+MODERN_VERSION: Final = "2026-07-28"
+META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
+META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+# 2026-07-28 error codes (the range -32020...-32099 is the spec's).
+HEADER_MISMATCH: Final = -32020
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+
+TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_INVALID_NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
+_TRUNCATED_META: Final = "dev.openab/truncated"
+
+INSTRUCTIONS: Final = (
+    "These tools act in the user's own Chrome, in the tab group of the openab side panel. "
+    "Use browser_snapshot for refs, then act by ref. If a tool says the browser is not connected, "
+    "ask the user to open the openab side panel."
+)
+
+Send = Callable[[JsonObject], None]
+"""Takes one server->client JSON-RPC notification; must not block (transports queue, boundedly)."""
+
+
+def _tool(name: str, description: str, properties: JsonObject, required: list[str] | None = None) -> JsonObject:
+    schema: JsonObject = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = required
+    return {"name": name, "description": description, "inputSchema": schema}
+
+
+_TARGET: Final[JsonObject] = {
+    "ref": {"type": "string", "description": 'element ref from browser_snapshot, e.g. "e6"'},
+    "selector": {"type": "string", "description": "CSS selector (first match in the top frame)"},
+}
+_PAGING: Final[JsonObject] = {
+    "max_chars": {"type": "integer", "minimum": 100, "description": "characters to return"},
+    "offset": {"type": "integer", "minimum": 0, "description": "character offset to continue from (paging)"},
+}
+
+# What the openab extension serves (extension/lib/tools.js), advertised while no browser is attached.
+BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
+    _tool(
+        "browser_snapshot",
+        "Outline of the agent tab as accessibility-style lines with refs, e.g. `- button \"Sign in\" [ref=e6]`. "
+        "Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.",
+        dict(_PAGING),
+    ),
+    _tool(
+        "browser_read_dom",
+        "Read the HTML of the agent tab's page, or of the first element matching a CSS selector.",
+        {"selector": {"type": "string", "description": "optional CSS selector to scope the read"}, **_PAGING},
+    ),
+    _tool(
+        "browser_screenshot",
+        "JPEG screenshot of the visible part of the agent tab (downscaled unless full_size is true).",
+        {"full_size": {"type": "boolean", "description": "keep the captured pixel size"}},
+    ),
+    _tool(
+        "browser_navigate",
+        "Load an http(s) URL in the agent tab (opens an agent tab if there is none) and wait for it.",
+        {"url": {"type": "string", "description": "absolute http(s) URL"}},
+        ["url"],
+    ),
+    _tool("browser_click", "Click an element, by ref (preferred) or CSS selector.", dict(_TARGET)),
+    _tool(
+        "browser_type",
+        "Type text into a field, by ref (preferred) or CSS selector. Replaces the value unless clear is false.",
+        {
+            **_TARGET,
+            "text": {"type": "string", "description": "text to type"},
+            "clear": {"type": "boolean", "description": "replace the current value (default true)"},
+        },
+        ["text"],
+    ),
+    _tool(
+        "browser_press_key",
+        'Press a key (e.g. "Enter", "Tab", "Escape", "a") in an element, or in the focused element.',
+        {"key": {"type": "string", "description": "key name"}, **_TARGET},
+        ["key"],
+    ),
+    _tool(
+        "browser_select_option",
+        "Choose an option of a <select>, by its value or its visible label.",
+        {**_TARGET, "value": {"type": "string", "description": "option value or visible label"}},
+        ["value"],
+    ),
+    _tool(
+        "browser_scroll",
+        "Scroll the page (direction up/down/top/bottom, optional pixels) or scroll an element into view by ref.",
+        {
+            "direction": {"type": "string", "enum": ["up", "down", "top", "bottom"]},
+            "pixels": {"type": "integer", "minimum": 1},
+            "ref": _TARGET["ref"],
+        },
+    ),
+    _tool("browser_back", "Go back one page in the agent tab history.", {}),
+    _tool(
+        "browser_wait_for",
+        "Wait until text appears, a selector matches a visible element, the URL contains a string, or the page "
+        "has loaded.",
+        {
+            "text": {"type": "string", "description": "text to wait for"},
+            "selector": {"type": "string", "description": "CSS selector to wait for"},
+            "url": {"type": "string", "description": "substring of the URL"},
+            "load": {"type": "boolean", "description": "wait for the page load"},
+            "timeout_ms": {"type": "integer", "minimum": 100, "maximum": 60000, "description": "default 10000"},
+        },
+    ),
+    _tool(
+        "browser_tabs",
+        "Agent tabs only: list them, open a new one at a URL, switch the agent to one, or close one it opened.",
+        {
+            "action": {"type": "string", "enum": ["list", "open", "switch", "close"]},
+            "url": {"type": "string", "description": "URL for action open"},
+            "tab_id": {"type": "integer", "description": "tab for switch and close"},
+        },
+        ["action"],
+    ),
+)
+_STATIC_NAMES: Final = frozenset(t["name"] for t in BROWSER_TOOLS)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bounds of one server. ``call_timeout`` ``None`` means the registry's (the pod's tunnel timeout)."""
+
+    max_text_chars: int = 1 << 20
+    max_running_calls: int = 64
+    call_timeout: float | None = None
+
+
+def exposed_name(name: str) -> str | None:
+    """The name an agent sees for a browser tool name, or ``None`` when no valid name can stand for it."""
+    if TOOL_NAME.match(name):
+        return name
+    candidate = _INVALID_NAME_CHARS.sub("_", name)
+    return candidate if TOOL_NAME.match(candidate) else None
+
+
+def modern_version(message: Mapping[str, Any]) -> str | None:
+    """The 2026-07-28-style ``_meta`` protocol version a request carries, if any."""
+    params = message.get("params")
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    version = meta.get(META_VERSION) if isinstance(meta, dict) else None
+    return version if isinstance(version, str) else None
+
+
+def _valid_id(value: Any) -> bool:
+    # MCP ids are strings or integers, never null.
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _id_key(request_id: RequestId) -> tuple[str, RequestId]:
+    return (type(request_id).__name__, request_id)
+
+
+def _error(request_id: RequestId, error: RpcError) -> JsonObject:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
+
+
+def _tool_failure(text: str) -> JsonObject:
+    return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+class BrowserMcp:
+    """One agent-facing MCP conversation with one session's browser.
+
+    ``send`` receives server->client notifications (``list_changed``; progress when a request has no sink of
+    its own). Call :meth:`close` when the conversation ends: running calls are cancelled and the tunnel
+    listener is removed.
+    """
+
+    def __init__(
+        self,
+        registry: TunnelRegistry,
+        session_id: str,
+        *,
+        send: Send | None = None,
+        limits: Limits | None = None,
+        server_version: str | None = None,
+    ) -> None:
+        self.registry = registry
+        self.session_id = session_id
+        self.limits = limits or Limits()
+        self._send = send
+        self._server_version = server_version or _package_version()
+        self.protocol_version: str | None = None
+        self.initialized = False
+        self.closed = False
+        self._running: dict[tuple[str, RequestId], asyncio.Task[Any]] = {}
+        # exposed name -> the browser's own name, from the last tool list seen.
+        self._names: dict[str, str] = {}
+        self._unsubscribe = registry.add_listener(self._on_tunnel_event)
+
+    # -- the one entry point -----------------------------------------------------------------------------
+
+    async def handle(self, message: Any, *, progress: Send | None = None) -> JsonObject | None:
+        """Answer one client message: the response for a request, ``None`` for anything else.
+
+        ``None`` for a request means it was cancelled by ``notifications/cancelled``: per MCP it gets no
+        answer (an HTTP transport must still end its response). ``progress`` receives this request's
+        ``notifications/progress``; without it they go to ``send``.
+        """
+        if not isinstance(message, dict):
+            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: expected one JSON object (no batches)"))
+        method = message.get("method")
+        if "id" not in message:
+            if isinstance(method, str):
+                self._notification(method, message.get("params"))
+            return None  # responses to us (we send no requests) and notifications get no answer
+        request_id = message["id"]
+        if not _valid_id(request_id):
+            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
+        if not isinstance(method, str):
+            if "result" in message or "error" in message:
+                return None  # a response: we never asked anything
+            return _error(request_id, RpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
+        if message.get("jsonrpc") != "2.0":
+            return _error(request_id, RpcError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'))
+        params = message.get("params")
+        if params is not None and not isinstance(params, dict):
+            return _error(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
+        try:
+            result = await self._request(request_id, method, params or {}, modern_version(message), progress)
+        except RpcError as exc:
+            return _error(request_id, exc)
+        if result is None:
+            return None
+        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        self._unsubscribe()
+        for task in self._running.values():
+            task.cancel()
+
+    @property
+    def running_calls(self) -> int:
+        return len(self._running)
+
+    # -- notifications from the client ------------------------------------------------------------------
+
+    def _notification(self, method: str, params: Any) -> None:
+        if method == "notifications/initialized":
+            self.initialized = True
+        elif method == "notifications/cancelled" and isinstance(params, dict):
+            task = self._running.get(_id_key(params.get("requestId")))
+            if task is not None:
+                task.cancel()
+
+    # -- requests ---------------------------------------------------------------------------------------
+
+    async def _request(
+        self, request_id: RequestId, method: str, params: JsonObject, modern: str | None, progress: Send | None
+    ) -> JsonObject | None:
+        if modern is not None and modern != MODERN_VERSION:
+            raise RpcError(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                f"Unsupported protocol version {modern!r}",
+                {"supported": [*HANDSHAKE_VERSIONS, MODERN_VERSION], "requested": modern},
+            )
+        if method == "initialize":
+            return self._initialize(params)
+        if method == "ping":
+            return self._complete({}, modern)
+        if method == "server/discover":
+            return self._discover()
+        if method == "tools/list":
+            return self._complete(await self._list_tools(params), modern, listing=True)
+        if method == "tools/call":
+            result = await self._run_call(request_id, params, progress)
+            return None if result is None else self._complete(result, modern)
+        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+    def _initialize(self, params: JsonObject) -> JsonObject:
+        requested = params.get("protocolVersion")
+        # Echo a version we speak; otherwise offer our latest and let the client decide (MCP lifecycle).
+        version = requested if requested in HANDSHAKE_VERSIONS else LATEST_HANDSHAKE_VERSION
+        self.protocol_version = version
+        return {
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": True}},
+            "serverInfo": self._server_info(),
+            "instructions": INSTRUCTIONS,
+        }
+
+    def _discover(self) -> JsonObject:
+        self.protocol_version = MODERN_VERSION
+        return {
+            "resultType": "complete",
+            # Only modern versions: a dual-era client that sees none falls back to initialize anyway.
+            "supportedVersions": [MODERN_VERSION],
+            "capabilities": {"tools": {"listChanged": True}},
+            "instructions": INSTRUCTIONS,
+            "ttlMs": 0,
+            "cacheScope": "private",
+            "_meta": {META_SERVER_INFO: self._server_info()},
+        }
+
+    def _server_info(self) -> JsonObject:
+        return {"name": SERVER_NAME, "title": "openab browser", "version": self._server_version}
+
+    def _complete(self, result: JsonObject, modern: str | None, *, listing: bool = False) -> JsonObject:
+        """Add what a 2026-07-28 result must carry; handshake-era results go out as they are."""
+        if modern is None:
+            return result
+        out = dict(result)
+        out.setdefault("resultType", "complete")
+        if listing:
+            out.setdefault("ttlMs", 0)  # the tool set follows the browser: never cache it
+            out.setdefault("cacheScope", "private")
+        meta = dict(out.get("_meta") or {})
+        meta.setdefault(META_SERVER_INFO, self._server_info())
+        out["_meta"] = meta
+        return out
+
+    # -- tools/list -------------------------------------------------------------------------------------
+
+    async def _list_tools(self, params: JsonObject) -> JsonObject:
+        if params.get("cursor") is not None:
+            raise RpcError(INVALID_PARAMS, "Invalid cursor: this server lists every tool on one page")
+        return {"tools": await self._current_tools()}
+
+    async def _current_tools(self) -> list[JsonObject]:
+        """The tools as the agent sees them, refreshing the name map on the way."""
+        try:
+            browser_tools = await self.registry.list_tools(self.session_id)
+        except BrowserNotConnected:
+            browser_tools = list(BROWSER_TOOLS)
+        except (TunnelError, RpcError) as exc:
+            log.warning("tools/list for session %s fell back to the known tools: %s", self.session_id, exc)
+            browser_tools = list(BROWSER_TOOLS)
+        names: dict[str, str] = {}
+        tools: list[JsonObject] = []
+        for tool in browser_tools:
+            original = tool.get("name")
+            exposed = exposed_name(original) if isinstance(original, str) else None
+            if exposed is None or not isinstance(original, str):
+                log.warning("browser tool %r dropped: no valid MCP tool name can stand for it", original)
+                continue
+            if exposed in names:
+                log.warning("browser tool %r dropped: %r already stands for %r", original, exposed, names[exposed])
+                continue
+            names[exposed] = original
+            tools.append(tool if exposed == original else {**tool, "name": exposed})
+        self._names = names
+        return tools
+
+    async def _browser_name(self, exposed: str) -> str:
+        if exposed not in self._names:
+            await self._current_tools()
+        original = self._names.get(exposed)
+        if original is not None:
+            return original
+        raise RpcError(
+            INVALID_PARAMS, f"Unknown tool: {exposed}. Available: {', '.join(sorted(self._names)) or 'none'}"
+        )
+
+    # -- tools/call -------------------------------------------------------------------------------------
+
+    async def _run_call(self, request_id: RequestId, params: JsonObject, progress: Send | None) -> JsonObject | None:
+        key = _id_key(request_id)
+        if key in self._running:
+            raise RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use")
+        if len(self._running) >= self.limits.max_running_calls:
+            raise RpcError(
+                SERVER_OVERLOADED, f"Too many tool calls in flight (max {self.limits.max_running_calls})"
+            )
+        # The call runs as its own task so notifications/cancelled can stop it without cancelling our caller.
+        task = asyncio.get_running_loop().create_task(self._call_tool(params, progress or self._send))
+        self._running[key] = task
+        try:
+            return await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if task.cancelled():
+                return None  # cancelled by the client: no answer
+            task.cancel()  # our caller went away (its transport closed): stop the browser too
+            raise
+        finally:
+            self._running.pop(key, None)
+
+    async def _call_tool(self, params: JsonObject, progress: Send | None) -> JsonObject:
+        name = params.get("name")
+        if not isinstance(name, str) or not name:
+            raise RpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise RpcError(INVALID_PARAMS, "tools/call `arguments` must be an object")
+        if not self.registry.attached(self.session_id):
+            if name in _STATIC_NAMES or name in self._names:
+                return _tool_failure(BROWSER_NOT_CONNECTED)
+            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+        original = await self._browser_name(name)
+        meta, on_progress = self._progress_route(params, progress)
+        try:
+            result = await self.registry.call_tool(
+                self.session_id, original, arguments, meta=meta, progress=on_progress,
+                timeout=self.limits.call_timeout,
+            )
+        except BrowserNotConnected:
+            return _tool_failure(BROWSER_NOT_CONNECTED)
+        except TunnelError as exc:
+            return _tool_failure(f"{name} did not complete: {exc.reason}. The browser may have closed its side "
+                                 "panel or be busy; check it and try again.")
+        if not isinstance(result, dict) or not isinstance(result.get("content"), list):
+            raise RpcError(INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)")
+        return bound_result(result, name, self.limits.max_text_chars)
+
+    def _progress_route(self, params: JsonObject, progress: Send | None) -> tuple[JsonObject | None, Any]:
+        """The ``_meta`` to forward and the progress callback, restoring the agent's own token on the way back."""
+        meta = params.get("_meta")
+        if not isinstance(meta, dict):
+            return None, None
+        token = meta.get("progressToken")
+        forwarded = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
+        forwarded.pop("progressToken", None)
+        if token is None or progress is None:
+            return forwarded or None, None
+        # Two agents may both pick token 1: the browser sees a token unique in the pod.
+        forwarded["progressToken"] = f"openab-progress-{uuid.uuid4().hex}"
+        sink = progress
+
+        def on_progress(inner: JsonObject) -> None:
+            sink({"jsonrpc": "2.0", "method": "notifications/progress", "params": {**inner, "progressToken": token}})
+
+        return forwarded, on_progress
+
+    # -- list_changed -----------------------------------------------------------------------------------
+
+    def _on_tunnel_event(self, event: TunnelEvent) -> None:
+        if event.session_id != self.session_id or self.closed:
+            return
+        self._names = {}  # another browser, or other tools: map names afresh on the next call
+        if self._send is None or not self.initialized:
+            return  # a client hears nothing before `initialized`; a stateless one has no channel for it
+        self._send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+
+
+def bound_result(result: JsonObject, tool: str, max_chars: int) -> JsonObject:
+    """``result`` with its text cut to ``max_chars`` characters in all, and a marker saying how to get the rest.
+
+    Image and audio blocks are never cut: the browser already bounds them and a cut image is useless. The
+    result is returned as it is (not copied) when it is within the bound.
+    """
+    content: list[Any] = result["content"]
+    total = sum(len(_text_of(block) or "") for block in content)
+    if total <= max_chars:
+        return result
+    budget = max_chars
+    bounded: list[Any] = []
+    cut_at: int | None = None
+    for block in content:
+        text = _text_of(block)
+        if text is None:
+            bounded.append(block)
+            continue
+        if len(text) <= budget:
+            bounded.append(block)
+            budget -= len(text)
+            continue
+        if cut_at is None:
+            cut_at = len(bounded)
+            bounded.append(_with_text(block, text[:budget]))
+        budget = 0
+    assert cut_at is not None
+    shown = max_chars
+    marker = (
+        f"\n\n[openab: output truncated: {total - shown} of {total} characters were left out (results are "
+        f"limited to {max_chars} characters). To get the rest, call {tool} again with a smaller max_chars and "
+        f"an offset to page through it, or narrow it with a selector or ref.]"
+    )
+    cut_block = bounded[cut_at]
+    bounded[cut_at] = _with_text(cut_block, (_text_of(cut_block) or "") + marker)
+    out = {**result, "content": bounded}
+    meta = dict(result.get("_meta") or {})
+    meta[_TRUNCATED_META] = {"shownChars": shown, "totalChars": total}
+    out["_meta"] = meta
+    return out
+
+
+def _text_of(block: Any) -> str | None:
+    if not isinstance(block, dict):
+        return None
+    if block.get("type") == "text" and isinstance(block.get("text"), str):
+        return str(block["text"])
+    resource = block.get("resource")
+    if block.get("type") == "resource" and isinstance(resource, dict) and isinstance(resource.get("text"), str):
+        return str(resource["text"])
+    return None
+
+
+def _with_text(block: JsonObject, text: str) -> JsonObject:
+    if block.get("type") == "resource":
+        return {**block, "resource": {**block["resource"], "text": text}}
+    return {**block, "text": text}
+
+
+def _package_version() -> str:
+    from . import __version__
+
+    return __version__
