@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from .jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcError
+from .jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcError, TooManyPendingRequests
 from .rpc_connection import ConnectionClosed, RequestTimeout, RpcConnection
 
 __all__ = [
@@ -107,9 +107,12 @@ class Tunnel:
         """One inner MCP request; see the module docstring for what it raises."""
         if self.closed:
             raise self._error("browser disconnected")
-        if self.form == "connection":
-            return await self._request_connection(method, params, timeout=timeout, progress=progress)
-        return await self._request_stateless(method, params, timeout=timeout, progress=progress)
+        try:
+            if self.form == "connection":
+                return await self._request_connection(method, params, timeout=timeout, progress=progress)
+            return await self._request_stateless(method, params, timeout=timeout, progress=progress)
+        except TooManyPendingRequests as exc:
+            raise self._error(f"too many calls in flight to this browser ({exc}); retry when some finish") from None
 
     async def _request_connection(
         self, method: str, params: JsonObject | None, *, timeout: float, progress: ProgressCallback | None

@@ -288,3 +288,25 @@ async def test_sessions_never_see_each_others_browser(gateway: RunningGateway) -
         with pytest.raises(RemoteError):
             # A socket cannot prompt in a session it does not hold.
             await one.request("session/prompt", {"sessionId": second, "prompt": [{"type": "text", "text": "x"}]})
+
+
+async def test_calls_beyond_the_in_flight_bound_fail_clearly_and_the_rest_complete(gateway: RunningGateway) -> None:
+    release = asyncio.Event()
+
+    async def held(_arguments: dict[str, Any]) -> dict[str, Any]:
+        await release.wait()
+        return text_result("done")
+
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        ext.add_tool("browser_held", held)
+        session_id = await attached_extension(gateway, ext)
+        calls = [
+            asyncio.create_task(gateway.pod.tunnels.call_tool(session_id, "browser_held", {})) for _ in range(1100)
+        ]
+        await eventually(lambda: sum(t.done() for t in calls) >= 1100 - 1024)
+        release.set()
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        refused = [o for o in outcomes if isinstance(o, TunnelError)]
+        assert len(refused) == 1100 - 1024
+        assert "too many calls in flight" in str(refused[0])
+        assert outcomes.count(text_result("done")) == 1024
