@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
-from test_runtime_pod import BROWSER_SERVER, FakeBrowser, RunningPod, open_session, prompt, run_pod
+from test_runtime_pod import BROWSER_SERVER, FakeBrowser, RunningPod, live_group, open_session, prompt, run_pod
 
 from openab.core.agent_recipes import RECIPES
 
@@ -198,18 +198,3 @@ async def test_closing_the_session_kills_the_agents_process_group(pod_for: Pod) 
     assert live_group(pid) == set()
     assert session_id not in pod.runtime.agents
 
-
-def live_group(pgid: int) -> set[int]:
-    """Processes of process group ``pgid`` that are not zombies (PID 1 here may not reap orphans)."""
-    members = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            members.add(int(entry.name))
-    return members

@@ -211,3 +211,19 @@ def _take(turn: Turn, session_id: str, message: dict[str, Any]) -> None:
     params = message.get("params") or {}
     if message.get("method") == "session/update" and params.get("sessionId") == session_id:
         turn.updates.append(params["update"])
+
+
+def live_group(pgid: int) -> set[int]:
+    """Processes of process group ``pgid`` that are not zombies (PID 1 here may not reap orphans)."""
+    members = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.add(int(entry.name))
+    return members

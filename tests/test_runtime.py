@@ -1,0 +1,148 @@
+"""The agent runtime's own promises, checked on real agent processes (the built-in agent, real CLIs):
+where and how an agent runs, what it is given, when it goes, and what a person sees when it fails."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
+from test_runtime_pod import FakeBrowser, live_group, open_session, prompt, run_pod
+
+from openab.core.agent_recipes import RECIPES
+
+pytestmark = pytest.mark.anyio
+
+
+def environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_path: Path) -> None:
+    pod_env = {**os.environ, "GITHUB_TOKEN": "ghp_secret", "OPENAI_API_KEY": "sk-secret", "PASS_ME": "yes",
+               "HTTPS_PROXY": "http://proxy.internal:3128", "LC_ALL": "C.UTF-8"}
+    async with run_pod(tmp_path / "state", agent_env=["PASS_ME", "SET_ME=1"]) as pod:
+        pod.runtime._base_env = pod_env  # the pod's own environment, as `openab run` would have it
+        async with pod.extension() as ext:
+            FakeBrowser(ext)
+            session_id = await open_session(pod, ext)
+            pid = pod.runtime.agents[session_id]
+            assert pid is not None
+            env = environ(pid)
+            session = pod.pod.sessions.get(session_id)
+            assert session is not None
+
+            assert os.getpgid(pid) == pid, "the agent leads its own process group"
+            workdir = Path(os.readlink(f"/proc/{pid}/cwd"))
+            assert workdir == tmp_path / "state" / "sessions" / session.channel / "work"
+            assert env["OPENAB_BROWSER_CHANNEL"] == session.channel
+            assert "GITHUB_TOKEN" not in env and "OPENAI_API_KEY" not in env
+            assert env["PASS_ME"] == "yes" and env["SET_ME"] == "1"
+            assert env["HTTPS_PROXY"] == "http://proxy.internal:3128" and env["LC_ALL"] == "C.UTF-8"
+
+            await pod.pod.evict(session_id, "test")
+            assert not workdir.exists(), "a closed session leaves no files behind"
+
+
+async def test_an_agent_that_is_not_installed_fails_the_prompt_saying_so(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", agent="custom", agent_cmd=["openab-no-such-agent", "acp"]) as pod:
+        async with pod.extension() as ext:
+            session_id = await ext.new_session([])
+            first = await prompt(ext, session_id, "hello")
+            second = await prompt(ext, session_id, "hello again")
+
+    for turn in (first, second):
+        assert turn.error is not None
+        assert "'openab-no-such-agent' not found on PATH" in str(turn.error)
+
+
+async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import sys; sys.stderr.write('no API key configured\\n'); sys.exit(3)"]
+    async with run_pod(tmp_path / "state", agent_cmd=command) as pod, pod.extension() as ext:
+        session_id = await ext.new_session([])
+        turn = await prompt(ext, session_id, "hello")
+
+    assert turn.error is not None
+    assert "exited with code 3" in str(turn.error) and "no API key configured" in str(turn.error)
+
+
+async def test_an_idle_agent_is_stopped_and_the_next_prompt_starts_a_fresh_one(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", agent_idle_ttl=0.5) as pod, pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        first_pid = pod.runtime.agents[session_id]
+        assert first_pid is not None
+        async with asyncio.timeout(30):
+            while session_id in pod.runtime.agents:
+                await asyncio.sleep(0.1)
+        async with asyncio.timeout(30):
+            while live_group(first_pid):
+                await asyncio.sleep(0.1)
+
+        turn = await prompt(ext, session_id, "open example.org")
+        second_pid = pod.runtime.agents.get(session_id)
+
+    assert turn.result == {"stopReason": "end_turn"}
+    assert browser.url == "https://example.org"
+    assert second_pid not in (None, first_pid)
+
+
+async def test_builtin_agent_runs_a_model_tool_loop(tmp_path: Path) -> None:
+    with serving(FakeModel()) as model:
+        page = "https://example.org/from-the-model"
+        model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
+        async with run_pod(tmp_path / "state", model_url=f"{model.url}/v1") as pod, pod.extension() as ext:
+            browser = FakeBrowser(ext)
+            session_id = await open_session(pod, ext)
+            turn = await prompt(ext, session_id, "Open the page from the model, please.")
+
+    assert turn.result == {"stopReason": "end_turn"}
+    assert browser.calls == [("browser_navigate", {"url": page})]
+    assert f"FINAL ANSWER: tool returned <<navigated to {page}>>" in turn.text
+    asked = [entry for entry in model.log if entry.kind == "chat"]
+    assert "browser_navigate" in asked[0].tools, "the browser's tools were offered to the model"
+
+
+async def test_builtin_model_loop_stops_at_the_tool_call_cap(tmp_path: Path) -> None:
+    with serving(FakeModel()) as model:
+        model.set_script(Script(calls=[Call("browser_snapshot", {})] * 10))
+        async with run_pod(tmp_path / "state", model_url=f"{model.url}/v1", max_tool_calls_per_turn=3) as pod, \
+                pod.extension() as ext:
+            browser = FakeBrowser(ext)
+            session_id = await open_session(pod, ext)
+            turn = await prompt(ext, session_id, "Look at the page forever.")
+
+    assert turn.result == {"stopReason": "max_turn_requests"}
+    assert [name for name, _ in browser.calls] == ["browser_snapshot"] * 3
+    assert "Stopped after 3 tool calls" in turn.text
+
+
+@pytest.mark.agents
+async def test_a_silent_agent_is_stopped_with_a_clear_error_and_replaced(tmp_path: Path) -> None:
+    from agents.harness import ACP_COMMANDS, agent_env, require
+
+    binary = require(ACP_COMMANDS["codex"][0])
+    with serving(FakeModel()) as model:
+        agent = agent_env("codex", model.url, tmp_path / "codex")
+        recipe = RECIPES["codex"]
+        recipe = type(recipe)(**{**recipe.__dict__, "argv": (str(binary), *recipe.argv[1:])})
+        model.set_script(Script(text="too late", hang=True))
+        async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, agent_silence_timeout=2) as pod, \
+                pod.extension() as ext:
+            FakeBrowser(ext)
+            session_id = await open_session(pod, ext)
+            pid = pod.runtime.agents[session_id]
+            silent = await prompt(ext, session_id, "Think hard.")
+            model.set_script(Script(text="awake again"))
+            model.release()
+            again = await prompt(ext, session_id, "Hello?", timeout=120)
+            second_pid = pod.runtime.agents.get(session_id)
+
+    assert silent.error is not None and "said nothing for 2 s" in str(silent.error)
+    assert "Prompt again" in str(silent.error)
+    assert again.result == {"stopReason": "end_turn"} and "awake again" in again.text
+    assert second_pid not in (None, pid)
