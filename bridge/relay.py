@@ -109,8 +109,12 @@ class Relay:
             for task in tasks:
                 task.cancel()
             for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError):
+                try:
                     await task
+                except asyncio.CancelledError:
+                    pass
+                except (ConnectionError, OSError) as exc:  # the agent went away mid-write: nothing to tell it
+                    self._say(f"stopped: {exc}")
             if self._socket is not None:
                 self._socket.close()
 

@@ -132,12 +132,12 @@ class _Connection:
             ).to_json()})
         self.write_line(line + b"\n")
 
-    async def answer(self, message: JsonObject) -> None:
+    async def answer(self, message: Any) -> None:
         try:
             response = await self.mcp.handle(message)
         except Exception:
             log.exception("bridge: %s failed for session %s", message.get("method"), self.session_id)
-            if "id" not in message:
+            if not isinstance(message, dict) or "id" not in message:
                 return
             response = {"jsonrpc": "2.0", "id": message["id"],
                         "error": RpcError.internal(f"Internal error in {message.get('method')}").to_json()}
@@ -323,6 +323,8 @@ class BridgeServer:
             await self._serve(reader, writer)
         except (ConnectionError, OSError) as exc:
             log.debug("bridge: connection ended: %s", exc)
+        except Exception:
+            log.exception("bridge: a connection failed; the socket keeps serving the others")
         finally:
             self._handlers.discard(task)
             writer.close()

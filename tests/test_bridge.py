@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_extension import FakeExtension, connect_extension, text_result
+from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
 from gateway_harness import RunningGateway, run_gateway
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
@@ -104,9 +104,13 @@ async def bridge_pod() -> AsyncIterator[Pod]:
 
 
 @contextlib.asynccontextmanager
-async def browser_session(pod: Pod, who: str) -> AsyncIterator[tuple[str, FakeExtension]]:
+async def browser_session(
+    pod: Pod, who: str, **tools: ToolFunction
+) -> AsyncIterator[tuple[str, FakeExtension]]:
     """A fake extension with its own session and browser tools that say whose browser they are."""
     async with connect_extension(pod.gateway.ws_url, pod.gateway.token) as extension:
+        for name, function in tools.items():
+            extension.add_tool(name, function)
 
         async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
             return text_result(f"browser of {who}")
@@ -157,8 +161,8 @@ async def raw_exchange(pod: Pod, channel: str | None, lines: list[str], *, user:
 
 
 @contextlib.asynccontextmanager
-async def refused_by_the_pod() -> AsyncIterator[list[MCPError]]:
-    """Expect an MCPError with the pod's refusal (the client may wrap it in an exception group)."""
+async def mcp_error(code: int | None = None) -> AsyncIterator[list[MCPError]]:
+    """Expect an MCPError (the client may wrap it in exception groups); the list holds it afterwards."""
     caught: list[MCPError] = []
     try:
         yield caught
@@ -170,8 +174,8 @@ async def refused_by_the_pod() -> AsyncIterator[list[MCPError]]:
         if not errors:
             raise
         caught.append(errors[0])  # type: ignore[arg-type]
-    assert caught, "the client was not refused"
-    assert caught[0].error.code == BRIDGE_REFUSED
+    assert caught, "no MCP error"
+    assert code is None or caught[0].error.code == code, caught[0].error
 
 
 def text_of(result: Any) -> str:
@@ -257,10 +261,29 @@ async def test_tool_list_follows_the_browser_attaching_later() -> None:
 
 async def test_relay_outside_any_session_fails_closed() -> None:
     async with bridge_pod() as pod, browser_session(pod, "alice"):
-        async with refused_by_the_pod() as refused, Client(relay_params(None, pod.socket), mode="auto") as client:
+        async with mcp_error(BRIDGE_REFUSED) as refused, Client(relay_params(None, pod.socket), mode="auto") as client:
             await client.list_tools()
         assert "no OPENAB_BROWSER_CHANNEL" in refused[0].error.message
         assert pod.bridge.connections == 0
+
+
+async def test_ancestry_is_read_past_a_process_whose_name_looks_like_stat_fields() -> None:
+    # Between the agent and the relay runs a process named "a) S 1 (b": read up to its first ")", its
+    # /proc/<pid>/stat would say that its parent is pid 1, and the session would be lost.
+    folder = Path(tempfile.mkdtemp(prefix="oab-"))
+    shell = folder / "a) S 1 (b"
+    shell.symlink_to("/usr/bin/python3")
+    passthrough = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
+    try:
+        async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+            params = relay_params(
+                channel_of(alice), pod.socket, command=[str(shell), "-I", "-S", "-c", passthrough, OPENAB,
+                                                        "browser-bridge"],
+            )
+            async with Client(params, mode="legacy") as client:
+                assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
@@ -282,7 +305,7 @@ async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
 
         # A relay started by alice's agent with bob's channel in its own environment: the ancestry disagrees.
         params = relay_params(channel_of(alice), pod.socket, relay_env=f"{BROWSER_CHANNEL_ENV}={channel_of(bob)}")
-        async with refused_by_the_pod() as refused, Client(params, mode="legacy") as client:
+        async with mcp_error(BRIDGE_REFUSED) as refused, Client(params, mode="legacy") as client:
             await client.call_tool("whoami", {})
         assert "may not name another session's channel" in refused[0].error.message
         assert not any(
@@ -393,6 +416,44 @@ async def test_relay_survives_the_pod_socket_restarting() -> None:
         await extension.tools_changed()
         async with asyncio.timeout(10):
             await tools_changed.wait()
+
+
+async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -> None:
+    started = asyncio.Event()
+
+    async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
+        started.set()
+        await asyncio.sleep(60)
+        return text_result("too late")
+
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice", slow=slow) as (alice, extension),
+        Client(relay_params(channel_of(alice), pod.socket), mode="legacy") as client,
+    ):
+        call = asyncio.create_task(client.call_tool("slow", {}))
+        async with asyncio.timeout(10):
+            await started.wait()
+        await pod.bridge.aclose()
+        with pytest.raises(MCPError, match="may or may not have run"):
+            async with asyncio.timeout(20):
+                await call
+        # The browser was told to stop the call, too.
+        async with asyncio.timeout(10):
+            while not extension.cancelled:  # noqa: ASYNC110 - the fake extension has no event for it
+                await asyncio.sleep(0.05)
+        pod.bridge = BridgeServer(pod.gateway.pod, path=pod.socket)
+        await pod.bridge.start()
+        assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+
+
+async def test_no_pod_is_a_clear_error_after_the_wait() -> None:
+    missing = Path(tempfile.mkdtemp(prefix="oab-")) / "nothing.sock"
+    params = relay_params(f"acp_{'0' * 8}-0000-4000-8000-{'0' * 12}", missing,
+                          command=[OPENAB, "browser-bridge", "--wait", "0.5"])
+    async with mcp_error() as failed, Client(params, mode="legacy"):
+        pass
+    assert f"not reachable at {missing}" in failed[0].error.message
 
 
 async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
