@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
-from test_runtime_pod import FakeBrowser, live_group, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, eventually, live_group, open_session, prompt, run_pod
 
 from openab.core.agent_recipes import RECIPES
 
@@ -45,15 +45,15 @@ async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_pa
             assert env["HTTPS_PROXY"] == "http://proxy.internal:3128" and env["LC_ALL"] == "C.UTF-8"
 
             await pod.pod.evict(session_id, "test")
-            assert not workdir.exists(), "a closed session leaves no files behind"
+            assert not await asyncio.to_thread(workdir.exists), "a closed session leaves no files behind"
 
 
 async def test_an_agent_that_is_not_installed_fails_the_prompt_saying_so(tmp_path: Path) -> None:
-    async with run_pod(tmp_path / "state", agent="custom", agent_cmd=["openab-no-such-agent", "acp"]) as pod:
-        async with pod.extension() as ext:
-            session_id = await ext.new_session([])
-            first = await prompt(ext, session_id, "hello")
-            second = await prompt(ext, session_id, "hello again")
+    command = ["openab-no-such-agent", "acp"]
+    async with run_pod(tmp_path / "state", agent="custom", agent_cmd=command) as pod, pod.extension() as ext:
+        session_id = await ext.new_session([])
+        first = await prompt(ext, session_id, "hello")
+        second = await prompt(ext, session_id, "hello again")
 
     for turn in (first, second):
         assert turn.error is not None
@@ -76,12 +76,8 @@ async def test_an_idle_agent_is_stopped_and_the_next_prompt_starts_a_fresh_one(t
         session_id = await open_session(pod, ext)
         first_pid = pod.runtime.agents[session_id]
         assert first_pid is not None
-        async with asyncio.timeout(30):
-            while session_id in pod.runtime.agents:
-                await asyncio.sleep(0.1)
-        async with asyncio.timeout(30):
-            while live_group(first_pid):
-                await asyncio.sleep(0.1)
+        await eventually(lambda: session_id not in pod.runtime.agents)
+        await eventually(lambda: not live_group(first_pid))
 
         turn = await prompt(ext, session_id, "open example.org")
         second_pid = pod.runtime.agents.get(session_id)

@@ -31,7 +31,8 @@ CODEX = {
         "toolCallId": "call_67af318bba46", "status": "pending", "title": "Approve MCP tool call",
         "rawInput": {
             "turn_id": "01a2280a", "server_name": "openab_browser", "id": "mcp_tool_call_approval_call_67af318bba46",
-            "request": {"mode": "form", "message": 'Allow the openab_browser MCP server to run tool "browser_navigate"?',
+            "request": {"mode": "form",
+                        "message": 'Allow the openab_browser MCP server to run tool "browser_navigate"?',
                         "_meta": {"codex_approval_kind": "mcp_tool_call", "tool_params": {"url": "https://x/"}}},
         },
     },

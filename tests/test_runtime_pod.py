@@ -227,3 +227,10 @@ def live_group(pgid: int) -> set[int]:
         if int(fields[2]) == pgid and fields[0] != "Z":
             members.add(int(entry.name))
     return members
+
+
+async def eventually(condition: Callable[[], bool], *, timeout: float = 30) -> None:
+    """Wait until ``condition()`` holds: for states only the OS knows (a process gone), with no event to await."""
+    async with asyncio.timeout(timeout):
+        while not condition():  # noqa: ASYNC110
+            await asyncio.sleep(0.05)
