@@ -12,6 +12,7 @@ import anyio
 import pytest
 import tomlkit
 from acp import text_block
+from acp.schema import HttpHeader, HttpMcpServer
 
 from openab.core.mcp_config import HttpEndpoint, write
 
@@ -99,3 +100,29 @@ def test_codex_keeps_the_users_approval_mode_across_our_rewrite(setup: Setup) ->
     write("codex", HttpEndpoint(setup.peer.url, "next-session-token"), home=setup.agent.home)
     doc = tomlkit.parse((setup.agent.home / ".codex" / "config.toml").read_text())
     assert doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] == "approve"  # type: ignore[index]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
+async def test_injected_server_wins_over_a_stale_entry_of_the_same_name(
+    cli: str,
+    fake_model: FakeModel,
+    agent_setup: Callable[[str], AgentEnv],
+    offline: Callable[..., HostRelay | None],
+) -> None:
+    """A file entry left by an earlier session must not take this session's browser calls."""
+    require(ACP_COMMANDS[cli][0])
+    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": "https://example.org/"})]))
+    with browser_peer("stale-token") as stale, browser_peer("live-token") as live:
+        agent = agent_setup(cli)
+        write(cli, HttpEndpoint(stale.url, "stale-token"), dir=agent.cwd, home=agent.home, env=agent.env)
+        relay = offline(*(int(p.url.rsplit(":", 1)[1].split("/")[0]) for p in (stale, live)))
+        injected = HttpMcpServer(type="http", name="openab_browser", url=live.url,
+                                 headers=[HttpHeader(name="Authorization", value="Bearer live-token")])
+        with anyio.fail_after(180):
+            async with acp_agent(agent, RecordingClient(), relay) as (conn, _process):
+                session_id = await open_session(conn, agent, [injected])
+                await conn.prompt(session_id=session_id, prompt=[text_block("Open the page.")])
+
+    assert live.calls == [("browser_navigate", {"url": "https://example.org/"})]
+    assert stale.calls == []
