@@ -215,7 +215,12 @@ async function onPanelMessage(port, msg) {
 }
 
 chrome.runtime.onConnect.addListener((port) => {
-  if (port.name !== 'panel' || port.sender?.id !== chrome.runtime.id) return;
+  // Only our own extension pages: the page agent injected into web pages has runtime access too.
+  const fromPanel = port.sender?.id === chrome.runtime.id && String(port.sender?.url || '').startsWith(chrome.runtime.getURL('panel/'));
+  if (port.name !== 'panel' || !fromPanel) {
+    port.disconnect();
+    return;
+  }
   panels.add(port);
   port.onMessage.addListener((msg) => ready.then(() => onPanelMessage(port, msg)).catch((e) => console.error('openab:', e)));
   port.onDisconnect.addListener(() => panels.delete(port));

@@ -9,6 +9,15 @@ const RISKY_WORDS =
 const CARD_TIMEOUT_MS = 5 * 60_000;
 const MAX_CARDS = 32;
 
+function originOf(url) {
+  try {
+    const u = new URL(url);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : '';
+  } catch {
+    return '';
+  }
+}
+
 function host(url) {
   try {
     return new URL(url).host;
@@ -62,15 +71,31 @@ export class Guard {
     this._next = 1;
   }
 
-  /** Throws a ToolError unless the action may run now. `signal` aborts a pending question. */
-  async check(tool, desc, args, signal) {
+  /** Throws unless the user's site rules let the agent load `url`; returns it. */
+  checkDestination(url) {
+    this._refuseNever(originOf(url));
+    return url;
+  }
+
+  _refuseNever(...origins) {
+    const { siteRules } = this.getSettings();
+    for (const origin of origins) {
+      if (origin && siteRules[origin] === 'never') {
+        throw new ToolError('not_allowed', `not allowed by the user: actions on ${origin} are blocked by the user's ` +
+          'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
+      }
+    }
+  }
+
+  /**
+   * Throws a ToolError unless the action may run now. `signal` aborts a pending question.
+   * A never rule on the tab's site also covers frames from other sites inside it.
+   */
+  async check(tool, desc, args, signal, tabUrl = '') {
     const { autopilot, siteRules } = this.getSettings();
     const origin = desc && desc.origin;
+    this._refuseNever(origin, originOf(tabUrl));
     const rule = (origin && siteRules[origin]) || '';
-    if (rule === 'never') {
-      throw new ToolError('not_allowed', `not allowed by the user: actions on ${origin} are blocked by the user's ` +
-        'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
-    }
     const risky = classify(tool, desc, args);
     if (!risky || autopilot || rule === 'always') return { asked: false, risky };
     const decision = await this.ask({

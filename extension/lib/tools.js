@@ -13,7 +13,19 @@ const SETTLE_TIMEOUT_MS = 10_000;
 const MAX_REFS_PER_TAB = 50_000;
 const MAX_QUEUE = 16;
 
+const PAGE_ANSWER_MS = 20_000;
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** A page stuck in a busy loop never answers a script; the agent must hear that, not wait forever. */
+function within(ms, promise, what) {
+  let timer;
+  const timeout = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new ToolError('timeout', `${what} did not answer in ${ms / 1000} s; ` +
+      'the page may be busy. Try again, or take a browser_screenshot to see it.')), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
 
 const target = {
   ref: { type: 'string', description: 'element ref from browser_snapshot, e.g. "e6"' },
@@ -223,13 +235,16 @@ export class BrowserTools {
 
   async _exec(target, name, args) {
     try {
-      await chrome.scripting.executeScript({ target, files: [PAGE_SCRIPT] });
-      return await chrome.scripting.executeScript({
-        target,
-        func: (fn, a) => globalThis.__openab[fn](...a),
-        args: [name, args],
-      });
+      return await within(PAGE_ANSWER_MS, (async () => {
+        await chrome.scripting.executeScript({ target, files: [PAGE_SCRIPT] });
+        return chrome.scripting.executeScript({
+          target,
+          func: (fn, a) => globalThis.__openab[fn](...a),
+          args: [name, args],
+        });
+      })(), 'the page');
     } catch (e) {
+      if (e instanceof ToolError) throw e;
       const m = String(e.message || e);
       if (/No (document|frame) with id/i.test(m)) throw new ToolError('stale_ref', 'stale_ref: that part of the page is gone. Take a new browser_snapshot.');
       if (/Cannot access|cannot be scripted|extensions gallery/i.test(m)) {
@@ -271,7 +286,7 @@ export class BrowserTools {
     const [d] = await this._exec(loc.target, 'describeTarget', [loc.spec]);
     if (!d || !d.result || d.result.error) throw this._pageError(d && d.result, loc, args);
     const desc = d.result.desc;
-    await this.guard.check(tool, desc, { ...opArgs }, signal);
+    await this.guard.check(tool, desc, { ...opArgs }, signal, tab.url);
     if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
     const [r] = await this._exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
     if (!r || !r.result || r.result.error) throw this._pageError(r && r.result, loc, args);
@@ -352,9 +367,10 @@ export class BrowserTools {
     let dataUrl;
     for (let attempt = 0; ; attempt++) {
       try {
-        dataUrl = await chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: 92 });
+        dataUrl = await within(PAGE_ANSWER_MS, chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: 92 }), 'the tab capture');
         break;
       } catch (e) {
+        if (e instanceof ToolError) throw e;
         // Chrome allows two captures per second per extension; wait out the window once or twice.
         if (attempt < 2 && /MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND/.test(String(e.message))) {
           await sleep(1050);
@@ -368,7 +384,7 @@ export class BrowserTools {
   }
 
   async _browser_navigate(args, signal) {
-    const url = checkNavigable(args.url);
+    const url = this.guard.checkDestination(checkNavigable(args.url));
     let tab;
     if (this.tabs.current == null) {
       tab = await this.tabs.open(url);
@@ -402,7 +418,7 @@ export class BrowserTools {
       const tab = await this.tabs.target();
       const [d] = await this._exec({ tabId: tab.id, frameIds: [0] }, 'describeTarget', [{ selector: ':focus' }]);
       const desc = d && d.result && d.result.ok ? d.result.desc : null;
-      await this.guard.check('browser_press_key', desc, { key: args.key }, signal);
+      await this.guard.check('browser_press_key', desc, { key: args.key }, signal, tab.url);
       const res = await this._top(tab, 'act', 'press', desc ? { selector: ':focus' } : null, { key: args.key }, null);
       if (!res || res.error) throw this._pageError(res, { label: 'the focused element' }, args);
       await this._settle(tab.id);
@@ -488,7 +504,7 @@ export class BrowserTools {
         return text(untrusted(lines.join('\n')));
       }
       case 'open': {
-        const url = checkNavigable(args.url);
+        const url = this.guard.checkDestination(checkNavigable(args.url));
         const tab = await this.tabs.open(url);
         const done = await this._waitLoaded(tab.id, LOAD_TIMEOUT_MS, signal).catch(() => tab);
         return text(`opened tab ${tab.id} at ${done.url || url}; it is now the current agent tab`);

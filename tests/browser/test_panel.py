@@ -233,6 +233,8 @@ async def test_a_never_rule_blocks_actions_on_the_site(panel: Page, client: Clie
     assert res.is_error and "blocked by the user's site rule" in result_text(res)
     read = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert not read.is_error  # reading stays allowed
+    nav = await client.call_tool("browser_navigate", {"url": f"{site}/page2.html"})
+    assert nav.is_error and "blocked by the user's site rule" in result_text(nav)
     await panel.locator("#rules button").click()
     await panel.locator("#toggle-settings").click()
 
