@@ -297,9 +297,7 @@ def write(
 
     All files are read and checked before any is written, so a refusal leaves every file as it was.
     """
-    name = agent_name(agent)
-    ours = entry(name, endpoint)
-    files = config_files(name, dir=dir, home=home, env=env)
+    ours, files = _targets(agent, endpoint, dir, home, env)
     with _locked(files):
         docs = [(f, _load(f)) for f in files]
         for f, doc in docs:
@@ -323,9 +321,7 @@ def strip(
     Another session may have written its own url into a shared file since; that entry is left
     alone, and so are the approvals that go with it. Returns the paths that changed.
     """
-    name = agent_name(agent)
-    ours = entry(name, endpoint)
-    files = config_files(name, dir=dir, home=home, env=env)
+    ours, files = _targets(agent, endpoint, dir, home, env)
     changed: list[Path] = []
     with _locked(files):
         docs = [(f, _load(f)) for f in files if f.path.exists()]
@@ -337,6 +333,13 @@ def strip(
                 _save(f, doc)
                 changed.append(f.path)
     return changed
+
+
+def _targets(
+    agent: str, endpoint: Endpoint, dir: Path | None, home: Path | None, env: Mapping[str, str] | None
+) -> tuple[Json, list[ConfigFile]]:
+    name = agent_name(agent)
+    return entry(name, endpoint), config_files(name, dir=dir, home=home, env=env)
 
 
 @dataclass(frozen=True)
@@ -356,6 +359,7 @@ def config_write(
     env: Mapping[str, str] | None = None,
     url: str | None = None,
     token: str | None = None,
+    token_env: str | None = None,
 ) -> Written:
     """``openab config write --agent NAME [--dir D] [--mode proxy|bridge]``.
 
@@ -369,12 +373,12 @@ def config_write(
         endpoint = StdioCommand()
         how = "openab browser-bridge (stdio)"
     elif mode == "proxy":
-        if not url or not token:
+        if not url or not (token or token_env):
             raise ConfigError(
                 "proxy mode needs a session's url and token; the gateway writes them for each session. "
                 "For a static entry use --mode bridge"
             )
-        endpoint = HttpEndpoint(url, token)
+        endpoint = HttpEndpoint(url, token or "", token_env)
         how = f"{url} (Streamable HTTP, bearer token)"
     else:
         raise ConfigError(f"unknown mode {mode!r}: choose proxy or bridge")
