@@ -1,12 +1,27 @@
-"""`openab run`: the pod's main process (the /acp gateway, the agent runtime, browser access)."""
+"""`openab run`: the pod's main process (the /acp gateway, the agent runtime, browser access).
+
+Every flag has an ``OPENAB_*`` environment variable (see ``openab run --help``); flags win. The pieces are
+put together by :func:`assemble`, which `openab demo` uses too.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, cast
 
-__all__ = ["add_pod_flags", "register"]
+if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
+    from openab.core.agent_runtime import AgentRuntime
+    from openab.core.browser_access import BrowserAccess
+    from openab.core.pod import Pod
+    from openab.core.settings import Settings
+
+__all__ = ["Assembled", "add_pod_flags", "add_runtime_flags", "assemble", "register", "runtime_overrides"]
+
+AGENT_NAMES = ("builtin", "claude", "codex", "gemini", "opencode", "cursor", "kiro", "copilot", "goose", "custom")
 
 
 def add_pod_flags(parser: argparse.ArgumentParser) -> None:
@@ -23,40 +38,162 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
+def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--agent", choices=AGENT_NAMES,
+        help="the agent CLI run per session (default builtin: no account needed; env OPENAB_AGENT)",
+    )
+    parser.add_argument(
+        "--agent-cmd",
+        help="the agent's ACP command, e.g. 'my-agent --acp' (overrides the recipe's; env OPENAB_AGENT_CMD)",
+    )
+    parser.add_argument(
+        "--agent-env", action="append", metavar="NAME[=VALUE]",
+        help="give the agent NAME from this environment, or set NAME=VALUE; repeatable (env OPENAB_AGENT_ENV). "
+             "The agent gets no other variables than identity, locale, proxy and CA ones",
+    )
+    parser.add_argument(
+        "--permissions", choices=["auto", "browser-only", "deny"],
+        help="who answers the agent's permission requests when the person cannot be asked "
+             "(default browser-only; env OPENAB_PERMISSIONS)",
+    )
+    parser.add_argument(
+        "--model-url",
+        help="built-in agent: an OpenAI-compatible endpoint to run a real tool loop (env OPENAB_MODEL_URL; "
+             "key in OPENAB_MODEL_API_KEY)",
+    )
+    parser.add_argument("--model", help="built-in agent: the model name to ask for (env OPENAB_MODEL)")
+    parser.add_argument(
+        "--agent-idle-ttl", type=float, help="seconds an idle agent is kept before it is stopped (default 1800)"
+    )
+    parser.add_argument(
+        "--agent-silence-timeout", type=float,
+        help="seconds an agent may say nothing mid-turn before it is stopped (default 600)",
+    )
+
+
+def runtime_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    return {
+        "agent": args.agent,
+        "agent_cmd": args.agent_cmd,
+        "agent_env": args.agent_env,
+        "permissions": args.permissions,
+        "model_url": args.model_url,
+        "model_name": args.model,
+        "agent_idle_ttl": args.agent_idle_ttl,
+        "agent_silence_timeout": args.agent_silence_timeout,
+    }
+
+
 def register(commands: Any) -> None:
     run = commands.add_parser("run", help="run the pod: the /acp gateway, the agent runtime, browser access")
     add_pod_flags(run)
+    add_runtime_flags(run)
     run.set_defaults(handler=_run)
 
 
+@dataclass
+class Assembled:
+    pod: Pod
+    runtime: AgentRuntime
+    browser: BrowserAccess
+
+
+def assemble(settings: Settings, *, env: Mapping[str, str] | None = None) -> Assembled:
+    """A pod with its agent runtime and its browser access (proxy or bridge), not yet serving.
+
+    Raises ``ValueError`` for an unknown agent or a missing ``--agent-cmd``.
+    """
+    from openab.core.agent_runtime import AgentRuntime
+    from openab.core.pod import Pod
+
+    pod = Pod(settings)
+    # cast: each implementation narrows the protocol's settable ``mode`` to its own literal.
+    browser: BrowserAccess
+    if settings.browser_mode == "bridge":
+        from openab.bridge.server import BridgeServer
+
+        browser = cast("BrowserAccess", BridgeServer(pod))
+    else:
+        from openab.core.proxy import BrowserProxy
+
+        browser = cast("BrowserAccess", BrowserProxy(pod))
+    pod.add_observer(browser)
+    runtime = AgentRuntime(pod, browser=browser, env=env)
+    pod.backend = runtime
+    return Assembled(pod, runtime, browser)
+
+
+@contextlib.asynccontextmanager
+async def browser_started(browser: BrowserAccess) -> AsyncIterator[None]:
+    """The bridge listens on its Unix socket for as long as the pod serves; the proxy needs no start."""
+    start = getattr(browser, "start", None)
+    if start is None:
+        yield
+        return
+    await start()
+    try:
+        yield
+    finally:
+        await browser.aclose()  # type: ignore[attr-defined]
+
+
+def configure_logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # One line per session event is ours to log; uvicorn's access lines and the agents' stderr are noise.
+    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+
+
 def _run(args: argparse.Namespace) -> int:
+    import asyncio
+
+    from openab.core.settings import Settings
+
+    from .app import ConfigurationError, create_app
+
+    configure_logging(args.log_level)
+    try:
+        settings = Settings.from_env(
+            host=args.host,
+            port=args.port,
+            token=args.token,
+            allowed_origins=args.allowed_origins,
+            browser_mode=args.browser_mode,
+            state_dir=args.state_dir,
+            **runtime_overrides(args),
+        )
+        assembled = assemble(settings)
+        app = create_app(assembled.pod)
+    except (ValueError, ConfigurationError) as exc:
+        print(f"openab: {exc}", file=sys.stderr)
+        return 2
+    return asyncio.run(_serve(assembled, app, args.log_level))
+
+
+async def _serve(assembled: Assembled, app: Any, log_level: str) -> int:
     import logging
 
     import uvicorn
 
-    from openab.core.pod import Pod
-    from openab.core.settings import Settings
-
-    from .app import ConfigurationError, create_app
     from .server import uvicorn_config
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    settings = Settings.from_env(
-        host=args.host,
-        port=args.port,
-        token=args.token,
-        allowed_origins=args.allowed_origins,
-        browser_mode=args.browser_mode,
-        state_dir=args.state_dir,
-    )
-    pod = Pod(settings)
+    settings = assembled.pod.settings
+    log = logging.getLogger("openab.run")
     try:
-        app = create_app(pod)
-    except ConfigurationError as exc:
+        async with browser_started(assembled.browser):
+            log.info(
+                "agent %s (%s), browser via %s, permissions %s, state in %s",
+                assembled.runtime.recipe.title, " ".join(assembled.runtime.argv[:1]), settings.browser_mode,
+                settings.permissions, settings.state_dir,
+            )
+            config = uvicorn_config(
+                app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes,
+                log_level=log_level,
+            )
+            await uvicorn.Server(config).serve()
+    except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
-        return 2
-    config = uvicorn_config(
-        app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=args.log_level
-    )
-    uvicorn.Server(config).run()
+        return 1
     return 0

@@ -1,0 +1,115 @@
+"""`openab run` as the pod's real main process: flags and env, a session served end to end by the built-in
+agent through the proxy (and through the bridge), one log line per session event, a clean stop."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import shutil
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from fake_extension import connect_extension
+from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt
+
+pytestmark = pytest.mark.anyio
+
+OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+
+
+class Pod:
+    def __init__(self, process: asyncio.subprocess.Process, url: str, token: str) -> None:
+        self.process, self.url, self.token = process, url, token
+        self.log: list[str] = []
+
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url.removeprefix("http") + "/acp"
+
+
+async def start_pod(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> Pod:
+    token = secrets.token_urlsafe(24)
+    process = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--port", "0", "--state-dir", str(tmp_path / "state"), *args,
+        env={**os.environ, "OPENAB_ACP_AUTH_KEY": token, **(env or {})},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True,
+    )
+    assert process.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(30):
+        while True:
+            line = (await process.stderr.readline()).decode()
+            if not line:
+                raise AssertionError("openab run exited while starting:\n" + "".join(lines))
+            lines.append(line)
+            if match := re.search(r"running on (http://\S+)", line, re.IGNORECASE):
+                pod = Pod(process, match.group(1), token)
+                pod.log = lines
+                return pod
+
+
+async def read_log(pod: Pod) -> AsyncIterator[str]:
+    assert pod.process.stderr is not None
+    while line := await pod.process.stderr.readline():
+        pod.log.append(line.decode())
+        yield line.decode()
+
+
+async def stop(pod: Pod) -> int:
+    pod.process.send_signal(signal.SIGTERM)
+    async with asyncio.timeout(30):
+        async for _ in read_log(pod):
+            pass
+        return await pod.process.wait()
+
+
+@pytest.mark.parametrize("mode", ["proxy", "bridge"])
+async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path, mode: str) -> None:
+    # A short socket path: pytest's tmp_path may be too long for a Unix socket address.
+    socket_dir = Path(f"/tmp/openab-{secrets.token_hex(4)}")
+    pod = await start_pod(tmp_path, "--browser-mode", mode, env={"OPENAB_AGENT": "builtin",
+                                                                 "OPENAB_BROWSER_SOCKET": str(socket_dir / "s")})
+    try:
+        async with connect_extension(pod.ws_url, pod.token) as ext:
+            await ext.initialize()
+            browser = FakeBrowser(ext)
+            session_id = await ext.new_session([BROWSER_SERVER])
+            # The tunnel is up once the pod has listed the browser's tools.
+            await eventually(lambda: any((m.get("params") or {}).get("method") == "tools/list"
+                                         for m in ext.server_requests))
+            turn = await prompt(ext, session_id, "open https://example.org/run; read", timeout=60)
+    finally:
+        code = await stop(pod)
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert browser.url == "https://example.org/run"
+    assert "Example Domain" in turn.text
+    log = "".join(pod.log)
+    assert f"session {session_id} created" in log
+    assert f"session {session_id}: prompt to openab built-in agent" in log
+    assert f"session {session_id}: turn ended (end_turn)" in log
+    # A graceful stop (uvicorn then re-raises SIGTERM, so the exit status says how it was asked to stop).
+    assert code in (0, -signal.SIGTERM) and f"session {session_id} evicted: pod shutting down" in log
+    pids = [int(p) for p in re.findall(r"\(pid (\d+)", log)]
+    assert pids and all(not live_group(pid) for pid in pids), "no agent outlives the pod"
+
+
+async def test_openab_run_refuses_an_unknown_agent_and_an_unsafe_bind(tmp_path: Path) -> None:
+    unknown = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--agent", "custom", "--state-dir", str(tmp_path), stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await unknown.communicate()
+    assert unknown.returncode == 2 and b"--agent custom needs --agent-cmd" in err
+
+    exposed = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--host", "0.0.0.0", "--state-dir", str(tmp_path), stderr=asyncio.subprocess.PIPE,
+        env={k: v for k, v in os.environ.items() if k != "OPENAB_ACP_AUTH_KEY"},
+    )
+    _, err = await exposed.communicate()
+    assert exposed.returncode == 2 and b"without a key" in err
