@@ -1,7 +1,7 @@
 """The extension against the real gateway (`openab.gateway` on a real uvicorn), end to end.
 
-The pod side here is the gateway's own tunnel registry: the same MCP client the proxy and the
-bridge use to reach the browser.
+On the pod side the official MCP SDK client talks to the session's proxy endpoint (loopback
+Streamable HTTP with its own bearer token), exactly as an agent CLI in the pod would.
 """
 
 from __future__ import annotations
@@ -13,7 +13,10 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 
 from .conftest import KEY, extension_browser
 from .harness import jpeg_size
@@ -24,6 +27,7 @@ gateway_app = pytest.importorskip("openab.gateway.app")
 gateway_server = pytest.importorskip("openab.gateway.server")
 core_pod = pytest.importorskip("openab.core.pod")
 core_settings = pytest.importorskip("openab.core.settings")
+core_proxy = pytest.importorskip("openab.core.proxy")
 
 
 class Gateway:
@@ -38,6 +42,8 @@ class Gateway:
     async def start(self) -> None:
         settings = core_settings.Settings(host="127.0.0.1", port=self.port, token=KEY, state_dir=self.state_dir)
         self.pod = core_pod.Pod(settings)
+        self.proxy = core_proxy.BrowserProxy(self.pod)
+        self.pod.add_observer(self.proxy)
         self._stack = contextlib.AsyncExitStack()
         await self._stack.enter_async_context(
             gateway_server.running_server(gateway_app.create_app(self.pod), port=self.port)
@@ -52,9 +58,17 @@ class Gateway:
         tunnel = await self.pod.tunnels.wait_attached(timeout=timeout)
         return str(tunnel.session_id)
 
-    async def call(self, session_id: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = await self.pod.tunnels.call_tool(session_id, name, args)
-        return result
+    @contextlib.asynccontextmanager
+    async def agent_client(self, session_id: str) -> AsyncIterator[Client]:
+        """What the session's agent gets: the proxy URL and token, used by the MCP SDK client."""
+        session = self.pod.sessions.get(session_id)
+        endpoint = (await self.proxy.endpoint_for(session)).config
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+            Client(streamable_http_client(endpoint.url, http_client=http), mode="legacy") as client,
+        ):
+            yield client
 
 
 def free_port() -> int:
@@ -81,24 +95,29 @@ def browser(gateway: Gateway, site: str, tmp_path_factory: pytest.TempPathFactor
         yield ext
 
 
-def text_of(result: dict[str, Any]) -> str:
-    return "\n".join(c.get("text", "") for c in result.get("content", []))
+async def call(client: Client, name: str, args: dict[str, Any]) -> tuple[str, bool]:
+    res = await client.call_tool(name, args)
+    return "\n".join(getattr(c, "text", "") for c in res.content), bool(res.is_error)
 
 
-async def test_the_gateway_reaches_every_tool(gateway: Gateway, browser: Path, site: str) -> None:
+async def test_the_agents_mcp_client_reaches_every_tool(gateway: Gateway, browser: Path, site: str) -> None:
     session_id = await gateway.attached_session()
-    names = {t["name"] for t in await gateway.pod.tunnels.list_tools(session_id)}
-    assert {"browser_snapshot", "browser_click", "browser_screenshot", "browser_tabs"} <= names
+    async with gateway.agent_client(session_id) as client:
+        names = {t.name for t in (await client.list_tools()).tools}
+        assert {"browser_snapshot", "browser_click", "browser_screenshot", "browser_tabs"} <= names
 
-    res = await gateway.call(session_id, "browser_navigate", {"url": f"{site}/form.html"})
-    assert not res.get("isError"), res
-    snap = text_of(await gateway.call(session_id, "browser_snapshot", {}))
-    assert 'button "Sign in"' in snap and "hunter2" not in snap
-    shot = await gateway.call(session_id, "browser_screenshot", {})
-    [image] = shot["content"]
-    assert image["mimeType"] == "image/jpeg"
-    width, height = jpeg_size(base64.b64decode(image["data"]))
-    assert 0 < width <= 1568 and width * height <= 1_150_000
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+        assert not is_error, text
+        snap, _ = await call(client, "browser_snapshot", {})
+        assert 'button "Sign in"' in snap and "hunter2" not in snap
+        text, is_error = await call(client, "browser_click", {"selector": "#nope"})
+        assert is_error and "no element for selector: #nope" in text
+
+        shot = await client.call_tool("browser_screenshot", {})
+        [image] = shot.content
+        assert image.type == "image" and image.mime_type == "image/jpeg"
+        width, height = jpeg_size(base64.b64decode(image.data))
+        assert 0 < width <= 1568 and width * height <= 1_150_000
 
 
 async def test_after_a_gateway_restart_the_browser_resumes_and_works(
@@ -109,6 +128,8 @@ async def test_after_a_gateway_restart_the_browser_resumes_and_works(
     await gateway.start()  # same port, a fresh pod: nothing survives but the address
     after = await gateway.attached_session(timeout=90)
     assert after == before  # the extension resumed its stored session
-    res = await gateway.call(after, "browser_navigate", {"url": f"{site}/page2.html"})
-    assert not res.get("isError"), res
-    assert 'heading "Page two"' in text_of(await gateway.call(after, "browser_snapshot", {}))
+    async with gateway.agent_client(after) as client:
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html"})
+        assert not is_error, text
+        snap, _ = await call(client, "browser_snapshot", {})
+        assert 'heading "Page two"' in snap
