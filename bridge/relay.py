@@ -225,12 +225,15 @@ class Relay:
             delay = min(delay * 2, 1.0)
 
     async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
+        writer: asyncio.StreamWriter | None = None
         try:
             async with asyncio.timeout(self.connect_timeout):
                 reader, writer = await asyncio.open_unix_connection(str(self.path), limit=self.max_frame_bytes)
                 greeting = await read_frame(reader)
         except (OSError, TimeoutError) as exc:
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+            if writer is not None:
+                writer.close()
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no greeting in time"
             self._note_down(f"cannot connect: {reason}")
             return None
         try:
