@@ -62,7 +62,10 @@ function renderState(s) {
   $('pill').dataset.status = st;
   $('pill').dataset.tunnel = String(s.tunnel);
   let detail = s.link.detail || '';
-  if (st === 'retrying' && s.link.retryAt) detail += ` Retrying in ${Math.max(0, Math.round((s.link.retryAt - Date.now()) / 1000))} s.`;
+  if (st === 'retrying' && s.link.retryAt) {
+    const secs = Math.max(0, Math.round((s.link.retryAt - Date.now()) / 1000));
+    detail = `${detail.replace(/[.\s]*$/, '')}. Retrying in ${secs} s.`;
+  }
   $('link-detail').textContent = detail;
   $('stop').disabled = !s.busy && !s.cards.length;
   $('send').disabled = s.busy;

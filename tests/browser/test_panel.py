@@ -297,3 +297,30 @@ def test_screenshots_were_written() -> None:
         data = (SHOTS / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
+
+
+async def test_closing_the_panel_keeps_the_browser_connected(
+    context: BrowserContext, panel: Page, pod: Pod, client: Client
+) -> None:
+    ext_url = panel.url
+    sockets = len(pod.sockets)
+    await panel.close()
+    # The socket lives in the service worker: with no panel open the agent still has its browser.
+    res = await client.call_tool("browser_tabs", {"action": "list"})
+    assert not res.is_error
+    assert len(pod.sockets) == sockets and not pod.sockets[-1].closed.is_set()
+    again = await context.new_page()
+    await again.set_viewport_size({"width": 400, "height": 720})
+    await again.goto(ext_url)
+    await expect(again.locator("#pill-link")).to_have_text("connected")
+    await expect(again.locator(".msg.user").first).to_have_text("say hello")  # the conversation so far
+
+
+async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, pod: Pod) -> None:
+    [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
+    await expect(page.locator("#pill-tunnel")).to_have_text("tools attached")
+    await pod.stop()  # the gateway goes away and does not come back
+    await expect(page.locator("#pill-link")).to_have_text("retrying")
+    await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
+    await expect(page.locator("#link-detail")).to_contain_text("Retrying in")
+    await snap(page, "panel-retrying.png")
