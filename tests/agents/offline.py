@@ -7,7 +7,7 @@ Unix socket (a file path, which crosses namespaces) carries each of their ports 
 
     agent -> 127.0.0.1:P (in the namespace) -> this script -> P.sock -> HostRelay -> 127.0.0.1:P
 
-Inside the namespace: ``python offline.py SOCKDIR PORT [PORT...] -- COMMAND [ARGS...]``.
+Inside the namespace: ``python offline.py SOCKDIR -- COMMAND [ARGS...]``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
@@ -64,24 +65,40 @@ def _splice(
 
 
 class HostRelay:
-    """In the test process: serve ``SOCKDIR/P.sock`` for each port P, forwarding to 127.0.0.1:P."""
+    """In the test process: serve ``SOCKDIR/P.sock`` for each port P, forwarding to 127.0.0.1:P.
+
+    Ports can be added while wrapped commands run (``add``): a per-session server whose port is
+    only known after the agent started. Each namespace picks new sockets up and acknowledges them.
+    """
 
     def __init__(self, ports: list[int]) -> None:
-        self.ports = ports
+        self.ports: list[int] = []
         # Short path: a Unix socket path must fit in 108 bytes, pytest's tmp_path may not.
         self.dir = Path(tempfile.mkdtemp(prefix="openab-net-"))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="host-relay", daemon=True)
         self._servers: list[asyncio.Server] = []
+        self._initial = ports
 
     def __enter__(self) -> HostRelay:
         self._thread.start()
-        for port in self.ports:
-            handle = _splice(functools.partial(asyncio.open_connection, "127.0.0.1", port))
-            path = str(self.dir / f"{port}.sock")
-            start = asyncio.start_unix_server(handle, path)
-            self._servers.append(asyncio.run_coroutine_threadsafe(start, self._loop).result(10))
+        for port in self._initial:
+            self.add(port)
         return self
+
+    def add(self, port: int, timeout: float = 10) -> None:
+        """Carry 127.0.0.1:``port`` into every namespace, and wait until the running ones listen on it."""
+        if port in self.ports:
+            return
+        handle = _splice(functools.partial(asyncio.open_connection, "127.0.0.1", port))
+        start = asyncio.start_unix_server(handle, str(self.dir / f"{port}.sock"))
+        self._servers.append(asyncio.run_coroutine_threadsafe(start, self._loop).result(timeout))
+        self.ports.append(port)
+        deadline = time.monotonic() + timeout
+        while any(not (self.dir / f"{port}.{inside.stem}.ready").exists() for inside in self.dir.glob("*.inside")):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no namespace picked up port {port} in {timeout} s")
+            time.sleep(0.01)
 
     def __exit__(self, *exc: object) -> None:
         async def close() -> None:
@@ -98,8 +115,7 @@ class HostRelay:
 
     def wrap(self, argv: list[str]) -> list[str]:
         """``argv`` run in a fresh network namespace that reaches only our ports."""
-        ports = [str(p) for p in self.ports]
-        return ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), str(self.dir), *ports, "--", *argv]
+        return ["unshare", "-n", sys.executable, str(Path(__file__).resolve()), str(self.dir), "--", *argv]
 
 
 def _loopback_up() -> None:
@@ -108,22 +124,48 @@ def _loopback_up() -> None:
         fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack("16sh", b"lo", flags | _IFF_UP))
 
 
-async def _inside(sockdir: str, ports: list[int], argv: list[str]) -> int:
+def _touch(path: str) -> None:
+    os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+
+
+async def _listen_for_new_ports(sockdir: str, ready: asyncio.Event) -> None:
+    """Listen on 127.0.0.1:P for every ``P.sock`` the host relay adds, and say so with ``P.<pid>.ready``."""
+    me = str(os.getpid())
+    known: set[str] = set()
+    while True:
+        for name in sorted(os.listdir(sockdir)):
+            port = name.removesuffix(".sock")
+            if not name.endswith(".sock") or port in known:
+                continue
+            handle = _splice(functools.partial(asyncio.open_unix_connection, os.path.join(sockdir, name)))
+            await asyncio.start_server(handle, "127.0.0.1", int(port))
+            known.add(port)
+            _touch(os.path.join(sockdir, f"{port}.{me}.ready"))
+        # From now on, the host waits for our acknowledgement of each port it adds.
+        _touch(os.path.join(sockdir, f"{me}.inside"))
+        ready.set()
+        await asyncio.sleep(0.01)
+
+
+async def _inside(sockdir: str, argv: list[str]) -> int:
     _loopback_up()
-    for port in ports:
-        path = os.path.join(sockdir, f"{port}.sock")
-        handle = _splice(functools.partial(asyncio.open_unix_connection, path))
-        await asyncio.start_server(handle, "127.0.0.1", port)
-    # The command inherits our stdin/stdout/stderr: ACP over stdio passes straight through.
-    process = await asyncio.create_subprocess_exec(*argv)
-    return await process.wait()
+    ready = asyncio.Event()
+    watcher = asyncio.create_task(_listen_for_new_ports(sockdir, ready))
+    await ready.wait()  # the ports known so far are listening
+    try:
+        # The command inherits our stdin/stdout/stderr: ACP over stdio passes straight through.
+        process = await asyncio.create_subprocess_exec(*argv)
+        return await process.wait()
+    finally:
+        watcher.cancel()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(os.path.join(sockdir, f"{os.getpid()}.inside"))
 
 
 def main() -> None:
-    args = sys.argv[1:]
-    split = args.index("--")
-    sockdir, ports, argv = args[0], [int(p) for p in args[1:split]], args[split + 1 :]
-    sys.exit(asyncio.run(_inside(sockdir, ports, argv)))
+    sockdir, dashes, *argv = sys.argv[1:]
+    assert dashes == "--", "usage: offline.py SOCKDIR -- COMMAND [ARGS...]"
+    sys.exit(asyncio.run(_inside(sockdir, argv)))
 
 
 if __name__ == "__main__":
