@@ -24,7 +24,7 @@ import secrets
 import socket
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -481,6 +481,17 @@ async def _sse_event(send: Send, message: JsonObject, *, more: bool = True) -> N
 # -- listeners and the pod side ------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Written:
+    """One ``write_config``: what to strip when the session closes."""
+
+    agent: str
+    workdir: Path
+    home: Path | None
+    env: dict[str, str] | None
+    paths: list[Path]
+
+
 @dataclass(eq=False)
 class ProxyEndpoint:
     """One session's listener. ``url`` and ``token`` are what its agent needs; the token is never logged."""
@@ -492,7 +503,7 @@ class ProxyEndpoint:
     _server: Any = field(repr=False)  # uvicorn.Server, imported lazily
     _socket: socket.socket = field(repr=False)
     _started: asyncio.Task[None] = field(repr=False)
-    written: list[tuple[str, Path | None, Path | None, list[Path]]] = field(default_factory=list)
+    written: list[_Written] = field(default_factory=list)
 
     @property
     def config(self) -> HttpEndpoint:
@@ -616,9 +627,11 @@ class BrowserProxy:
     # -- agent config files -----------------------------------------------------------------------------
 
     def write_config(
-        self, session: Session, agent: str, workdir: Path, *, home: Path | None = None
+        self, session: Session, agent: str, workdir: Path, *, home: Path | None = None,
+        env: Mapping[str, str] | None = None,
     ) -> list[Path]:
-        """Write this session's entry into ``agent``'s config under ``workdir`` (user files under ``home``).
+        """Write this session's entry into ``agent``'s config under ``workdir`` (user files under ``home``,
+        or where the agent's ``env`` points: ``CODEX_HOME`` and the like).
 
         The files are remembered and stripped on ``session_closed`` (our entry only). Raises
         :class:`ConfigConflict` when another live session's entry is in one of those files: give each
@@ -627,7 +640,7 @@ class BrowserProxy:
         if not self._live(session):
             raise RuntimeError(f"session {session.id} is closed: no config to write")
         endpoint = self._ensure(session)
-        paths = [Path(f.path).resolve() for f in config_files(agent, dir=workdir, home=home)]
+        paths = [Path(f.path).resolve() for f in config_files(agent, dir=workdir, home=home, env=env)]
         for path in paths:
             owner = self._claims.get(path)
             if owner is not None and owner != session.id:
@@ -635,19 +648,19 @@ class BrowserProxy:
                     f"{path} already holds the openab_browser entry of session {owner}; two sessions cannot share "
                     f"one config file. Run each session's agent in its own working directory (and HOME)"
                 )
-        written = write(agent, endpoint.config, dir=workdir, home=home)
+        written = write(agent, endpoint.config, dir=workdir, home=home, env=env)
         for path in paths:
             self._claims[path] = session.id
-        endpoint.written.append((agent, workdir, home, paths))
+        endpoint.written.append(_Written(agent, workdir, home, dict(env) if env is not None else None, paths))
         return written
 
     def _strip_configs(self, endpoint: ProxyEndpoint) -> None:
-        for agent, workdir, home, paths in endpoint.written:
+        for done in endpoint.written:
             try:
-                strip(agent, endpoint.config, dir=workdir, home=home)
+                strip(done.agent, endpoint.config, dir=done.workdir, home=done.home, env=done.env)
             except (ConfigError, OSError) as exc:
                 log.warning("could not remove the openab_browser entry of session %s: %s", endpoint.session_id, exc)
-            for path in paths:
+            for path in done.paths:
                 if self._claims.get(path) == endpoint.session_id:
                     del self._claims[path]
         endpoint.written.clear()

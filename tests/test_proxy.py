@@ -189,7 +189,9 @@ async def test_text_over_the_bound_is_cut_with_a_marker_that_says_how_to_get_the
     assert f"{(3 << 20) - (1 << 20)} of {3 << 20} characters" in text
 
 
-async def test_cancelling_a_call_reaches_the_extension() -> None:
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+async def test_cancelling_a_call_reaches_the_extension(mode: str) -> None:
+    # legacy: notifications/cancelled; 2026-07-28: the client closes the request's response.
     started = asyncio.Event()
 
     async def wait_forever(_arguments: dict[str, Any]) -> dict[str, Any]:
@@ -200,7 +202,7 @@ async def test_cancelling_a_call_reaches_the_extension() -> None:
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
         ext.add_tool("browser_wait_for", wait_forever)
         url, token = await endpoint(gateway, proxy, await open_session(gateway, ext))
-        async with mcp_client(url, token) as client:
+        async with mcp_client(url, token, mode=mode) as client:
             call = asyncio.create_task(client.call_tool("browser_wait_for", {"text": "never"}))
             async with asyncio.timeout(10):
                 await started.wait()
