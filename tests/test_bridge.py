@@ -32,7 +32,7 @@ from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeServer
 from openab.core.browser_access import BROWSER_CHANNEL_ENV
 from openab.core.browser_mcp import BROWSER_TOOLS
-from openab.core.mcp_config import StdioCommand, config_write, entry
+from openab.core.mcp_config import StdioCommand, entry
 
 pytestmark = pytest.mark.anyio
 
@@ -418,6 +418,49 @@ async def test_relay_survives_the_pod_socket_restarting() -> None:
             await tools_changed.wait()
 
 
+async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> None:
+    root = Path(tempfile.mkdtemp(prefix="oab-"))
+    path = root / "browser" / "browser.sock"
+
+    @contextlib.asynccontextmanager
+    async def whole_pod(session_id: str | None, who: str) -> AsyncIterator[str]:
+        """A fresh gateway and bridge on the same socket path, and a browser that resumes ``session_id``."""
+        async with run_gateway(browser_mode="bridge") as gateway, BridgeServer(gateway.pod, path=path) as bridge:
+            gateway.pod.add_observer(bridge)
+            async with connect_extension(gateway.ws_url, gateway.token) as extension:
+
+                async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
+                    return text_result(f"browser of {who}")
+
+                extension.add_tool("whoami", whoami)
+                await extension.initialize()
+                servers = [{"type": "acp", "id": "srv", "name": "browser"}]
+                if session_id is None:
+                    session_id = await extension.new_session(servers)
+                else:  # what the side panel does when its gateway comes back
+                    await extension.request(
+                        "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
+                    )
+                await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
+                yield session_id
+
+    first: contextlib.AbstractAsyncContextManager[str] | None = whole_pod(None, "alice before")
+    try:
+        session_id = await first.__aenter__()  # type: ignore[union-attr]
+        async with Client(relay_params(channel_of(session_id), path), mode="legacy") as client:
+            assert text_of(await client.call_tool("whoami", {})) == "browser of alice before"
+            # Everything but the agent and its relay goes: gateway, socket, the browser's connection.
+            await first.__aexit__(None, None, None)  # type: ignore[union-attr]
+            first = None
+            assert not path.exists()
+            async with whole_pod(session_id, "alice after"):
+                assert text_of(await client.call_tool("whoami", {})) == "browser of alice after"
+    finally:
+        if first is not None:
+            await first.__aexit__(None, None, None)
+        shutil.rmtree(root, ignore_errors=True)
+
+
 async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -> None:
     started = asyncio.Event()
 
@@ -477,11 +520,15 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
 
 
 async def test_config_write_bridge_entry_starts_a_working_relay(tmp_path: Path) -> None:
-    written = config_write("claude", mode="bridge", dir=tmp_path)
-    servers = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]
-    ours = servers["openab_browser"]
+    writer = await asyncio.create_subprocess_exec(
+        OPENAB, "config", "write", "--agent", "claude", "--mode", "bridge", "--dir", str(tmp_path),
+        stdout=subprocess.PIPE,
+    )
+    async with asyncio.timeout(60):
+        out, _ = await writer.communicate()
+    assert writer.returncode == 0 and str(tmp_path / ".mcp.json") in out.decode()
+    ours = json.loads((tmp_path / ".mcp.json").read_text())["mcpServers"]["openab_browser"]
     assert ours == entry("claude", StdioCommand())
-    assert written.paths
     async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
         # The entry names `openab` by PATH, as a hand-written config would.
         params = relay_params(channel_of(alice), pod.socket, command=[ours["command"], *ours["args"]])
@@ -489,4 +536,3 @@ async def test_config_write_bridge_entry_starts_a_working_relay(tmp_path: Path) 
         params.env["PATH"] = f"{Path(OPENAB).parent}:{os.environ['PATH']}"
         async with Client(params, mode="auto") as client:
             assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
-
