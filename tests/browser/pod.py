@@ -70,8 +70,12 @@ class PodSocket:
     async def send(self, msg: Json) -> None:
         await self.ws.send_text(json.dumps(msg))
 
-    async def request(self, method: str, params: Json, timeout: float = REQUEST_TIMEOUT) -> Any:
+    async def request(self, method: str, params: Json, timeout: float = REQUEST_TIMEOUT,
+                      *, sent: Callable[[int], None] | None = None) -> Any:
+        """Sends a request and waits for its answer; `sent` learns the outer id (to cancel it)."""
         mid = next(self._ids)
+        if sent is not None:
+            sent(mid)
         send, recv = anyio.create_memory_object_stream[Json](1)
         self._pending[mid] = send
         try:
@@ -171,14 +175,15 @@ class PodSocket:
     async def update(self, session_id: str, update: Json) -> None:
         await self.notify("session/update", {"sessionId": session_id, "update": update})
 
-    async def tunnel(self, method: str, params: Json | None = None, timeout: float = REQUEST_TIMEOUT) -> Any:
+    async def tunnel(self, method: str, params: Json | None = None, timeout: float = REQUEST_TIMEOUT,
+                     *, sent: Callable[[int], None] | None = None) -> Any:
         """One Gen-3 `mcp/message` request: the outer result is the inner MCP result."""
         with anyio.fail_after(30):
             await self.tunnel_ready.wait()
         outer: Json = {"connectionId": self.connection_id, "method": method}
         if params is not None:
             outer["params"] = params
-        return await self.request("mcp/message", outer, timeout)
+        return await self.request("mcp/message", outer, timeout, sent=sent)
 
     @contextlib.asynccontextmanager
     async def mcp_client(self) -> AsyncIterator[Client]:

@@ -19,7 +19,7 @@ from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 from .conftest import KEY
 from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
-from .pod import Pod, PodSocket
+from .pod import Pod, PodSocket, RemoteError
 
 pytestmark = pytest.mark.anyio
 
@@ -206,6 +206,25 @@ async def test_agent_tabs_sit_in_a_visible_openab_group(panel: Page, client: Cli
                                 groups[0]["id"])
     assert f"{site}/form.html" in urls
     assert f"{site}/index.html" not in urls  # the user's own tab stays out of it
+
+
+async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket) -> None:
+    ids: list[int] = []
+    outcome: dict[str, Any] = {}
+
+    async def click() -> None:
+        try:
+            outcome["result"] = await sock.tunnel(
+                "tools/call", {"name": "browser_click", "arguments": {"selector": "#buy"}}, sent=ids.append)
+        except RemoteError as e:
+            outcome["error"] = e
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(click)
+        await expect(panel.locator(".card")).to_have_count(1)
+        await sock.notify("mcp/cancel", {"requestId": ids[0]})
+        await expect(panel.locator(".card")).to_have_count(0)
+    assert outcome["error"].code == -32800
 
 
 async def test_always_allow_on_a_site_stops_asking_there(panel: Page, client: Client, site: str) -> None:

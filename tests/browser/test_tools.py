@@ -275,3 +275,31 @@ async def test_stateless_form_answers_with_carriers(pod: Pod, client: Client) ->
     with pytest.raises(RemoteError) as err:
         await sock.request("mcp/message", {"serverId": "someone-else", "requestId": "r-5", "method": "tools/list"})
     assert err.value.code == -33001
+
+
+async def test_autopilot_runs_risky_steps_without_asking(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert (await call(client, "browser_click", {"selector": "#buy"}))[1] is False
+    html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
+    assert "bought" in html
+
+
+async def test_connections_open_and_close_independently(pod: Pod, client: Client) -> None:
+    sock = pod.sockets[0]
+    assert sock.server_decl is not None
+    sid = sock.server_decl["serverId"]
+    second = (await sock.request("mcp/connect", {"acpId": sid, "serverId": sid}))["connectionId"]
+    assert second != sock.connection_id
+    init = await sock.request("mcp/message", {"connectionId": second, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    assert init["protocolVersion"] == "2025-03-26"
+    assert init["capabilities"] == {"tools": {"listChanged": True}}
+    assert await sock.request("mcp/disconnect", {"connectionId": second}) == {}
+    with pytest.raises(RemoteError) as err:
+        await sock.request("mcp/message", {"connectionId": second, "method": "tools/list"})
+    assert "unknown connection" in err.value.message
+    # The first connection is untouched.
+    assert len((await client.list_tools()).tools) == 12
+    with pytest.raises(RemoteError) as err:
+        await sock.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"})
+    assert "unknown MCP server" in err.value.message
