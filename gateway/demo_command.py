@@ -1,0 +1,172 @@
+"""`openab demo`: everything on this machine, with no account: the gateway, the built-in agent, a local demo
+page and headless Chromium running the openab extension. One short task runs through the real browser; the
+transcript is printed and the screenshot saved.
+
+The task is handed to the session's agent by the demo itself (there is no one to type it into the side
+panel of a headless browser); everything after that is the real path: the built-in agent process, the
+session's proxy endpoint, the MCP-over-ACP tunnel, the extension and its guard, the page.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from openab.core.jsonrpc import JsonObject
+    from openab.core.sessions import Session
+
+__all__ = ["DemoTurn", "default_task", "register", "run_demo"]
+
+
+def default_task(page: str) -> str:
+    return f"open {page}\ntype Ada into Your name\nclick Say hello\nread\nscreenshot"
+
+
+def register(commands: Any) -> None:
+    demo = commands.add_parser(
+        "demo", help="try openab here: a local gateway, the built-in agent and headless Chromium with the extension"
+    )
+    demo.add_argument("--task", help="what to ask the built-in agent (default: fill and click the demo page)")
+    demo.add_argument("--screenshot", default="openab-demo.jpg", help="where to save the screenshot")
+    demo.add_argument("--chromium", help="the Chromium or Chrome binary (default: found on this machine)")
+    demo.add_argument("--extension", help="the extension folder (default: extension/ of this source tree)")
+    demo.add_argument("--port", type=int, default=0, help="gateway port (default: any free port)")
+    demo.add_argument("--model-url", help="run the built-in agent's model loop against this endpoint instead")
+    demo.add_argument("--no-browser", action="store_true",
+                      help="start no browser: serve until Ctrl-C and say how to load the extension by hand")
+    demo.add_argument("--timeout", type=float, default=120.0, help="seconds for the browser and the task")
+    demo.set_defaults(handler=_demo)
+
+
+@dataclass
+class DemoTurn:
+    """The demo's :class:`openab.core.agent_backend.PromptTurn`: prints the agent's steps as they come."""
+
+    session: Session
+    out: TextIO
+    updates: list[JsonObject] = field(default_factory=list)
+    screenshot: bytes | None = None
+
+    @property
+    def can_ask_permission(self) -> bool:
+        return False
+
+    def send_update(self, update: JsonObject) -> None:
+        self.updates.append(update)
+        kind = update.get("sessionUpdate")
+        if kind == "agent_message_chunk":
+            content = update.get("content") or {}
+            self.out.write(str(content.get("text", "")))
+        elif kind == "tool_call":
+            self.out.write(f"  -> {update.get('title')}\n")
+        elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
+            for item in update.get("content") or []:
+                block = item.get("content") if isinstance(item, dict) else None
+                if isinstance(block, dict) and block.get("type") == "image" and isinstance(block.get("data"), str):
+                    self.screenshot = base64.b64decode(block["data"])
+            if update.get("status") == "failed":
+                self.out.write("     (failed)\n")
+        self.out.flush()
+
+    async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
+        from openab.core.agent_backend import PermissionUnavailable
+
+        raise PermissionUnavailable("nobody is at the demo's side panel")
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .run_command import configure_logging
+
+    configure_logging("warning")
+    try:
+        return asyncio.run(run_demo(args, out=sys.stdout))
+    except KeyboardInterrupt:
+        return 130
+
+
+async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
+    import secrets
+    import tempfile
+
+    from openab.core.settings import Settings
+
+    from .app import create_app
+    from .demo_browser import HOW_TO_GET_CHROMIUM, chromium_path, extension_dir, headless_chromium, how_to_load_by_hand
+    from .demo_site import demo_site
+    from .run_command import assemble
+    from .server import running_server
+
+    key = secrets.token_urlsafe(24)
+    with tempfile.TemporaryDirectory(prefix="openab-demo-") as temp, demo_site() as page:
+        workdir = Path(temp)
+        settings = Settings.from_env(
+            {}, host="127.0.0.1", port=args.port, token=key, state_dir=workdir / "state", agent="builtin",
+            model_url=args.model_url, permissions="browser-only",
+        )
+        assembled = assemble(settings)
+        async with running_server(create_app(assembled.pod), port=args.port) as base_url:
+            ws_url = "ws" + base_url.removeprefix("http") + "/acp"
+            out.write(f"openab demo: gateway on {ws_url}, demo page on {page}\n")
+            binary, extension = chromium_path(args.chromium), extension_dir(args.extension)
+            if args.no_browser or binary is None or extension is None:
+                if not args.no_browser:
+                    out.write((HOW_TO_GET_CHROMIUM if binary is None else
+                               "The extension folder was not found: pass --extension DIR.") + "\n")
+                out.write(how_to_load_by_hand(extension, ws_url, key) + "\n")
+                if not args.no_browser:
+                    return 1
+                out.write("Serving until Ctrl-C.\n")
+                out.flush()
+                await asyncio.Event().wait()
+            assert binary is not None and extension is not None
+            out.write(f"starting headless {Path(binary).name} with the extension from {extension}\n")
+            out.flush()
+            with headless_chromium(binary, extension, workdir, ws_url=ws_url, key=key, start_url=page):
+                return await _run_task(assembled, args, page, workdir, out)
+    return 1
+
+
+async def _run_task(assembled: Any, args: argparse.Namespace, page: str, workdir: Path, out: TextIO) -> int:
+    pod = assembled.pod
+    try:
+        tunnel = await pod.tunnels.wait_attached(timeout=args.timeout)
+    except TimeoutError:
+        out.write(f"The extension did not connect within {args.timeout:g} s; Chromium's log is below.\n")
+        log = (await asyncio.to_thread((workdir / "chromium.log").read_text, errors="replace")).splitlines()[-15:]
+        out.write("\n".join(log) + "\n")
+        return 1
+    session = pod.sessions.get(tunnel.session_id)
+    task = args.task or default_task(page)
+    out.write(f"\nthe extension is attached (session {session.id}); the task:\n  "
+              + task.replace("\n", "\n  ") + "\n\n--- transcript ---\n")
+    out.flush()
+    turn = DemoTurn(session, out)
+    session.prompting = True  # the side panel cannot start a turn in the middle of ours
+    try:
+        async with asyncio.timeout(args.timeout):
+            stop_reason = await assembled.runtime.prompt(turn, [{"type": "text", "text": task}])
+    except TimeoutError:
+        out.write(f"\n--- the task did not finish within {args.timeout:g} s ---\n")
+        return 1
+    except Exception as exc:  # an RpcError from the agent: say it, like the side panel would
+        out.write(f"\n--- the agent failed: {getattr(exc, 'message', exc)} ---\n")
+        return 1
+    finally:
+        session.prompting = False
+    out.write(f"\n--- end of turn: {stop_reason} ---\n")
+    if turn.screenshot is not None:
+        saved = await asyncio.to_thread(_save, Path(args.screenshot), turn.screenshot)
+        out.write(f"screenshot saved to {saved}\n")
+    out.flush()
+    return 0 if stop_reason == "end_turn" else 1
+
+
+def _save(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path.resolve()
