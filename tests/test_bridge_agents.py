@@ -1,0 +1,76 @@
+"""Real agent CLIs in bridge mode: the pod's runtime starts codex-acp / claude-agent-acp for a session, the CLI
+spawns `openab browser-bridge` itself from the config entry the runtime wrote, and the fake model's
+``browser_navigate`` reaches the fake extension through the relay, the pod's Unix socket and the tunnel.
+
+This is the way the relay is used for real: spawned by an agent's own MCP client, with whatever environment
+that client gives it, finding its session only through its process ancestry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import secrets
+import shutil
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
+from agents.harness import ACP_COMMANDS, agent_env, require
+from test_runtime_pod import FakeBrowser, RunningPod, open_session, prompt
+
+from openab.bridge.server import BridgeServer
+from openab.core.agent_recipes import RECIPES
+from openab.core.agent_runtime import AgentRuntime
+from openab.core.pod import Pod
+from openab.core.settings import Settings
+from openab.gateway.app import create_app
+from openab.gateway.server import running_server
+
+pytestmark = [pytest.mark.agents, pytest.mark.anyio]
+
+
+@pytest.fixture
+def fake_model() -> Iterator[FakeModel]:
+    with serving(FakeModel()) as model:
+        yield model
+
+
+@contextlib.asynccontextmanager
+async def bridge_pod(cli: str, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[tuple[RunningPod, BridgeServer]]:
+    binary = require(ACP_COMMANDS[cli][0])
+    agent = agent_env(cli, fake_model.url, tmp_path / cli)
+    recipe = dataclasses.replace(RECIPES[cli], argv=(str(binary), *RECIPES[cli].argv[1:]))
+    token = secrets.token_urlsafe(24)
+    socket_dir = Path(f"/tmp/oab-{secrets.token_hex(4)}")  # a Unix socket address holds at most 107 bytes
+    pod = Pod(Settings(token=token, port=0, state_dir=tmp_path / "state", browser_mode="bridge",
+                       browser_socket=socket_dir / "browser.sock", permissions="browser-only"))
+    bridge = BridgeServer(pod)
+    pod.add_observer(bridge)
+    runtime = AgentRuntime(pod, browser=bridge, env=agent.env, recipe=recipe)  # type: ignore[arg-type]
+    pod.backend = runtime
+    try:
+        async with bridge, running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as url:
+            yield RunningPod(pod, runtime, None, url, token), bridge  # type: ignore[arg-type]
+    finally:
+        shutil.rmtree(socket_dir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("cli", ["codex", "claude"])
+async def test_a_real_agent_reaches_its_browser_through_the_relay_it_spawned(
+    cli: str, fake_model: FakeModel, tmp_path: Path
+) -> None:
+    page = f"https://example.org/{secrets.token_hex(4)}"
+    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
+    async with bridge_pod(cli, fake_model, tmp_path) as (pod, bridge), pod.extension() as ext:
+        browser = FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+        relays = bridge.connections
+
+    assert turn.error is None, turn.error
+    assert turn.result == {"stopReason": "end_turn"}
+    assert browser.calls == [("browser_navigate", {"url": page})]
+    assert f"navigated to {page}" in turn.text
+    assert relays >= 1  # the agent's own `openab browser-bridge` was connected for its session
