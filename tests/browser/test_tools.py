@@ -303,3 +303,30 @@ async def test_connections_open_and_close_independently(pod: Pod, client: Client
     with pytest.raises(RemoteError) as err:
         await sock.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"})
     assert "unknown MCP server" in err.value.message
+
+
+async def test_bad_input_gets_errors_and_breaks_nothing(pod: Pod, client: Client) -> None:
+    sock = pod.sockets[0]
+    for raw in ["not json", "[1, 2]", "null", '{"jsonrpc": "2.0"}', '{"id": 99999, "result": {}}', "{}" * 1000]:
+        await sock.ws.send_text(raw)
+    weird_calls: list[Any] = [
+        {"name": "browser_click", "arguments": "a string"},
+        {"name": "browser_click", "arguments": None},
+        {"name": "browser_click", "arguments": {"ref": {"nested": True}}},
+        {"name": "browser_type", "arguments": {"selector": "#user", "text": 42}},
+        {"name": "browser_tabs", "arguments": {"action": "switch", "tab_id": "x"}},
+        {"name": "browser_snapshot", "arguments": {"max_chars": -5, "offset": "z"}},
+        {"name": "browser_wait_for", "arguments": {"text": "x", "timeout_ms": "soon"}},
+        {"name": "browser_navigate", "arguments": {"url": None}},
+    ]
+    for params in weird_calls:
+        result = await sock.tunnel("tools/call", params)
+        assert "content" in result, params  # an answer (success or isError), never a hang or a crash
+    for params in [None, [], "x", {"name": 5}]:
+        with pytest.raises(RemoteError):
+            await sock.tunnel("tools/call", params)  # type: ignore[arg-type]
+    with pytest.raises(RemoteError) as err:
+        await sock.request("mcp/message", {"nothing": "useful"})
+    assert err.value.code == -32602
+    assert not sock.closed.is_set()
+    assert len((await client.list_tools()).tools) == 12
