@@ -24,7 +24,16 @@ from typing import Any
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
-from test_runtime_pod import BROWSER_SERVER, FakeBrowser, RunningPod, live_group, open_session, prompt, run_pod
+from test_runtime_pod import (
+    BROWSER_SERVER,
+    FakeBrowser,
+    RunningPod,
+    browser_session,
+    live_group,
+    open_session,
+    prompt,
+    run_pod,
+)
 
 from openab.core.agent_recipes import RECIPES
 
@@ -122,9 +131,7 @@ async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for
     pod.pod.settings.cancel_grace = 600
     model.set_script(Script(text="too late", hang=True))
     async with pod.extension() as ext:
-        FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
-        pid = pod.runtime.agents[session_id]
+        _browser, session_id, pid = await browser_session(pod, ext)
         running = asyncio.ensure_future(prompt(ext, session_id, "Think hard.", timeout=60))
         await model.wait_hanging()
         await ext.notify("session/cancel", {"sessionId": session_id})
@@ -146,10 +153,7 @@ async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_
     pod, model = pod_for.running, pod_for.model
     model.set_script(Script(hang=True))
     async with pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
-        pid = pod.runtime.agents[session_id]
-        assert pid is not None
+        browser, session_id, pid = await browser_session(pod, ext)
         running = asyncio.ensure_future(prompt(ext, session_id, "Open the page, please.", timeout=120))
         await model.wait_hanging()
         os.killpg(pid, signal.SIGKILL)
@@ -170,9 +174,7 @@ async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_
 async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> None:
     pod = pod_for.running
     async with pod.extension() as first:
-        FakeBrowser(first)
-        session_id = await open_session(pod, first)
-        pid = pod.runtime.agents[session_id]
+        _first, session_id, pid = await browser_session(pod, first)
     async with pod.extension() as second:
         browser = FakeBrowser(second)
         await second.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER_SERVER]})
@@ -188,10 +190,7 @@ async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> No
 async def test_closing_the_session_kills_the_agents_process_group(pod_for: Pod) -> None:
     pod = pod_for.running
     async with pod.extension() as ext:
-        FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
-        pid = pod.runtime.agents[session_id]
-        assert pid is not None
+        _browser, session_id, pid = await browser_session(pod, ext)
     members = live_group(pid)
     assert pid in members and len(members) > 1, "launcher and native binary share the agent's group"
     await pod.pod.evict(session_id, "test")

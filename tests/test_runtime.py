@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
-from test_runtime_pod import FakeBrowser, eventually, live_group, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, browser_session, eventually, live_group, open_session, prompt, run_pod
 
 from openab.core.agent_recipes import RECIPES
 
@@ -28,10 +28,7 @@ async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_pa
     async with run_pod(tmp_path / "state", agent_env=["PASS_ME", "SET_ME=1"]) as pod:
         pod.runtime._base_env = pod_env  # the pod's own environment, as `openab run` would have it
         async with pod.extension() as ext:
-            FakeBrowser(ext)
-            session_id = await open_session(pod, ext)
-            pid = pod.runtime.agents[session_id]
-            assert pid is not None
+            _browser, session_id, pid = await browser_session(pod, ext)
             env = environ(pid)
             session = pod.pod.sessions.get(session_id)
             assert session is not None
@@ -72,10 +69,7 @@ async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
 
 async def test_an_idle_agent_is_stopped_and_the_next_prompt_starts_a_fresh_one(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state", agent_idle_ttl=0.5) as pod, pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
-        first_pid = pod.runtime.agents[session_id]
-        assert first_pid is not None
+        browser, session_id, first_pid = await browser_session(pod, ext)
         await eventually(lambda: session_id not in pod.runtime.agents)
         await eventually(lambda: not live_group(first_pid))
 
@@ -129,9 +123,7 @@ async def test_a_silent_agent_is_stopped_with_a_clear_error_and_replaced(tmp_pat
         model.set_script(Script(text="too late", hang=True))
         async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, agent_silence_timeout=2) as pod, \
                 pod.extension() as ext:
-            FakeBrowser(ext)
-            session_id = await open_session(pod, ext)
-            pid = pod.runtime.agents[session_id]
+            _browser, session_id, pid = await browser_session(pod, ext)
             silent = await prompt(ext, session_id, "Think hard.")
             model.set_script(Script(text="awake again"))
             model.release()

@@ -153,6 +153,15 @@ async def open_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> st
     return session_id
 
 
+async def browser_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> tuple[FakeBrowser, str, int]:
+    """A scripted browser on ``ext``, a session declaring it, and the pid of the session's agent."""
+    browser = FakeBrowser(ext)
+    session_id = await open_session(pod, ext, **params)
+    pid = pod.runtime.agents.get(session_id)
+    assert pid is not None, "the session's agent did not start"
+    return browser, session_id, pid
+
+
 @dataclass
 class Turn:
     updates: list[dict[str, Any]]
