@@ -28,7 +28,7 @@ import asyncio
 import logging
 import re
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -69,6 +69,7 @@ LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
 MODERN_VERSION: Final = "2026-07-28"
 META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
 META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
+META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
 # 2026-07-28 error codes (the range -32020...-32099 is the spec's).
 HEADER_MISMATCH: Final = -32020
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
@@ -256,6 +257,8 @@ class BrowserMcp:
         self._running: dict[tuple[str, RequestId], asyncio.Task[Any]] = {}
         # exposed name -> the browser's own name, from the last tool list seen.
         self._names: dict[str, str] = {}
+        self._subscribers: dict[tuple[str, RequestId], Callable[[], None]] = {}
+        self._closing = asyncio.Event()
         self._unsubscribe = registry.add_listener(self._on_tunnel_event)
 
     # -- the one entry point -----------------------------------------------------------------------------
@@ -299,8 +302,10 @@ class BrowserMcp:
             return
         self.closed = True
         self._unsubscribe()
-        for task in self._running.values():
-            task.cancel()
+        self._closing.set()  # listen streams end gracefully, with their result
+        for key, task in self._running.items():
+            if key not in self._subscribers:
+                task.cancel()
 
     @property
     def running_calls(self) -> int:
@@ -336,8 +341,10 @@ class BrowserMcp:
         if method == "tools/list":
             return self._complete(await self._list_tools(params), modern, listing=True)
         if method == "tools/call":
-            result = await self._run_call(request_id, params, progress)
+            result = await self._run(request_id, self._call_tool(params, progress or self._send))
             return None if result is None else self._complete(result, modern)
+        if method == "subscriptions/listen" and modern is not None:
+            return await self._run(request_id, self._listen(request_id, params, progress or self._send))
         raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _initialize(self, params: JsonObject) -> JsonObject:
@@ -426,16 +433,18 @@ class BrowserMcp:
 
     # -- tools/call -------------------------------------------------------------------------------------
 
-    async def _run_call(self, request_id: RequestId, params: JsonObject, progress: Send | None) -> JsonObject | None:
+    async def _run(self, request_id: RequestId, work: Coroutine[Any, Any, JsonObject]) -> JsonObject | None:
+        """Run a long request (a tool call, a listen stream) so that it can be cancelled by id."""
         key = _id_key(request_id)
-        if key in self._running:
-            raise RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use")
-        if len(self._running) >= self.limits.max_running_calls:
+        if key in self._running or len(self._running) >= self.limits.max_running_calls:
+            work.close()
+            if key in self._running:
+                raise RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use")
             raise RpcError(
                 SERVER_OVERLOADED, f"Too many tool calls in flight (max {self.limits.max_running_calls})"
             )
         # The call runs as its own task so notifications/cancelled can stop it without cancelling our caller.
-        task = asyncio.get_running_loop().create_task(self._call_tool(params, progress or self._send))
+        task = asyncio.get_running_loop().create_task(work)
         self._running[key] = task
         try:
             return await asyncio.shield(task)
@@ -495,10 +504,32 @@ class BrowserMcp:
 
     # -- list_changed -----------------------------------------------------------------------------------
 
+    async def _listen(self, request_id: RequestId, params: JsonObject, sink: Send | None) -> JsonObject:
+        """2026-07-28 ``subscriptions/listen``: the one way a stateless client hears that the tools changed."""
+        if sink is None:
+            raise RpcError(INVALID_REQUEST, "subscriptions/listen needs a stream to send on")
+        wanted = params.get("notifications")
+        honored = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
+        meta = {META_SUBSCRIPTION_ID: request_id}
+        sink({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+              "params": {"notifications": honored, "_meta": meta}})
+        key = _id_key(request_id)
+        if honored:
+            self._subscribers[key] = lambda: sink(
+                {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}
+            )
+        try:
+            await self._closing.wait()
+        finally:
+            self._subscribers.pop(key, None)
+        return {"resultType": "complete", "_meta": meta}  # the graceful end: this server is closing
+
     def _on_tunnel_event(self, event: TunnelEvent) -> None:
         if event.session_id != self.session_id or self.closed:
             return
         self._names = {}  # another browser, or other tools: map names afresh on the next call
+        for notify in list(self._subscribers.values()):
+            notify()
         if self._send is None or not self.initialized:
             return  # a client hears nothing before `initialized`; a stateless one has no channel for it
         self._send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})

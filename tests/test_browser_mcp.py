@@ -366,3 +366,39 @@ async def test_list_changed_on_attach_detach_and_tools_changed_after_initialized
     mcp.close()
     attach(registry, echo_call, name="after-close")
     assert len(sent) == 4
+
+
+async def test_a_2026_listen_stream_is_acknowledged_hears_changes_and_ends_gracefully() -> None:
+    registry = TunnelRegistry()
+    mcp, sent = server(registry)
+    stream: list[dict[str, Any]] = []
+    acknowledged = asyncio.Event()
+
+    def on_stream(message: dict[str, Any]) -> None:
+        stream.append(message)
+        acknowledged.set()
+
+    listen = asyncio.ensure_future(mcp.handle(
+        request("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True},
+                                         "_meta": MODERN_META}, "listen-1"),
+        progress=on_stream,
+    ))
+    await acknowledged.wait()
+    subscription = {"io.modelcontextprotocol/subscriptionId": "listen-1"}
+    assert stream == [{"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+                       "params": {"notifications": {"toolsListChanged": True}, "_meta": subscription}}]
+    attach(registry, echo_call)
+    assert stream[1] == {"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
+                         "params": {"_meta": subscription}}
+    assert sent == []  # the stream, not the conversation's channel
+    mcp.close()
+    response = await listen
+    assert response is not None
+    assert response["result"]["resultType"] == "complete"
+    assert response["result"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == "listen-1"
+
+
+async def test_listen_is_2026_only() -> None:
+    mcp, _ = server()
+    response = await mcp.handle(request("subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
+    assert response is not None and response["error"]["code"] == -32601

@@ -157,6 +157,23 @@ async def test_a_browser_attaching_later_sends_list_changed_and_its_tools() -> N
     assert result.content[0].text == "late browser"
 
 
+async def test_a_2026_client_hears_of_an_attaching_browser_on_its_listen_stream() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        ext.add_tool("browser_whoami", lambda _a: _text("late browser"))
+        session_id = await open_session(gateway, ext, browser=False)
+        url, token = await endpoint(gateway, proxy, session_id)
+        async with mcp_client(url, token, mode="auto") as client:
+            assert client.protocol_version == "2026-07-28"
+            async with client.listen(tools_list_changed=True) as subscription:
+                assert subscription.honored.tools_list_changed
+                await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER]})
+                async with asyncio.timeout(10):
+                    event = await anext(aiter(subscription))
+                assert type(event).__name__ == "ToolsListChanged"
+                after = [tool.name for tool in (await client.list_tools()).tools]
+    assert after == ["browser_whoami"]
+
+
 async def test_a_6_mib_screenshot_arrives_intact() -> None:
     image = base64.b64encode(bytes(range(256)) * (6 * 1024 * 1024 // 256 * 3 // 4)).decode()
     assert len(image) >= 6 * 1024 * 1024
@@ -260,6 +277,8 @@ async def test_progress_from_the_browser_reaches_the_agent() -> None:
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {}}
 
 
 async def test_the_http_gate_refuses_what_it_must() -> None:
@@ -280,6 +299,17 @@ async def test_the_http_gate_refuses_what_it_must() -> None:
             huge = await http.post(url, content=b" " * (2 << 20), headers=auth)
             garbage = await http.post(url, content=b"{not json", headers=auth)
             other_path = await http.post(url.removesuffix("/mcp") + "/other", json=INIT, headers=auth)
+            modern = {**auth, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+            listed = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": MODERN_META}}
+            stateless = await http.post(url, json=listed, headers=modern)
+            mismatch = await http.post(url, json=listed, headers={**modern, "Mcp-Method": "tools/call"})
+            future = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2031-01-01"}
+            too_new = await http.post(url, headers={**modern, "MCP-Protocol-Version": "2031-01-01"},
+                                      json={**listed, "params": {"_meta": future}})
+            no_method = await http.post(url, json={**listed, "method": "prompts/list"},
+                                        headers={**modern, "Mcp-Method": "prompts/list"})
+            sse_only = await http.post(url, json=INIT, headers={**auth, "Accept": "text/event-stream"})
+            doubled = await http.post(url, json=INIT, headers=[*auth.items(), ("Authorization", "Bearer x")])
             ok = await http.post(url, json=INIT, headers=auth)
             session_id = ok.headers["mcp-session-id"]
             deleted = await http.delete(url, headers={**auth, "Mcp-Session-Id": session_id})
@@ -298,6 +328,14 @@ async def test_the_http_gate_refuses_what_it_must() -> None:
     assert huge.status_code == 413
     assert garbage.status_code == 400 and garbage.json()["error"]["code"] == -32700
     assert other_path.status_code == 404
+    assert stateless.status_code == 200 and stateless.json()["result"]["resultType"] == "complete"
+    assert len(stateless.json()["result"]["tools"]) == 12 and "mcp-session-id" not in stateless.headers
+    assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
+    assert too_new.status_code == 400 and too_new.json()["error"]["code"] == -32022
+    assert no_method.status_code == 404 and no_method.json()["error"]["code"] == -32601
+    assert sse_only.status_code == 200 and sse_only.headers["content-type"] == "text/event-stream"
+    assert '"protocolVersion":"2025-06-18"' in sse_only.text
+    assert doubled.status_code == 400
     assert ok.status_code == 200 and ok.json()["result"]["protocolVersion"] == "2025-06-18"
     assert len(session_id) >= 43
     assert deleted.status_code == 204
