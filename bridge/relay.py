@@ -245,6 +245,7 @@ class Relay:
             params: dict[str, Any] = raw if isinstance(raw, dict) else {}
             self.session_id = str(params.get("sessionId"))
             self.connects += 1
+            self._down_reason = "connected"
             self._say(f"connected to {self.path} for session {self.session_id} (channel {params.get('channel')})")
             return reader, writer
         writer.close()
@@ -268,7 +269,7 @@ class Relay:
         """Carry the agent's messages over one connection; ``False`` if it never became usable."""
         pump = asyncio.create_task(self._pump(reader))
         try:
-            if self.connects > 1 and self._initialize is not None and not await self._reinitialize(writer):
+            if self.connects > 1 and self._initialize is not None and not await self._reinitialize(writer, pump):
                 return False
             self._socket = writer
             self._ready.set()
@@ -282,7 +283,7 @@ class Relay:
             with contextlib.suppress(asyncio.CancelledError):
                 await pump
 
-    async def _reinitialize(self, socket: asyncio.StreamWriter) -> bool:
+    async def _reinitialize(self, socket: asyncio.StreamWriter, pump: asyncio.Task[None]) -> bool:
         """Put the new server where the old one was: the agent's own ``initialize``, under a private id."""
         assert self._initialize is not None
         self._private_ids += 1
@@ -291,13 +292,16 @@ class Relay:
         self._private[private_id] = answer
         socket.write(dumps({**self._initialize, "id": private_id}) + b"\n")
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                response = await answer
-        except TimeoutError:
-            self._note_down("the pod did not answer initialize again")
-            return False
+            # The pump ending first means the socket closed under us: no answer is coming.
+            waiting: list[asyncio.Future[Any]] = [answer, pump]
+            await asyncio.wait(waiting, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._private.pop(private_id, None)
+        if not answer.done():
+            answer.cancel()
+            self._note_down("the pod did not answer initialize again")
+            return False
+        response = answer.result()
         if "error" in response:
             self._note_down(f"the pod refused initialize again: {response['error']}")
             return False
@@ -310,6 +314,7 @@ class Relay:
         while True:
             frame = await read_frame(reader)
             if frame is None:
+                self._ready.clear()  # nothing more goes this way, even before the connection loop notices
                 self._note_down("the pod closed the socket")
                 return
             if frame is TOO_LARGE:

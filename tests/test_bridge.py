@@ -17,6 +17,7 @@ import stat
 import subprocess
 import sys
 import tempfile
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -511,9 +512,13 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         stale = socket.socket(socket.AF_UNIX)
         stale.bind(str(path))  # left behind by a crashed pod: nobody listens
         stale.close()
+        os.chmod(path.parent, 0o755)  # loosened by hand meanwhile: the server tightens it again
         pod.bridge = BridgeServer(pod.gateway.pod, path=path)
         await pod.bridge.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+        async with Client(relay_params(f"acp_{uuid.uuid4()}", path), mode="legacy") as client:
+            assert {tool.name for tool in (await client.list_tools()).tools} == {t["name"] for t in BROWSER_TOOLS}
 
 
 # -- static config ------------------------------------------------------------------------------------------
