@@ -31,7 +31,7 @@ class BrowserEndpoint:
 
     mode: Literal["proxy", "bridge"]
     config: Endpoint
-    acp_server: JsonObject | None = None
+    acp_server: JsonObject | None = field(default=None, repr=False)  # carries the bearer token
     env: dict[str, str] = field(default_factory=dict)
 
 
