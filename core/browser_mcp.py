@@ -293,6 +293,10 @@ class BrowserMcp:
             result = await self._request(request_id, method, params or {}, modern_version(message), progress)
         except RpcError as exc:
             return _error(request_id, exc)
+        except Exception:
+            # A bug of ours must cost one answer, not the transport that called us.
+            log.exception("browser MCP: %s failed for session %s", method, self.session_id)
+            return _error(request_id, RpcError(INTERNAL_ERROR, f"Internal error in {method}"))
         if result is None:
             return None
         return {"jsonrpc": "2.0", "id": request_id, "result": result}

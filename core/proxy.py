@@ -19,10 +19,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import ipaddress
 import logging
 import secrets
 import socket
-import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -101,7 +101,6 @@ class _McpSession:
     id: str
     server: BrowserMcp
     outbox: _Outbox
-    last_used: float = field(default_factory=time.monotonic)
 
 
 @dataclass
@@ -241,7 +240,6 @@ class McpHttpApp:
         session = self.sessions.get(session_id)
         if session is None:
             raise _Refusal(404, "Session not found: initialize again without Mcp-Session-Id")
-        session.last_used = time.monotonic()
         self.sessions.move_to_end(session_id)
         return session
 
@@ -402,6 +400,13 @@ def _check_modern_headers(headers: Headers, message: JsonObject, meta_version: s
 # -- HTTP pieces ---------------------------------------------------------------------------------------
 
 
+def is_loopback(address: str) -> bool:
+    try:
+        return ipaddress.ip_address(address.strip("[]")).is_loopback
+    except ValueError:
+        return address == "localhost"
+
+
 def _host_name(host: str) -> str:
     if host.startswith("["):
         return host[: host.find("]") + 1] if "]" in host else host
@@ -545,6 +550,8 @@ class BrowserProxy:
         max_mcp_sessions: int = 16,
         shutdown_timeout: float = 5.0,
     ) -> None:
+        if not is_loopback(host):
+            raise ValueError(f"the proxy serves loopback only (127.0.0.1 or ::1), not {host!r}: agents run in this pod")
         self.pod = pod
         self.host = host
         self.limits = limits or Limits()

@@ -66,6 +66,7 @@ async def endpoint(gateway: RunningGateway, proxy: BrowserProxy, session_id: str
         "url": config.url,  # type: ignore[union-attr]
         "headers": [{"name": "Authorization", "value": f"Bearer {config.token}"}],  # type: ignore[union-attr]
     }
+    assert config.token not in repr(found)  # type: ignore[union-attr]  # endpoints get logged; tokens must not
     return config.url, config.token  # type: ignore[union-attr]
 
 
