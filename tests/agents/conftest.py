@@ -12,13 +12,15 @@ Use them from any test under tests/agents (or import ``agents.harness`` elsewher
 from __future__ import annotations
 
 import itertools
+import secrets
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
-from .fake_model import FakeModel, serving
-from .harness import AgentEnv, agent_env
+from .fake_model import Call, FakeModel, Script, serving
+from .harness import ACP_COMMANDS, AgentEnv, agent_env, require
+from .mcp_peer import BrowserPeer, browser_peer
 from .offline import HostRelay, can_unshare
 
 
@@ -65,3 +67,26 @@ def offline(fake_model: FakeModel) -> Iterator[Callable[..., HostRelay | None]]:
     yield make
     for relay in relays:
         relay.__exit__(None, None, None)
+
+
+@pytest.fixture(params=list(ACP_COMMANDS))
+def acp_cli(request: pytest.FixtureRequest) -> str:
+    """Each CLI with an ACP agent in turn (codex, claude, gemini, opencode); skipped when not installed."""
+    cli: str = request.param
+    require(ACP_COMMANDS[cli][0])
+    return cli
+
+
+@pytest.fixture
+def page(fake_model: FakeModel) -> str:
+    """A fresh URL, and the fake model scripted to navigate to it and answer with the result."""
+    url = f"https://example.org/{secrets.token_hex(4)}"
+    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": url})]))
+    return url
+
+
+@pytest.fixture
+def browser() -> Iterator[BrowserPeer]:
+    """An MCP server with ``browser_navigate`` behind a fresh bearer token (``.url``, ``.port``, ``.calls``)."""
+    with browser_peer(secrets.token_urlsafe(16)) as peer:
+        yield peer

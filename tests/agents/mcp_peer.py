@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import mcp_types as types
+from acp.schema import HttpHeader, HttpMcpServer
 from mcp.server import Server
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
@@ -34,6 +35,15 @@ class BrowserPeer:
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     requests: list[tuple[str, bool, str]] = field(default_factory=list)  # (method, authorized, user agent)
     url: str = ""
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1].split("/")[0])
+
+    def acp_server(self, name: str = "openab_browser") -> HttpMcpServer:
+        """This server as an ACP ``session/new.mcpServers`` entry, bearer header included."""
+        return HttpMcpServer(type="http", name=name, url=self.url,
+                             headers=[HttpHeader(name="Authorization", value=f"Bearer {self.token}")])
 
     def server(self) -> Server[Any]:
         async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:

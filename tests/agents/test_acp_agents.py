@@ -4,7 +4,6 @@ answer built from the tool's result streams back to the ACP client."""
 
 from __future__ import annotations
 
-import secrets
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -16,7 +15,6 @@ from acp.schema import (
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
-    HttpHeader,
     HttpMcpServer,
     Implementation,
     PermissionOption,
@@ -24,9 +22,9 @@ from acp.schema import (
     ToolCallStart,
 )
 
-from .fake_model import Call, FakeModel, Script
-from .harness import ACP_COMMANDS, AgentEnv, acp_agent, require, tool_name
-from .mcp_peer import browser_peer
+from .fake_model import FakeModel, Script
+from .harness import AgentEnv, acp_agent, tool_name
+from .mcp_peer import BrowserPeer
 from .offline import HostRelay
 
 if TYPE_CHECKING:
@@ -70,51 +68,42 @@ async def open_session(conn: ClientSideConnection, agent: AgentEnv, servers: lis
     return session.session_id
 
 
-@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
 async def test_agent_calls_the_browser_tool_handed_over_in_session_new(
-    cli: str,
+    acp_cli: str,
+    page: str,
+    browser: BrowserPeer,
     fake_model: FakeModel,
     agent_setup: Callable[[str], AgentEnv],
     offline: Callable[..., HostRelay | None],
 ) -> None:
-    require(ACP_COMMANDS[cli][0])
-    page = f"https://example.org/{secrets.token_hex(4)}"
-    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
-    token = secrets.token_urlsafe(16)
-    with browser_peer(token) as peer:
-        agent = agent_setup(cli)
-        relay = offline(int(peer.url.split(":")[2].split("/")[0]))
-        client = RecordingClient()
-        server = HttpMcpServer(type="http", name="openab_browser", url=peer.url,
-                               headers=[HttpHeader(name="Authorization", value=f"Bearer {token}")])
-        started = time.monotonic()
-        with anyio.fail_after(180):
-            async with acp_agent(agent, client, relay) as (conn, _process):
-                session_id = await open_session(conn, agent, [server])
-                result = await conn.prompt(session_id=session_id, prompt=[text_block("Open the page, please.")])
-        # Shown with `pytest -rP`: the figures in docs/agents.md come from here.
-        first = f"{client.first_tool_at - started:.2f} s" if client.first_tool_at else "never"
-        print(f"{cli}: first tool call {first} after spawn, turn done {time.monotonic() - started:.2f} s,"
-              f" {len(client.permissions)} permission request(s) {client.permissions}")
+    agent = agent_setup(acp_cli)
+    client = RecordingClient()
+    started = time.monotonic()
+    with anyio.fail_after(180):
+        async with acp_agent(agent, client, offline(browser.port)) as (conn, _process):
+            session_id = await open_session(conn, agent, [browser.acp_server()])
+            result = await conn.prompt(session_id=session_id, prompt=[text_block("Open the page, please.")])
+    # Shown with `pytest -rP`: the figures in docs/agents.md come from here.
+    first = f"{client.first_tool_at - started:.2f} s" if client.first_tool_at else "never"
+    print(f"{acp_cli}: first tool call {first} after spawn, turn done {time.monotonic() - started:.2f} s,"
+          f" {len(client.permissions)} permission request(s) {client.permissions}")
 
-    assert [c.tool for c in fake_model.calls()] == [tool_name(cli, "openab_browser", "browser_navigate")]
-    assert peer.calls == [("browser_navigate", {"url": page})]
-    assert all(ok for _method, ok, _agent in peer.requests), "every MCP request carried our bearer token"
+    assert [c.tool for c in fake_model.calls()] == [tool_name(acp_cli, "openab_browser", "browser_navigate")]
+    assert browser.calls == [("browser_navigate", {"url": page})]
+    assert all(ok for _method, ok, _agent in browser.requests), "every MCP request carried our bearer token"
     assert result.stop_reason == "end_turn"
     answer = "".join(client.text)
     assert "FINAL ANSWER: tool returned <<" in answer and f"navigated to {page}" in answer
 
 
-@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
 async def test_cancel_ends_a_turn_the_model_is_still_thinking_about(
-    cli: str,
+    acp_cli: str,
     fake_model: FakeModel,
     agent_setup: Callable[[str], AgentEnv],
     offline: Callable[..., HostRelay | None],
 ) -> None:
-    require(ACP_COMMANDS[cli][0])
     fake_model.set_script(Script(text="too late", hang=True))
-    agent = agent_setup(cli)
+    agent = agent_setup(acp_cli)
     client = RecordingClient()
     with anyio.fail_after(180):
         async with acp_agent(agent, client, offline()) as (conn, _process):

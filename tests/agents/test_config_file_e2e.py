@@ -4,20 +4,17 @@ with our bearer token."""
 
 from __future__ import annotations
 
-import secrets
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import anyio
 import pytest
 import tomlkit
 from acp import text_block
-from acp.schema import HttpHeader, HttpMcpServer
 
 from openab.core.mcp_config import HttpEndpoint, write
 
-from .fake_model import Call, FakeModel, Script
-from .harness import ACP_COMMANDS, AgentEnv, acp_agent, require
+from .harness import AgentEnv, acp_agent, require
 from .mcp_peer import BrowserPeer, browser_peer
 from .offline import HostRelay
 from .test_acp_agents import RecordingClient, open_session
@@ -34,30 +31,26 @@ HEADLESS = {
 
 
 @dataclass
-class Setup:
+class Configured:
     agent: AgentEnv
-    peer: BrowserPeer
     relay: HostRelay | None
-    page: str
 
 
 @pytest.fixture
-def setup(
-    request: pytest.FixtureRequest,
-    fake_model: FakeModel,
-    agent_setup: Callable[[str], AgentEnv],
-    offline: Callable[..., HostRelay | None],
-) -> Iterator[Setup]:
-    cli: str = request.param
-    page = f"https://example.org/{secrets.token_hex(4)}"
-    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
-    token = secrets.token_urlsafe(16)
-    with browser_peer(token) as peer:
+def configure(
+    page: str, browser: BrowserPeer, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
+) -> Callable[[str], Configured]:
+    """``configure(cli)``: that CLI set up against the fake model, with our writer's proxy entry for
+    ``browser`` in its own config file, and a relay that reaches both."""
+
+    def make(cli: str) -> Configured:
         agent = agent_setup(cli)
-        write(cli, HttpEndpoint(peer.url, token), dir=agent.cwd, home=agent.home, env=agent.env)
+        write(cli, HttpEndpoint(browser.url, browser.token), dir=agent.cwd, home=agent.home, env=agent.env)
         if cli == "codex":
             approve_without_asking(agent)
-        yield Setup(agent, peer, offline(int(peer.url.rsplit(":", 1)[1].split("/")[0])), page)
+        return Configured(agent, offline(browser.port))
+
+    return make
 
 
 def approve_without_asking(agent: AgentEnv) -> None:
@@ -69,60 +62,59 @@ def approve_without_asking(agent: AgentEnv) -> None:
     path.write_text(tomlkit.dumps(doc))
 
 
-@pytest.mark.parametrize("setup", list(HEADLESS), indirect=True)
-def test_headless_cli_calls_the_tool_from_the_file_we_wrote(setup: Setup) -> None:
-    require(setup.agent.cli)
-    done = setup.agent.run(*HEADLESS[setup.agent.cli], relay=setup.relay)
+@pytest.mark.parametrize("cli", list(HEADLESS))
+def test_headless_cli_calls_the_tool_from_the_file_we_wrote(
+    cli: str, page: str, browser: BrowserPeer, configure: Callable[[str], Configured]
+) -> None:
+    require(cli)
+    configured = configure(cli)
+    done = configured.agent.run(*HEADLESS[cli], relay=configured.relay)
 
     assert done.returncode == 0, done.stderr[-2000:]
-    assert setup.peer.calls == [("browser_navigate", {"url": setup.page})]
-    assert all(ok for _m, ok, _ua in setup.peer.requests)
-    assert "FINAL ANSWER: tool returned <<" in done.stdout and f"navigated to {setup.page}" in done.stdout
+    assert browser.calls == [("browser_navigate", {"url": page})]
+    assert all(ok for _m, ok, _ua in browser.requests)
+    assert "FINAL ANSWER: tool returned <<" in done.stdout and f"navigated to {page}" in done.stdout
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("setup", list(ACP_COMMANDS), indirect=True)
-async def test_acp_agent_given_no_mcp_servers_uses_the_file_we_wrote(setup: Setup) -> None:
-    require(ACP_COMMANDS[setup.agent.cli][0])
+async def test_acp_agent_given_no_mcp_servers_uses_the_file_we_wrote(
+    acp_cli: str, page: str, browser: BrowserPeer, configure: Callable[[str], Configured]
+) -> None:
+    configured = configure(acp_cli)
     client = RecordingClient()
     with anyio.fail_after(180):
-        async with acp_agent(setup.agent, client, setup.relay) as (conn, _process):
-            session_id = await open_session(conn, setup.agent, [])
+        async with acp_agent(configured.agent, client, configured.relay) as (conn, _process):
+            session_id = await open_session(conn, configured.agent, [])
             result = await conn.prompt(session_id=session_id, prompt=[text_block("Open the page.")])
 
-    assert setup.peer.calls == [("browser_navigate", {"url": setup.page})]
+    assert browser.calls == [("browser_navigate", {"url": page})]
     assert result.stop_reason == "end_turn"
-    assert f"navigated to {setup.page}" in "".join(client.text)
+    assert f"navigated to {page}" in "".join(client.text)
 
 
-@pytest.mark.parametrize("setup", ["codex"], indirect=True)
-def test_codex_keeps_the_users_approval_mode_across_our_rewrite(setup: Setup) -> None:
-    write("codex", HttpEndpoint(setup.peer.url, "next-session-token"), home=setup.agent.home)
-    doc = tomlkit.parse((setup.agent.home / ".codex" / "config.toml").read_text())
+def test_codex_keeps_the_users_approval_mode_across_our_rewrite(configure: Callable[[str], Configured]) -> None:
+    agent = configure("codex").agent
+    write("codex", HttpEndpoint("http://127.0.0.1:1/mcp", "next-session-token"), home=agent.home, env=agent.env)
+    doc = tomlkit.parse((agent.home / ".codex" / "config.toml").read_text())
     assert doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] == "approve"  # type: ignore[index]
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("cli", list(ACP_COMMANDS))
 async def test_injected_server_wins_over_a_stale_entry_of_the_same_name(
-    cli: str,
-    fake_model: FakeModel,
+    acp_cli: str,
+    page: str,
+    browser: BrowserPeer,
     agent_setup: Callable[[str], AgentEnv],
     offline: Callable[..., HostRelay | None],
 ) -> None:
     """A file entry left by an earlier session must not take this session's browser calls."""
-    require(ACP_COMMANDS[cli][0])
-    fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": "https://example.org/"})]))
-    with browser_peer("stale-token") as stale, browser_peer("live-token") as live:
-        agent = agent_setup(cli)
-        write(cli, HttpEndpoint(stale.url, "stale-token"), dir=agent.cwd, home=agent.home, env=agent.env)
-        relay = offline(*(int(p.url.rsplit(":", 1)[1].split("/")[0]) for p in (stale, live)))
-        injected = HttpMcpServer(type="http", name="openab_browser", url=live.url,
-                                 headers=[HttpHeader(name="Authorization", value="Bearer live-token")])
+    with browser_peer("stale-token") as stale:
+        agent = agent_setup(acp_cli)
+        write(acp_cli, HttpEndpoint(stale.url, "stale-token"), dir=agent.cwd, home=agent.home, env=agent.env)
         with anyio.fail_after(180):
-            async with acp_agent(agent, RecordingClient(), relay) as (conn, _process):
-                session_id = await open_session(conn, agent, [injected])
+            async with acp_agent(agent, RecordingClient(), offline(stale.port, browser.port)) as (conn, _process):
+                session_id = await open_session(conn, agent, [browser.acp_server()])
                 await conn.prompt(session_id=session_id, prompt=[text_block("Open the page.")])
 
-    assert live.calls == [("browser_navigate", {"url": "https://example.org/"})]
+    assert browser.calls == [("browser_navigate", {"url": page})]
     assert stale.calls == []

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import secrets
 from collections.abc import Callable
 from pathlib import Path
 
@@ -16,7 +15,7 @@ import pytest
 from openab.core.mcp_config import HttpEndpoint, StdioCommand, strip, write
 
 from .harness import AgentEnv, require
-from .mcp_peer import browser_peer
+from .mcp_peer import BrowserPeer
 from .offline import HostRelay
 
 pytestmark = pytest.mark.agents
@@ -43,31 +42,29 @@ def trust_project(agent: AgentEnv) -> None:
 
 @pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude"])
 def test_cli_connects_to_the_proxy_entry_we_wrote(
-    cli: str, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
+    cli: str, browser: BrowserPeer, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
 ) -> None:
     require(cli)
-    token = secrets.token_urlsafe(16)
-    with browser_peer(token) as peer:
-        agent = agent_setup(cli)
-        relay = offline(int(peer.url.rsplit(":", 1)[1].split("/")[0]))
-        endpoint = HttpEndpoint(peer.url, token)
-        if cli == "claude":
-            trust_project(agent)
-        write(cli, endpoint, dir=agent.cwd, home=agent.home)
+    agent = agent_setup(cli)
+    relay = offline(browser.port)
+    endpoint = HttpEndpoint(browser.url, browser.token)
+    if cli == "claude":
+        trust_project(agent)
+    write(cli, endpoint, dir=agent.cwd, home=agent.home)
 
-        listed = mcp_list(agent, relay)
-        assert "openab_browser" in listed and peer.url in listed
-        if cli in CONNECTED:
-            assert re.search(CONNECTED[cli], listed), listed
-            assert peer.requests and all(ok for _m, ok, _ua in peer.requests)
-        else:
-            shown = agent.run("mcp", "get", "openab_browser", "--json", relay=relay)
-            transport = json.loads(shown.stdout)["transport"]
-            assert transport["url"] == peer.url
-            assert transport["http_headers"] == {"Authorization": f"Bearer {token}"}
+    listed = mcp_list(agent, relay)
+    assert "openab_browser" in listed and browser.url in listed
+    if cli in CONNECTED:
+        assert re.search(CONNECTED[cli], listed), listed
+        assert browser.requests and all(ok for _m, ok, _ua in browser.requests)
+    else:
+        shown = agent.run("mcp", "get", "openab_browser", "--json", relay=relay)
+        transport = json.loads(shown.stdout)["transport"]
+        assert transport["url"] == browser.url
+        assert transport["http_headers"] == {"Authorization": f"Bearer {browser.token}"}
 
-        assert strip(cli, endpoint, dir=agent.cwd, home=agent.home)
-        assert "openab_browser" not in mcp_list(agent, relay)
+    assert strip(cli, endpoint, dir=agent.cwd, home=agent.home)
+    assert "openab_browser" not in mcp_list(agent, relay)
 
 
 @pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude"])
