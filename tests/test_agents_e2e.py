@@ -57,14 +57,14 @@ class Pod:
 
 @pytest.fixture
 async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[Pod]:
-    cli: str = request.param
+    cli, _, policy = str(request.param).partition(":")
     binary = require(ACP_COMMANDS[cli][0])
     agent = agent_env(cli, fake_model.url, tmp_path / cli)
     recipe = RECIPES[cli]
     recipe = dataclasses.replace(recipe, argv=(str(binary), *recipe.argv[1:]))
     page = f"https://example.org/{secrets.token_hex(4)}"
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
-    async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions="browser-only",
+    async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions=policy or "browser-only",
                        cancel_grace=5.0) as running:
         yield Pod(running, fake_model, page)
 
@@ -90,7 +90,31 @@ async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_
     assert "tool_call" in turn.kinds()
 
 
-@both
+@pytest.mark.parametrize("pod_for", ["gemini:auto", "opencode:auto"], indirect=True)
+async def test_gemini_and_opencode_call_the_browser_tool_under_the_auto_policy(pod_for: Pod) -> None:
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        browser, session_id, _pid = await browser_session(pod, ext)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
+    assert f"navigated to {pod_for.page}" in turn.text
+
+
+@pytest.mark.parametrize("pod_for", ["gemini"], indirect=True)
+async def test_browser_only_approves_nothing_for_an_agent_whose_tool_identity_is_unverified(pod_for: Pod) -> None:
+    # gemini's request names our server only in its title and a call id the model can influence.
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        browser, session_id, _pid = await browser_session(pod, ext)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+
+    assert turn.error is None, turn.error
+    assert browser.calls == [], "the policy rejected the call: it never reached the browser"
+
+
+@pytest.mark.parametrize("pod_for", ["codex", "claude", "gemini"], indirect=True)
 async def test_a_relayed_permission_is_asked_in_the_browser_and_its_answer_counts(pod_for: Pod) -> None:
     pod = pod_for.running
     asked: list[dict[str, Any]] = []
