@@ -204,16 +204,24 @@ class McpHttpApp:
         if not isinstance(message, dict):
             raise _Refusal(400, "Invalid Request: one JSON-RPC message per POST, no batches")
         server, session, status_of = self._route(headers, message)
-        extra: tuple[tuple[str, str], ...] = ()
-        if session is None and message.get("method") == "initialize" and "id" in message:
-            session = self._open_session()
-            server = session.server
-            extra = ((_SESSION_HEADER, session.id),)
         if "id" not in message or "method" not in message:
             await server.handle(message)  # notifications and stray responses: accepted, never answered
             await _reply(send, 202)
-            return
-        await self._answer(server, message, receive, send, status_of, extra, sse_ok=sse_ok, json_ok=json_ok)
+        elif session is None and message["method"] == "initialize":
+            await self._initialize(message, send, json_ok=json_ok)
+        else:
+            await self._answer(server, message, receive, send, status_of, sse_ok=sse_ok, json_ok=json_ok)
+
+    async def _initialize(self, message: JsonObject, send: Send, *, json_ok: bool) -> None:
+        """A new MCP session, kept (and its id sent) only when the handshake succeeds."""
+        session = self._open_session()
+        response = await session.server.handle(message)
+        assert response is not None  # initialize is answered at once, never cancelled
+        headers: tuple[tuple[str, str], ...] = ((_SESSION_HEADER, session.id),)
+        if "error" in response:
+            self._end_session(session)
+            headers = ()
+        await _respond(send, response, 200, headers, json_ok=json_ok)
 
     def _route(
         self, headers: Headers, message: JsonObject
@@ -261,7 +269,6 @@ class McpHttpApp:
         receive: Receive,
         send: Send,
         status_of: Callable[[JsonObject], int],
-        extra: tuple[tuple[str, str], ...],
         *,
         sse_ok: bool,
         json_ok: bool,
@@ -296,7 +303,7 @@ class McpHttpApp:
                     return
                 note = next_note.result()
                 if not streaming:
-                    await _start_sse(send, extra)
+                    await _start_sse(send, ())
                     streaming = True
                 await _sse_event(send, note)
             response = work.result()
@@ -307,11 +314,8 @@ class McpHttpApp:
                 while not progress.empty():
                     await _sse_event(send, progress.get_nowait())
                 await _sse_event(send, response, more=False)
-            elif json_ok:
-                await _reply(send, status_of(response), orjson.dumps(response), "application/json", extra)
             else:
-                await _start_sse(send, extra)
-                await _sse_event(send, response, more=False)
+                await _respond(send, response, status_of(response), (), json_ok=json_ok)
         finally:
             gone.cancel()
             if not work.done():
@@ -469,6 +473,17 @@ async def _reply(
 async def _refuse(send: Send, refusal: _Refusal) -> None:
     body = {"jsonrpc": "2.0", "id": refusal.request_id, "error": {"code": refusal.code, "message": refusal.message}}
     await _reply(send, refusal.status, orjson.dumps(body), "application/json", refusal.headers)
+
+
+async def _respond(
+    send: Send, response: JsonObject, status: int, headers: tuple[tuple[str, str], ...], *, json_ok: bool
+) -> None:
+    """One whole answer: a JSON body, or a one-event SSE stream for a client that takes only that."""
+    if json_ok:
+        await _reply(send, status, orjson.dumps(response), "application/json", headers)
+    else:
+        await _start_sse(send, headers)
+        await _sse_event(send, response, more=False)
 
 
 async def _start_sse(send: Send, headers: Iterable[tuple[str, str]]) -> None:

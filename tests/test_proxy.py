@@ -408,3 +408,55 @@ async def test_unknown_tools_and_bad_requests_get_json_rpc_errors() -> None:
                 await client.call_tool("browser_fly", {})
     assert raised.value.error.code == -32602
     assert "browser_click" in raised.value.error.message
+
+
+async def test_no_listener_outlives_its_session_or_the_pod() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        first = await open_session(gateway, ext, browser=False)
+        url_a, token_a = await endpoint(gateway, proxy, first)
+        # A resume keeps the session's endpoint: the agent's config stays valid.
+        await ext.request("session/resume", {"sessionId": first, "cwd": "/"})
+        assert await endpoint(gateway, proxy, first) == (url_a, token_a)
+        url_b, _ = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        closed = gateway.pod.sessions.get(first)
+        assert closed is not None
+        await gateway.pod.evict(first, "test")
+        with pytest.raises(RuntimeError, match="closed"):
+            await proxy.endpoint_for(closed)
+        await proxy.session_opened(closed)  # a late open of an evicted session opens nothing
+        assert proxy.endpoint(first) is None
+    # The gateway has shut down: the pod evicted every session and every listener went with it.
+    async with httpx.AsyncClient(timeout=10) as http:
+        for url in (url_a, url_b):
+            with pytest.raises(httpx.ConnectError):
+                await http.post(url, json=INIT, headers=ACCEPT)
+
+
+async def test_malformed_posts_get_errors_and_the_endpoint_keeps_serving() -> None:
+    bodies = [b"", b"null", b"[]", b"[{}]", b'"text"', b"{}", b'{"id": 1}',
+              b'{"jsonrpc": "2.0", "id": {}, "method": 1}',
+              b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": "x"}', b"\xff\xfe", b"[" * 100_000,
+              b'{"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": []}']
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        auth = {"Authorization": f"Bearer {token}", **ACCEPT}
+        async with httpx.AsyncClient(timeout=10) as http:
+            answers = [await http.post(url, content=body, headers=auth) for body in bodies]
+            ping = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                                   headers={**auth, "Mcp-Session-Id": "unknown"})
+            alive = await http.post(url, json=INIT, headers=auth)
+        sessions = len(app_of(proxy).sessions)
+    for body, answer in zip(bodies, answers, strict=True):
+        assert answer.status_code in (200, 202, 400), (body[:40], answer.status_code)
+        if answer.status_code != 202:
+            assert "error" in answer.json() or "result" in answer.json()
+    assert ping.status_code == 404
+    assert alive.status_code == 200
+    # A failed initialize leaves no MCP session behind.
+    assert answers[-1].json()["error"]["code"] == -32602 and "mcp-session-id" not in answers[-1].headers
+    assert sessions == 1
+
+
+def app_of(proxy: BrowserProxy) -> Any:
+    (found,) = proxy._endpoints.values()
+    return found.app
