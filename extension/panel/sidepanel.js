@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 const rows = new Map(); // transcript item id -> element
+const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed' };
 let port = null;
 let state = null;
 let windowId = null;
@@ -24,7 +25,7 @@ function renderItem(item) {
     }
     row.className = `step ${item.status || ''}`;
     row.querySelector('.title').textContent = item.title || 'tool call';
-    row.querySelector('.status').textContent = item.status || '';
+    row.querySelector('.status').textContent = STATUS_WORDS[item.status] || item.status || '';
     row.title = item.text || '';
   } else {
     if (fresh) row = el('div');

@@ -1,0 +1,117 @@
+"""The whole product, once: a person types in the panel, a real agent in the pod uses their browser.
+
+Real gateway (`openab.gateway`) with the agent runtime and the proxy; the agent is the built-in
+ACP agent process (it follows plain instructions without a model); the browser is Debian Chromium
+with the real extension, its panel driven by Playwright. The test checks the effect in the page,
+not the agent's words about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
+
+from .conftest import KEY
+from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
+
+pytestmark = pytest.mark.anyio
+
+pytest.importorskip("openab.core.agent_runtime")
+from openab.core.agent_runtime import AgentRuntime  # noqa: E402
+from openab.core.pod import Pod  # noqa: E402
+from openab.core.proxy import BrowserProxy  # noqa: E402
+from openab.core.settings import Settings  # noqa: E402
+from openab.gateway.app import create_app  # noqa: E402
+from openab.gateway.server import running_server  # noqa: E402
+
+SHOTS = REPO / "docs" / "screenshots"
+
+
+@pytest.fixture(scope="module")
+async def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
+    pod = Pod(Settings(token=KEY, port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"))
+    proxy = BrowserProxy(pod)
+    pod.add_observer(proxy)
+    # No model URL in the agent's environment: the built-in agent follows plain instructions.
+    pod.backend = AgentRuntime(pod, browser=proxy, env={})
+    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
+        yield "ws" + base.removeprefix("http") + "/acp"
+
+
+@pytest.fixture(scope="module")
+async def context(gateway_url: str, site: str, tmp_path_factory: pytest.TempPathFactory
+                  ) -> AsyncIterator[BrowserContext]:
+    tmp = tmp_path_factory.mktemp("flow")
+    ext = stage_extension(tmp / "ext", {"url": gateway_url, "key": KEY, "autopilot": False})
+    flags = [f for f in FLAGS if not f.startswith(("--headless", "--window-size"))]
+    async with async_playwright() as p:
+        ctx = await p.chromium.launch_persistent_context(
+            str(tmp / "profile"), executable_path=CHROMIUM, headless=True, no_viewport=True,
+            ignore_default_args=["--disable-extensions"],
+            args=[*flags, "--window-size=1280,943", f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
+        )
+        try:
+            await ctx.pages[0].goto(f"{site}/index.html")
+            yield ctx
+        finally:
+            await ctx.close()
+
+
+@pytest.fixture(scope="module")
+async def panel(context: BrowserContext) -> Page:
+    page = await context.new_page()
+    await page.set_viewport_size({"width": 400, "height": 720})
+    await page.goto(f"chrome-extension://{extension_id()}/panel/sidepanel.html")
+    await expect(page.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
+    return page
+
+
+def agent_page(context: BrowserContext, url: str) -> Page:
+    [page] = [p for p in context.pages if p.url == url]
+    return page
+
+
+async def say(panel: Page, text: str) -> None:
+    await panel.locator("#prompt").fill(text)
+    await panel.locator("#send").click()
+
+
+async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserContext, panel: Page,
+                                                             site: str) -> None:
+    await say(panel, f"open {site}/form.html; type Ada into Username; click Preview")
+    # The agent's steps show up as rows in the panel, and their effect is in the page.
+    for step in (f"Open {site}/form.html", "Type into Username", "Click Preview"):
+        row = panel.locator(".step", has_text=step)
+        await expect(row.locator(".status")).to_have_text("completed", timeout=30_000)
+    page = agent_page(context, f"{site}/form.html")
+    await expect(page.locator("#out")).to_have_text("preview: user=Ada country= remember=false", timeout=30_000)
+    await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+    await expect(panel.locator(".msg.error")).to_have_count(0)
+    await panel.bring_to_front()
+    await panel.screenshot(path=str(SHOTS / "flow-agent-steps.png"))
+
+
+async def test_a_risky_step_waits_for_the_person(context: BrowserContext, panel: Page, site: str) -> None:
+    page = agent_page(context, f"{site}/form.html")
+    await say(panel, "click Buy now")
+    card = panel.locator(".card")
+    await expect(card.locator(".title")).to_have_text('The agent wants to click button "Buy now"', timeout=30_000)
+    await expect(page.locator("#out")).not_to_have_text("bought")
+    await panel.bring_to_front()
+    await panel.screenshot(path=str(SHOTS / "flow-confirm.png"))
+    await card.locator("button[data-decision=allow]").click()
+    await expect(page.locator("#out")).to_have_text("bought", timeout=30_000)
+    await expect(panel.locator(".card")).to_have_count(0)
+
+
+async def test_a_declined_step_does_not_happen(context: BrowserContext, panel: Page, site: str) -> None:
+    page = agent_page(context, f"{site}/form.html")
+    await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+    await say(panel, "click Sign in")
+    card = panel.locator(".card")
+    await expect(card.locator(".title")).to_contain_text("submit a form", timeout=30_000)
+    await card.locator("button[data-decision=deny]").click()
+    await expect(panel.locator("#log")).to_contain_text("not allowed by the user", timeout=30_000)
+    await expect(page.locator("#out")).to_have_text("bought")  # unchanged: the form was not sent
