@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import re
 from collections.abc import AsyncIterator
 
 from starlette.applications import Starlette
@@ -17,6 +19,11 @@ from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
 from .auth import is_loopback_host
 
 __all__ = ["ConfigurationError", "create_app"]
+
+log = logging.getLogger(__name__)
+
+# RFC 7230 token characters: all a browser may put in a WebSocket subprotocol (base64's / and = are not).
+_SUBPROTOCOL_SAFE = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
 
 class ConfigurationError(Exception):
@@ -34,6 +41,11 @@ def create_app(pod: Pod) -> Starlette:
         raise ConfigurationError(
             f"refusing to serve /acp on {settings.host} without a key: set --token or OPENAB_ACP_AUTH_KEY, "
             "or bind to 127.0.0.1"
+        )
+    if settings.token is not None and not _SUBPROTOCOL_SAFE.fullmatch(settings.token.get_secret_value()):
+        log.warning(
+            "the key has characters a browser cannot send in the openab.bearer.<key> subprotocol, so the "
+            "extension will fail to connect; use letters, digits and -._~ only (e.g. `openssl rand -hex 32`)"
         )
 
     @contextlib.asynccontextmanager

@@ -95,6 +95,15 @@ def test_keyless_mode_refuses_to_serve_off_loopback() -> None:
     create_app(Pod(Settings(host="0.0.0.0", token="k")))  # with a key it may
 
 
+def test_a_key_a_browser_cannot_send_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
+    create_app(Pod(Settings(token="abc/def=")))
+    assert "cannot send in the openab.bearer.<key> subprotocol" in caplog.text
+    assert "abc/def=" not in caplog.text  # the key itself is never logged
+    caplog.clear()
+    create_app(Pod(Settings(token="0123abcdef-._~")))
+    assert caplog.text == ""
+
+
 async def test_plain_http_on_acp_says_to_upgrade(gateway: RunningGateway) -> None:
     async with httpx.AsyncClient() as client:
         response = await client.get(gateway.base_url + "/acp")
