@@ -9,33 +9,37 @@ not the agent's words about it.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, cast
 
 import pytest
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
+from pydantic import SecretStr
+
+from openab.core.agent_runtime import AgentRuntime
+from openab.core.pod import Pod
+from openab.core.proxy import BrowserProxy
+from openab.core.settings import Settings
+from openab.gateway.app import create_app
+from openab.gateway.server import running_server
 
 from .conftest import KEY
 from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
 
-pytestmark = pytest.mark.anyio
+if TYPE_CHECKING:
+    from openab.core.browser_access import BrowserAccess
 
-pytest.importorskip("openab.core.agent_runtime")
-from openab.core.agent_runtime import AgentRuntime  # noqa: E402
-from openab.core.pod import Pod  # noqa: E402
-from openab.core.proxy import BrowserProxy  # noqa: E402
-from openab.core.settings import Settings  # noqa: E402
-from openab.gateway.app import create_app  # noqa: E402
-from openab.gateway.server import running_server  # noqa: E402
+pytestmark = pytest.mark.anyio
 
 SHOTS = REPO / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
 async def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    pod = Pod(Settings(token=KEY, port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"))
+    pod = Pod(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"))
     proxy = BrowserProxy(pod)
     pod.add_observer(proxy)
     # No model URL in the agent's environment: the built-in agent follows plain instructions.
-    pod.backend = AgentRuntime(pod, browser=proxy, env={})
+    pod.backend = AgentRuntime(pod, browser=cast("BrowserAccess", proxy), env={})
     async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
         yield "ws" + base.removeprefix("http") + "/acp"
 

@@ -17,17 +17,20 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from pydantic import SecretStr
+
+from openab.core.mcp_config import HttpEndpoint
+from openab.core.pod import Pod
+from openab.core.proxy import BrowserProxy
+from openab.core.settings import Settings
+from openab.gateway.app import create_app
+from openab.gateway.server import running_server
 
 from .conftest import KEY, extension_browser
 from .harness import jpeg_size
 
 pytestmark = pytest.mark.anyio
 
-gateway_app = pytest.importorskip("openab.gateway.app")
-gateway_server = pytest.importorskip("openab.gateway.server")
-core_pod = pytest.importorskip("openab.core.pod")
-core_settings = pytest.importorskip("openab.core.settings")
-core_proxy = pytest.importorskip("openab.core.proxy")
 
 
 class Gateway:
@@ -36,17 +39,18 @@ class Gateway:
     def __init__(self, port: int, state_dir: Path) -> None:
         self.port = port
         self.state_dir = state_dir
-        self.pod: Any = None
+        self.pod = Pod()
+        self.proxy = BrowserProxy(self.pod)
         self._stack: contextlib.AsyncExitStack | None = None
 
     async def start(self) -> None:
-        settings = core_settings.Settings(host="127.0.0.1", port=self.port, token=KEY, state_dir=self.state_dir)
-        self.pod = core_pod.Pod(settings)
-        self.proxy = core_proxy.BrowserProxy(self.pod)
+        settings = Settings(host="127.0.0.1", port=self.port, token=SecretStr(KEY), state_dir=self.state_dir)
+        self.pod = Pod(settings)
+        self.proxy = BrowserProxy(self.pod)
         self.pod.add_observer(self.proxy)
         self._stack = contextlib.AsyncExitStack()
         await self._stack.enter_async_context(
-            gateway_server.running_server(gateway_app.create_app(self.pod), port=self.port)
+            running_server(create_app(self.pod), port=self.port)
         )
 
     async def stop(self) -> None:
@@ -62,7 +66,9 @@ class Gateway:
     async def agent_client(self, session_id: str) -> AsyncIterator[Client]:
         """What the session's agent gets: the proxy URL and token, used by the MCP SDK client."""
         session = self.pod.sessions.get(session_id)
+        assert session is not None
         endpoint = (await self.proxy.endpoint_for(session)).config
+        assert isinstance(endpoint, HttpEndpoint)
         headers = {"Authorization": f"Bearer {endpoint.token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
