@@ -132,14 +132,15 @@ def channel_for(session_id: str) -> str:
     return "acp_" + session_id.removeprefix("sess_")
 
 
-def initialize_result(version: str, *, mcp_http: bool = False) -> JsonObject:
+def initialize_result(version: str) -> JsonObject:
     return {
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": False,
             "sessionCapabilities": {"resume": {}},
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
-            "mcpCapabilities": {"http": mcp_http, "sse": False, "acp": True, "_meta": {"dev.openab/acp": True}},
+            # The client's own http/sse servers are its business, never opened from the pod.
+            "mcpCapabilities": {"http": False, "sse": False, "acp": True, "_meta": {"dev.openab/acp": True}},
             "_meta": {"dev.openab/permissionRelay": True},
         },
         "agentInfo": {"name": "openab", "title": "OpenAB", "version": version},

@@ -390,9 +390,6 @@ class Peer:
     def pending_requests(self) -> int:
         return len(self._pending)
 
-    def is_pending(self, request_id: int) -> bool:
-        return request_id in self._pending
-
     # -- output ---------------------------------------------------------------------------------------------
 
     def data_to_send(self) -> list[bytes]:

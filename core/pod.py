@@ -35,9 +35,7 @@ class Pod:
     def __init__(self, settings: Settings | None = None, *, backend: AgentBackend | None = None) -> None:
         self.settings = settings or Settings()
         self.sessions = SessionStore()
-        self.tunnels = TunnelRegistry(
-            call_timeout=self.settings.tunnel_timeout, connect_timeout=self.settings.tunnel_connect_timeout
-        )
+        self.tunnels = TunnelRegistry(call_timeout=self.settings.tunnel_timeout)
         self.backend: AgentBackend = backend or NoAgentBackend()
         self._observers: list[SessionObserver] = []
         self._connection_generations = itertools.count(1)

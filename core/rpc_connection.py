@@ -95,7 +95,6 @@ class RpcConnection:
         self._wakeup = asyncio.Event()
         self._closed_reason: str | None = None
         self.last_sent = clock()
-        self.last_received = clock()
 
     # -- state ------------------------------------------------------------------------------------------------
 
@@ -107,17 +106,12 @@ class RpcConnection:
     def closed_reason(self) -> str | None:
         return self._closed_reason
 
-    @property
-    def peer(self) -> Peer:
-        return self._peer
-
     # -- inbound ----------------------------------------------------------------------------------------------
 
     def feed(self, data: bytes | str) -> None:
         """Handle one whole received message. Never blocks and never raises for bad input."""
         if self.closed:
             return
-        self.last_received = self._clock()
         for event in self._peer.receive(data):
             if isinstance(event, Request):
                 self._dispatch_request(event)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .acp_schema import channel_for, new_session_id
 
@@ -31,7 +31,6 @@ class Session:
     owner_generation: int = 0
     permission_relay: bool = False
     prompting: bool = False
-    declared_servers: tuple[str, ...] = field(default_factory=tuple)
 
 
 class SessionStore:

@@ -77,9 +77,8 @@ Listener = Callable[[TunnelEvent], None]
 
 
 class TunnelRegistry:
-    def __init__(self, *, call_timeout: float = 170.0, connect_timeout: float = 30.0) -> None:
+    def __init__(self, *, call_timeout: float = 170.0) -> None:
         self.call_timeout = call_timeout
-        self.connect_timeout = connect_timeout
         self._tunnels: dict[tuple[str, str], Tunnel] = {}
         self._generations = itertools.count(1)
         self._listeners: list[Listener] = []
