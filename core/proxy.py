@@ -294,18 +294,18 @@ class McpHttpApp:
                     await asyncio.wait({work, gone, next_note}, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     next_note.cancel()
-                if work.done():
-                    break
-                if gone.done():
+                if gone.done() and not work.done():
                     # Nobody can receive the answer (no resumption here): stop the browser instead of
                     # letting it work for nobody. In 2026-07-28 this is also how a client cancels.
                     work.cancel()
                     return
-                note = next_note.result()
-                if not streaming:
-                    await _start_sse(send, ())
-                    streaming = True
-                await _sse_event(send, note)
+                if next_note.done() and not next_note.cancelled():
+                    if not streaming:
+                        await _start_sse(send, ())
+                        streaming = True
+                    await _sse_event(send, next_note.result())
+                if work.done():
+                    break
             response = work.result()
             if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
                 response = {"jsonrpc": "2.0", "id": message["id"],
