@@ -44,6 +44,7 @@ __all__ = [
     "entry",
     "strip",
     "write",
+    "write_private",
 ]
 
 SERVER_NAME = "openab_browser"
