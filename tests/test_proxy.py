@@ -460,3 +460,33 @@ async def test_malformed_posts_get_errors_and_the_endpoint_keeps_serving() -> No
 def app_of(proxy: BrowserProxy) -> Any:
     (found,) = proxy._endpoints.values()
     return found.app
+
+
+async def test_a_new_get_stream_takes_over_and_delete_ends_it() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        ext.add_tool("browser_whoami", lambda _a: _text("late browser"))
+        session_id = await open_session(gateway, ext, browser=False)
+        url, token = await endpoint(gateway, proxy, session_id)
+        auth = {"Authorization": f"Bearer {token}", **ACCEPT}
+        async with httpx.AsyncClient(timeout=10) as http:
+            opened = await http.post(url, json=INIT, headers=auth)
+            mcp_session = {**auth, "Mcp-Session-Id": opened.headers["mcp-session-id"]}
+            await http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"}, headers=mcp_session)
+            async with http.stream("GET", url, headers=mcp_session) as first:
+                assert first.headers["content-type"] == "text/event-stream"
+                async with http.stream("GET", url, headers=mcp_session) as second:
+                    assert b"".join([chunk async for chunk in first.aiter_bytes()]) == b""  # replaced: ended
+                    await ext.request("session/resume", {"sessionId": session_id, "cwd": "/",
+                                                         "mcpServers": [BROWSER]})
+                    lines = second.aiter_lines()
+                    async with asyncio.timeout(10):
+                        while await anext(lines) != "event: message":
+                            pass
+                        data = await anext(lines)
+                    assert json.loads(data.removeprefix("data: ")) == {
+                        "jsonrpc": "2.0", "method": "notifications/tools/list_changed"}
+                    deleted = await http.delete(url, headers=mcp_session)
+                    assert deleted.status_code == 204
+                    async with asyncio.timeout(10):
+                        rest = [line async for line in lines]
+                    assert all(not line or line.startswith(":") for line in rest)  # and then it ended
