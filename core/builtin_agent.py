@@ -170,8 +170,9 @@ class StdioMcpClient:
 
 
 def _channel_env() -> dict[str, str]:
-    channel = os.environ.get("OPENAB_BROWSER_CHANNEL")
-    return {"OPENAB_BROWSER_CHANNEL": channel} if channel else {}
+    # The bridge relay names its session and finds the pod's socket by these (see openab.bridge).
+    names = ("OPENAB_BROWSER_CHANNEL", "OPENAB_BROWSER_SOCKET")
+    return {name: os.environ[name] for name in names if os.environ.get(name)}
 
 
 async def connect_mcp(server: JsonObject) -> tuple[McpClient, list[JsonObject]]:
