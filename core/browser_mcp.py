@@ -330,6 +330,8 @@ class BrowserMcp:
     async def _request(
         self, request_id: RequestId, method: str, params: JsonObject, modern: str | None, progress: Send | None
     ) -> JsonObject | None:
+        if self.closed:
+            raise RpcError(INVALID_REQUEST, "This MCP conversation is closed: connect (initialize) again")
         if modern is not None and modern != MODERN_VERSION:
             raise RpcError(
                 UNSUPPORTED_PROTOCOL_VERSION,
@@ -518,10 +520,8 @@ class BrowserMcp:
         sink({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
               "params": {"notifications": honored, "_meta": meta}})
         key = _id_key(request_id)
-        if honored:
-            self._subscribers[key] = lambda: sink(
-                {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}
-            )
+        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}
+        self._subscribers[key] = (lambda: sink(changed)) if honored else (lambda: None)
         try:
             await self._closing.wait()
         finally:

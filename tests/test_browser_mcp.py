@@ -402,3 +402,13 @@ async def test_listen_is_2026_only() -> None:
     mcp, _ = server()
     response = await mcp.handle(request("subscriptions/listen", {"notifications": {"toolsListChanged": True}}))
     assert response is not None and response["error"]["code"] == -32601
+
+
+async def test_a_closed_conversation_answers_with_an_error_and_runs_nothing() -> None:
+    registry = TunnelRegistry()
+    _, conn = attach(registry, echo_call)
+    mcp, _ = server(registry)
+    mcp.close()
+    response = await mcp.handle(request("tools/call", {"name": "browser_click"}))
+    assert response is not None and "closed" in response["error"]["message"]
+    assert conn.requests == []
