@@ -330,3 +330,15 @@ async def test_bad_input_gets_errors_and_breaks_nothing(pod: Pod, client: Client
     assert err.value.code == -32602
     assert not sock.closed.is_set()
     assert len((await client.list_tools()).tools) == 12
+
+
+async def test_a_tab_opened_by_an_agent_page_becomes_an_agent_tab(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/popup.html"})
+    before, _ = await call(client, "browser_tabs", {"action": "list"})
+    snap, _ = await call(client, "browser_snapshot")
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Open page two in a new tab"')})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_wait_for", {"load": True})
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    assert listing.count("- tab ") == before.count("- tab ") + 1
+    assert f"{site}/page2.html" in listing
