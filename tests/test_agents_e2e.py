@@ -148,7 +148,7 @@ async def test_a_relayed_permission_is_asked_in_the_browser_and_its_answer_count
     assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
 
 
-@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+@both
 async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for: Pod) -> None:
     pod, model = pod_for.running, pod_for.model
     # The gateway would end the turn itself only after this grace: an answer before it is the agent's own.
@@ -172,7 +172,7 @@ async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for
     assert again.result == {"stopReason": "end_turn"} and "still here" in again.text
 
 
-@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+@both
 async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_takes_over(pod_for: Pod) -> None:
     pod, model = pod_for.running, pod_for.model
     model.set_script(Script(hang=True))
@@ -194,7 +194,7 @@ async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_
     assert browser.url == pod_for.page
 
 
-@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+@both
 async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> None:
     pod = pod_for.running
     async with pod.extension() as first:
@@ -210,7 +210,7 @@ async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> No
     assert browser.url == pod_for.page, "the resumed socket's browser did the work"
 
 
-@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+@both
 async def test_closing_the_session_kills_the_agents_process_group(pod_for: Pod) -> None:
     pod = pod_for.running
     async with pod.extension() as ext:
