@@ -124,6 +124,7 @@ class McpHttpApp:
         max_sessions: int = 16,
         max_queued: int = 256,
         keepalive_interval: float = 15.0,
+        body_timeout: float = 30.0,
     ) -> None:
         self._new_server = server_factory
         self._expected = f"Bearer {token}".encode()
@@ -131,6 +132,7 @@ class McpHttpApp:
         self.max_sessions = max_sessions
         self.max_queued = max_queued
         self.keepalive_interval = keepalive_interval
+        self.body_timeout = body_timeout
         self.sessions: OrderedDict[str, _McpSession] = OrderedDict()
         # Stateless (2026-07-28) requests share one server: it keeps no state between them.
         self._stateless = server_factory(None)
@@ -196,7 +198,11 @@ class McpHttpApp:
         json_ok, sse_ok = _acceptable(headers.get("accept"))
         if not (json_ok or sse_ok):
             raise _Refusal(406, "Accept must include application/json and text/event-stream")
-        body = await _read_body(headers, receive, self.max_body_bytes)
+        try:
+            async with asyncio.timeout(self.body_timeout):
+                body = await _read_body(headers, receive, self.max_body_bytes)
+        except TimeoutError:
+            raise _Refusal(408, f"The request body did not arrive within {self.body_timeout:g} s") from None
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:

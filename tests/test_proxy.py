@@ -490,3 +490,19 @@ async def test_a_new_get_stream_takes_over_and_delete_ends_it() -> None:
                     async with asyncio.timeout(10):
                         rest = [line async for line in lines]
                     assert all(not line or line.startswith(":") for line in rest)  # and then it ended
+
+
+async def test_a_body_that_never_arrives_gets_408_not_a_stuck_connection() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        app_of(proxy).body_timeout = 0.2  # the default is 30 s
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: Bearer {token}\r\n"
+                     "Content-Type: application/json\r\nAccept: application/json\r\n"
+                     "Content-Length: 100\r\n\r\n{".encode())
+        await writer.drain()
+        async with asyncio.timeout(10):
+            status_line = await reader.readline()
+        writer.close()
+    assert status_line.startswith(b"HTTP/1.1 408")
