@@ -136,11 +136,12 @@ class _Connection:
         try:
             response = await self.mcp.handle(message)
         except Exception:
-            log.exception("bridge: %s failed for session %s", message.get("method"), self.session_id)
+            method = message.get("method") if isinstance(message, dict) else None
+            log.exception("bridge: %s failed for session %s", method, self.session_id)
             if not isinstance(message, dict) or "id" not in message:
                 return
             response = {"jsonrpc": "2.0", "id": message["id"],
-                        "error": RpcError.internal(f"Internal error in {message.get('method')}").to_json()}
+                        "error": RpcError.internal(f"Internal error in {method}").to_json()}
         if response is not None:
             self.send(response)
 
