@@ -148,6 +148,24 @@ async def test_a_relayed_permission_is_asked_in_the_browser_and_its_answer_count
     assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
 
 
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_a_permission_nobody_answers_is_rejected_after_the_timeout(pod_for: Pod) -> None:
+    pod = pod_for.running
+    pod.pod.settings.permission_timeout = 1
+
+    async def walk_away(params: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.Event().wait()  # the person never answers; the runtime's timeout must end this
+        raise AssertionError("unreachable")
+
+    async with pod.extension() as ext:
+        browser, session_id, _pid = await browser_session(pod, ext, **RELAY)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=walk_away)
+
+    assert turn.permissions, "the person was asked"
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert browser.calls == [], "an unanswered permission is a rejection"
+
+
 @both
 async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for: Pod) -> None:
     pod, model = pod_for.running, pod_for.model

@@ -67,6 +67,31 @@ async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
     assert "exited with code 3" in str(turn.error) and "no API key configured" in str(turn.error)
 
 
+async def test_an_agent_writing_a_line_over_8_mib_is_stopped(tmp_path: Path) -> None:
+    command = [sys.executable, "-c", "import sys; sys.stdout.write('x' * (9 << 20) + '\\n'); sys.stdout.flush(); "
+               "import time; time.sleep(60)"]
+    async with run_pod(tmp_path / "state", agent_cmd=command) as pod, pod.extension() as ext:
+        session_id = await ext.new_session([])
+        turn = await prompt(ext, session_id, "hello")
+
+    assert turn.error is not None
+    assert f"it wrote a line over {8 << 20} bytes on stdout" in str(turn.error)
+
+
+async def test_sessions_get_their_own_agents_and_prompt_at_the_same_time(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state") as pod, pod.extension() as one, pod.extension() as two:
+        first, first_id, first_pid = await browser_session(pod, one)
+        second, second_id, second_pid = await browser_session(pod, two)
+        turns = await asyncio.gather(
+            prompt(one, first_id, "open https://example.org/one"),
+            prompt(two, second_id, "open https://example.org/two"),
+        )
+
+    assert [t.result for t in turns] == [{"stopReason": "end_turn"}] * 2
+    assert first_pid != second_pid
+    assert (first.url, second.url) == ("https://example.org/one", "https://example.org/two")
+
+
 async def test_an_idle_agent_is_stopped_and_the_next_prompt_starts_a_fresh_one(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state", agent_idle_ttl=0.5) as pod, pod.extension() as ext:
         browser, session_id, first_pid = await browser_session(pod, ext)

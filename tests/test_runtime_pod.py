@@ -192,6 +192,13 @@ async def prompt(
     Permission requests are answered by ``on_permission`` (and recorded in ``turn.permissions``).
     """
     turn = Turn([])
+    answering: set[asyncio.Task[None]] = set()
+
+    async def answer(message: dict[str, Any]) -> None:
+        assert on_permission is not None
+        result = await on_permission(message["params"])
+        await ext.send({"jsonrpc": "2.0", "id": message["id"], "result": result})
+
     request = asyncio.ensure_future(ext.request(
         "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, timeout=timeout
     ))
@@ -203,8 +210,7 @@ async def prompt(
                 message = reader.result()
                 if message.get("method") == "session/request_permission" and on_permission is not None:
                     turn.permissions.append(message["params"])
-                    answer = await on_permission(message["params"])
-                    await ext.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
+                    answering.add(asyncio.ensure_future(answer(message)))  # a person may take their time
                 _take(turn, session_id, message)
             else:
                 reader.cancel()
@@ -213,6 +219,9 @@ async def prompt(
         turn.result = request.result()
     except Exception as exc:
         turn.error = exc
+    finally:
+        for task in answering:
+            task.cancel()
     return turn
 
 
