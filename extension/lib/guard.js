@@ -5,7 +5,7 @@
 import { ToolError } from './errors.js';
 
 const RISKY_WORDS =
-  /\b(buy|purchase|order|checkout|check out|pay|payment|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
+  /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
 const CARD_TIMEOUT_MS = 5 * 60_000;
 const MAX_CARDS = 32;
 

@@ -11,7 +11,9 @@ export function fitSize(w, h, full = false) {
   if (full) return { width: w, height: h };
   let scale = Math.min(1, MAX_SIDE / Math.max(w, h));
   if (w * h * scale * scale > MAX_PIXELS) scale = Math.sqrt(MAX_PIXELS / (w * h));
-  return { width: Math.max(1, Math.floor(w * scale)), height: Math.max(1, Math.floor(h * scale)) };
+  // The epsilon keeps 3000 * (1568 / 3000) from flooring to 1567.
+  const side = (n) => Math.max(1, Math.floor(n * scale + 1e-9));
+  return { width: side(w), height: side(h) };
 }
 
 function toBase64(buffer) {

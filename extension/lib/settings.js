@@ -45,6 +45,8 @@ export function normaliseOrigin(text) {
   try {
     const u = new URL(/^[a-z]+:\/\//i.test(t) ? t : `https://${t}`);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
+    // The URL parser percent-encodes odd hosts ("exa mple.com"); such a rule could never match a site.
+    if (!/^([a-z0-9-]+\.)*[a-z0-9-]+$|^\[[0-9a-f:.]+\]$/i.test(u.hostname)) return '';
     return u.origin;
   } catch {
     return '';

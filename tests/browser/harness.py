@@ -19,9 +19,11 @@ import shutil
 import signal
 import subprocess
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
+
+from playwright.async_api import BrowserContext, Page, async_playwright
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION_SRC = REPO / "extension"
@@ -114,6 +116,34 @@ def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = 
             proc.wait(5)
         if log:
             err.close()  # type: ignore[union-attr]
+
+
+@contextlib.asynccontextmanager
+async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str) -> AsyncIterator[BrowserContext]:
+    """The same Chromium and extension under Playwright, for tests that need a person's clicks.
+
+    DevTools is attached here, which keeps the service worker alive: lifetime tests use `chromium()`.
+    """
+    flags = [f for f in FLAGS if not f.startswith("--headless")]
+    async with async_playwright() as p:
+        ctx = await p.chromium.launch_persistent_context(
+            str(user_data_dir), executable_path=CHROMIUM, headless=True, no_viewport=True,
+            ignore_default_args=["--disable-extensions"],
+            args=[*flags, f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
+        )
+        try:
+            await ctx.pages[0].goto(start_url)
+            yield ctx
+        finally:
+            await ctx.close()
+
+
+async def open_panel(ctx: BrowserContext) -> Page:
+    """The side panel's page, opened as a tab at a side panel's size."""
+    page = await ctx.new_page()
+    await page.set_viewport_size({"width": 400, "height": 720})
+    await page.goto(f"chrome-extension://{extension_id()}/panel/sidepanel.html")
+    return page
 
 
 def jpeg_size(data: bytes) -> tuple[int, int]:

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, cast
 
 import pytest
-from playwright.async_api import BrowserContext, Page, async_playwright, expect
+from playwright.async_api import BrowserContext, Page, expect
 from pydantic import SecretStr
 
 from openab.core.agent_runtime import AgentRuntime
@@ -23,7 +23,7 @@ from openab.gateway.app import create_app
 from openab.gateway.server import running_server
 
 from .conftest import KEY
-from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
+from .harness import REPO, open_panel, playwright_browser, stage_extension
 
 if TYPE_CHECKING:
     from openab.core.browser_access import BrowserAccess
@@ -49,25 +49,13 @@ async def context(gateway_url: str, site: str, tmp_path_factory: pytest.TempPath
                   ) -> AsyncIterator[BrowserContext]:
     tmp = tmp_path_factory.mktemp("flow")
     ext = stage_extension(tmp / "ext", {"url": gateway_url, "key": KEY, "autopilot": False})
-    flags = [f for f in FLAGS if not f.startswith(("--headless", "--window-size"))]
-    async with async_playwright() as p:
-        ctx = await p.chromium.launch_persistent_context(
-            str(tmp / "profile"), executable_path=CHROMIUM, headless=True, no_viewport=True,
-            ignore_default_args=["--disable-extensions"],
-            args=[*flags, "--window-size=1280,943", f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
-        )
-        try:
-            await ctx.pages[0].goto(f"{site}/index.html")
-            yield ctx
-        finally:
-            await ctx.close()
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+        yield ctx
 
 
 @pytest.fixture(scope="module")
 async def panel(context: BrowserContext) -> Page:
-    page = await context.new_page()
-    await page.set_viewport_size({"width": 400, "height": 720})
-    await page.goto(f"chrome-extension://{extension_id()}/panel/sidepanel.html")
+    page = await open_panel(context)
     await expect(page.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
     return page
 

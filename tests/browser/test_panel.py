@@ -15,10 +15,10 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
-from playwright.async_api import BrowserContext, Page, async_playwright, expect
+from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import KEY
-from .harness import CHROMIUM, FLAGS, REPO, extension_id, stage_extension
+from .harness import REPO, extension_id, open_panel, playwright_browser, stage_extension
 from .pod import Pod, PodSocket, RemoteError
 
 pytestmark = pytest.mark.anyio
@@ -31,29 +31,15 @@ async def context(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory)
     tmp = tmp_path_factory.mktemp("panel")
     # Autopilot off: risky steps must come to the panel.
     ext = stage_extension(tmp / "ext", {"url": pod.url, "key": KEY, "autopilot": False})
-    flags = [f for f in FLAGS if not f.startswith(("--headless", "--window-size"))]
-    async with async_playwright() as p:
-        ctx = await p.chromium.launch_persistent_context(
-            str(tmp / "profile"), executable_path=CHROMIUM, headless=True, no_viewport=True,
-            ignore_default_args=["--disable-extensions"],
-            args=[*flags, "--window-size=1280,943", f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
-        )
-        try:
-            await ctx.pages[0].goto(f"{site}/index.html")
-            yield ctx
-        finally:
-            await ctx.close()
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+        yield ctx
 
 
 @pytest.fixture(scope="module")
 async def panel(context: BrowserContext) -> Page:
     sw = context.service_workers[0] if context.service_workers else await context.wait_for_event("serviceworker")
-    ext_id = sw.url.split("/")[2]
-    assert ext_id == extension_id()  # the manifest key pins the id
-    page = await context.new_page()
-    await page.set_viewport_size({"width": 400, "height": 720})
-    await page.goto(f"chrome-extension://{ext_id}/panel/sidepanel.html")
-    return page
+    assert sw.url.split("/")[2] == extension_id()  # the manifest key pins the id
+    return await open_panel(context)
 
 
 @pytest.fixture(scope="module")
@@ -328,9 +314,8 @@ async def test_closing_the_panel_keeps_the_browser_connected(
     res = await client.call_tool("browser_tabs", {"action": "list"})
     assert not res.is_error
     assert len(pod.sockets) == sockets and not pod.sockets[-1].closed.is_set()
-    again = await context.new_page()
-    await again.set_viewport_size({"width": 400, "height": 720})
-    await again.goto(ext_url)
+    again = await open_panel(context)
+    assert again.url == ext_url
     await expect(again.locator("#pill-link")).to_have_text("connected")
     await expect(again.locator(".msg.user").first).to_have_text("say hello")  # the conversation so far
 
