@@ -145,13 +145,29 @@ export class Link {
     ws.onmessage = (ev) => {
       if (gen === this._generation && typeof ev.data === 'string') peer.receive(ev.data);
     };
-    ws.onclose = (ev) => {
+    ws.onclose = async (ev) => {
       if (gen !== this._generation) return;
-      const why = opened
-        ? `Connection closed (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`
-        : 'Could not reach the gateway, or it refused the key. Check the URL and key.';
-      this._lost(why);
+      const why = opened ? `Connection closed (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})` : await this._whyRefused(url);
+      if (gen === this._generation) this._lost(why);
     };
+  }
+
+  /**
+   * A WebSocket that never opened does not say why. A plain HTTP request to the same address
+   * does: any HTTP answer means the gateway is there and refused us (the key), none means the
+   * address is wrong or the gateway is down.
+   */
+  async _whyRefused(url) {
+    const http = url.replace(/^ws/, 'http');
+    try {
+      const res = await fetch(http, { method: 'GET', cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(3000) });
+      const u = new URL(url);
+      return res.status === 404
+        ? `The gateway at ${u.host} has no ${u.pathname}. Check the URL path (usually /acp).`
+        : `The gateway at ${u.host} refused the connection. Check the key in the settings.`;
+    } catch {
+      return `Cannot reach the gateway at ${new URL(url).host}. Check the URL, and that the gateway is running.`;
+    }
   }
 
   async _handshake(gen) {

@@ -23,7 +23,9 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp import Client
 from mcp.shared.message import SessionMessage
 from starlette.applications import Starlette
-from starlette.routing import WebSocketRoute
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse
+from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 Json = dict[str, Any]
@@ -232,6 +234,11 @@ class _TunnelTransport:
         await self._stack.aclose()
 
 
+async def _upgrade_required(request: Request) -> PlainTextResponse:
+    # Like the gateway: a plain GET on the socket's address says it is there.
+    return PlainTextResponse("connect with a WebSocket", 426, headers={"Upgrade": "websocket"})
+
+
 class Pod:
     """The uvicorn server on 127.0.0.1 that the extension dials."""
 
@@ -246,7 +253,7 @@ class Pod:
         self._new_socket = anyio.Event()
         self._server: uvicorn.Server | None = None
         self._stopped = anyio.Event()
-        self.app = Starlette(routes=[WebSocketRoute("/acp", self._endpoint)])
+        self.app = Starlette(routes=[WebSocketRoute("/acp", self._endpoint), Route("/acp", _upgrade_required)])
 
     async def _endpoint(self, ws: WebSocket) -> None:
         offered = ws.scope.get("subprotocols", [])

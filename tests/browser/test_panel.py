@@ -320,6 +320,25 @@ async def test_closing_the_panel_keeps_the_browser_connected(
     await expect(again.locator(".msg.user").first).to_have_text("say hello")  # the conversation so far
 
 
+async def test_a_wrong_key_is_reported_and_a_right_one_reconnects(context: BrowserContext, pod: Pod) -> None:
+    [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
+    rejected = pod.rejected
+    await page.locator("#toggle-settings").click()
+    await page.locator("#set-key").fill("not-the-key")
+    await page.locator("#save-settings").click()
+    await expect(page.locator("#link-detail")).to_contain_text("refused the connection. Check the key")
+    await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
+    assert pod.rejected > rejected
+    await snap(page, "panel-wrong-key.png")
+    sockets = len(pod.sockets)
+    await page.locator("#set-key").fill(KEY)
+    await page.locator("#save-settings").click()
+    await expect(page.locator("#pill-link")).to_have_text("connected")
+    await expect(page.locator("#pill-tunnel")).to_have_text("tools attached")
+    assert pod.sockets[-1].resumed and len(pod.sockets) == sockets + 1
+    await page.locator("#toggle-settings").click()
+
+
 async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, pod: Pod) -> None:
     [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
     await expect(page.locator("#pill-tunnel")).to_have_text("tools attached")
@@ -327,4 +346,6 @@ async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, pod:
     await expect(page.locator("#pill-link")).to_have_text("retrying")
     await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
     await expect(page.locator("#link-detail")).to_contain_text("Retrying in")
+    await expect(page.locator("#link-detail")).to_contain_text(
+        f"Cannot reach the gateway at 127.0.0.1:{pod.port}. Check the URL", timeout=15_000)
     await snap(page, "panel-retrying.png")
