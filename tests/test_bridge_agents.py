@@ -38,10 +38,14 @@ def fake_model() -> Iterator[FakeModel]:
 
 
 @contextlib.asynccontextmanager
-async def bridge_pod(cli: str, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[tuple[RunningPod, BridgeServer]]:
+async def bridge_pod(
+    cli: str, via: str, fake_model: FakeModel, tmp_path: Path
+) -> AsyncIterator[tuple[RunningPod, BridgeServer]]:
     binary = require(ACP_COMMANDS[cli][0])
     agent = agent_env(cli, fake_model.url, tmp_path / cli)
     recipe = dataclasses.replace(RECIPES[cli], argv=(str(binary), *RECIPES[cli].argv[1:]))
+    if via == "config":  # the entry goes into the CLI's own config file instead of session/new
+        recipe = dataclasses.replace(recipe, browser_via="config", config_agent=cli)
     token = secrets.token_urlsafe(24)
     socket_dir = Path(f"/tmp/oab-{secrets.token_hex(4)}")  # a Unix socket address holds at most 107 bytes
     pod = Pod(Settings(token=token, port=0, state_dir=tmp_path / "state", browser_mode="bridge",
@@ -57,13 +61,16 @@ async def bridge_pod(cli: str, fake_model: FakeModel, tmp_path: Path) -> AsyncIt
         shutil.rmtree(socket_dir, ignore_errors=True)
 
 
-@pytest.mark.parametrize("cli", ["codex", "claude"])
+# "acp": the relay's stdio entry arrives in session/new; "config": in the CLI's own config file.
+@pytest.mark.parametrize(
+    ("cli", "via"), [("codex", "acp"), ("claude", "acp"), ("opencode", "acp"), ("codex", "config")]
+)
 async def test_a_real_agent_reaches_its_browser_through_the_relay_it_spawned(
-    cli: str, fake_model: FakeModel, tmp_path: Path
+    cli: str, via: str, fake_model: FakeModel, tmp_path: Path
 ) -> None:
     page = f"https://example.org/{secrets.token_hex(4)}"
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
-    async with bridge_pod(cli, fake_model, tmp_path) as (pod, bridge), pod.extension() as ext:
+    async with bridge_pod(cli, via, fake_model, tmp_path) as (pod, bridge), pod.extension() as ext:
         browser = FakeBrowser(ext)
         session_id = await open_session(pod, ext)
         turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
