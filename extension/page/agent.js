@@ -159,10 +159,22 @@
   /** Accessibility-style outline. Entries carry a local element id where an action can target. */
   function snapshot() {
     const entries = [];
+    // Every ancestor of something the outline must show on its own line, found in one pass:
+    // asking each element for its descendants instead is quadratic on big pages.
+    const holders = new Set();
+    const collect = (root) => {
+      for (const e of root.querySelectorAll(`${INTERACTIVE},h1,h2,h3,h4,h5,h6,img[alt]`)) {
+        for (let p = e.parentElement; p && !holders.has(p); p = p.parentElement) holders.add(p);
+      }
+    };
+    collect(document);
     const walk = (node, depth) => {
       for (const el of node.children) {
         if (SKIP.has(el.tagName)) continue;
-        if (el.shadowRoot && visible(el)) walk(el.shadowRoot, depth);
+        if (el.shadowRoot && visible(el)) {
+          collect(el.shadowRoot);
+          walk(el.shadowRoot, depth);
+        }
         if (!visible(el)) continue;
         if (el.matches(INTERACTIVE) && !(el.tagName === 'A' && !el.getAttribute('href'))) {
           const sensitive = sensitiveKind(el);
@@ -202,7 +214,7 @@
           continue;
         }
         const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
-        if (!hasBlocks && !el.querySelector(INTERACTIVE + ',h1,h2,h3,h4,h5,h6,img[alt]') && !el.shadowRoot) {
+        if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
           const text = squash(el.innerText, MAX_TEXT);
           if (text) entries.push({ d: depth, t: `text: ${text}` });
           continue;

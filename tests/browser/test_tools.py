@@ -342,3 +342,13 @@ async def test_a_tab_opened_by_an_agent_page_becomes_an_agent_tab(client: Client
     listing, _ = await call(client, "browser_tabs", {"action": "list"})
     assert listing.count("- tab ") == before.count("- tab ") + 1
     assert f"{site}/page2.html" in listing
+
+
+async def test_shadow_dom_elements_have_refs_that_work(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/shadow.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    assert "Inside the component" in snap
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'button "Shadow button"')})
+    assert not is_error, text
+    html, _ = await call(client, "browser_read_dom", {"selector": "#result"})
+    assert "shadow clicked" in html
