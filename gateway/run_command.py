@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
+    from openab.core.agent_recipes import Recipe
     from openab.core.agent_runtime import AgentRuntime
     from openab.core.browser_access import BrowserAccess
     from openab.core.pod import Pod
@@ -99,9 +100,12 @@ class Assembled:
     browser: BrowserAccess
 
 
-def assemble(settings: Settings, *, env: Mapping[str, str] | None = None) -> Assembled:
+def assemble(
+    settings: Settings, *, env: Mapping[str, str] | None = None, recipe: Recipe | None = None
+) -> Assembled:
     """A pod with its agent runtime and its browser access (proxy or bridge), not yet serving.
 
+    ``env`` is added to every agent's environment, ``recipe`` replaces the one ``settings.agent`` names.
     Raises ``ValueError`` for an unknown agent or a missing ``--agent-cmd``.
     """
     from openab.core.agent_runtime import AgentRuntime
@@ -119,7 +123,7 @@ def assemble(settings: Settings, *, env: Mapping[str, str] | None = None) -> Ass
 
         browser = cast("BrowserAccess", BrowserProxy(pod))
     pod.add_observer(browser)
-    runtime = AgentRuntime(pod, browser=browser, env=env)
+    runtime = AgentRuntime(pod, browser=browser, env=env, recipe=recipe)
     pod.backend = runtime
     return Assembled(pod, runtime, browser)
 

@@ -17,6 +17,7 @@ import dataclasses
 import os
 import secrets
 import signal
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -57,22 +58,26 @@ class Pod:
 
 @pytest.fixture
 async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[Pod]:
-    cli, _, policy = str(request.param).partition(":")
+    # "codex", "gemini:auto" (a permission policy), "codex/bridge" (a browser mode)
+    spec, _, mode = str(request.param).partition("/")
+    cli, _, policy = spec.partition(":")
     binary = require(ACP_COMMANDS[cli][0])
     agent = agent_env(cli, fake_model.url, tmp_path / cli)
+    # The bridge's entry is the `openab browser-bridge` command: the agent's MCP client runs it from PATH.
+    agent.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{agent.env['PATH']}"
     recipe = RECIPES[cli]
     recipe = dataclasses.replace(recipe, argv=(str(binary), *recipe.argv[1:]))
     page = f"https://example.org/{secrets.token_hex(4)}"
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
     async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions=policy or "browser-only",
-                       cancel_grace=5.0) as running:
+                       cancel_grace=5.0, browser_mode=mode or "proxy") as running:
         yield Pod(running, fake_model, page)
 
 
 both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)
 
 
-@both
+@pytest.mark.parametrize("pod_for", ["codex", "claude", "codex/bridge", "claude/bridge"], indirect=True)
 async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_for: Pod) -> None:
     pod = pod_for.running
     async with pod.extension() as ext:

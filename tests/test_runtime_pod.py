@@ -1,7 +1,7 @@
 """A whole pod for runtime tests: the real gateway, the agent runtime, the proxy, and a scripted browser.
 
-``run_pod(...)`` serves the gateway on 127.0.0.1 with an :class:`AgentRuntime` and a
-:class:`BrowserProxy`; ``FakeBrowser`` gives a :class:`FakeExtension` the browser tools over the real
+``run_pod(...)`` serves the gateway on 127.0.0.1 with the :class:`AgentRuntime` and the proxy (or the bridge)
+that `openab run` assembles; ``FakeBrowser`` gives a :class:`FakeExtension` the browser tools over the real
 MCP-over-ACP tunnel and records what each tool was asked to do, so a test checks the effect in the
 "browser", not the agent's words about it. No tests live here.
 """
@@ -12,6 +12,8 @@ import asyncio
 import base64
 import contextlib
 import secrets
+import shutil
+import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,9 +24,9 @@ from fake_extension import FakeExtension, connect_extension, text_result
 from openab.core.agent_recipes import Recipe
 from openab.core.agent_runtime import AgentRuntime
 from openab.core.pod import Pod
-from openab.core.proxy import BrowserProxy
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
+from openab.gateway.run_command import assemble, browser_started
 from openab.gateway.server import running_server
 
 BROWSER_SERVER = {"type": "acp", "id": "browser-1", "name": "openab_browser"}
@@ -44,7 +46,7 @@ TINY_JPEG = base64.b64encode(bytes.fromhex(
 class RunningPod:
     pod: Pod
     runtime: AgentRuntime
-    proxy: BrowserProxy
+    browser: Any  # BrowserProxy or BridgeServer
     base_url: str
     token: str
 
@@ -63,14 +65,21 @@ class RunningPod:
 async def run_pod(
     state_dir: Path, *, env: Mapping[str, str] | None = None, recipe: Recipe | None = None, **settings: Any
 ) -> AsyncIterator[RunningPod]:
+    """The pod `openab run` assembles (runtime, proxy or bridge), served on 127.0.0.1 at a free port."""
     token = secrets.token_urlsafe(24)
-    pod = Pod(Settings(token=token, port=0, state_dir=state_dir, **settings))
-    proxy = BrowserProxy(pod)
-    pod.add_observer(proxy)
-    runtime = AgentRuntime(pod, browser=proxy, env=env, recipe=recipe)
-    pod.backend = runtime
-    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
-        yield RunningPod(pod, runtime, proxy, base_url, token)
+    if settings.get("browser_mode") == "bridge" and "browser_socket" not in settings:
+        # A short path: a Unix socket address holds 107 bytes, pytest's tmp_path may not fit.
+        settings["browser_socket"] = Path(tempfile.mkdtemp(prefix="openab-")) / "browser.sock"
+    assembled = assemble(Settings(token=token, port=0, state_dir=state_dir, **settings), env=env, recipe=recipe)
+    pod = assembled.pod
+    try:
+        async with browser_started(assembled.browser), running_server(
+            create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes
+        ) as base_url:
+            yield RunningPod(pod, assembled.runtime, assembled.browser, base_url, token)
+    finally:
+        if pod.settings.browser_socket is not None and pod.settings.browser_socket.parent.name.startswith("openab-"):
+            shutil.rmtree(pod.settings.browser_socket.parent, ignore_errors=True)
 
 
 @dataclass
