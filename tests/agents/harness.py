@@ -90,14 +90,21 @@ class AgentEnv:
         return [str(require(self.cli)), *args]
 
     def run(self, *args: str, relay: HostRelay | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """Run the CLI's own command to completion (for ``mcp list`` and headless runs)."""
+        """Run the CLI's own command to completion (for ``mcp list`` and headless runs), then kill
+        whatever it left running in its process group (MCP servers it spawned, background installs)."""
         argv = self.argv(*args)
         if relay is not None:
             argv = relay.wrap(argv)
-        return subprocess.run(
-            argv, env=self.env, cwd=self.cwd, capture_output=True, text=True, timeout=timeout,
-            stdin=subprocess.DEVNULL, start_new_session=True,
-        )
+        with subprocess.Popen(
+            argv, env=self.env, cwd=self.cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, text=True, start_new_session=True,
+        ) as process:
+            try:
+                out, err = process.communicate(timeout=timeout)
+            finally:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+        return subprocess.CompletedProcess(argv, process.returncode, out, err)
 
 
 def _base_env(home: Path) -> dict[str, str]:
