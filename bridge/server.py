@@ -159,8 +159,9 @@ class _Connection:
 class BridgeServer:
     """The per-pod Unix socket server and the ``bridge`` :class:`~openab.core.browser_access.BrowserAccess`.
 
-    Use ``async with BridgeServer(pod):`` or :meth:`start` / :meth:`aclose`, and add it to the pod with
-    ``pod.add_observer(server)`` so that a closed session's relays are let go.
+    Use ``async with BridgeServer(pod):`` or :meth:`start` / :meth:`aclose`. It is a session observer (the
+    runtime adds it with ``pod.add_observer``), though sessions need nothing from it: a relay's session is
+    established when it connects.
     """
 
     mode: Literal["bridge"] = "bridge"
@@ -294,8 +295,11 @@ class BridgeServer:
         """Nothing to set up: a relay finds its session when it connects."""
 
     async def session_closed(self, session: Session) -> None:
-        for connection in [c for c in self._connections if c.session_id == session.id]:
-            connection.close("the session was closed")
+        """Nothing to tear down: the session's relays stay connected and reach no browser.
+
+        Cutting them off would only turn their next call into "may or may not have run"; the runtime stopping
+        the session's agent ends them anyway, and a session resumed under the same id finds them still there.
+        """
 
     async def endpoint_for(self, session: Session) -> BrowserEndpoint:
         command = _relay_command()

@@ -29,6 +29,7 @@ from gateway_harness import RunningGateway, run_gateway
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
+from openab.bridge.ancestry import AncestryError, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeServer
 from openab.core.browser_access import BROWSER_CHANNEL_ENV
@@ -285,6 +286,31 @@ async def test_ancestry_is_read_past_a_process_whose_name_looks_like_stat_fields
                 assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_the_ancestry_walk_is_bounded(tmp_path: Path) -> None:
+    # A fake /proc: a chain of 40 processes, pid n's parent is n + 1, and only the topmost carries a channel.
+    channel = f"acp_{uuid.uuid4()}"
+    for pid in range(100, 140):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "stat").write_bytes(f"{pid} (sh) S {pid + 1} 1 1".encode())
+        env = f"{BROWSER_CHANNEL_ENV}={channel}" if pid == 139 else "PATH=/bin"
+        (tmp_path / str(pid) / "environ").write_bytes(env.encode() + b"\0")
+    assert resolve_channel(110, BROWSER_CHANNEL_ENV, proc=str(tmp_path)).value == channel
+    with pytest.raises(AncestryError, match="no OPENAB_BROWSER_CHANNEL"):
+        resolve_channel(100, BROWSER_CHANNEL_ENV, proc=str(tmp_path))  # 39 steps up: past the bound of 32
+
+
+async def test_a_closed_sessions_relay_reaches_no_browser() -> None:
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice") as (alice, _a),
+        Client(relay_params(channel_of(alice), pod.socket), mode="legacy") as client,
+    ):
+        assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+        await pod.gateway.pod.evict(alice, "closed by the test")
+        result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})
+        assert result.is_error and "browser not connected" in text_of(result)
 
 
 async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
