@@ -142,12 +142,13 @@ class _SessionAgent:
             self._asks.add(ask)
             self._asking += 1
             try:
-                outcome = await ask
+                outcome = _offered(await ask, params)
                 log.info("%s: permission for %r answered in the browser", self.name, _title(tool_call))
                 return outcome
             except asyncio.CancelledError:
                 if self.cancelling:
                     return cancelled_outcome()
+                ask.cancel()  # the agent went away: nobody needs the card any more
                 raise
             except PermissionUnavailable as exc:
                 log.info("%s: %s; the %s policy decides", self.name, exc, runtime.policy)
@@ -517,6 +518,18 @@ def _agent_error_text(exc: RpcError) -> str:
     if exc.code == -32000:
         text += " (the agent needs to sign in: log it in inside the pod, or give it its API key with --agent-env)"
     return text[:2000]
+
+
+def _offered(answer: JsonObject, params: JsonObject) -> JsonObject:
+    """The person's answer, if it picks one of the options the agent offered; else a rejection."""
+    outcome = answer.get("outcome")
+    if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
+        return cancelled_outcome()
+    offered = {o.get("optionId") for o in params.get("options") or [] if isinstance(o, dict)}
+    if isinstance(outcome, dict) and outcome.get("outcome") == "selected" and outcome.get("optionId") in offered:
+        return {"outcome": {"outcome": "selected", "optionId": outcome["optionId"]}}
+    log.warning("the extension answered a permission request with an option the agent did not offer; rejected")
+    return reject(params)
 
 
 def _title(tool_call: JsonObject) -> str:

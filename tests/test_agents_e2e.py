@@ -171,6 +171,20 @@ async def test_a_permission_nobody_answers_is_rejected_after_the_timeout(pod_for
     assert browser.calls == [], "an unanswered permission is a rejection"
 
 
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_an_answer_naming_an_option_the_agent_did_not_offer_is_a_rejection(pod_for: Pod) -> None:
+    async def forge(params: dict[str, Any]) -> dict[str, Any]:
+        return {"outcome": {"outcome": "selected", "optionId": "approved-for-everything"}}
+
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        browser, session_id, _pid = await browser_session(pod, ext, **RELAY)
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=forge)
+
+    assert turn.permissions and turn.result == {"stopReason": "end_turn"}
+    assert browser.calls == []
+
+
 @both
 async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for: Pod) -> None:
     pod, model = pod_for.running, pod_for.model
