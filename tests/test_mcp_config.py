@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import subprocess
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -388,3 +389,33 @@ def test_our_own_env_counts_only_when_no_home_is_given(
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "mine"))
     assert main_file("codex", dirs) == dirs["home"] / ".codex" / "config.toml"
     assert config_files("codex")[0].path == tmp_path / "mine" / "config.toml"
+
+
+def yaml_parser() -> list[str] | None:
+    """A real YAML parser in some Python on this machine (Debian's python3-yaml), as a command."""
+    for python in ("/usr/bin/python3", "python3"):
+        argv = [python, "-c", "import json, sys, yaml; print(json.dumps(yaml.safe_load(sys.stdin)))"]
+        try:
+            if subprocess.run([*argv[:2], "import yaml"], capture_output=True).returncode == 0:
+                return argv
+        except OSError:
+            continue
+    return None
+
+
+@pytest.mark.parametrize("endpoint", ENDPOINTS)
+def test_goose_file_is_yaml_a_real_parser_reads_as_our_entry(
+    endpoint: HttpEndpoint | StdioCommand, dirs: dict[str, Path]
+) -> None:
+    parser = yaml_parser()
+    if parser is None:
+        pytest.skip("no Python with PyYAML here (Debian: apt-get install python3-yaml)")
+    path = main_file("goose", dirs)
+    seed(path, "GOOSE_PROVIDER: openai\nextensions:\n  developer:\n    enabled: true\n    type: builtin\n")
+    write("goose", endpoint, **dirs)
+
+    parsed = json.loads(subprocess.run(parser, input=path.read_text(), capture_output=True, text=True,
+                                       check=True).stdout)
+    assert parsed["GOOSE_PROVIDER"] == "openai"
+    assert parsed["extensions"]["developer"] == {"enabled": True, "type": "builtin"}
+    assert parsed["extensions"][SERVER_NAME] == entry("goose", endpoint)
