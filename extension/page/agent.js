@@ -10,6 +10,7 @@
     '[role=radio]', '[role=tab]', '[role=menuitem]', '[role=switch]', '[role=textbox]', '[role=combobox]',
     '[role=option]', '[onclick]', '[tabindex]:not([tabindex="-1"])',
   ].join(',');
+  const FOCUSABLE = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [contenteditable=true]';
   const SKIP = new Set(['SCRIPT', 'STYLE', 'NOSCRIPT', 'TEMPLATE', 'HEAD', 'META', 'LINK', 'svg', 'SVG']);
   const CONTAINERS = {
     FORM: 'form', NAV: 'navigation', MAIN: 'main', HEADER: 'banner', FOOTER: 'contentinfo', ASIDE: 'complementary',
@@ -326,12 +327,18 @@
     press(el, { key }) {
       const target = el || document.activeElement || document.body;
       if (el && typeof el.focus === 'function') el.focus();
-      const init = { key, code: key.length === 1 ? `Key${key.toUpperCase()}` : key, bubbles: true, cancelable: true, composed: true };
+      const code = /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}` : key === ' ' ? 'Space' : key;
+      const init = { key, code, bubbles: true, cancelable: true, composed: true };
       const go = target.dispatchEvent(new KeyboardEvent('keydown', init));
       if (key.length === 1) target.dispatchEvent(new KeyboardEvent('keypress', init));
       target.dispatchEvent(new KeyboardEvent('keyup', init));
-      // Synthetic key events do not trigger default actions, so do the one agents rely on.
+      // Synthetic key events do not trigger default actions, so do the ones agents rely on.
       if (go && key === 'Enter' && target.form && target.tagName === 'INPUT') target.form.requestSubmit();
+      if (go && key === 'Tab') {
+        const order = Array.from(document.querySelectorAll(FOCUSABLE)).filter((e) => visible(e) && !e.disabled);
+        const next = order[(order.indexOf(target) + 1) % order.length];
+        if (next) next.focus();
+      }
       return `pressed ${key} in`;
     },
   };

@@ -191,6 +191,12 @@ async def test_keys_and_scrolling(client: Client, site: str) -> None:
     assert not is_error, text
     html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
     assert "escaped" in html
+    await call(client, "browser_press_key", {"selector": "#user", "key": "Tab"})
+    text, is_error = await call(client, "browser_type", {"selector": ":focus", "text": "typed after Tab"})
+    assert not is_error, text
+    snap, _ = await call(client, "browser_snapshot")
+    # Tab moved the focus to the password field, whose value stays hidden.
+    assert "typed after Tab" not in snap
 
     await call(client, "browser_navigate", {"url": f"{site}/long.html"})
     text, _ = await call(client, "browser_scroll", {"direction": "down", "pixels": 500})
