@@ -3,10 +3,11 @@ through the real proxy and the MCP-over-ACP tunnel; with and without a model."""
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
-from test_runtime_pod import FakeBrowser, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, eventually, open_session, prompt, run_pod
 
 from openab.core.builtin_agent import find_ref, plan_steps
 
@@ -78,3 +79,19 @@ async def test_builtin_agent_says_what_it_cannot_do(tmp_path: Path) -> None:
         assert turn.result == {"stopReason": "end_turn"}
         assert "open URL" in turn.text and not browser.clicked
         assert "nothing on the page is called “Checkout”" in missing.text
+
+
+async def test_cancel_reaches_the_tool_running_in_the_browser(tmp_path: Path) -> None:
+    # The gateway would end the turn itself only after this grace: an answer before it is the agent's own.
+    async with run_pod(tmp_path / "state", cancel_grace=600) as pod, pod.extension() as ext:
+        browser = FakeBrowser(ext, hold=asyncio.Event())
+        session_id = await open_session(pod, ext)
+        running = asyncio.ensure_future(prompt(ext, session_id, "open example.org/slow; read"))
+        await browser.navigating.wait()
+        await ext.notify("session/cancel", {"sessionId": session_id})
+        turn = await running
+        await eventually(lambda: bool(ext.cancelled))
+
+    assert turn.result == {"stopReason": "cancelled"}
+    assert browser.url == "about:blank" and [name for name, _ in browser.calls] == ["browser_navigate"]
+    assert ext.cancelled, "the browser was told to stop the navigation"
