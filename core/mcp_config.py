@@ -42,6 +42,7 @@ __all__ = [
     "config_files",
     "config_write",
     "entry",
+    "expands_token",
     "strip",
     "write",
     "write_private",
@@ -228,6 +229,14 @@ def agent_name(name: str) -> str:
     return key
 
 
+def expands_token(agent: str, token_env: str | None) -> bool:
+    """Whether ``agent``'s entry can refer to the token by its variable instead of holding it."""
+    if not token_env:
+        return False
+    probe = "openab-token-probe"
+    return probe not in json.dumps(entry(agent, HttpEndpoint("http://127.0.0.1/mcp", probe, token_env)))
+
+
 def entry(agent: str, endpoint: Endpoint) -> Json:
     """The ``openab_browser`` entry exactly as ``agent`` wants it in its config file."""
     return _AGENTS[agent_name(agent)].entry(endpoint)
@@ -365,7 +374,8 @@ def config_write(
     """``openab config write --agent NAME [--dir D] [--mode proxy|bridge]``.
 
     Bridge mode writes the static ``openab browser-bridge`` entry, the one to use by hand. Proxy
-    mode needs the url and token of a running session (the gateway writes those itself).
+    mode needs the url of a running session (the gateway writes those itself) and its token, or
+    ``token_env``, the variable holding it, for agents that expand one (``expands_token``).
     The returned text never contains the token.
     """
     name = agent_name(agent)
@@ -379,6 +389,8 @@ def config_write(
                 "proxy mode needs a session's url and token; the gateway writes them for each session. "
                 "For a static entry use --mode bridge"
             )
+        if not token and not expands_token(name, token_env):
+            raise ConfigError(f"{name} cannot read the token from ${token_env}: pass the token itself")
         endpoint = HttpEndpoint(url, token or "", token_env)
         how = f"{url} (Streamable HTTP, bearer token)"
     else:

@@ -419,3 +419,17 @@ def test_goose_file_is_yaml_a_real_parser_reads_as_our_entry(
     assert parsed["GOOSE_PROVIDER"] == "openai"
     assert parsed["extensions"]["developer"] == {"enabled": True, "type": "builtin"}
     assert parsed["extensions"][SERVER_NAME] == entry("goose", endpoint)
+
+
+def test_config_write_proxy_can_name_the_tokens_variable_instead(dirs: dict[str, Path]) -> None:
+    done = config_write("cursor", mode="proxy", url=PROXY.url, token_env="OPENAB_BROWSER_TOKEN", **dirs)
+    assert servers("cursor", dirs)[SERVER_NAME]["headers"] == {"Authorization": "Bearer ${env:OPENAB_BROWSER_TOKEN}"}
+    assert done.paths == [main_file("cursor", dirs)]
+
+
+def test_config_write_refuses_a_variable_the_agent_cannot_expand(dirs: dict[str, Path]) -> None:
+    # Gemini's headers take no variables: an entry without the token would fail silently (a 401).
+    with pytest.raises(ConfigError, match="cannot read the token"):
+        config_write("gemini", mode="proxy", url=PROXY.url, token_env="OPENAB_BROWSER_TOKEN", **dirs)
+    assert not main_file("gemini", dirs).exists()
+    assert mcp_config.expands_token("codex", "T") and not mcp_config.expands_token("goose", "T")
