@@ -120,3 +120,25 @@ async def test_cancel_ends_a_turn_the_model_is_still_thinking_about(
 
     assert outcome["result"].stop_reason == "cancelled"
     assert "too late" not in "".join(client.text)
+
+
+async def test_a_wrong_token_is_refused_and_the_turn_goes_on_without_the_tool(
+    acp_cli: str,
+    page: str,
+    browser: BrowserPeer,
+    fake_model: FakeModel,
+    agent_setup: Callable[[str], AgentEnv],
+    offline: Callable[..., HostRelay | None],
+) -> None:
+    """Why an end-to-end test must look at the server's log: no agent reports the 401 as an error."""
+    agent = agent_setup(acp_cli)
+    wrong = browser.acp_server()
+    wrong.headers[0].value = "Bearer not-the-token"
+    with anyio.fail_after(180):
+        async with acp_agent(agent, RecordingClient(), offline(browser.port)) as (conn, _process):
+            session_id = await open_session(conn, agent, [wrong])
+            result = await conn.prompt(session_id=session_id, prompt=[text_block("Open the page, please.")])
+
+    assert result.stop_reason == "end_turn"
+    assert browser.calls == [] and fake_model.calls() == []
+    assert browser.requests and not any(ok for _method, ok, _agent in browser.requests)
