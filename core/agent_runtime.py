@@ -71,6 +71,7 @@ class _SessionAgent:
         self.acp_session_id: str | None = None
         self.endpoint: BrowserEndpoint | None = None
         self.config_home: Path | None = None
+        self.config_env: dict[str, str] = {}
         self.wrote_config = False
         self.turn: PromptTurn | None = None
         self.cancelling = False
@@ -183,12 +184,13 @@ class _SessionAgent:
             if recipe.browser_via == "config" and recipe.config_agent:
                 self.config_home = Path(env.get("HOME") or Path.home())
                 writer = getattr(runtime.browser, "write_config", None)
+                self.config_env = env  # CODEX_HOME and the like say where the CLI reads its config
                 if callable(writer):
                     # The proxy remembers what it wrote, refuses a file another session holds, strips on close.
-                    writer(self.session, recipe.config_agent, self.cwd, home=self.config_home)
+                    writer(self.session, recipe.config_agent, self.cwd, home=self.config_home, env=env)
                 else:
                     mcp_config.write(recipe.config_agent, self.endpoint.config, dir=self.cwd,
-                                     home=self.config_home)
+                                     home=self.config_home, env=env)
                     self.wrote_config = True
             elif self.endpoint.acp_server is not None:
                 servers.append(self.endpoint.acp_server)
@@ -315,7 +317,7 @@ class _SessionAgent:
         if self.wrote_config and self.endpoint is not None and self.runtime.recipe.config_agent:
             with contextlib.suppress(mcp_config.ConfigError, OSError):
                 mcp_config.strip(self.runtime.recipe.config_agent, self.endpoint.config, dir=self.cwd,
-                                 home=self.config_home)
+                                 home=self.config_home, env=self.config_env)
 
 
 class AgentRuntime:

@@ -30,6 +30,7 @@ from test_runtime_pod import (
     FakeBrowser,
     RunningPod,
     browser_session,
+    environ,
     live_group,
     open_session,
     prompt,
@@ -37,6 +38,7 @@ from test_runtime_pod import (
 )
 
 from openab.core.agent_recipes import RECIPES
+from openab.core.mcp_config import config_files
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 
@@ -58,8 +60,10 @@ class Pod:
 
 @pytest.fixture
 async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_path: Path) -> AsyncIterator[Pod]:
-    # "codex", "gemini:auto" (a permission policy), "codex/bridge" (a browser mode)
-    spec, _, mode = str(request.param).partition("/")
+    # "codex", "gemini:auto" (a permission policy), "codex/bridge" (a browser mode), "codex+config" (the
+    # browser in the CLI's own config file, as Cursor and Kiro get it)
+    spec, config, _ = str(request.param).partition("+config")
+    spec, _, mode = spec.partition("/")
     cli, _, policy = spec.partition(":")
     binary = require(ACP_COMMANDS[cli][0])
     agent = agent_env(cli, fake_model.url, tmp_path / cli)
@@ -67,6 +71,8 @@ async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_pat
     agent.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{agent.env['PATH']}"
     recipe = RECIPES[cli]
     recipe = dataclasses.replace(recipe, argv=(str(binary), *recipe.argv[1:]))
+    if config:
+        recipe = dataclasses.replace(recipe, browser_via="config", config_agent=cli)
     page = f"https://example.org/{secrets.token_hex(4)}"
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
     async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions=policy or "browser-only",
@@ -93,6 +99,25 @@ async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_
     # ... the browser-only policy approved it (no person was asked), and the whole answer streamed back.
     assert f"navigated to {pod_for.page}" in turn.text and turn.text.count("FINAL ANSWER") == 1
     assert "tool_call" in turn.kinds()
+
+
+@pytest.mark.parametrize("pod_for", ["codex+config", "claude+config", "codex/bridge+config"], indirect=True)
+async def test_an_agent_given_the_browser_in_its_own_config_file_calls_it(pod_for: Pod) -> None:
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        browser, session_id, pid = await browser_session(pod, ext)
+        env = environ(pid)
+        session = pod.pod.sessions.get(session_id)
+        assert session is not None
+        [main, *_] = config_files(pod.runtime.recipe.name, dir=pod.runtime.workdir(session), home=Path(env["HOME"]),
+                                  env=env)
+        assert "openab_browser" in main.path.read_text()
+        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+        await pod.pod.evict(session_id, "test")
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
+    assert not main.path.exists() or "openab_browser" not in main.path.read_text(), "our entry left with the session"
 
 
 @pytest.mark.parametrize("pod_for", ["gemini:auto", "opencode:auto"], indirect=True)

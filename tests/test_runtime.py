@@ -10,16 +10,20 @@ from pathlib import Path
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
-from test_runtime_pod import FakeBrowser, browser_session, eventually, live_group, open_session, prompt, run_pod
+from test_runtime_pod import (
+    FakeBrowser,
+    browser_session,
+    environ,
+    eventually,
+    live_group,
+    open_session,
+    prompt,
+    run_pod,
+)
 
 from openab.core.agent_recipes import RECIPES
 
 pytestmark = pytest.mark.anyio
-
-
-def environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
 
 
 async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_path: Path) -> None:

@@ -240,6 +240,12 @@ def _take(turn: Turn, session_id: str, message: dict[str, Any]) -> None:
         turn.updates.append(params["update"])
 
 
+def environ(pid: int) -> dict[str, str]:
+    """A process's environment, as the kernel holds it."""
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
 def live_group(pgid: int) -> set[int]:
     """Processes of process group ``pgid`` that are not zombies (PID 1 here may not reap orphans)."""
     members = set()
