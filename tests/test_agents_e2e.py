@@ -101,6 +101,22 @@ async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_
     assert "tool_call" in turn.kinds()
 
 
+@both
+async def test_a_long_reply_streams_whole_in_many_chunks(pod_for: Pod) -> None:
+    # Upstream cut a 900-line reply to its first message; every chunk must arrive, in order.
+    lines = [f"line {n:03d} of the long answer" for n in range(900)]
+    pod_for.model.set_script(Script(calls=[Call("browser_navigate", {"url": pod_for.page})],
+                                    answer="\n".join(lines) + "\nFINAL {result}"))
+    pod = pod_for.running
+    async with pod.extension() as ext:
+        _browser, session_id, _pid = await browser_session(pod, ext)
+        turn = await prompt(ext, session_id, "Open the page and tell me everything.", timeout=120)
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert "\n".join(lines) + "\nFINAL " in turn.text and f"navigated to {pod_for.page}" in turn.text
+    assert turn.kinds().count("agent_message_chunk") > 10
+
+
 @pytest.mark.parametrize("pod_for", ["codex+config", "claude+config", "codex/bridge+config"], indirect=True)
 async def test_an_agent_given_the_browser_in_its_own_config_file_calls_it(pod_for: Pod) -> None:
     pod = pod_for.running
