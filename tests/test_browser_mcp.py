@@ -248,13 +248,19 @@ async def test_a_malformed_browser_result_is_an_internal_error() -> None:
     assert response["error"]["code"] == -32603
 
 
-async def test_notifications_cancelled_stops_the_call_and_tells_the_browser() -> None:
+def hanging() -> tuple[Answer, asyncio.Event]:
+    """A browser tool that starts and never ends, and the event that says it started."""
     started = asyncio.Event()
 
     async def hang(method: str, params: dict[str, Any]) -> Any:
         started.set()
         await asyncio.Event().wait()
 
+    return hang, started
+
+
+async def test_notifications_cancelled_stops_the_call_and_tells_the_browser() -> None:
+    hang, started = hanging()
     registry = TunnelRegistry()
     _, conn = attach(registry, hang)
     mcp, _ = server(registry)
@@ -270,12 +276,7 @@ async def test_notifications_cancelled_stops_the_call_and_tells_the_browser() ->
 
 
 async def test_calls_in_flight_are_bounded() -> None:
-    started = asyncio.Event()
-
-    async def hang(method: str, params: dict[str, Any]) -> Any:
-        started.set()
-        await asyncio.Event().wait()
-
+    hang, started = hanging()
     registry = TunnelRegistry()
     attach(registry, hang)
     mcp, _ = server(registry, limits=Limits(max_running_calls=1))
