@@ -45,7 +45,15 @@ def register(commands: Any) -> None:
 def _write(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from openab.core.mcp_config import SERVER_NAME, ConfigError, HttpEndpoint, StdioCommand, config_write, entry
+    from openab.core.mcp_config import (
+        SERVER_NAME,
+        ConfigError,
+        HttpEndpoint,
+        StdioCommand,
+        config_write,
+        entry,
+        expands_token,
+    )
 
     token: str | None = None
     try:
@@ -55,9 +63,7 @@ def _write(args: argparse.Namespace) -> int:
                                   "session's token)")
             token = os.environ.get(args.token_env) or None
             # Agents that cannot expand ${VAR} need the token itself in their file.
-            probe = "openab-token-probe-" + os.urandom(8).hex()
-            needs_literal = probe in json.dumps(entry(args.agent, HttpEndpoint(args.url, probe, args.token_env)))
-            if needs_literal and token is None:
+            if token is None and not expands_token(args.agent, args.token_env):
                 raise ConfigError(f"{args.agent} cannot read the token from ${args.token_env}: set {args.token_env} "
                                   "in this shell so it can be written into the file")
         elif args.url or args.token_env:
