@@ -38,6 +38,9 @@ _INHERITED = (
 )
 
 
+_LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
 def scrubbed_env(
     base: Mapping[str, str] | None = None, *, extra: Mapping[str, str] | None = None
 ) -> dict[str, str]:
@@ -47,6 +50,11 @@ def scrubbed_env(
     env.update({k: v for k, v in base.items() if k.startswith("LC_")})
     env.setdefault("PATH", os.defpath)
     env.update(extra or {})
+    if any(k.lower().endswith("_proxy") and k.lower() != "no_proxy" for k in env):
+        # The browser endpoint is on loopback: a corporate proxy must never be asked to reach it.
+        for name in ("NO_PROXY", "no_proxy"):
+            listed = [h for h in env.get(name, "").split(",") if h.strip()]
+            env[name] = ",".join(listed + [h for h in _LOOPBACK if h not in listed])
     return env
 
 

@@ -101,11 +101,16 @@ class Assembled:
 
 
 def assemble(
-    settings: Settings, *, env: Mapping[str, str] | None = None, recipe: Recipe | None = None
+    settings: Settings,
+    *,
+    env: Mapping[str, str] | None = None,
+    recipe: Recipe | None = None,
+    base_env: Mapping[str, str] | None = None,
 ) -> Assembled:
     """A pod with its agent runtime and its browser access (proxy or bridge), not yet serving.
 
-    ``env`` is added to every agent's environment, ``recipe`` replaces the one ``settings.agent`` names.
+    ``env`` is added to every agent's environment, ``recipe`` replaces the one ``settings.agent`` names,
+    ``base_env`` is the environment agents inherit from (default: this process's).
     Raises ``ValueError`` for an unknown agent or a missing ``--agent-cmd``.
     """
     from openab.core.agent_runtime import AgentRuntime
@@ -123,7 +128,7 @@ def assemble(
 
         browser = cast("BrowserAccess", BrowserProxy(pod))
     pod.add_observer(browser)
-    runtime = AgentRuntime(pod, browser=browser, env=env, recipe=recipe)
+    runtime = AgentRuntime(pod, browser=browser, env=env, recipe=recipe, base_env=base_env)
     pod.backend = runtime
     return Assembled(pod, runtime, browser)
 

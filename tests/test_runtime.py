@@ -27,26 +27,27 @@ pytestmark = pytest.mark.anyio
 
 
 async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_path: Path) -> None:
+    # The pod's own environment, as `openab run` would have it.
     pod_env = {**os.environ, "GITHUB_TOKEN": "ghp_secret", "OPENAI_API_KEY": "sk-secret", "PASS_ME": "yes",
                "HTTPS_PROXY": "http://proxy.internal:3128", "LC_ALL": "C.UTF-8"}
-    async with run_pod(tmp_path / "state", agent_env=["PASS_ME", "SET_ME=1"]) as pod:
-        pod.runtime._base_env = pod_env  # the pod's own environment, as `openab run` would have it
-        async with pod.extension() as ext:
-            _browser, session_id, pid = await browser_session(pod, ext)
-            env = environ(pid)
-            session = pod.pod.sessions.get(session_id)
-            assert session is not None
+    async with run_pod(tmp_path / "state", agent_env=["PASS_ME", "SET_ME=1"], base_env=pod_env) as pod, \
+            pod.extension() as ext:
+        _browser, session_id, pid = await browser_session(pod, ext)
+        env = environ(pid)
+        session = pod.pod.sessions.get(session_id)
+        assert session is not None
 
-            assert os.getpgid(pid) == pid, "the agent leads its own process group"
-            workdir = Path(os.readlink(f"/proc/{pid}/cwd"))
-            assert workdir == tmp_path / "state" / "sessions" / session.channel / "work"
-            assert env["OPENAB_BROWSER_CHANNEL"] == session.channel
-            assert "GITHUB_TOKEN" not in env and "OPENAI_API_KEY" not in env
-            assert env["PASS_ME"] == "yes" and env["SET_ME"] == "1"
-            assert env["HTTPS_PROXY"] == "http://proxy.internal:3128" and env["LC_ALL"] == "C.UTF-8"
+        assert os.getpgid(pid) == pid, "the agent leads its own process group"
+        workdir = Path(os.readlink(f"/proc/{pid}/cwd"))
+        assert workdir == tmp_path / "state" / "sessions" / session.channel / "work"
+        assert env["OPENAB_BROWSER_CHANNEL"] == session.channel
+        assert "GITHUB_TOKEN" not in env and "OPENAI_API_KEY" not in env
+        assert env["PASS_ME"] == "yes" and env["SET_ME"] == "1"
+        assert env["HTTPS_PROXY"] == "http://proxy.internal:3128" and env["LC_ALL"] == "C.UTF-8"
+        assert "127.0.0.1" in env["NO_PROXY"].split(","), "the loopback browser endpoint bypasses the proxy"
 
-            await pod.pod.evict(session_id, "test")
-            assert not await asyncio.to_thread(workdir.exists), "a closed session leaves no files behind"
+        await pod.pod.evict(session_id, "test")
+        assert not await asyncio.to_thread(workdir.exists), "a closed session leaves no files behind"
 
 
 async def test_an_agent_that_is_not_installed_fails_the_prompt_saying_so(tmp_path: Path) -> None:

@@ -63,14 +63,20 @@ class RunningPod:
 
 @contextlib.asynccontextmanager
 async def run_pod(
-    state_dir: Path, *, env: Mapping[str, str] | None = None, recipe: Recipe | None = None, **settings: Any
+    state_dir: Path,
+    *,
+    env: Mapping[str, str] | None = None,
+    recipe: Recipe | None = None,
+    base_env: Mapping[str, str] | None = None,
+    **settings: Any,
 ) -> AsyncIterator[RunningPod]:
     """The pod `openab run` assembles (runtime, proxy or bridge), served on 127.0.0.1 at a free port."""
     token = secrets.token_urlsafe(24)
     if settings.get("browser_mode") == "bridge" and "browser_socket" not in settings:
         # A short path: a Unix socket address holds 107 bytes, pytest's tmp_path may not fit.
         settings["browser_socket"] = Path(tempfile.mkdtemp(prefix="openab-")) / "browser.sock"
-    assembled = assemble(Settings(token=token, port=0, state_dir=state_dir, **settings), env=env, recipe=recipe)
+    assembled = assemble(Settings(token=token, port=0, state_dir=state_dir, **settings), env=env, recipe=recipe,
+                         base_env=base_env)
     pod = assembled.pod
     try:
         async with browser_started(assembled.browser), running_server(
