@@ -21,7 +21,7 @@ from pathlib import Path
 from .jsonrpc import Peer
 from .rpc_connection import Handler, RpcConnection
 
-__all__ = ["AgentExited", "AgentProcess", "scrubbed_env"]
+__all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +60,10 @@ def scrubbed_env(
 
 class AgentExited(Exception):
     """The agent process is gone; the message says how it ended and what it last wrote on stderr."""
+
+
+class AgentNotFound(AgentExited):
+    """The agent's program is not installed (or not on PATH)."""
 
 
 class AgentProcess:
@@ -112,7 +116,7 @@ class AgentProcess:
                 limit=self._max_line,
             )
         except FileNotFoundError:
-            raise AgentExited(
+            raise AgentNotFound(
                 f"agent command {self.argv[0]!r} not found on PATH: install it or give its full path "
                 "(--agent-cmd)"
             ) from None

@@ -30,7 +30,7 @@ from . import __version__, mcp_config
 from .agent_backend import PermissionUnavailable, PromptTurn
 from .agent_permissions import cancelled as cancelled_outcome
 from .agent_permissions import decide, reject
-from .agent_process import AgentExited, AgentProcess, scrubbed_env
+from .agent_process import AgentExited, AgentNotFound, AgentProcess, scrubbed_env
 from .agent_recipes import Recipe, recipe_for, running_as_root
 from .browser_access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from .jsonrpc import INTERNAL_ERROR, JsonObject, Notification, Request, RpcError
@@ -452,7 +452,8 @@ class AgentRuntime:
             await agent.start()
         except AgentExited as exc:
             await agent.close()
-            raise RpcError(INTERNAL_ERROR, f"Could not start {self.recipe.title}: {exc}") from None
+            how = f" ({self.recipe.install})" if isinstance(exc, AgentNotFound) and self.recipe.install else ""
+            raise RpcError(INTERNAL_ERROR, f"Could not start {self.recipe.title}: {exc}{how}") from None
         except (mcp_config.ConfigError, OSError) as exc:
             await agent.close()
             raise RpcError(INTERNAL_ERROR, f"Could not prepare {self.recipe.title}: {exc}") from None

@@ -62,6 +62,17 @@ async def test_an_agent_that_is_not_installed_fails_the_prompt_saying_so(tmp_pat
         assert "'openab-no-such-agent' not found on PATH" in str(turn.error)
 
 
+async def test_a_known_agent_that_is_not_installed_says_how_to_install_it(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", agent="codex", base_env={"PATH": str(tmp_path)}) as pod, \
+            pod.extension() as ext:
+        session_id = await ext.new_session([])
+        turn = await prompt(ext, session_id, "hello")
+
+    assert turn.error is not None
+    assert "Could not start Codex: agent command 'codex-acp' not found on PATH" in str(turn.error)
+    assert "npm install -g @zed-industries/codex-acp" in str(turn.error)
+
+
 async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
     command = [sys.executable, "-c", "import sys; sys.stderr.write('no API key configured\\n'); sys.exit(3)"]
     async with run_pod(tmp_path / "state", agent_cmd=command) as pod, pod.extension() as ext:
