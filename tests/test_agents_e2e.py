@@ -272,6 +272,33 @@ async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_
     assert browser.url == pod_for.page
 
 
+@pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
+async def test_a_socket_lost_mid_turn_cancels_the_agents_turn_and_the_resumed_session_prompts_again(
+    pod_for: Pod,
+) -> None:
+    pod, model = pod_for.running, pod_for.model
+    model.set_script(Script(text="too late", hang=True))
+    async with pod.extension() as first:
+        _first, session_id, pid = await browser_session(pod, first)
+        await first.send({"jsonrpc": "2.0", "id": "p1", "method": "session/prompt",
+                          "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "Think."}]}})
+        await model.wait_hanging()
+    # The socket is gone mid-turn. The agent is told to cancel; it stays, and serves the resumed session.
+    model.set_script(Script(calls=[Call("browser_navigate", {"url": pod_for.page})]))
+    model.release()
+    async with pod.extension() as second:
+        browser = FakeBrowser(second)
+        await second.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER_SERVER]})
+        await pod.pod.tunnels.wait_attached(session_id, timeout=15)
+        turn = await prompt(second, session_id, "Open the page, please.", timeout=120)
+        second_pid = pod.runtime.agents.get(session_id)
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    assert "too late" not in turn.text, "nothing of the abandoned turn leaks into the next one"
+    assert browser.url == pod_for.page
+    assert second_pid == pid
+
+
 @both
 async def test_resume_on_a_new_socket_reaches_the_same_agent(pod_for: Pod) -> None:
     pod = pod_for.running
