@@ -404,6 +404,27 @@ async def test_oversize_and_garbage_frames_get_json_rpc_errors() -> None:
         assert b"connected to" in err  # diagnostics on stderr, never on stdout
 
 
+async def test_relay_reads_and_writes_plain_files_too(tmp_path: Path) -> None:
+    # `openab browser-bridge < requests.jsonl > answers.jsonl`, as someone debugging by hand would run it.
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        requests = [
+            {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+             "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}},
+            {"jsonrpc": "2.0", "method": "notifications/initialized"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}},
+        ]
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
+        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: channel_of(alice), SOCKET_ENV: str(pod.socket)}
+        relay = await asyncio.create_subprocess_exec(
+            "sh", "-c", f'"{OPENAB}" browser-bridge < in.jsonl > out.jsonl', cwd=tmp_path, env=env,
+            stderr=subprocess.DEVNULL,
+        )
+        async with asyncio.timeout(60):
+            assert await relay.wait() == 0
+        answers = {a["id"]: a for a in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
+        assert answers[2]["result"]["content"] == [{"type": "text", "text": "browser of alice"}]
+
+
 # -- the pod's server restarting ---------------------------------------------------------------------------
 
 
