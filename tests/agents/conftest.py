@@ -24,12 +24,6 @@ from .mcp_peer import BrowserPeer, browser_peer
 from .offline import HostRelay, can_unshare
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line(
-        "markers", "agents: drives a real agent CLI from tests/agents/node_modules (npm ci installs them)"
-    )
-
-
 @pytest.fixture
 def fake_model() -> Iterator[FakeModel]:
     """A scripted fake model on 127.0.0.1 (``fake_model.url``); set its script per test."""
