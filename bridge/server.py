@@ -172,7 +172,7 @@ class BridgeServer:
         *,
         path: Path | str | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
-        max_connections: int = 1024,
+        max_connections: int = 256,
         max_requests_per_connection: int = 256,
         max_send_buffer: int = 64 << 20,
         limits: Limits | None = None,
@@ -220,6 +220,7 @@ class BridgeServer:
     def _prepare_directory(self) -> None:
         folder = self.path.parent
         try:
+            created = not folder.exists()
             folder.mkdir(mode=0o700, parents=True, exist_ok=True)
             st = os.lstat(folder)
         except OSError as exc:
@@ -231,8 +232,15 @@ class BridgeServer:
                 f"the socket directory {folder} belongs to uid {st.st_uid}, not to this pod's uid {os.geteuid()}; "
                 f"set {BROWSER_SOCKET_ENV} to a path in a directory of our own"
             )
-        if stat.S_IMODE(st.st_mode) != 0o700:
-            os.chmod(folder, 0o700)
+        if created:
+            os.chmod(folder, 0o700)  # exactly, whatever the umask
+        elif stat.S_IMODE(st.st_mode) & 0o077:
+            # Never tighten a directory we did not make: it may be /tmp, or someone's home.
+            raise BridgeError(
+                f"{folder} can be entered by other users (mode {stat.S_IMODE(st.st_mode):04o}); the socket needs a "
+                f"directory only this uid can enter: `chmod 700 {folder}`, or set {BROWSER_SOCKET_ENV} to a path "
+                "in a directory that does not exist yet (openab creates it 0700)"
+            )
 
     def _remove_stale(self) -> None:
         try:

@@ -31,7 +31,7 @@ from mcp.shared.exceptions import MCPError
 
 from openab.bridge.ancestry import AncestryError, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
-from openab.bridge.server import BridgeServer
+from openab.bridge.server import BridgeError, BridgeServer
 from openab.core.browser_access import BROWSER_CHANNEL_ENV
 from openab.core.browser_mcp import BROWSER_TOOLS
 from openab.core.mcp_config import StdioCommand, entry
@@ -559,7 +559,11 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         stale = socket.socket(socket.AF_UNIX)
         stale.bind(str(path))  # left behind by a crashed pod: nobody listens
         stale.close()
-        os.chmod(path.parent, 0o755)  # loosened by hand meanwhile: the server tightens it again
+        # A directory other users can enter is refused, not tightened behind the operator's back (it may be /tmp).
+        os.chmod(path.parent, 0o755)
+        with pytest.raises(BridgeError, match="chmod 700"):
+            await BridgeServer(pod.gateway.pod, path=path).start()
+        os.chmod(path.parent, 0o700)
         pod.bridge = BridgeServer(pod.gateway.pod, path=path)
         await pod.bridge.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
