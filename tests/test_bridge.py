@@ -79,7 +79,7 @@ if line():
 
 
 @dataclass
-class Pod:
+class BridgePod:
     gateway: RunningGateway
     bridge: BridgeServer
 
@@ -89,12 +89,12 @@ class Pod:
 
 
 @contextlib.asynccontextmanager
-async def bridge_pod() -> AsyncIterator[Pod]:
+async def bridge_pod() -> AsyncIterator[BridgePod]:
     # Short: a Unix socket address holds at most 107 bytes, and pytest's tmp_path can be longer.
     root = Path(tempfile.mkdtemp(prefix="oab-"))
     try:
         async with run_gateway(browser_mode="bridge") as gateway:
-            pod = Pod(gateway, BridgeServer(gateway.pod, path=root / "browser" / "browser.sock"))
+            pod = BridgePod(gateway, BridgeServer(gateway.pod, path=root / "browser" / "browser.sock"))
             try:
                 await pod.bridge.start()
                 gateway.pod.add_observer(pod.bridge)
@@ -107,7 +107,7 @@ async def bridge_pod() -> AsyncIterator[Pod]:
 
 @contextlib.asynccontextmanager
 async def browser_session(
-    pod: Pod, who: str, **tools: ToolFunction
+    pod: BridgePod, who: str, **tools: ToolFunction
 ) -> AsyncIterator[tuple[str, FakeExtension]]:
     """A fake extension with its own session and browser tools that say whose browser they are."""
     async with connect_extension(pod.gateway.ws_url, pod.gateway.token) as extension:
@@ -146,7 +146,7 @@ def relay_params(
     )
 
 
-async def raw_exchange(pod: Pod, channel: str | None, lines: list[str], *, user: int | None = None) -> list[str]:
+async def raw_exchange(pod: BridgePod, channel: str | None, lines: list[str], *, user: int | None = None) -> list[str]:
     """What a raw socket client (in its own process, under ``channel``) gets back for ``lines``."""
     env = {"PATH": os.environ["PATH"]}
     if channel is not None:
