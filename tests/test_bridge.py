@@ -40,6 +40,7 @@ pytestmark = pytest.mark.anyio
 
 OPENAB = str(Path(sys.executable).parent / "openab")
 SOCKET_ENV = "OPENAB_BROWSER_SOCKET"
+REAL_PYTHON = os.path.realpath(sys.executable)
 
 # The "agent": it holds the session's variables and starts its MCP server with only PATH and HOME, as
 # Cursor does. It forwards stdio untouched (the relay inherits the pipes) and exits with the relay.
@@ -274,7 +275,7 @@ async def test_ancestry_is_read_past_a_process_whose_name_looks_like_stat_fields
     # /proc/<pid>/stat would say that its parent is pid 1, and the session would be lost.
     folder = Path(tempfile.mkdtemp(prefix="oab-"))
     shell = folder / "a) S 1 (b"
-    shell.symlink_to("/usr/bin/python3")
+    shell.symlink_to(REAL_PYTHON)  # run with -I -S: it needs no venv, only subprocess
     passthrough = "import subprocess, sys; sys.exit(subprocess.call(sys.argv[1:]))"
     try:
         async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
@@ -345,6 +346,8 @@ async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
 def other_user() -> Iterator[int]:
     if os.geteuid() != 0:
         pytest.skip("needs root to run a client as a second user (useradd / setuid)")
+    if not os.access("/usr/bin/python3", os.X_OK):
+        pytest.skip("needs /usr/bin/python3, an interpreter a second user can run")
     name = "openab-bridge-test"
     try:
         pwd.getpwnam(name)
