@@ -78,7 +78,7 @@ class Relay:
         self._ready = asyncio.Event()
         self._refused: RpcError | None = None
         self._down_reason = "not connected yet"
-        self._in_flight: dict[tuple[str, Any], Any] = {}
+        self._in_flight: dict[tuple[str, Any], tuple[Any, str]] = {}  # key -> (id, method)
         self._initialize: dict[str, Any] | None = None
         self._initialized = False
         self._private: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -102,7 +102,7 @@ class Relay:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.drain_timeout):
                     await self._queue.join()
-                    while self._in_flight and self._ready.is_set():
+                    while self._ready.is_set() and self._awaiting_answers():
                         self._answered.clear()
                         await self._answered.wait()
         finally:
@@ -117,6 +117,10 @@ class Relay:
                     self._say(f"stopped: {exc}")
             if self._socket is not None:
                 self._socket.close()
+
+    def _awaiting_answers(self) -> bool:
+        # A listen stream ends only when its server does: no reason to stay for it.
+        return any(method != "subscriptions/listen" for _, method in self._in_flight.values())
 
     async def _stdin_loop(self, stdin: asyncio.StreamReader) -> None:
         loop = asyncio.get_running_loop()
@@ -180,7 +184,7 @@ class Relay:
         if "id" in message and isinstance(method, str):
             if len(self._in_flight) >= _MAX_IN_FLIGHT:
                 return False
-            self._in_flight[_key(message["id"])] = message["id"]
+            self._in_flight[_key(message["id"])] = (message["id"], method)
             if method == "initialize":
                 self._initialize = message
         elif method == "notifications/initialized":
@@ -342,13 +346,13 @@ class Relay:
         self._socket = None
         lost, self._in_flight = list(self._in_flight.values()), {}
         self._answered.set()
-        error = RpcError(
-            INTERNAL_ERROR,
-            "the openab pod's browser socket closed before this request was answered (the pod restarted?); "
-            "a tool call may or may not have run: check the page before repeating it",
-        )
-        for request_id in lost:
-            self._out.write(error_line(error, request_id))
+        closed = "the openab pod's browser socket closed before this request was answered (the pod restarted?)"
+        for request_id, method in lost:
+            if method == "subscriptions/listen":
+                reason = f"{closed}; the stream ended without its close: listen again, and list the tools afresh"
+            else:
+                reason = f"{closed}; a tool call may or may not have run: check the page before repeating it"
+            self._out.write(error_line(RpcError(INTERNAL_ERROR, reason), request_id))
 
 
 # -- stdio ------------------------------------------------------------------------------------------------

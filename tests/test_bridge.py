@@ -28,6 +28,7 @@ from fake_extension import FakeExtension, ToolFunction, connect_extension, text_
 from gateway_harness import RunningGateway, run_gateway
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp.shared.subscriptions import ToolsListChanged
 
 from openab.bridge.ancestry import AncestryError, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
@@ -257,6 +258,21 @@ async def test_tool_list_follows_the_browser_attaching_later() -> None:
                 await changed.wait()
             assert {tool.name for tool in (await client.list_tools()).tools} == {"whoami"}
             assert text_of(await client.call_tool("whoami", {})) == "late browser"
+
+
+async def test_a_2026_client_hears_tool_changes_on_its_listen_stream() -> None:
+    async with (
+        bridge_pod() as pod,
+        browser_session(pod, "alice") as (alice, extension),
+        Client(relay_params(channel_of(alice), pod.socket), mode="auto") as client,
+    ):
+        assert client.protocol_version == "2026-07-28"
+        async with client.listen(tools_list_changed=True) as subscription:
+            assert subscription.honored.tools_list_changed
+            await extension.tools_changed()
+            async with asyncio.timeout(10):
+                event = await anext(subscription)
+        assert isinstance(event, ToolsListChanged)
 
 
 # -- who may use the socket ---------------------------------------------------------------------------------
