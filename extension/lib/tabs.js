@@ -103,12 +103,13 @@ export class AgentTabs {
     }
   }
 
-  async open(url) {
+  async open(url, openerTabId = undefined) {
     const windows = await chrome.windows.getAll({ windowTypes: ['normal'] });
     if (!windows.length) throw new ToolError('no_window', 'there is no browser window to open a tab in');
     const cur = this.current != null ? await chrome.tabs.get(this.current).catch(() => null) : null;
     const windowId = cur ? cur.windowId : (windows.find((w) => w.focused) || windows[0]).id;
-    const tab = await chrome.tabs.create({ url, windowId, active: true });
+    // In the background: the agent never takes the user's current tab away from them.
+    const tab = await chrome.tabs.create({ url, windowId, active: false, ...(openerTabId != null && { openerTabId }) });
     this.owned.set(tab.id, { by: 'agent' });
     this.current = tab.id;
     await this._group(tab);
@@ -132,7 +133,8 @@ export class AgentTabs {
 
   async switchTo(tabId) {
     this._mustOwn(tabId);
-    const tab = await chrome.tabs.update(tabId, { active: true });
+    // Switches the agent's attention, not the user's view.
+    const tab = await chrome.tabs.get(tabId);
     this.current = tabId;
     this._save();
     return tab;

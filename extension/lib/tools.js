@@ -279,8 +279,12 @@ export class BrowserTools {
     return new ToolError(res.error || 'tool_error', `${res.message || 'the action failed'} (${loc.label})`);
   }
 
-  /** Describe, ask the guard, then act on the very element that was described. */
-  async _action(tool, op, args, opArgs, signal) {
+  /**
+   * Describe, ask the guard, then act on the very element that was described. When `opensTab`
+   * says the element is a link to a new tab, the tab is opened here instead: a page may not open
+   * tabs from a script's click (no user gesture), so clicking it would silently do nothing.
+   */
+  async _action(tool, op, args, opArgs, signal, opensTab = () => false) {
     const tab = await this.tabs.target();
     const loc = await this._locate(tab, args);
     const [d] = await this._exec(loc.target, 'describeTarget', [loc.spec]);
@@ -288,10 +292,15 @@ export class BrowserTools {
     const desc = d.result.desc;
     await this.guard.check(tool, desc, { ...opArgs }, signal, tab.url);
     if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+    const what = args.ref ? `${desc.role} "${desc.name}" [ref=${args.ref}]` : args.selector;
+    if (opensTab(desc)) {
+      const opened = await this.tabs.open(this.guard.checkDestination(checkNavigable(desc.href)), tab.id);
+      const done = await this._waitLoaded(opened.id, LOAD_TIMEOUT_MS, signal).catch(() => opened);
+      return { verb: 'clicked', what, desc, opened: { id: opened.id, url: done.url || desc.href } };
+    }
     const [r] = await this._exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
     if (!r || !r.result || r.result.error) throw this._pageError(r && r.result, loc, args);
     await this._settle(tab.id);
-    const what = args.ref ? `${desc.role} "${desc.name}" [ref=${args.ref}]` : args.selector;
     return { verb: r.result.verb, what, desc };
   }
 
@@ -367,16 +376,23 @@ export class BrowserTools {
     let dataUrl;
     for (let attempt = 0; ; attempt++) {
       try {
-        dataUrl = await within(PAGE_ANSWER_MS, chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: 92 }), 'the tab capture');
+        const capture = chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: 92 });
+        dataUrl = await within(PAGE_ANSWER_MS, capture, 'the tab capture');
         break;
       } catch (e) {
         if (e instanceof ToolError) throw e;
-        // Chrome allows two captures per second per extension; wait out the window once or twice.
-        if (attempt < 2 && /MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND/.test(String(e.message))) {
+        const m = String(e.message);
+        // Chrome allows two captures per second per extension: wait out the window.
+        if (attempt < 3 && /MAX_CAPTURE_VISIBLE_TAB_CALLS_PER_SECOND/.test(m)) {
           await sleep(1050);
           continue;
         }
-        throw new ToolError('screenshot_failed', `could not capture the tab: ${e.message}`);
+        // A tab that was in the background has no painted frame until it renders once.
+        if (attempt < 8 && /readback|Failed to capture/i.test(m)) {
+          await sleep(150);
+          continue;
+        }
+        throw new ToolError('screenshot_failed', `could not capture the tab: ${m}. Try again in a moment.`);
       }
     }
     const img = await encodeJpeg(dataUrl, { full: args.full_size === true });
@@ -401,7 +417,11 @@ export class BrowserTools {
   }
 
   async _browser_click(args, signal) {
-    const r = await this._action('browser_click', 'click', args, {}, signal);
+    const r = await this._action('browser_click', 'click', args, {}, signal, (desc) => desc.newTab && /^https?:/i.test(desc.href));
+    if (r.opened) {
+      return text(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened at ${r.opened.url} ` +
+        'and is now the current agent tab.');
+    }
     return text(`clicked ${r.what}. If the page changed, take a new browser_snapshot.`);
   }
 
@@ -416,10 +436,10 @@ export class BrowserTools {
     if (args.ref == null && !args.selector) {
       // No target: the focused element. Describe it for the guard through a selector-free path.
       const tab = await this.tabs.target();
-      const [d] = await this._exec({ tabId: tab.id, frameIds: [0] }, 'describeTarget', [{ selector: ':focus' }]);
+      const [d] = await this._exec({ tabId: tab.id, frameIds: [0] }, 'describeTarget', [{ focused: true }]);
       const desc = d && d.result && d.result.ok ? d.result.desc : null;
       await this.guard.check('browser_press_key', desc, { key: args.key }, signal, tab.url);
-      const res = await this._top(tab, 'act', 'press', desc ? { selector: ':focus' } : null, { key: args.key }, null);
+      const res = await this._top(tab, 'act', 'press', desc ? { focused: true } : null, { key: args.key }, null);
       if (!res || res.error) throw this._pageError(res, { label: 'the focused element' }, args);
       await this._settle(tab.id);
       return text(`pressed ${args.key}`);

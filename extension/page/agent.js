@@ -151,6 +151,8 @@
     if (el.readOnly) out.push('[readonly]');
     if (el.required) out.push('[required]');
     if (el.getAttribute('aria-expanded')) out.push(`[expanded=${el.getAttribute('aria-expanded')}]`);
+    if (el === document.activeElement) out.push('[focused]');
+    if (el.tagName === 'A' && /^_blank$/i.test(el.getAttribute('target') || '')) out.push('[new tab]');
     if (isSubmitControl(el)) out.push('[submit]');
     const kind = sensitiveKind(el);
     if (kind) out.push(`[${kind}]`);
@@ -231,6 +233,14 @@
   }
 
   function resolve(target) {
+    if (target.focused) {
+      // activeElement, not :focus: a background tab has no system focus, so :focus matches nothing.
+      const el = document.activeElement;
+      if (!el || el === document.body || el === document.documentElement) {
+        return { error: 'not_found', message: 'no element has the focus' };
+      }
+      return { el };
+    }
     if (target.local) {
       const el = byLocal.get(target.local)?.deref();
       if (!el || !el.isConnected) {
@@ -259,6 +269,7 @@
       submit: isSubmitControl(el), href: el.tagName === 'A' ? el.href : '', origin: location.origin,
       inForm: Boolean(form), formAction: form ? form.action : '', formMethod: form ? form.method : '',
       disabled: Boolean(el.disabled), url: location.href,
+      newTab: el.tagName === 'A' && /^_blank$/i.test(el.getAttribute('target') || ''),
     };
     // The approval binds to what was described: a page that relabels or retargets the element
     // between the question and the action fails the check instead of getting the approval.

@@ -121,7 +121,7 @@ async def test_the_agents_mcp_client_reaches_every_tool(gateway: Gateway, browse
 
         shot = await client.call_tool("browser_screenshot", {})
         [image] = shot.content
-        assert image.type == "image" and image.mime_type == "image/jpeg"
+        assert image.type == "image" and image.mime_type == "image/jpeg", shot.content
         width, height = jpeg_size(base64.b64decode(image.data))
         assert 0 < width <= 1568 and width * height <= 1_150_000
 
