@@ -274,10 +274,8 @@ async def test_the_user_can_share_their_own_tab(context: BrowserContext, panel: 
     user_tab = context.pages[0]
     assert user_tab.url == f"{site}/index.html"
     await user_tab.bring_to_front()
-    await panel.locator("#toggle-settings").click()
     await panel.locator("#share-tab").click()
     await expect(panel.locator("#notice")).to_contain_text('The agent may now use "openab test site"')
-    await panel.locator("#toggle-settings").click()
     listing = result_text(await client.call_tool("browser_tabs", {"action": "list"}))
     shared = re.search(r"- tab (\d+) \(current\) \(shared by the user\)", listing)
     assert shared, listing

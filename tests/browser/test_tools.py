@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import anyio
 import pytest
 from mcp import Client
 
@@ -359,3 +360,22 @@ async def test_shadow_dom_elements_have_refs_that_work(client: Client, site: str
     assert not is_error, text
     html, _ = await call(client, "browser_read_dom", {"selector": "#result"})
     assert "shadow clicked" in html
+
+
+async def test_a_burst_of_calls_is_bounded_and_the_rest_complete(pod: Pod, client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    sock = pod.sockets[0]
+    texts: list[str] = []
+
+    async def one() -> None:
+        # Each call holds the browser for 300 ms, so the burst is all there before the first ends.
+        args = {"text": "never on this page", "timeout_ms": 300}
+        result = await sock.tunnel("tools/call", {"name": "browser_wait_for", "arguments": args})
+        texts.append(result["content"][0]["text"])
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(24):
+            tg.start_soon(one)
+    assert len(texts) == 24
+    assert sum("the browser is busy with 16 queued calls" in t for t in texts) == 8
+    assert sum("timed out after 300 ms" in t for t in texts) == 16
