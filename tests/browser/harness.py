@@ -18,6 +18,7 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -39,6 +40,19 @@ FLAGS = [
     # headless=new keeps 143 px of the window for invisible browser UI: this gives a 1280x800 viewport.
     "--window-size=1280,943",
 ]
+
+
+@functools.cache
+def screenshot_dir() -> Path:
+    """Where panel screenshots go: docs/screenshots/ with OPENAB_UPDATE_SCREENSHOTS=1, else a temp dir.
+
+    An ordinary test run must not rewrite files in the working tree.
+    """
+    if os.environ.get("OPENAB_UPDATE_SCREENSHOTS") == "1":
+        target = REPO / "docs" / "screenshots"
+        target.mkdir(parents=True, exist_ok=True)
+        return target
+    return Path(tempfile.mkdtemp(prefix="openab-screenshots-"))
 
 
 def extension_id() -> str:

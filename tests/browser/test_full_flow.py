@@ -23,14 +23,13 @@ from openab.gateway.app import create_app
 from openab.gateway.server import running_server
 
 from .conftest import KEY
-from .harness import REPO, open_panel, playwright_browser, stage_extension
+from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
 
 if TYPE_CHECKING:
     from openab.core.browser_access import BrowserAccess
 
 pytestmark = pytest.mark.anyio
 
-SHOTS = REPO / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +81,7 @@ async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserCon
     await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
     await expect(panel.locator(".msg.error")).to_have_count(0)
     await panel.bring_to_front()
-    await panel.screenshot(path=str(SHOTS / "flow-agent-steps.png"))
+    await panel.screenshot(path=str(screenshot_dir() / "flow-agent-steps.png"))
 
 
 async def test_a_risky_step_waits_for_the_person(context: BrowserContext, panel: Page, site: str) -> None:
@@ -92,7 +91,7 @@ async def test_a_risky_step_waits_for_the_person(context: BrowserContext, panel:
     await expect(card.locator(".title")).to_have_text('The agent wants to click button "Buy now"', timeout=30_000)
     await expect(page.locator("#out")).not_to_have_text("bought")
     await panel.bring_to_front()
-    await panel.screenshot(path=str(SHOTS / "flow-confirm.png"))
+    await panel.screenshot(path=str(screenshot_dir() / "flow-confirm.png"))
     await card.locator("button[data-decision=allow]").click()
     await expect(page.locator("#out")).to_have_text("bought", timeout=30_000)
     await expect(panel.locator(".card")).to_have_count(0)

@@ -18,12 +18,11 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import KEY
-from .harness import REPO, extension_id, open_panel, playwright_browser, stage_extension
+from .harness import extension_id, open_panel, playwright_browser, screenshot_dir, stage_extension
 from .pod import Pod, PodSocket, RemoteError
 
 pytestmark = pytest.mark.anyio
 
-SHOTS = REPO / "docs" / "screenshots"
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +53,8 @@ async def client(sock: PodSocket) -> AsyncIterator[Client]:
 
 
 async def snap(page: Page, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
     await page.bring_to_front()
-    await page.screenshot(path=str(SHOTS / name))
+    await page.screenshot(path=str(screenshot_dir() / name))
 
 
 @contextlib.asynccontextmanager
@@ -297,7 +295,7 @@ async def test_settings_refuse_a_plain_remote_url(panel: Page, sock: PodSocket) 
 
 def test_screenshots_were_written() -> None:
     for name in ("panel-chat.png", "panel-confirm.png", "panel-connected.png", "panel-settings.png"):
-        data = (SHOTS / name).read_bytes()
+        data = (screenshot_dir() / name).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
 
 
