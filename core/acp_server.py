@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import Any, Final
 
+from . import package_version
 from .acp_schema import (
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
@@ -161,9 +162,7 @@ class AcpServerConnection:
                 INVALID_PARAMS, f"Unsupported protocolVersion {parsed.protocol_version}; this agent supports 1"
             )
         self._initialized = True
-        from . import __version__
-
-        return initialize_result(__version__)
+        return initialize_result(package_version())
 
     def _check_declarations(self, declared: Any) -> list[AcpServerDeclaration]:
         servers = acp_declarations(declared)

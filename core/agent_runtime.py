@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from . import __version__, mcp_config
+from . import mcp_config, package_version
 from .agent_backend import PermissionUnavailable, PromptTurn
 from .agent_permissions import cancelled as cancelled_outcome
 from .agent_permissions import decide, reject
@@ -205,7 +205,7 @@ class _SessionAgent:
                         "protocolVersion": ACP_PROTOCOL_VERSION,
                         "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
                                                "terminal": False},
-                        "clientInfo": {"name": "openab", "title": "openab pod", "version": __version__},
+                        "clientInfo": {"name": "openab", "title": "openab pod", "version": package_version()},
                     },
                     timeout=settings.agent_start_timeout,
                 )

@@ -32,6 +32,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from . import package_version
 from .jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -250,7 +251,7 @@ class BrowserMcp:
         self.session_id = session_id
         self.limits = limits or Limits()
         self._send = send
-        self._server_version = server_version or _package_version()
+        self._server_version = server_version or package_version()
         self.protocol_version: str | None = None
         self.initialized = False
         self.closed = False
@@ -598,7 +599,3 @@ def _with_text(block: JsonObject, text: str) -> JsonObject:
     return {**block, "text": text}
 
 
-def _package_version() -> str:
-    from . import __version__
-
-    return __version__

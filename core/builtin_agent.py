@@ -29,7 +29,7 @@ from typing import Any, Final, Protocol
 
 import httpx
 
-from . import __version__
+from . import package_version
 from .agent_process import AgentProcess, scrubbed_env
 from .jsonrpc import INVALID_PARAMS, JsonObject, Notification, Request, RpcError
 from .mcp_config import SERVER_NAME
@@ -194,7 +194,7 @@ async def connect_mcp(server: JsonObject) -> tuple[McpClient, list[JsonObject]]:
         await client.request(
             "initialize",
             {"protocolVersion": MCP_PROTOCOL_VERSION, "capabilities": {},
-             "clientInfo": {"name": "openab-builtin", "version": __version__}},
+             "clientInfo": {"name": "openab-builtin", "version": package_version()}},
             timeout=30.0,
         )
         await client.notify("notifications/initialized")
@@ -336,7 +336,7 @@ class BuiltinAgent:
                 "protocolVersion": 1,
                 "agentCapabilities": {"loadSession": False, "promptCapabilities": {},
                                       "mcpCapabilities": {"http": True, "sse": False}},
-                "agentInfo": {"name": "openab-builtin", "title": "openab built-in agent", "version": __version__},
+                "agentInfo": {"name": "openab-builtin", "title": "openab built-in agent", "version": package_version()},
                 "authMethods": [],
             }
         if request.method == "session/new":

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from . import package_version
 from .jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcError, TooManyPendingRequests
 from .rpc_connection import ConnectionClosed, RequestTimeout, RpcConnection
 
@@ -251,9 +252,7 @@ def _progress_token(params: JsonObject | None) -> Any:
 
 
 def _client_info() -> JsonObject:
-    from . import __version__
-
-    return {"name": "openab-gateway", "version": __version__}
+    return {"name": "openab-gateway", "version": package_version()}
 
 
 async def establish(
