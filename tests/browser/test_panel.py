@@ -192,21 +192,29 @@ async def test_agent_tabs_sit_in_a_visible_openab_group(panel: Page, client: Cli
     assert f"{site}/index.html" not in urls  # the user's own tab stays out of it
 
 
-async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket) -> None:
+@pytest.mark.parametrize("form", ["connection", "stateless"])
+async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket, form: str) -> None:
     ids: list[int] = []
     outcome: dict[str, Any] = {}
+    call = {"name": "browser_click", "arguments": {"selector": "#buy"}}
+    assert sock.server_decl is not None
 
     async def click() -> None:
         try:
-            outcome["result"] = await sock.tunnel(
-                "tools/call", {"name": "browser_click", "arguments": {"selector": "#buy"}}, sent=ids.append)
+            if form == "connection":
+                outcome["result"] = await sock.tunnel("tools/call", call, sent=ids.append)
+            else:
+                outcome["result"] = await sock.request("mcp/message", {
+                    "serverId": sock.server_decl["serverId"], "requestId": "r-cancel", "method": "tools/call",
+                    "params": call}, sent=ids.append)
         except RemoteError as e:
             outcome["error"] = e
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(click)
         await expect(panel.locator(".card")).to_have_count(1)
-        await sock.notify("mcp/cancel", {"requestId": ids[0]})
+        cancel = "mcp/cancel" if form == "connection" else "$/cancel_request"
+        await sock.notify(cancel, {"requestId": ids[0]})
         await expect(panel.locator(".card")).to_have_count(0)
     assert outcome["error"].code == -32800
 
