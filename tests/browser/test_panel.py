@@ -198,6 +198,7 @@ async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket
     outcome: dict[str, Any] = {}
     call = {"name": "browser_click", "arguments": {"selector": "#buy"}}
     assert sock.server_decl is not None
+    server_id = sock.server_decl["serverId"]
 
     async def click() -> None:
         try:
@@ -205,7 +206,7 @@ async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket
                 outcome["result"] = await sock.tunnel("tools/call", call, sent=ids.append)
             else:
                 outcome["result"] = await sock.request("mcp/message", {
-                    "serverId": sock.server_decl["serverId"], "requestId": "r-cancel", "method": "tools/call",
+                    "serverId": server_id, "requestId": "r-cancel", "method": "tools/call",
                     "params": call}, sent=ids.append)
         except RemoteError as e:
             outcome["error"] = e
