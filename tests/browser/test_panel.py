@@ -193,7 +193,9 @@ async def test_agent_tabs_sit_in_a_visible_openab_group(panel: Page, client: Cli
 
 
 @pytest.mark.parametrize("form", ["connection", "stateless"])
-async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket, form: str) -> None:
+async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket, client: Client, site: str,
+                                                     form: str) -> None:
+    await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
     ids: list[int] = []
     outcome: dict[str, Any] = {}
     call = {"name": "browser_click", "arguments": {"selector": "#buy"}}
