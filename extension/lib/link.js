@@ -15,6 +15,7 @@ const HANDSHAKE_MS = 20_000;
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 const SESSION_KEY = 'openab.session';
+const SESSION_BUSY = -32001;
 const SERVER_ID_KEY = 'openab.serverId';
 
 export const SERVER_NAME = 'browser';
@@ -189,6 +190,9 @@ export class Link {
           resumed = true;
         } catch (e) {
           if (gen !== this._generation) return;
+          // Busy means the session lives on (a prompt from the dropped socket is finishing):
+          // try again shortly rather than throwing the conversation away.
+          if (e instanceof RpcError && e.code === SESSION_BUSY) throw e;
           console.info('openab: resume refused, starting a new session:', e.message);
         }
       }

@@ -144,6 +144,9 @@ class PodSocket:
             self._declare(params)
             return {"sessionId": self.session_id}
         if method == "session/resume":
+            if self.pod.busy_resumes > 0:
+                self.pod.busy_resumes -= 1
+                raise RemoteError({"code": -32001, "message": "Session busy: a prompt is in progress; cannot resume"})
             if params.get("sessionId") not in self.pod.sessions:
                 raise RemoteError({"code": -32602, "message": "Unknown session"})
             self.session_id = params["sessionId"]
@@ -249,6 +252,7 @@ class Pod:
         self.sessions: set[str] = set()
         self.rejected = 0
         self.open_tunnels = True
+        self.busy_resumes = 0  # answer this many resumes with "Session busy" first
         self.on_prompt: PromptHandler = _say_hello
         self._new_socket = anyio.Event()
         self._server: uvicorn.Server | None = None
@@ -304,13 +308,24 @@ class Pod:
         with anyio.fail_after(10):
             await self._stopped.wait()
 
-    async def next_socket(self, timeout: float = 30, *, after: int | None = None) -> PodSocket:
-        """The first socket beyond index `after` (default: any live one), once it has a tunnel."""
+    async def next_socket(self, timeout: float = 30, *, after: int | None = None, tunnel: bool = True) -> PodSocket:
+        """The socket at index `after` (default: the next new one), once it has a tunnel (if `tunnel`)."""
         start = len(self.sockets) if after is None else after
         with anyio.fail_after(timeout):
             while len(self.sockets) <= start:
                 await self._new_socket.wait()
             sock = self.sockets[start]
-            if self.open_tunnels:
+            if self.open_tunnels and tunnel:
                 await sock.tunnel_ready.wait()
         return sock
+
+    async def tunnel_or_close(self, sock: PodSocket, timeout: float = 30) -> bool:
+        """Waits until `sock` gets its tunnel (True) or closes first (False)."""
+        with anyio.fail_after(timeout):
+            async with anyio.create_task_group() as tg:
+                async def first(event: anyio.Event) -> None:
+                    await event.wait()
+                    tg.cancel_scope.cancel()
+                tg.start_soon(first, sock.tunnel_ready)
+                tg.start_soon(first, sock.closed)
+        return sock.tunnel_ready.is_set()

@@ -10,7 +10,7 @@ import anyio
 import pytest
 
 from .conftest import KEY
-from .pod import Pod
+from .pod import Pod, PodSocket
 
 pytestmark = pytest.mark.anyio
 
@@ -57,6 +57,20 @@ async def test_a_dropped_socket_is_redialled_and_the_session_resumed(pod: Pod, b
     assert new.resumed and new.session_id == old.session_id
     assert new.server_decl == old.server_decl  # the same browser, declared again
     await tools_work(pod, index, site)
+
+
+async def test_a_busy_session_is_resumed_later_not_replaced(pod: Pod, browser: object, site: str) -> None:
+    old = pod.sockets[-1]
+    index = len(pod.sockets)
+    pod.busy_resumes = 2  # a prompt from the dropped socket is still finishing
+    await old.ws.close(code=1011)
+    tries: list[PodSocket] = []
+    while not tries or not await pod.tunnel_or_close(tries[-1]):
+        tries.append(await pod.next_socket(after=index + len(tries), tunnel=False))
+    assert len(tries) == 3  # refused twice, then resumed
+    assert tries[-1].resumed and tries[-1].session_id == old.session_id
+    assert not any(m.get("method") == "session/new" for s in tries for m in s.received)
+    await tools_work(pod, index + 2, site)
 
 
 async def test_a_restarted_gateway_gets_the_browser_back(pod: Pod, browser: object, site: str) -> None:
