@@ -28,7 +28,9 @@ from agents.harness import ACP_COMMANDS, agent_env, require
 from test_runtime_pod import (
     BROWSER_SERVER,
     FakeBrowser,
+    PermissionAnswer,
     RunningPod,
+    Turn,
     browser_session,
     environ,
     live_group,
@@ -56,6 +58,15 @@ class Pod:
     running: RunningPod
     model: FakeModel
     page: str
+
+    async def open_the_page(
+        self, *, on_permission: PermissionAnswer | None = None, **session: Any
+    ) -> tuple[FakeBrowser, Turn]:
+        """One session asking its agent to open ``page``: what the browser saw, and the turn."""
+        async with self.running.extension() as ext:
+            browser, session_id, _pid = await browser_session(self.running, ext, **session)
+            turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=on_permission)
+        return browser, turn
 
 
 @pytest.fixture
@@ -85,11 +96,7 @@ both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)
 
 @pytest.mark.parametrize("pod_for", ["codex", "claude", "codex/bridge", "claude/bridge"], indirect=True)
 async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_for: Pod) -> None:
-    pod = pod_for.running
-    async with pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
-        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+    browser, turn = await pod_for.open_the_page()
 
     assert turn.error is None, turn.error
     assert turn.result == {"stopReason": "end_turn"}
@@ -138,10 +145,7 @@ async def test_an_agent_given_the_browser_in_its_own_config_file_calls_it(pod_fo
 
 @pytest.mark.parametrize("pod_for", ["gemini:auto", "opencode:auto"], indirect=True)
 async def test_gemini_and_opencode_call_the_browser_tool_under_the_auto_policy(pod_for: Pod) -> None:
-    pod = pod_for.running
-    async with pod.extension() as ext:
-        browser, session_id, _pid = await browser_session(pod, ext)
-        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+    browser, turn = await pod_for.open_the_page()
 
     assert turn.result == {"stopReason": "end_turn"}, turn.error
     assert browser.calls == [("browser_navigate", {"url": pod_for.page})]
@@ -151,10 +155,7 @@ async def test_gemini_and_opencode_call_the_browser_tool_under_the_auto_policy(p
 @pytest.mark.parametrize("pod_for", ["gemini"], indirect=True)
 async def test_browser_only_approves_nothing_for_an_agent_whose_tool_identity_is_unverified(pod_for: Pod) -> None:
     # gemini's request names our server only in its title and a call id the model can influence.
-    pod = pod_for.running
-    async with pod.extension() as ext:
-        browser, session_id, _pid = await browser_session(pod, ext)
-        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+    browser, turn = await pod_for.open_the_page()
 
     assert turn.error is None, turn.error
     assert browser.calls == [], "the policy rejected the call: it never reached the browser"
@@ -196,16 +197,13 @@ async def test_a_relayed_permission_is_asked_in_the_browser_and_its_answer_count
 
 @pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
 async def test_a_permission_nobody_answers_is_rejected_after_the_timeout(pod_for: Pod) -> None:
-    pod = pod_for.running
-    pod.pod.settings.permission_timeout = 1
+    pod_for.running.pod.settings.permission_timeout = 1
 
     async def walk_away(params: dict[str, Any]) -> dict[str, Any]:
         await asyncio.Event().wait()  # the person never answers; the runtime's timeout must end this
         raise AssertionError("unreachable")
 
-    async with pod.extension() as ext:
-        browser, session_id, _pid = await browser_session(pod, ext, **RELAY)
-        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=walk_away)
+    browser, turn = await pod_for.open_the_page(on_permission=walk_away, **RELAY)
 
     assert turn.permissions, "the person was asked"
     assert turn.result == {"stopReason": "end_turn"}, turn.error
@@ -217,10 +215,7 @@ async def test_an_answer_naming_an_option_the_agent_did_not_offer_is_a_rejection
     async def forge(params: dict[str, Any]) -> dict[str, Any]:
         return {"outcome": {"outcome": "selected", "optionId": "approved-for-everything"}}
 
-    pod = pod_for.running
-    async with pod.extension() as ext:
-        browser, session_id, _pid = await browser_session(pod, ext, **RELAY)
-        turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=forge)
+    browser, turn = await pod_for.open_the_page(on_permission=forge, **RELAY)
 
     assert turn.permissions and turn.result == {"stopReason": "end_turn"}
     assert browser.calls == []
