@@ -216,6 +216,12 @@
           walk(el, depth + 1);
           continue;
         }
+        if (el.tagName === 'TR' && !holders.has(el)) {
+          // A table row reads as one line; cell by cell it would lose which values belong together.
+          const cells = Array.from(el.cells, (c) => squash(c.innerText, MAX_NAME));
+          if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}` });
+          continue;
+        }
         const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
         if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
           const text = squash(el.innerText, MAX_TEXT);

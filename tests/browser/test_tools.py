@@ -379,3 +379,11 @@ async def test_a_burst_of_calls_is_bounded_and_the_rest_complete(pod: Pod, clien
     assert len(texts) == 24
     assert sum("the browser is busy with 16 queued calls" in t for t in texts) == 8
     assert sum("timed out after 300 ms" in t for t in texts) == 16
+
+
+async def test_table_rows_read_as_rows(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/table.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    assert "- row: Order | Item | Total" in snap
+    assert "- row: #1002 | Six cups | €18.50" in snap
+    assert re.search(r'- link "Track" \[ref=e\d+\]', snap)  # a row with a control keeps its ref
