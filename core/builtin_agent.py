@@ -97,7 +97,11 @@ class HttpMcpClient:
         if "error" in message:
             error = RpcError.from_json(message["error"])
             raise McpError(error.message or f"error {error.code}")
-        return message.get("result")
+        result = message.get("result")
+        if method == "initialize" and isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
+            # Streamable HTTP: every later request names the version the server chose.
+            self._headers["MCP-Protocol-Version"] = result["protocolVersion"]
+        return result
 
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
         body: JsonObject = {"jsonrpc": "2.0", "method": method}
