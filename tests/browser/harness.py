@@ -29,8 +29,10 @@ from playwright.async_api import BrowserContext, Page, async_playwright
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION_SRC = REPO / "extension"
 SITE = REPO / "tests" / "site"
-# The real binary: /usr/bin/chromium is a wrapper script that adds flags of its own.
-CHROMIUM = next((p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), "")
+# Debian's chromium; the real binary first, because /usr/bin/chromium is a wrapper script that
+# adds flags of its own. OPENAB_CHROMIUM points elsewhere.
+CHROMIUM = next((p for p in (os.environ.get("OPENAB_CHROMIUM", ""), "/usr/lib/chromium/chromium",
+                             "/usr/bin/chromium") if p and os.path.exists(p)), "")
 
 FLAGS = [
     "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic",
