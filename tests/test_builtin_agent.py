@@ -95,3 +95,26 @@ async def test_cancel_reaches_the_tool_running_in_the_browser(tmp_path: Path) ->
     assert turn.result == {"stopReason": "cancelled"}
     assert browser.url == "about:blank" and [name for name, _ in browser.calls] == ["browser_navigate"]
     assert ext.cancelled, "the browser was told to stop the navigation"
+
+
+async def test_builtin_mcp_client_speaks_to_the_official_sdk_server() -> None:
+    # An independent reading of Streamable HTTP (the SDK answers in SSE), behind a bearer gate.
+    from agents.mcp_peer import browser_peer
+
+    from openab.core.builtin_agent import McpError, connect_mcp
+
+    with browser_peer("sdk-token") as peer:
+        server = {"type": "http", "name": "openab_browser", "url": peer.url,
+                  "headers": [{"name": "Authorization", "value": "Bearer sdk-token"}]}
+        client, tools = await connect_mcp(server)
+        try:
+            result = await client.request("tools/call", {"name": "browser_navigate",
+                                                         "arguments": {"url": "https://example.org/sdk"}}, timeout=30)
+        finally:
+            await client.aclose()
+        with pytest.raises(McpError, match="refused our token"):
+            await connect_mcp({**server, "headers": [{"name": "Authorization", "value": "Bearer wrong"}]})
+
+    assert [t["name"] for t in tools] == ["browser_navigate"]
+    assert result["content"][0]["text"] == "navigated to https://example.org/sdk"
+    assert peer.calls == [("browser_navigate", {"url": "https://example.org/sdk"})]
