@@ -36,6 +36,8 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_MODEL": "model_name",
     "OPENAB_AGENT_IDLE_TTL": "agent_idle_ttl",
     "OPENAB_AGENT_SILENCE_TIMEOUT": "agent_silence_timeout",
+    "OPENAB_AGENT_START_TIMEOUT": "agent_start_timeout",
+    "OPENAB_MAX_TOOL_CALLS": "max_tool_calls_per_turn",
 }
 
 
