@@ -234,6 +234,7 @@ chrome.runtime.onConnect.addListener((port) => {
 async function boot() {
   settings = await loadSettings();
   await tabs.restore();
+  await transcript.restore();
   await link.configure(settings);
 }
 const ready = boot().catch((e) => console.error('openab: start-up failed', e));

@@ -15,17 +15,52 @@ function textOf(content) {
   return '';
 }
 
+const STORE = 'openab.transcript';
+const SAVED_ITEMS = 200;
+const SAVED_TEXT = 20_000;
+const SAVE_DELAY_MS = 500;
+
 export class Transcript {
   constructor(onItem) {
     this.onItem = onItem; // (item) => void, for every added or changed item
     this.items = [];
     this._next = 1;
     this._toolIds = new Map();
+    this._saveTimer = null;
+  }
+
+  /**
+   * Chrome stops an idle service worker (say, while the gateway is down) and its memory with it;
+   * the conversation is kept in session storage so the panel still shows it afterwards.
+   */
+  async restore() {
+    const saved = (await chrome.storage.session.get(STORE))[STORE];
+    if (!saved || !Array.isArray(saved.items)) return;
+    // A turn cannot outlive the worker that ran it: nothing restored is still streaming.
+    this.items = saved.items.map((i) => ({ ...i, open: false }));
+    this._next = Math.max(0, ...this.items.map((i) => i.id)) + 1;
+    for (const item of this.items) if (item.kind === 'tool' && item.toolCallId) this._toolIds.set(item.toolCallId, item);
+  }
+
+  _save() {
+    if (this._saveTimer) return;
+    this._saveTimer = setTimeout(() => {
+      this._saveTimer = null;
+      const items = this.items.slice(-SAVED_ITEMS).map((i) =>
+        typeof i.text === 'string' && i.text.length > SAVED_TEXT ? { ...i, text: i.text.slice(-SAVED_TEXT) } : i);
+      chrome.storage.session.set({ [STORE]: { items } }).catch((e) => console.warn('openab: transcript not saved', e.message));
+    }, SAVE_DELAY_MS);
+  }
+
+  _changed(item) {
+    this.onItem(item);
+    this._save();
   }
 
   clear() {
     this.items = [];
     this._toolIds.clear();
+    this._save();
   }
 
   add(kind, fields) {
@@ -33,14 +68,14 @@ export class Transcript {
     if (typeof item.text === 'string') item.text = item.text.slice(0, MAX_TEXT);
     this.items.push(item);
     if (this.items.length > MAX_ITEMS) this.items.splice(0, this.items.length - MAX_ITEMS);
-    this.onItem(item);
+    this._changed(item);
     return item;
   }
 
   _update(item, fields) {
     Object.assign(item, fields);
     if (typeof item.text === 'string' && item.text.length > MAX_TEXT) item.text = item.text.slice(0, MAX_TEXT);
-    this.onItem(item);
+    this._changed(item);
   }
 
   /** Appends a streamed chunk to the open item of that kind, or starts one. */
@@ -72,7 +107,7 @@ export class Transcript {
         const existing = this._toolIds.get(id);
         const fields = { title: String(update.title || 'tool call'), status: update.status || 'pending', toolKind: update.kind || '' };
         if (existing) this._update(existing, fields);
-        else this._toolIds.set(id, this.add('tool', { ...fields, text: '' }));
+        else this._toolIds.set(id, this.add('tool', { ...fields, text: '', toolCallId: id }));
         this._closeStreams();
         break;
       }
@@ -83,7 +118,10 @@ export class Transcript {
         if (update.status) fields.status = update.status;
         if (update.content) fields.text = textOf(update.content).slice(0, 2000);
         if (item) this._update(item, fields);
-        else if (update.toolCallId) this._toolIds.set(String(update.toolCallId), this.add('tool', { title: 'tool call', status: 'pending', text: '', ...fields }));
+        else if (update.toolCallId) {
+          const id = String(update.toolCallId);
+          this._toolIds.set(id, this.add('tool', { title: 'tool call', status: 'pending', text: '', toolCallId: id, ...fields }));
+        }
         break;
       }
       case 'plan': {

@@ -327,6 +327,27 @@ async def test_closing_the_panel_keeps_the_browser_connected(
     await expect(again.locator(".msg.user").first).to_have_text("say hello")  # the conversation so far
 
 
+async def test_a_restarted_service_worker_keeps_the_conversation(context: BrowserContext, pod: Pod,
+                                                                  site: str) -> None:
+    [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
+    await expect(page.locator(".msg.user").first).to_have_text("say hello")
+    cdp = await context.new_cdp_session(page)
+    targets = (await cdp.send("Target.getTargets"))["targetInfos"]
+    [worker] = [t for t in targets if t["type"] == "service_worker"]
+    index = len(pod.sockets)
+    await cdp.send("Target.closeTarget", {"targetId": worker["targetId"]})  # as Chrome does to idle workers
+    # The worker comes back, dials again and resumes; its agent tabs and conversation are still there.
+    sock = await pod.next_socket(after=index)
+    assert sock.resumed
+    async with sock.mcp_client() as client:
+        listing = await client.call_tool("browser_tabs", {"action": "list"})
+        assert f"{site}/" in result_text(listing)
+    fresh = await open_panel(context)
+    await expect(fresh.locator(".msg.user").first).to_have_text("say hello")
+    await expect(fresh.locator(".msg.agent", has_text="Hello from the agent")).to_have_count(1)
+    await fresh.close()
+
+
 async def test_a_wrong_key_is_reported_and_a_right_one_reconnects(context: BrowserContext, pod: Pod) -> None:
     [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
     rejected = pod.rejected
