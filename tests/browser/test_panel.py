@@ -138,9 +138,12 @@ async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
         await expect(card.locator(".title")).to_have_text('The agent wants to click button "Buy now"')
         await expect(card.locator(".where")).to_contain_text(site)
         assert "result" not in out  # nothing happened before the answer
+        # The toolbar icon says a question waits, for a user whose panel is closed.
+        assert await panel.evaluate("chrome.action.getBadgeText({})") == "!"
         await snap(panel, "panel-confirm.png")
         await card.locator("button[data-decision=allow]").click()
     assert not out["result"].is_error, result_text(out["result"])
+    assert await panel.evaluate("chrome.action.getBadgeText({})") == ""
     page = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert "bought" in result_text(page)
     await expect(panel.locator(".card")).to_have_count(0)
