@@ -225,6 +225,18 @@ async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket
     assert outcome["error"].code == -32800
 
 
+async def test_stop_also_answers_a_waiting_card(panel: Page, client: Client, site: str) -> None:
+    await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
+    async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
+        await expect(panel.locator(".card")).to_have_count(1)
+        await expect(panel.locator("#stop")).to_be_enabled()
+        await panel.locator("#stop").click()
+        await expect(panel.locator(".card")).to_have_count(0)
+    assert out["result"].is_error and "not allowed by the user" in result_text(out["result"])
+    page = await client.call_tool("browser_read_dom", {"selector": "#out"})
+    assert "nothing yet" in result_text(page)
+
+
 async def test_always_allow_on_a_site_stops_asking_there(panel: Page, client: Client, site: str) -> None:
     async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
         await panel.locator(".card button[data-decision=always]").click()
