@@ -41,7 +41,13 @@ export const TOOLS = [
     name: 'browser_snapshot',
     description: 'Outline of the agent tab as accessibility-style lines with refs, e.g. `- button "Sign in" [ref=e6]`. ' +
       'Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.',
-    inputSchema: { type: 'object', properties: { ...paging } },
+    inputSchema: {
+      type: 'object',
+      properties: {
+        interactive_only: { type: 'boolean', description: 'only elements with refs, and headings (much shorter)' },
+        ...paging,
+      },
+    },
   },
   {
     name: 'browser_read_dom',
@@ -352,6 +358,7 @@ export class BrowserTools {
       else lines.push(`- frame ${JSON.stringify(snap.url)}:`);
       const base = top ? 0 : 1;
       for (const e of snap.entries) {
+        if (args.interactive_only === true && !e.l && !e.t.startsWith('heading ')) continue;
         const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
         lines.push(`${'  '.repeat(e.d + base)}- ${e.t}${ref}${e.tail || ''}`);
       }

@@ -136,6 +136,9 @@ async def test_long_pages_come_in_bounded_pieces(client: Client, site: str) -> N
     html, _ = await call(client, "browser_read_dom", {"max_chars": 3000})
     assert len(html) < 3600 and "offset=3000" in html
 
+    outline, _ = await call(client, "browser_snapshot", {"interactive_only": True})
+    assert 'heading "A long page"' in outline and "Paragraph" not in outline and len(outline) < 1000
+
 
 async def test_a_ref_from_before_the_page_changed_is_stale(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/dynamic.html"})
