@@ -86,6 +86,9 @@ async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, 
     async def agent(s: PodSocket, session_id: str, text: str) -> str:
         await s.update(session_id, {"sessionUpdate": "agent_thought_chunk",
                                     "content": {"type": "text", "text": "The user wants a greeting."}})
+        await s.update(session_id, {"sessionUpdate": "plan", "entries": [
+            {"content": "Read the request", "priority": "high", "status": "completed"},
+            {"content": "Answer it", "priority": "high", "status": "in_progress"}]})
         await s.agent_says(session_id, f"You said: {text}. ")
         await release.wait()
         await s.update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "browser_snapshot",
@@ -106,6 +109,7 @@ async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, 
     await expect(panel.locator(".msg.agent").last).to_have_text("Hello from the agent, <b>in plain text</b>.")
     await expect(panel.locator(".step")).to_contain_text("browser_snapshot")
     await expect(panel.locator(".msg.thought")).to_have_text("The user wants a greeting.")
+    await expect(panel.locator(".msg.plan")).to_have_text("✓ Read the request\n… Answer it")
     assert await panel.locator("#log b").count() == 0  # model text is never parsed as HTML
     await expect(panel.locator("#stop")).to_be_disabled()
     await snap(panel, "panel-chat.png")
