@@ -24,7 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from playwright.async_api import BrowserContext, Page, async_playwright
+from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION_SRC = REPO / "extension"
@@ -147,6 +147,9 @@ async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str) -> 
             ignore_default_args=["--disable-extensions"],
             args=[*flags, f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
         )
+        # Generous bounds, not speed targets: a loaded 2-core machine must not fail a correct UI.
+        ctx.set_default_timeout(30_000)
+        expect.set_options(timeout=15_000)
         try:
             await ctx.pages[0].goto(start_url)
             yield ctx
