@@ -173,8 +173,20 @@ class AgentProcess:
                     log.debug("%s stderr: %s", self.name, text)
 
     async def _watch(self) -> None:
-        assert self._process is not None
-        self.returncode = await self._process.wait()
+        process = self._process
+        assert process is not None
+        # Process.wait() also waits for the pipes to close, and a native binary orphaned by its launcher keeps
+        # them open: watch the returncode the child watcher sets on exit instead.
+        waiter = asyncio.ensure_future(process.wait())
+        while process.returncode is None and not waiter.done():
+            await asyncio.wait({waiter}, timeout=0.2)
+        self.returncode = process.returncode
+        # A launcher that dies leaves its native binary and MCP servers behind in the group: they go too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(5.0):
+                await waiter
         # Let the readers take what is still in the pipes, so the last words are in the message.
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):

@@ -33,6 +33,7 @@ from test_runtime_pod import (
     Turn,
     browser_session,
     environ,
+    eventually,
     live_group,
     open_session,
     prompt,
@@ -253,11 +254,12 @@ async def test_an_agent_killed_mid_turn_ends_the_prompt_clearly_and_a_fresh_one_
         browser, session_id, pid = await browser_session(pod, ext)
         running = asyncio.ensure_future(prompt(ext, session_id, "Open the page, please.", timeout=120))
         await model.wait_hanging()
-        os.killpg(pid, signal.SIGKILL)
+        os.kill(pid, signal.SIGKILL)  # the launcher only, as an OOM kill would: its native binary lives on
         crashed = await running
 
         assert crashed.error is not None and "The agent ended mid-turn" in str(crashed.error)
         assert "signal 9" in str(crashed.error) and "Prompt again" in str(crashed.error)
+        await eventually(lambda: not live_group(pid))  # what the launcher left behind went with it
         model.set_script(Script(calls=[Call("browser_navigate", {"url": pod_for.page})]))
         model.release()
         again = await prompt(ext, session_id, "Open the page, please.", timeout=120)
