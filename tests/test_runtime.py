@@ -83,6 +83,21 @@ async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
     assert "exited with code 3" in str(turn.error) and "no API key configured" in str(turn.error)
 
 
+async def test_an_agent_that_never_answers_initialize_is_given_up_on(tmp_path: Path) -> None:
+    pid_file = tmp_path / "agent.pid"
+    command = [sys.executable, "-c",
+               f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
+    async with run_pod(tmp_path / "state", agent_cmd=command, agent_start_timeout=1) as pod, \
+            pod.extension() as ext:
+        session_id = await ext.new_session([])
+        turn = await prompt(ext, session_id, "hello")
+        pid = int(await asyncio.to_thread(pid_file.read_text))
+        await eventually(lambda: not live_group(pid))  # the stuck agent was stopped, not left behind
+
+    assert turn.error is not None
+    assert "did not answer initialize/session/new within 1 s" in str(turn.error)
+
+
 async def test_an_agent_writing_a_line_over_8_mib_is_stopped(tmp_path: Path) -> None:
     command = [sys.executable, "-c", "import sys; sys.stdout.write('x' * (9 << 20) + '\\n'); sys.stdout.flush(); "
                "import time; time.sleep(60)"]
