@@ -14,6 +14,7 @@ import collections
 import contextlib
 import logging
 import os
+import re
 import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -39,6 +40,7 @@ _INHERITED = (
 
 
 _LOOPBACK = ("127.0.0.1", "localhost", "::1")
+_SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
 def scrubbed_env(
@@ -92,6 +94,10 @@ class AgentProcess:
         self._process: asyncio.subprocess.Process | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
+        # Agents echo their keys in error messages; what they say goes to the log and to the person.
+        self._secrets = sorted(
+            {v for k, v in self._env.items() if _SECRET_NAME.search(k) and len(v) >= 8}, key=len, reverse=True
+        )
         self._exit_reason: str | None = None
 
     @property
@@ -167,10 +173,15 @@ class AgentProcess:
                     continue  # an over-long stderr line is dropped, not fatal
                 if not line:
                     return
-                text = line.decode("utf-8", "replace").rstrip()
+                text = self._redact(line.decode("utf-8", "replace").rstrip())
                 if text:
                     self._stderr_tail.append(text)
                     log.debug("%s stderr: %s", self.name, text)
+
+    def _redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[redacted]")
+        return text
 
     async def _watch(self) -> None:
         process = self._process

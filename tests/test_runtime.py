@@ -73,14 +73,16 @@ async def test_a_known_agent_that_is_not_installed_says_how_to_install_it(tmp_pa
     assert "npm install -g @zed-industries/codex-acp" in str(turn.error)
 
 
-async def test_an_agent_that_exits_at_start_says_how(tmp_path: Path) -> None:
-    command = [sys.executable, "-c", "import sys; sys.stderr.write('no API key configured\\n'); sys.exit(3)"]
-    async with run_pod(tmp_path / "state", agent_cmd=command) as pod, pod.extension() as ext:
+async def test_an_agent_that_exits_at_start_says_how_and_never_repeats_its_key(tmp_path: Path) -> None:
+    script = "import os, sys; sys.stderr.write('invalid key ' + os.environ['DEMO_API_KEY'] + '\\n'); sys.exit(3)"
+    async with run_pod(tmp_path / "state", agent_cmd=[sys.executable, "-c", script],
+                       agent_env=["DEMO_API_KEY=sk-live-0123456789abcdef"]) as pod, pod.extension() as ext:
         session_id = await ext.new_session([])
         turn = await prompt(ext, session_id, "hello")
 
     assert turn.error is not None
-    assert "exited with code 3" in str(turn.error) and "no API key configured" in str(turn.error)
+    assert "exited with code 3" in str(turn.error) and "invalid key [redacted]" in str(turn.error)
+    assert "sk-live-0123456789abcdef" not in str(turn.error)
 
 
 async def test_an_agent_that_never_answers_initialize_is_given_up_on(tmp_path: Path) -> None:
