@@ -7,6 +7,7 @@ of each state go to docs/screenshots/ for the README.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import re
 from collections.abc import AsyncIterator
@@ -18,7 +19,7 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import KEY
-from .harness import extension_id, open_panel, playwright_browser, screenshot_dir, stage_extension
+from .harness import extension_id, jpeg_size, open_panel, playwright_browser, screenshot_dir, stage_extension
 from .pod import Pod, PodSocket, RemoteError
 
 pytestmark = pytest.mark.anyio
@@ -78,6 +79,28 @@ async def test_the_pill_says_connected_with_browser_tools(panel: Page, sock: Pod
     await expect(panel.locator("#pill-link")).to_have_text("connected")
     await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached")
     await snap(panel, "panel-connected.png")
+
+
+async def test_a_screenshot_decodes_as_a_real_image(panel: Page, client: Client, site: str) -> None:
+    await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
+    shot = await client.call_tool("browser_screenshot", {})
+    [image] = shot.content
+    assert image.type == "image" and image.mime_type == "image/jpeg"
+    # Decoded by Chromium's own image decoder, not just parsed for its header.
+    decoded = await panel.evaluate("""async (b64) => {
+        const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+        const bitmap = await createImageBitmap(new Blob([bytes], {type: 'image/jpeg'}));
+        const canvas = new OffscreenCanvas(bitmap.width, bitmap.height);
+        const ctx = canvas.getContext('2d');
+        ctx.drawImage(bitmap, 0, 0);
+        const px = ctx.getImageData(0, 0, bitmap.width, bitmap.height).data;
+        let light = 0;
+        for (let i = 0; i < px.length; i += 4) if (px[i] > 200 && px[i + 1] > 200 && px[i + 2] > 200) light++;
+        return {width: bitmap.width, height: bitmap.height, light: light / (px.length / 4)};
+    }""", image.data)
+    assert (decoded["width"], decoded["height"]) == jpeg_size(base64.b64decode(image.data))
+    assert decoded["width"] * decoded["height"] <= 1_150_000
+    assert decoded["light"] > 0.5  # the form page is mostly white: real page pixels, not a blank frame
 
 
 async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, sock: PodSocket) -> None:
