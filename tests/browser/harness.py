@@ -157,6 +157,17 @@ async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str) -> 
             await ctx.close()
 
 
+async def service_worker_url(ctx: BrowserContext) -> str:
+    """Waits for the extension's service worker to run and returns its URL."""
+    workers = [w for w in ctx.service_workers if w.url.startswith(f"chrome-extension://{extension_id()}/")]
+    if workers:
+        return workers[0].url
+    worker = await ctx.wait_for_event(
+        "serviceworker", lambda w: w.url.startswith(f"chrome-extension://{extension_id()}/"), timeout=30_000
+    )
+    return str(worker.url)
+
+
 async def open_panel(ctx: BrowserContext) -> Page:
     """The side panel's page, opened as a tab at a side panel's size."""
     page = await ctx.new_page()

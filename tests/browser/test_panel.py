@@ -19,7 +19,15 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import KEY
-from .harness import extension_id, jpeg_size, open_panel, playwright_browser, screenshot_dir, stage_extension
+from .harness import (
+    extension_id,
+    jpeg_size,
+    open_panel,
+    playwright_browser,
+    screenshot_dir,
+    service_worker_url,
+    stage_extension,
+)
 from .pod import Pod, PodSocket, RemoteError
 
 pytestmark = pytest.mark.anyio
@@ -37,8 +45,8 @@ async def context(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory)
 
 @pytest.fixture(scope="module")
 async def panel(context: BrowserContext) -> Page:
-    sw = context.service_workers[0] if context.service_workers else await context.wait_for_event("serviceworker")
-    assert sw.url.split("/")[2] == extension_id()  # the manifest key pins the id
+    # The manifest key pins the id: the worker runs at the id computed from the key.
+    assert (await service_worker_url(context)).endswith(f"{extension_id()}/background.js")
     return await open_panel(context)
 
 
