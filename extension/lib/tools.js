@@ -378,8 +378,18 @@ export class BrowserTools {
 
   async _browser_screenshot(args) {
     const tab = await this.tabs.target();
-    // captureVisibleTab shoots whatever is visible, so the agent tab must be the active one.
+    // captureVisibleTab shoots whatever is visible, so the agent tab must be the active one for a
+    // moment; the user's own tab comes back right after.
+    const [shown] = await chrome.tabs.query({ active: true, windowId: tab.windowId });
     if (!tab.active) await chrome.tabs.update(tab.id, { active: true });
+    try {
+      return await this._capture(tab, args);
+    } finally {
+      if (shown && shown.id !== tab.id) await chrome.tabs.update(shown.id, { active: true }).catch(() => {});
+    }
+  }
+
+  async _capture(tab, args) {
     let dataUrl;
     for (let attempt = 0; ; attempt++) {
       try {

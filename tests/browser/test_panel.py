@@ -91,9 +91,13 @@ async def test_the_pill_says_connected_with_browser_tools(panel: Page, sock: Pod
 
 async def test_a_screenshot_decodes_as_a_real_image(panel: Page, client: Client, site: str) -> None:
     await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
+    await panel.bring_to_front()
     shot = await client.call_tool("browser_screenshot", {})
     [image] = shot.content
     assert image.type == "image" and image.mime_type == "image/jpeg"
+    # The user's own tab (here the panel page) is shown again after the capture.
+    active = await panel.evaluate("chrome.tabs.query({active: true, currentWindow: true}).then(([t]) => t.url)")
+    assert active == panel.url
     # Decoded by Chromium's own image decoder, not just parsed for its header.
     decoded = await panel.evaluate("""async (b64) => {
         const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
