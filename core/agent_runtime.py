@@ -171,7 +171,7 @@ class _SessionAgent:
 
     # -- life --------------------------------------------------------------------------------------------
 
-    async def start(self) -> None:
+    async def start(self, previous: str | None = None) -> None:
         runtime = self.runtime
         settings = runtime.pod.settings
         recipe = runtime.recipe
@@ -211,10 +211,7 @@ class _SessionAgent:
                 )
                 if not isinstance(init, dict) or init.get("protocolVersion") != ACP_PROTOCOL_VERSION:
                     raise AgentExited(f"the agent does not speak ACP v1 (initialize said {_preview(init)})")
-                created = await rpc.request(
-                    "session/new", {"cwd": str(self.cwd), "mcpServers": servers},
-                    timeout=settings.agent_start_timeout,
-                )
+                session_id = await self._open_conversation(init, servers, previous)
         except TimeoutError:
             await self.stop(f"it did not start within {settings.agent_start_timeout:g} s")
             raise AgentExited(
@@ -227,14 +224,38 @@ class _SessionAgent:
         except RpcError as exc:
             await self.stop()
             raise AgentExited(f"the agent refused to start a session: {_agent_error_text(exc)}") from None
-        session_id = created.get("sessionId") if isinstance(created, dict) else None
-        if not isinstance(session_id, str) or not session_id:
+        except AgentExited:
             await self.stop()
-            raise AgentExited(f"the agent's session/new answer has no sessionId: {_preview(created)}")
+            raise
         self.acp_session_id = session_id
         self._heard()
-        log.info("%s: %s ready (pid %s, browser via %s)", self.name, recipe.title, self.process.pid,
-                 "none" if self.endpoint is None else recipe.browser_via)
+        log.info("%s: %s ready (pid %s, browser via %s%s)", self.name, recipe.title, self.process.pid,
+                 "none" if self.endpoint is None else recipe.browser_via,
+                 ", conversation resumed" if session_id == previous else "")
+
+    async def _open_conversation(self, init: JsonObject, servers: list[JsonObject], previous: str | None) -> str:
+        """The agent's session id: the session's earlier conversation when the agent can take it up again
+        (this is a fresh process after an idle stop or a crash), else a new one."""
+        assert self.process is not None
+        rpc, timeout = self.process.rpc, self.runtime.pod.settings.agent_start_timeout
+        params: JsonObject = {"cwd": str(self.cwd), "mcpServers": servers}
+        capabilities = init.get("agentCapabilities") if isinstance(init.get("agentCapabilities"), dict) else {}
+        assert isinstance(capabilities, dict)
+        resumable = isinstance((capabilities.get("sessionCapabilities") or {}).get("resume"), dict)
+        # session/resume takes the conversation up without replaying it; session/load replays it as updates,
+        # which no turn is there to receive.
+        method = "session/resume" if resumable else "session/load" if capabilities.get("loadSession") is True else None
+        if previous is not None and method is not None:
+            try:
+                await rpc.request(method, {**params, "sessionId": previous}, timeout=timeout)
+                return previous
+            except RpcError as exc:
+                log.info("%s: %s refused (%s); starting a new conversation", self.name, method, exc.message)
+        created = await rpc.request("session/new", params, timeout=timeout)
+        session_id = created.get("sessionId") if isinstance(created, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise AgentExited(f"the agent's session/new answer has no sessionId: {_preview(created)}")
+        return session_id
 
     async def run_turn(self, turn: PromptTurn, blocks: list[JsonObject]) -> str:
         if self._settling is not None and not self._settling.done():
@@ -344,6 +365,9 @@ class AgentRuntime:
         self._extra_env = dict(env or {})
         self._agents: dict[str, _SessionAgent] = {}
         self._starting: dict[str, asyncio.Task[_SessionAgent]] = {}
+        # Session id -> the agent's own session id, kept across agent restarts so a new process can take the
+        # conversation up again; forgotten with the session.
+        self._conversations: dict[str, str] = {}
         self._sweeper: asyncio.Task[Any] | None = None
 
     # -- what the agent gets -----------------------------------------------------------------------------
@@ -402,6 +426,7 @@ class AgentRuntime:
             starting.cancel()
             with contextlib.suppress(BaseException):
                 await starting
+        self._conversations.pop(session.id, None)
         agent = self._agents.pop(session.id, None)
         if agent is not None:
             await agent.close()
@@ -449,7 +474,7 @@ class AgentRuntime:
     async def _start(self, session: Session) -> _SessionAgent:
         agent = _SessionAgent(self, session, self.workdir(session))
         try:
-            await agent.start()
+            await agent.start(self._conversations.get(session.id))
         except AgentExited as exc:
             await agent.close()
             how = f" ({self.recipe.install})" if isinstance(exc, AgentNotFound) and self.recipe.install else ""
@@ -464,6 +489,8 @@ class AgentRuntime:
             await agent.close()  # the session was evicted while its agent was starting
             raise RpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
         self._agents[session.id] = agent
+        if agent.acp_session_id is not None:
+            self._conversations[session.id] = agent.acp_session_id
         return agent
 
     def _forget(self, session_id: str, agent: _SessionAgent) -> None:
@@ -471,15 +498,19 @@ class AgentRuntime:
             del self._agents[session_id]
         self.pod.spawn(agent.close(), name=f"close agent {session_id}")
 
-    async def _sweep(self) -> None:
+    def sweep_idle(self) -> None:
+        """Stop the agents idle for ``agent_idle_ttl``; their sessions stay, and start a fresh agent on use."""
         ttl = self.pod.settings.agent_idle_ttl
+        cutoff = time.monotonic() - ttl
+        for session_id, agent in list(self._agents.items()):
+            if agent.turn is None and agent.last_used <= cutoff:
+                log.info("session %s: agent stopped after %g s idle", session_id, ttl)
+                self._forget(session_id, agent)
+
+    async def _sweep(self) -> None:
         while True:
-            await asyncio.sleep(min(60.0, max(0.2, ttl / 4)))
-            cutoff = time.monotonic() - ttl
-            for session_id, agent in list(self._agents.items()):
-                if agent.turn is None and agent.last_used <= cutoff:
-                    log.info("session %s: agent stopped after %g s idle", session_id, ttl)
-                    self._forget(session_id, agent)
+            await asyncio.sleep(min(60.0, max(0.2, self.pod.settings.agent_idle_ttl / 4)))
+            self.sweep_idle()
 
     async def wait_ready(self, session_id: str, *, timeout: float) -> int | None:
         """Wait for the session's agent to finish starting; returns its pid (``None``: it failed or is gone)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import os
 import secrets
 import signal
@@ -294,6 +295,27 @@ async def test_a_socket_lost_mid_turn_cancels_the_agents_turn_and_the_resumed_se
     assert "too late" not in turn.text, "nothing of the abandoned turn leaks into the next one"
     assert browser.url == pod_for.page
     assert second_pid == pid
+
+
+@both
+async def test_after_an_idle_stop_a_fresh_agent_takes_the_conversation_up_again(pod_for: Pod) -> None:
+    pod, model = pod_for.running, pod_for.model
+    model.set_script(Script(text="Noted."))
+    async with pod.extension() as ext:
+        _browser, session_id, pid = await browser_session(pod, ext)
+        first = await prompt(ext, session_id, "Remember the word PINEAPPLE-7731.", timeout=120)
+        pod.pod.settings.agent_idle_ttl = 0.01
+        await asyncio.sleep(0.05)
+        pod.runtime.sweep_idle()
+        await eventually(lambda: not live_group(pid))
+        model.log.clear()
+        second = await prompt(ext, session_id, "Which word did I ask you to remember?", timeout=120)
+        second_pid = pod.runtime.agents.get(session_id)
+
+    assert first.result == second.result == {"stopReason": "end_turn"}, second.error
+    assert second_pid not in (None, pid), "a new process"
+    asked = [entry for entry in model.log if entry.tools]
+    assert asked and "PINEAPPLE-7731" in json.dumps(asked[-1].body), "the model saw the earlier conversation"
 
 
 @both
