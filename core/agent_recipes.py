@@ -150,7 +150,8 @@ RECIPES: dict[str, Recipe] = {
         install="npm install -g opencode-ai",
     ),
     "cursor": Recipe(
-        "cursor", "Cursor", ("cursor-agent", "acp"), browser_via="config", config_agent="cursor",
+        # --approve-mcps: a headless cursor-agent leaves project MCP servers unapproved, so ours would not load.
+        "cursor", "Cursor", ("cursor-agent", "acp", "--approve-mcps"), browser_via="config", config_agent="cursor",
         install="curl https://cursor.com/install -fsS | bash",
     ),
     "kiro": Recipe(
