@@ -29,12 +29,23 @@ class RunningGateway:
 
 @contextlib.asynccontextmanager
 async def run_gateway(
-    *, backend: AgentBackend | None = None, keyless: bool = False, **settings: Any
+    *,
+    backend: AgentBackend | None = None,
+    keyless: bool = False,
+    token: str | None = None,
+    port: int = 0,
+    pod: Pod | None = None,
+    **settings: Any,
 ) -> AsyncIterator[RunningGateway]:
-    token = None if keyless else secrets.token_urlsafe(24)
-    pod = Pod(Settings(token=token, port=0, **settings), backend=backend)
-    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
-        yield RunningGateway(pod, base_url, token)
+    """Serve a pod on 127.0.0.1. Pass ``port`` and ``token`` (or a whole ``pod``) to bring a gateway back
+    where a client expects it after a restart."""
+    if pod is None:
+        key = None if keyless else (token or secrets.token_urlsafe(24))
+        pod = Pod(Settings(token=key, port=port, **settings), backend=backend)
+    key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
+    app = create_app(pod)
+    async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
+        yield RunningGateway(pod, base_url, key)
 
 
 async def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:
