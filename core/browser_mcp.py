@@ -111,7 +111,13 @@ BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
         "browser_snapshot",
         "Outline of the agent tab as accessibility-style lines with refs, e.g. `- button \"Sign in\" [ref=e6]`. "
         "Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.",
-        dict(_PAGING),
+        {
+            "interactive_only": {
+                "type": "boolean",
+                "description": "only elements with refs, and headings (much shorter)",
+            },
+            **_PAGING,
+        },
     ),
     _tool(
         "browser_read_dom",

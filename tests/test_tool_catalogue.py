@@ -1,0 +1,45 @@
+"""The gateway's fallback tool list says what the extension really serves.
+
+Agents that list tools once at start-up, before a browser attaches, only ever see the gateway's static list
+(core/browser_mcp.py); if it drifts from extension/lib/tools.js they call tools with arguments the extension
+does not take, or never learn of ones it does.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from openab.core.browser_mcp import BROWSER_TOOLS
+
+EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "tools.js"
+
+
+@pytest.fixture(scope="module")
+def extension_tools() -> dict[str, dict[str, Any]]:
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = f"import({json.dumps(EXTENSION_TOOLS.as_uri())}).then(m => console.log(JSON.stringify(m.TOOLS)))"
+    out = subprocess.run([node, "-e", script], check=True, capture_output=True, text=True, timeout=30).stdout
+    return {tool["name"]: tool for tool in json.loads(out)}
+
+
+def test_the_same_tools_are_advertised(extension_tools: dict[str, dict[str, Any]]) -> None:
+    assert [t["name"] for t in BROWSER_TOOLS] == list(extension_tools)
+
+
+def test_each_tool_takes_the_same_arguments(extension_tools: dict[str, dict[str, Any]]) -> None:
+    for tool in BROWSER_TOOLS:
+        theirs = extension_tools[tool["name"]]["inputSchema"]
+        ours = tool["inputSchema"]
+        assert set(ours.get("properties", {})) == set(theirs.get("properties", {})), tool["name"]
+        assert set(ours.get("required", [])) == set(theirs.get("required", [])), tool["name"]
+        for name, prop in ours.get("properties", {}).items():
+            assert prop.get("type") == theirs["properties"][name].get("type"), (tool["name"], name)
+            assert prop.get("enum") == theirs["properties"][name].get("enum"), (tool["name"], name)
