@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import logging
 import secrets
 import socket
@@ -33,6 +32,7 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
+from .addresses import is_loopback
 from .browser_access import BrowserAccess, BrowserEndpoint
 from .browser_mcp import (
     HANDSHAKE_VERSIONS,
@@ -408,13 +408,6 @@ def _check_modern_headers(headers: Headers, message: JsonObject, meta_version: s
 
 
 # -- HTTP pieces ---------------------------------------------------------------------------------------
-
-
-def is_loopback(address: str) -> bool:
-    try:
-        return ipaddress.ip_address(address.strip("[]")).is_loopback
-    except ValueError:
-        return address == "localhost"
 
 
 def _host_name(host: str) -> str:

@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
+from openab.core.addresses import is_loopback
 from openab.core.pod import Pod
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
-from .auth import is_loopback_host
 
 __all__ = ["ConfigurationError", "create_app"]
 
@@ -37,7 +37,7 @@ async def _healthz(request: Request) -> JSONResponse:
 
 def create_app(pod: Pod) -> Starlette:
     settings = pod.settings
-    if settings.token is None and not is_loopback_host(settings.host):
+    if settings.token is None and not is_loopback(settings.host):
         raise ConfigurationError(
             f"refusing to serve /acp on {settings.host} without a key: set --token or OPENAB_ACP_AUTH_KEY, "
             "or bind to 127.0.0.1"

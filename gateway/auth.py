@@ -9,12 +9,11 @@ Without a key the endpoint is loopback-only and admits a browser page only from 
 from __future__ import annotations
 
 import hmac
-import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "is_loopback_host"]
+__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit"]
 
 ACP_SUBPROTOCOL: Final = "acp.v1"
 BEARER_SUBPROTOCOL_PREFIX: Final = "openab.bearer."
@@ -29,15 +28,6 @@ class Admitted:
 class Refused:
     status: int
     reason: str
-
-
-def is_loopback_host(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _offered_subprotocols(headers: Mapping[str, str]) -> list[str]:
