@@ -9,10 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import defaultdict
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openab.core.agent_backend import PromptTurn
 from openab.core.sessions import Session
+
+# A test's own turn: gets the turn and the prompt's whole text, returns the stopReason.
+Script = Callable[[PromptTurn, str], Awaitable[str]]
 
 
 def chunk(text: str) -> dict[str, Any]:
@@ -27,6 +31,8 @@ class ScriptedAgent:
         self.closed: list[str] = []
         self._cancel_events: dict[str, asyncio.Event] = defaultdict(asyncio.Event)
         self.ignore_cancel = False
+        # First word -> a test's own script; checked before the built-in ones.
+        self.scripts: dict[str, Script] = {}
 
     async def session_opened(self, session: Session) -> None:
         self.opened.append(session.id)
@@ -38,12 +44,18 @@ class ScriptedAgent:
         self.cancelled.append(session_id)
         self._cancel_events[session_id].set()
 
+    async def until_cancelled(self, session_id: str) -> None:
+        """For a test's own script: returns once the session's running turn is cancelled."""
+        await self._cancel_events[session_id].wait()
+
     async def prompt(self, turn: PromptTurn, prompt: list[dict[str, Any]]) -> str:
         session_id = turn.session.id
         self.prompts.append((session_id, prompt))
         self._cancel_events[session_id] = asyncio.Event()
         text = prompt[0].get("text", "") if prompt[0].get("type") == "text" else ""
         command, _, rest = text.partition(" ")
+        if command in self.scripts:
+            return await self.scripts[command](turn, text)
         if command == "echo":
             turn.send_update(chunk(rest))
             return "end_turn"

@@ -1,4 +1,4 @@
-"""Fixtures for the extension tests: one Chromium, one pod double and one site per module."""
+"""Fixtures for the extension tests: one Chromium, one real gateway and one site per module."""
 
 from __future__ import annotations
 
@@ -7,12 +7,16 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
+from scripted_agent import ScriptedAgent
+
+from openab.core.tunnel import Tunnel
 
 from .harness import CHROMIUM, chromium, site_server, stage_extension
-from .pod import Pod
+from .live_pod import KEY, LiveGateway
+
+__all__ = ["KEY", "extension_browser"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -24,8 +28,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if here in Path(item.path).parents:
             item.add_marker(skip)
-
-KEY = "test-key_0123456789"
 
 
 @pytest.fixture(scope="module")
@@ -40,18 +42,6 @@ def site() -> Iterator[str]:
         yield base
 
 
-@contextlib.asynccontextmanager
-async def running_pod(key: str | None = KEY) -> AsyncIterator[Pod]:
-    async with anyio.create_task_group() as tg:
-        pod = Pod(key=key)
-        await pod.start(tg)
-        try:
-            yield pod
-        finally:
-            await pod.stop()
-            tg.cancel_scope.cancel()
-
-
 @contextlib.contextmanager
 def extension_browser(tmp: Path, site: str, defaults: dict[str, Any], extra: tuple[str, ...] = ()) -> Iterator[Path]:
     """Stages the extension with `defaults` and runs Chromium on the site's index page."""
@@ -61,22 +51,37 @@ def extension_browser(tmp: Path, site: str, defaults: dict[str, Any], extra: tup
 
 
 @pytest.fixture(scope="module")
-async def pod() -> AsyncIterator[Pod]:
-    async with running_pod() as p:
-        yield p
+def agent() -> ScriptedAgent:
+    """The agent in the pod: an outside party, so scripted; tests add their own turns to `scripts`."""
+    return ScriptedAgent()
 
 
 @pytest.fixture(scope="module")
-async def client(pod: Pod, browser: Path) -> AsyncIterator[Client]:
-    """The official MCP SDK client on the pod side, talking to the extension through the tunnel."""
-    sock = await pod.next_socket(after=0)
-    async with sock.mcp_client() as c:
-        yield c
+async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
+    gw = LiveGateway(tmp_path_factory.mktemp("state"), agent)
+    await gw.start()
+    try:
+        yield gw
+    finally:
+        await gw.stop()
 
 
 @pytest.fixture(scope="module")
-def browser(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def browser(gateway: LiveGateway, site: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """Autopilot on: these tests exercise the tools; the guard has its own tests."""
     tmp = tmp_path_factory.mktemp("browser")
-    with extension_browser(tmp, site, {"url": pod.url, "key": KEY, "autopilot": True}) as ext:
+    with extension_browser(tmp, site, {"url": gateway.url, "key": KEY, "autopilot": True}) as ext:
         yield ext
+
+
+@pytest.fixture(scope="module")
+async def tunnel(gateway: LiveGateway, browser: Path) -> Tunnel:
+    """The browser's tunnel as the gateway established it on the extension's first socket."""
+    return await gateway.attached(await gateway.browser_socket(0))
+
+
+@pytest.fixture(scope="module")
+async def client(gateway: LiveGateway, tunnel: Tunnel) -> AsyncIterator[Client]:
+    """The official MCP SDK client on the pod side, at the session's proxy endpoint as an agent would be."""
+    async with gateway.agent_client(tunnel.session_id) as c:
+        yield c

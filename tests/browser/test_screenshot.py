@@ -7,15 +7,15 @@ This module runs Chromium at device scale factor 2, so the 1280x800 viewport cap
 from __future__ import annotations
 
 import base64
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from mcp import Client
 
-from .conftest import KEY, extension_browser
+from .conftest import extension_browser
 from .harness import jpeg_size
-from .pod import Pod
+from .live_pod import KEY, LiveGateway
 
 pytestmark = pytest.mark.anyio
 
@@ -23,18 +23,11 @@ FRAME_LIMIT = 8 * 1024 * 1024
 
 
 @pytest.fixture(scope="module")
-def browser(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+def browser(gateway: LiveGateway, site: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     tmp = tmp_path_factory.mktemp("hidpi")
-    defaults = {"url": pod.url, "key": KEY, "autopilot": True}
+    defaults = {"url": gateway.url, "key": KEY, "autopilot": True}
     with extension_browser(tmp, site, defaults, extra=("--force-device-scale-factor=2",)) as ext:
         yield ext
-
-
-@pytest.fixture(scope="module")
-async def client(pod: Pod, browser: Path) -> AsyncIterator[Client]:
-    sock = await pod.next_socket(after=0)
-    async with sock.mcp_client() as c:
-        yield c
 
 
 async def shot(client: Client, **args: object) -> bytes:

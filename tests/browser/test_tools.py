@@ -1,7 +1,10 @@
 """Each browser tool on real pages, called by the official MCP client on the pod side.
 
-One Chromium and one extension for the module; the tests run in order and share the agent's tab,
-so each starts by navigating where it needs to be.
+The pod is the real gateway; the client is the `mcp` SDK at the session's proxy endpoint, as an
+agent's would be. Wire-level checks (both MCP-over-ACP forms, malformed input, cancels) use the
+gateway's own tunnel and its connection to the extension. One Chromium and one extension for the
+module; the tests run in order and share the agent's tab, so each starts by navigating where it
+needs to be.
 """
 
 from __future__ import annotations
@@ -13,17 +16,14 @@ import anyio
 import pytest
 from mcp import Client
 
-from .pod import Pod, RemoteError
+from openab.core.jsonrpc import RpcError
+from openab.core.tunnel import Tunnel
+
+from .live_pod import TIMEOUT, LiveGateway, call
 
 pytestmark = pytest.mark.anyio
 
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
-    res = await client.call_tool(name, args or {})
-    text = "\n".join(getattr(c, "text", "") for c in res.content)
-    return text, bool(res.is_error)
 
 
 def ref_of(snapshot: str, line_start: str) -> str:
@@ -36,9 +36,11 @@ def ref_of(snapshot: str, line_start: str) -> str:
     raise AssertionError(f"no ref for {line_start!r} in:\n{snapshot}")
 
 
-async def test_tools_have_names_every_client_accepts(client: Client) -> None:
+async def test_tools_have_names_every_client_accepts(client: Client, tunnel: Tunnel) -> None:
     tools = (await client.list_tools()).tools
     names = {t.name for t in tools}
+    # As the extension itself lists them, not only as the proxy exposes them.
+    assert {t["name"] for t in await tunnel.list_tools(timeout=TIMEOUT)} == names
     assert names == {
         "browser_read_dom", "browser_screenshot", "browser_navigate", "browser_click", "browser_type",
         "browser_snapshot", "browser_tabs", "browser_wait_for", "browser_press_key",
@@ -251,40 +253,41 @@ async def test_tabs_are_only_the_agents_own(client: Client, site: str) -> None:
     assert is_error and "not an agent tab" in text
 
 
-async def test_unknown_tools_and_methods_are_protocol_errors(pod: Pod, client: Client) -> None:
-    sock = pod.sockets[0]
-    with pytest.raises(RemoteError) as err:
-        await sock.tunnel("tools/call", {"name": "browser.click", "arguments": {}})
+async def test_unknown_tools_and_methods_are_protocol_errors(tunnel: Tunnel) -> None:
+    with pytest.raises(RpcError) as err:
+        await tunnel.request("tools/call", {"name": "browser.click", "arguments": {}}, timeout=TIMEOUT)
     assert err.value.code == -32602
-    with pytest.raises(RemoteError) as err:
-        await sock.tunnel("resources/list", {})
+    with pytest.raises(RpcError) as err:
+        await tunnel.request("resources/list", {}, timeout=TIMEOUT)
     assert err.value.code == -32601
-    with pytest.raises(RemoteError) as err:
-        await sock.request("mcp/message", {"connectionId": "conn-nope", "method": "tools/list"})
+    with pytest.raises(RpcError) as err:
+        await tunnel.conn.request("mcp/message", {"connectionId": "conn-nope", "method": "tools/list"},
+                                  timeout=TIMEOUT)
     assert "unknown connection" in err.value.message
 
 
-async def test_stateless_form_answers_with_carriers(pod: Pod, client: Client) -> None:
-    sock = pod.sockets[0]
-    assert sock.server_decl is not None
-    server_id = sock.server_decl["serverId"]
+async def test_stateless_form_answers_with_carriers(tunnel: Tunnel) -> None:
+    # The gateway opened the connection form; the same socket must also serve the stateless one.
+    conn, server_id = tunnel.conn, tunnel.server_id
     meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}
 
-    found = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-1", "method": "server/discover",
-                                               "params": {"_meta": meta}})
+    async def message(params: dict[str, Any]) -> Any:
+        return await conn.request("mcp/message", params, timeout=TIMEOUT)
+
+    found = await message({"serverId": server_id, "requestId": "r-1", "method": "server/discover",
+                           "params": {"_meta": meta}})
     assert found["result"]["capabilities"] == {"tools": {"listChanged": True}}
-    listed = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-2", "method": "tools/list",
-                                                "params": {"_meta": meta}})
+    listed = await message({"serverId": server_id, "requestId": "r-2", "method": "tools/list",
+                            "params": {"_meta": meta}})
     assert len(listed["result"]["tools"]) == 12
-    called = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-3", "method": "tools/call",
-                                                "params": {"name": "browser_tabs", "arguments": {"action": "list"},
-                                                           "_meta": meta}})
+    called = await message({"serverId": server_id, "requestId": "r-3", "method": "tools/call",
+                            "params": {"name": "browser_tabs", "arguments": {"action": "list"}, "_meta": meta}})
     assert "- tab " in called["result"]["content"][0]["text"]
-    missing = await sock.request("mcp/message", {"serverId": server_id, "requestId": "r-4", "method": "tools/call",
-                                                 "params": {"name": "nope", "_meta": meta}})
+    missing = await message({"serverId": server_id, "requestId": "r-4", "method": "tools/call",
+                             "params": {"name": "nope", "_meta": meta}})
     assert missing == {"error": {"code": -32602, "message": "Unknown tool: nope"}}
-    with pytest.raises(RemoteError) as err:
-        await sock.request("mcp/message", {"serverId": "someone-else", "requestId": "r-5", "method": "tools/list"})
+    with pytest.raises(RpcError) as err:
+        await message({"serverId": "someone-else", "requestId": "r-5", "method": "tools/list"})
     assert err.value.code == -33001
 
 
@@ -295,31 +298,32 @@ async def test_autopilot_runs_risky_steps_without_asking(client: Client, site: s
     assert "bought" in html
 
 
-async def test_connections_open_and_close_independently(pod: Pod, client: Client) -> None:
-    sock = pod.sockets[0]
-    assert sock.server_decl is not None
-    sid = sock.server_decl["serverId"]
-    second = (await sock.request("mcp/connect", {"acpId": sid, "serverId": sid}))["connectionId"]
-    assert second != sock.connection_id
-    init = await sock.request("mcp/message", {"connectionId": second, "method": "initialize", "params": {
-        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+async def test_connections_open_and_close_independently(tunnel: Tunnel, client: Client) -> None:
+    conn, sid = tunnel.conn, tunnel.server_id
+    second = (await conn.request("mcp/connect", {"acpId": sid, "serverId": sid}, timeout=TIMEOUT))["connectionId"]
+    assert second != tunnel.connection_id
+    init = await conn.request("mcp/message", {"connectionId": second, "method": "initialize", "params": {
+        "protocolVersion": "2025-03-26", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}},
+        timeout=TIMEOUT)
     assert init["protocolVersion"] == "2025-03-26"
     assert init["capabilities"] == {"tools": {"listChanged": True}}
-    assert await sock.request("mcp/disconnect", {"connectionId": second}) == {}
-    with pytest.raises(RemoteError) as err:
-        await sock.request("mcp/message", {"connectionId": second, "method": "tools/list"})
+    assert await conn.request("mcp/disconnect", {"connectionId": second}, timeout=TIMEOUT) == {}
+    with pytest.raises(RpcError) as err:
+        await conn.request("mcp/message", {"connectionId": second, "method": "tools/list"}, timeout=TIMEOUT)
     assert "unknown connection" in err.value.message
-    # The first connection is untouched.
+    # The gateway's own connection is untouched: asked afresh, not from the gateway's cache.
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 12
     assert len((await client.list_tools()).tools) == 12
-    with pytest.raises(RemoteError) as err:
-        await sock.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"})
+    with pytest.raises(RpcError) as err:
+        await conn.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"}, timeout=TIMEOUT)
     assert "unknown MCP server" in err.value.message
 
 
-async def test_bad_input_gets_errors_and_breaks_nothing(pod: Pod, client: Client) -> None:
-    sock = pod.sockets[0]
+async def test_bad_input_gets_errors_and_breaks_nothing(gateway: LiveGateway, tunnel: Tunnel, client: Client) -> None:
+    sock = gateway.browser_sockets[0]
+    # Frames the gateway's writer would never produce go straight onto its socket.
     for raw in ["not json", "[1, 2]", "null", '{"jsonrpc": "2.0"}', '{"id": 99999, "result": {}}', "{}" * 1000]:
-        await sock.ws.send_text(raw)
+        await sock.send_text(raw)
     weird_calls: list[Any] = [
         {"name": "browser_click", "arguments": "a string"},
         {"name": "browser_click", "arguments": None},
@@ -331,15 +335,20 @@ async def test_bad_input_gets_errors_and_breaks_nothing(pod: Pod, client: Client
         {"name": "browser_navigate", "arguments": {"url": None}},
     ]
     for params in weird_calls:
-        result = await sock.tunnel("tools/call", params)
+        result = await tunnel.request("tools/call", params, timeout=TIMEOUT)
         assert "content" in result, params  # an answer (success or isError), never a hang or a crash
+    # Params that are not an object at all: the tunnel's API takes only objects, so straight on the wire.
     for params in [None, [], "x", {"name": 5}]:
-        with pytest.raises(RemoteError):
-            await sock.tunnel("tools/call", params)  # type: ignore[arg-type]
-    with pytest.raises(RemoteError) as err:
-        await sock.request("mcp/message", {"nothing": "useful"})
+        envelope: dict[str, Any] = {"connectionId": tunnel.connection_id, "method": "tools/call"}
+        if params is not None:
+            envelope["params"] = params
+        with pytest.raises(RpcError):
+            await tunnel.conn.request("mcp/message", envelope, timeout=TIMEOUT)
+    with pytest.raises(RpcError) as err:
+        await tunnel.conn.request("mcp/message", {"nothing": "useful"}, timeout=TIMEOUT)
     assert err.value.code == -32602
-    assert not sock.closed.is_set()
+    assert not sock.closed.is_set() and not tunnel.conn.closed
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 12
     assert len((await client.list_tools()).tools) == 12
 
 
@@ -365,15 +374,16 @@ async def test_shadow_dom_elements_have_refs_that_work(client: Client, site: str
     assert "shadow clicked" in html
 
 
-async def test_a_burst_of_calls_is_bounded_and_the_rest_complete(pod: Pod, client: Client, site: str) -> None:
+async def test_a_burst_of_calls_is_bounded_and_the_rest_complete(gateway: LiveGateway, tunnel: Tunnel,
+                                                                  client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/form.html"})
-    sock = pod.sockets[0]
     texts: list[str] = []
 
     async def one() -> None:
-        # Each call holds the browser for 300 ms, so the burst is all there before the first ends.
+        # Each call holds the browser for 300 ms; the pod's tunnel API puts the whole burst on the
+        # socket at once, before the first ends (HTTP clients would trickle in).
         args = {"text": "never on this page", "timeout_ms": 300}
-        result = await sock.tunnel("tools/call", {"name": "browser_wait_for", "arguments": args})
+        result = await gateway.pod.tunnels.call_tool(tunnel.session_id, "browser_wait_for", args)
         texts.append(result["content"][0]["text"])
 
     async with anyio.create_task_group() as tg:

@@ -1,0 +1,230 @@
+"""The real pod side for the extension's tests: `openab.gateway` on a real uvicorn, its proxy, and a tap.
+
+The gateway, the pod and the per-session MCP proxy are the product's own (`openab.core`,
+`openab.gateway`); only the agent is scripted (tests/scripted_agent.py). The `Tap` is a transparent
+ASGI wrapper around the real app: it passes every message through unchanged and keeps a copy, so a
+test can check what the extension put on the wire (its subprotocols, its handshake, its pings),
+drop a socket as a network failure would, or push a raw frame the gateway itself would never send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx2
+from gateway_harness import eventually
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import SecretStr
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from openab.core.agent_backend import AgentBackend
+from openab.core.mcp_config import HttpEndpoint
+from openab.core.pod import Pod
+from openab.core.proxy import BrowserProxy
+from openab.core.settings import Settings
+from openab.core.tunnel import Tunnel
+from openab.gateway.app import create_app
+from openab.gateway.server import running_server
+
+from .harness import extension_id
+
+Json = dict[str, Any]
+
+KEY = "test-key_0123456789"
+TIMEOUT = 60.0
+
+
+@dataclass(eq=False)
+class TappedSocket:
+    """One `/acp` WebSocket as the gateway served it."""
+
+    scope: Scope
+    _send: Send = field(repr=False)
+    connection_id: str | None = None  # the gateway's name for it: the owner of the tunnels it installs
+    received: list[Json] = field(default_factory=list)  # from the extension
+    sent: list[Json] = field(default_factory=list)  # from the gateway
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def subprotocols(self) -> list[str]:
+        return list(self.scope.get("subprotocols", []))
+
+    @property
+    def url(self) -> str:
+        return f"{self.scope['path']}?{self.scope.get('query_string', b'').decode()}"
+
+    @property
+    def origin(self) -> str | None:
+        return dict(self.scope["headers"]).get(b"origin", b"").decode() or None
+
+    def requests(self, method: str) -> list[Json]:
+        return [m for m in self.received if m.get("method") == method and "id" in m]
+
+    def answer(self, request: Json) -> Json | None:
+        """The gateway's answer to one of the extension's requests, once it went out."""
+        return next((m for m in self.sent if "method" not in m and m.get("id") == request["id"]), None)
+
+    def reply_to(self, request: Json) -> Json | None:
+        """The extension's answer to one of the gateway's requests, once it came in."""
+        return next((m for m in self.received if "method" not in m and m.get("id") == request["id"]), None)
+
+    @property
+    def opened(self) -> Json | None:
+        """The session/new or session/resume request that the gateway accepted on this socket."""
+        return next((r for r in self.requests("session/new") + self.requests("session/resume")
+                     if (a := self.answer(r)) is not None and "result" in a), None)
+
+    @property
+    def resumed(self) -> bool:
+        return self.opened is not None and self.opened["method"] == "session/resume"
+
+    @property
+    def declared(self) -> Json | None:
+        """The `type: acp` server the extension declared when its session was opened."""
+        opened = self.opened
+        servers = [s for s in (opened or {}).get("params", {}).get("mcpServers", []) if s.get("type") == "acp"]
+        return servers[0] if servers else None
+
+    async def send_text(self, raw: str) -> None:
+        """A frame on the gateway's socket that did not come from the gateway's own writer."""
+        await self._send({"type": "websocket.send", "text": raw})
+
+    async def drop(self, code: int = 1011) -> None:
+        """Closes the socket from the pod's end, as a failing gateway or network would."""
+        await self._send({"type": "websocket.close", "code": code})
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(10):
+                await self.closed.wait()
+
+
+class Tap:
+    """Passes the real gateway app's traffic through unchanged and records each `/acp` socket."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.sockets: list[TappedSocket] = []
+        self.refused: list[int] = []  # HTTP statuses of upgrades the gateway turned down
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+        sock = TappedSocket(scope, send)
+
+        async def tapped_receive() -> Message:
+            message = await receive()
+            if message["type"] == "websocket.receive" and message.get("text"):
+                _keep(sock.received, message["text"])
+            elif message["type"] == "websocket.disconnect":
+                sock.closed.set()
+            return message
+
+        async def tapped_send(message: Message) -> None:
+            if message["type"] == "websocket.accept":
+                headers = dict(message.get("headers") or [])
+                sock.connection_id = f"acp_conn_{headers[b'acp-connection-id'].decode()}"
+                self.sockets.append(sock)
+            elif message["type"] == "websocket.http.response.start":
+                self.refused.append(message["status"])
+            elif message["type"] == "websocket.send" and message.get("text"):
+                _keep(sock.sent, message["text"])
+            await send(message)
+
+        try:
+            await self.app(scope, tapped_receive, tapped_send)
+        finally:
+            sock.closed.set()
+
+
+def _keep(into: list[Json], text: str) -> None:
+    with contextlib.suppress(ValueError):
+        message = json.loads(text)
+        if isinstance(message, dict):
+            into.append(message)
+
+
+class LiveGateway:
+    """The real gateway on 127.0.0.1 with the proxy; stoppable, and restartable on the same port and key."""
+
+    def __init__(self, state_dir: Path, backend: AgentBackend | None = None, **settings: Any) -> None:
+        self.state_dir = state_dir
+        self.backend = backend
+        self.settings = settings
+        self.port = 0
+        self.pod = Pod()
+        self.proxy = BrowserProxy(self.pod)
+        self.tap = Tap(create_app(self.pod))
+        self._stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/acp"
+
+    async def start(self) -> None:
+        """A fresh pod: on a restart nothing survives but the address and the key."""
+        settings = Settings(token=SecretStr(KEY), port=self.port, state_dir=self.state_dir, **self.settings)
+        self.pod = Pod(settings, backend=self.backend)
+        self.proxy = BrowserProxy(self.pod)
+        self.pod.add_observer(self.proxy)
+        self.tap = Tap(create_app(self.pod))
+        self._stack = contextlib.AsyncExitStack()
+        base = await self._stack.enter_async_context(
+            running_server(self.tap, port=self.port, max_frame_bytes=settings.max_frame_bytes)
+        )
+        self.port = int(base.rsplit(":", 1)[1])
+
+    async def stop(self) -> None:
+        if self._stack is not None:
+            stack, self._stack = self._stack, None
+            await stack.aclose()
+
+    @property
+    def browser_sockets(self) -> list[TappedSocket]:
+        """The sockets our extension dialled (its origin), not those of other clients in a test."""
+        origin = f"chrome-extension://{extension_id()}"
+        return [s for s in self.tap.sockets if s.origin == origin]
+
+    async def browser_socket(self, index: int, timeout: float = TIMEOUT) -> TappedSocket:
+        await eventually(lambda: len(self.browser_sockets) > index, timeout)
+        return self.browser_sockets[index]
+
+    def tunnel_of(self, sock: TappedSocket) -> Tunnel | None:
+        for session in self.pod.sessions.all():
+            for tunnel in self.pod.tunnels.tunnels(session.id):
+                if tunnel.owner.connection_id == sock.connection_id:
+                    return tunnel
+        return None
+
+    async def attached(self, sock: TappedSocket, timeout: float = TIMEOUT) -> Tunnel:
+        """The browser tunnel that `sock` installed, once the gateway has established it."""
+        await eventually(lambda: self.tunnel_of(sock) is not None, timeout)
+        tunnel = self.tunnel_of(sock)
+        assert tunnel is not None
+        return tunnel
+
+    @contextlib.asynccontextmanager
+    async def agent_client(self, session_id: str) -> AsyncIterator[Client]:
+        """What the session's agent gets: the proxy's URL and token, used by the official MCP client."""
+        session = self.pod.sessions.get(session_id)
+        assert session is not None
+        endpoint = (await self.proxy.endpoint_for(session)).config
+        assert isinstance(endpoint, HttpEndpoint)
+        headers = {"Authorization": f"Bearer {endpoint.token}"}
+        async with (
+            httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
+            Client(streamable_http_client(endpoint.url, http_client=http), mode="legacy") as client,
+        ):
+            yield client
+
+
+async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
+    """A tool call's text and whether it is an error result."""
+    res = await client.call_tool(name, args or {})
+    return "\n".join(getattr(c, "text", "") for c in res.content), bool(res.is_error)
