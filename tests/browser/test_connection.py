@@ -1,90 +1,128 @@
 """The extension's one socket: how it dials, how it stays up, how it comes back.
 
 Chromium runs with nothing attached (no DevTools), so the service worker lives or dies exactly
-as it would in a user's browser.
+as it would in a user's browser. The pod is the real gateway; the tap shows what crossed the wire.
 """
 
 from __future__ import annotations
 
 import anyio
 import pytest
+from fake_extension import connect_extension
+from gateway_harness import eventually
 
-from .conftest import KEY
-from .pod import Pod, PodSocket
+from openab.core.tunnel import Tunnel
+
+from .harness import extension_id
+from .live_pod import KEY, LiveGateway, TappedSocket, call
 
 pytestmark = pytest.mark.anyio
 
 
-async def tools_work(pod: Pod, index: int, site: str) -> None:
-    sock = await pod.next_socket(after=index)
-    async with sock.mcp_client() as client:
-        res = await client.call_tool("browser_navigate", {"url": f"{site}/page2.html"})
-        assert not res.is_error, res.content
-        snap = await client.call_tool("browser_snapshot", {})
-        assert 'heading "Page two"' in getattr(snap.content[0], "text", "")
+async def tools_work(gateway: LiveGateway, sock: TappedSocket, site: str) -> Tunnel:
+    """The agent's MCP client reaches the browser through the tunnel `sock` installed."""
+    tunnel = await gateway.attached(sock)
+    async with gateway.agent_client(tunnel.session_id) as client:
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html"})
+        assert not is_error, text
+        snap, _ = await call(client, "browser_snapshot", {})
+        assert 'heading "Page two"' in snap
+    return tunnel
 
 
-async def test_dials_with_the_key_as_a_subprotocol_and_declares_the_browser(pod: Pod, browser: object) -> None:
-    sock = await pod.next_socket(after=0)
+async def test_dials_with_the_key_as_a_subprotocol_and_declares_the_browser(
+    gateway: LiveGateway, tunnel: Tunnel
+) -> None:
+    sock = gateway.browser_sockets[0]
     assert sock.subprotocols == [f"openab.bearer.{KEY}", "acp.v1"]
-    assert KEY not in str(sock.ws.url)
-    assert sock.server_decl is not None
-    assert sock.server_decl["type"] == "acp" and sock.server_decl["name"] == "browser"
-    assert sock.server_decl["serverId"] == sock.server_decl["id"]
-    assert sock.session_meta == {"openab/permissionRelay": True}
+    assert KEY not in sock.url
+    assert sock.origin == f"chrome-extension://{extension_id()}"
+    decl = sock.declared
+    assert decl is not None
+    assert decl["type"] == "acp" and decl["name"] == "browser"
+    assert decl["serverId"] == decl["id"]
+    assert sock.opened is not None and sock.opened["params"]["_meta"] == {"openab/permissionRelay": True}
     hello = sock.received[0]
     assert hello["method"] == "initialize" and hello["params"]["protocolVersion"] == 1
+    # What the gateway made of it: the declared browser, tunnelled in the connection form, may ask the user.
+    assert (tunnel.name, tunnel.server_id, tunnel.form) == ("browser", decl["serverId"], "connection")
+    session = gateway.pod.sessions.get(tunnel.session_id)
+    assert session is not None and session.permission_relay
 
 
-async def test_stays_connected_through_a_minute_of_silence(pod: Pod, browser: object, site: str) -> None:
-    sock = await pod.next_socket(after=0)
-    before = len(pod.sockets)
-    # The pod double sends nothing on its own: only the extension's keepalive can keep the
-    # service worker (which Chrome stops after 30 s idle) and its socket alive.
+async def test_stays_connected_through_a_minute_of_silence(gateway: LiveGateway, tunnel: Tunnel, site: str) -> None:
+    sock = gateway.browser_sockets[-1]
+    before = len(gateway.browser_sockets)
+    # No work for a minute; Chrome stops a worker after 30 s without events. The gateway's own
+    # keepalive also counts as traffic, so this cannot tell the two apart: it checks that the
+    # extension pings, that "Method not found" satisfies it, and that nothing ever drops.
     await anyio.sleep(62)
     assert not sock.closed.is_set()
-    assert len(pod.sockets) == before
-    pings = [m for m in sock.received if m.get("method") == "openab/ping"]
+    assert len(gateway.browser_sockets) == before
+    pings = sock.requests("openab/ping")
     assert len(pings) >= 2
-    await tools_work(pod, before - 1, site)
+    await eventually(lambda: all(sock.answer(p) is not None for p in pings))
+    assert all(sock.answer(p)["error"]["code"] == -32601 for p in pings)  # type: ignore[index]
+    await tools_work(gateway, sock, site)
 
 
-async def test_a_dropped_socket_is_redialled_and_the_session_resumed(pod: Pod, browser: object, site: str) -> None:
-    old = pod.sockets[-1]
-    index = len(pod.sockets)
-    await old.ws.close(code=1011)
-    new = await pod.next_socket(after=index)
-    assert new.resumed and new.session_id == old.session_id
-    assert new.server_decl == old.server_decl  # the same browser, declared again
-    await tools_work(pod, index, site)
+async def test_a_dropped_socket_is_redialled_and_the_session_resumed(gateway: LiveGateway, site: str) -> None:
+    old = gateway.browser_sockets[-1]
+    old_tunnel = await gateway.attached(old)
+    index = len(gateway.browser_sockets)
+    await old.drop(1011)
+    new = await gateway.browser_socket(index)
+    tunnel = await tools_work(gateway, new, site)
+    assert new.resumed and tunnel.session_id == old_tunnel.session_id
+    assert new.declared == old.declared  # the same browser, declared again
 
 
-async def test_a_busy_session_is_resumed_later_not_replaced(pod: Pod, browser: object, site: str) -> None:
-    old = pod.sockets[-1]
-    index = len(pod.sockets)
-    pod.busy_resumes = 2  # a prompt from the dropped socket is still finishing
-    await old.ws.close(code=1011)
-    tries: list[PodSocket] = []
-    while not tries or not await pod.tunnel_or_close(tries[-1]):
-        tries.append(await pod.next_socket(after=index + len(tries), tunnel=False))
+async def test_a_busy_session_is_resumed_later_not_replaced(
+    gateway: LiveGateway, site: str
+) -> None:
+    old = gateway.browser_sockets[-1]
+    session_id = (await gateway.attached(old)).session_id
+    index = len(gateway.browser_sockets)
+
+    def refused(sock: TappedSocket) -> bool:
+        answers = [sock.answer(r) for r in sock.requests("session/resume")]
+        return any(a is not None and a.get("error", {}).get("code") == -32001 for a in answers)
+
+    # The session is busy while a turn runs on it, which takes another live socket: the gateway
+    # cancels a turn whose own socket is gone. A second ACP client takes the session over (keeping
+    # the browser's tunnel: no mcpServers) and starts a turn that works until cancelled.
+    async with connect_extension(gateway.url, KEY) as other:
+        await other.initialize()
+        await other.request("session/resume", {"sessionId": session_id, "cwd": "/"})
+        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "wait"}]}
+        async with anyio.create_task_group() as tg:
+            outcome: dict[str, object] = {}
+
+            async def turn() -> None:
+                outcome["result"] = await other.request("session/prompt", prompt, timeout=120)
+
+            tg.start_soon(turn)
+            await eventually(lambda: any(m.get("method") == "session/update" for m in other.notifications))
+            await old.drop(1011)
+            # Refused twice, then the turn ends; the next try (backoff: a second or more) finds it free.
+            await eventually(lambda: sum(map(refused, gateway.browser_sockets[index:])) >= 2, 60)
+            await other.notify("session/cancel", {"sessionId": session_id})
+        assert outcome["result"] == {"stopReason": "cancelled"}
+    tunnel = await gateway.attached(await gateway.browser_socket(index + 2))
+    tries = gateway.browser_sockets[index:]
     assert len(tries) == 3  # refused twice, then resumed
-    assert tries[-1].resumed and tries[-1].session_id == old.session_id
-    assert not any(m.get("method") == "session/new" for s in tries for m in s.received)
-    await tools_work(pod, index + 2, site)
+    assert all(refused(t) for t in tries[:2])
+    assert tries[-1].resumed and tunnel.session_id == session_id
+    assert not any(s.requests("session/new") for s in tries)
+    await tools_work(gateway, tries[-1], site)
 
 
-async def test_a_restarted_gateway_gets_the_browser_back(pod: Pod, browser: object, site: str) -> None:
-    old = pod.sockets[-1]
-    await pod.stop()
-    async with anyio.create_task_group() as tg:
-        # Same address, and the gateway still knows the session, as after a rolling restart.
-        again = Pod(key=KEY, port=pod.port)
-        again.sessions = pod.sessions
-        await again.start(tg)
-        try:
-            sock = await again.next_socket(after=0, timeout=60)
-            assert sock.resumed and sock.session_id == old.session_id
-            await tools_work(again, 0, site)
-        finally:
-            await again.stop()
-            tg.cancel_scope.cancel()
+async def test_a_restarted_gateway_gets_the_browser_back(gateway: LiveGateway, site: str) -> None:
+    old = await gateway.attached(gateway.browser_sockets[-1])
+    await gateway.stop()
+    # Same address and key, a fresh pod that has never heard of the session: it takes the resume
+    # and recreates the session under the same id, as after a rolling restart.
+    await gateway.start()
+    sock = await gateway.browser_socket(0, timeout=60)
+    tunnel = await tools_work(gateway, sock, site)
+    assert sock.resumed and tunnel.session_id == old.session_id
