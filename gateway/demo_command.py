@@ -38,6 +38,9 @@ def register(commands: Any) -> None:
     demo.add_argument("--extension", help="the extension folder (default: extension/ of this source tree)")
     demo.add_argument("--port", type=int, default=0, help="gateway port (default: any free port)")
     demo.add_argument("--model-url", help="run the built-in agent's model loop against this endpoint instead")
+    demo.add_argument("--agent", default="builtin", help="another agent CLI to try instead (claude, codex, ...)")
+    demo.add_argument("--agent-env", action="append", metavar="NAME[=VALUE]",
+                      help="give that agent NAME from this environment (its API key), or set NAME=VALUE")
     demo.add_argument("--no-browser", action="store_true",
                       help="start no browser: serve until Ctrl-C and say how to load the extension by hand")
     demo.add_argument("--timeout", type=float, default=120.0, help="seconds for the browser and the task")
@@ -106,10 +109,14 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
     with tempfile.TemporaryDirectory(prefix="openab-demo-") as temp, demo_site() as page:
         workdir = Path(temp)
         settings = Settings.from_env(
-            {}, host="127.0.0.1", port=args.port, token=key, state_dir=workdir / "state", agent="builtin",
-            model_url=args.model_url, permissions="browser-only",
+            {}, host="127.0.0.1", port=args.port, token=key, state_dir=workdir / "state", agent=args.agent,
+            agent_env=args.agent_env, model_url=args.model_url, permissions="browser-only",
         )
-        assembled = assemble(settings)
+        try:
+            assembled = assemble(settings)
+        except ValueError as exc:
+            out.write(f"openab demo: {exc}\n")
+            return 2
         async with running_server(create_app(assembled.pod), port=args.port) as base_url:
             ws_url = "ws" + base_url.removeprefix("http") + "/acp"
             out.write(f"openab demo: gateway on {ws_url}, demo page on {page}\n")
