@@ -22,7 +22,7 @@ from .agent_recipes import Identify
 from .jsonrpc import JsonObject
 from .mcp_config import SERVER_NAME
 
-__all__ = ["Policy", "approve_auto", "cancelled", "decide", "reject", "select"]
+__all__ = ["Policy", "approve_auto", "cancelled", "decide", "is_browser_tool", "reject", "select"]
 
 Policy = Literal["auto", "browser-only", "deny"]
 

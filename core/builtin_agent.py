@@ -35,7 +35,10 @@ from .jsonrpc import INVALID_PARAMS, JsonObject, Notification, Request, RpcError
 from .mcp_config import SERVER_NAME
 from .rpc_connection import Later, RpcConnection
 
-__all__ = ["BuiltinAgent", "McpClient", "main", "plan_steps"]
+__all__ = [
+    "BuiltinAgent", "HttpMcpClient", "McpClient", "McpError", "StdioMcpClient", "connect_mcp", "find_ref", "main",
+    "plan_steps",
+]
 
 log = logging.getLogger(__name__)
 

@@ -20,7 +20,10 @@ if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
-__all__ = ["Assembled", "add_pod_flags", "add_runtime_flags", "assemble", "register", "runtime_overrides"]
+__all__ = [
+    "Assembled", "add_pod_flags", "add_runtime_flags", "assemble", "browser_started", "configure_logging", "register",
+    "runtime_overrides",
+]
 
 AGENT_NAMES = ("builtin", "claude", "codex", "gemini", "opencode", "cursor", "kiro", "copilot", "goose", "custom")
 
