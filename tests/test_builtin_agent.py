@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_runtime_pod import FakeBrowser, eventually, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, browser_session, eventually, open_session, prompt, run_pod
 
 from openab.core.builtin_agent import find_ref, plan_steps
 
@@ -36,8 +36,7 @@ def test_a_label_finds_its_ref_exactly_before_partly() -> None:
 
 async def test_builtin_agent_follows_instructions_in_the_browser(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
+        browser, session_id, _pid = await browser_session(pod, ext)
         turn = await prompt(ext, session_id, "open https://example.org/start\ntype Ada into Name\nclick Sign in")
 
         assert turn.error is None, turn.error
@@ -54,10 +53,8 @@ async def test_builtin_agent_follows_instructions_in_the_browser(tmp_path: Path)
 
 async def test_builtin_agent_reads_and_screenshots_across_prompts_in_one_process(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
+        browser, session_id, pid = await browser_session(pod, ext)
         first = await prompt(ext, session_id, "open example.org")
-        pid = pod.runtime.agents[session_id]
         second = await prompt(ext, session_id, "read; screenshot")
 
         assert first.error is None and second.error is None
@@ -71,8 +68,7 @@ async def test_builtin_agent_reads_and_screenshots_across_prompts_in_one_process
 
 async def test_builtin_agent_says_what_it_cannot_do(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
-        browser = FakeBrowser(ext)
-        session_id = await open_session(pod, ext)
+        browser, session_id, _pid = await browser_session(pod, ext)
         turn = await prompt(ext, session_id, "book me a flight to Lisbon")
         missing = await prompt(ext, session_id, "click Checkout")
 
