@@ -1,12 +1,14 @@
 """The side panel as a user sees it: Playwright drives Debian Chromium with the real extension.
 
 Playwright is used here because these tests need a person's clicks (Send, Allow, Don't allow).
-The panel page is opened as a tab, exactly the page Chrome shows in the side panel. Screenshots
-of each state go to docs/screenshots/ for the README.
+The panel page is opened as a tab, exactly the page Chrome shows in the side panel. The pod is
+the real gateway with a scripted agent; tools are called by the official MCP client at the
+session's proxy endpoint. Screenshots of each state go to docs/screenshots/ for the README.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import re
@@ -15,10 +17,15 @@ from typing import Any
 
 import anyio
 import pytest
+from gateway_harness import eventually
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from scripted_agent import ScriptedAgent, chunk
 
-from .conftest import KEY
+from openab.core.agent_backend import PromptTurn
+from openab.core.jsonrpc import RpcError
+from openab.core.tunnel import Tunnel
+
 from .harness import (
     extension_id,
     jpeg_size,
@@ -28,17 +35,18 @@ from .harness import (
     service_worker_url,
     stage_extension,
 )
-from .pod import Pod, PodSocket, RemoteError
+from .live_pod import KEY, TIMEOUT, LiveGateway
 
 pytestmark = pytest.mark.anyio
 
 
 
 @pytest.fixture(scope="module")
-async def context(pod: Pod, site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
+async def context(gateway: LiveGateway, site: str,
+                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
     tmp = tmp_path_factory.mktemp("panel")
     # Autopilot off: risky steps must come to the panel.
-    ext = stage_extension(tmp / "ext", {"url": pod.url, "key": KEY, "autopilot": False})
+    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
     async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
         yield ctx
 
@@ -51,14 +59,8 @@ async def panel(context: BrowserContext) -> Page:
 
 
 @pytest.fixture(scope="module")
-async def sock(pod: Pod, panel: Page) -> PodSocket:
-    return await pod.next_socket(after=0)
-
-
-@pytest.fixture(scope="module")
-async def client(sock: PodSocket) -> AsyncIterator[Client]:
-    async with sock.mcp_client() as c:
-        yield c
+async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
+    return await gateway.attached(await gateway.browser_socket(0))
 
 
 async def snap(page: Page, name: str) -> None:
@@ -83,7 +85,7 @@ def result_text(res: Any) -> str:
     return "\n".join(getattr(c, "text", "") for c in res.content)
 
 
-async def test_the_pill_says_connected_with_browser_tools(panel: Page, sock: PodSocket) -> None:
+async def test_the_pill_says_connected_with_browser_tools(panel: Page, tunnel: Tunnel) -> None:
     await expect(panel.locator("#pill-link")).to_have_text("connected")
     await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached")
     await snap(panel, "panel-connected.png")
@@ -115,25 +117,25 @@ async def test_a_screenshot_decodes_as_a_real_image(panel: Page, client: Client,
     assert decoded["light"] > 0.5  # the form page is mostly white: real page pixels, not a blank frame
 
 
-async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, sock: PodSocket) -> None:
+async def test_a_prompt_streams_its_reply_into_the_panel(agent: ScriptedAgent, panel: Page, tunnel: Tunnel) -> None:
     release = anyio.Event()
 
-    async def agent(s: PodSocket, session_id: str, text: str) -> str:
-        await s.update(session_id, {"sessionUpdate": "agent_thought_chunk",
-                                    "content": {"type": "text", "text": "The user wants a greeting."}})
-        await s.update(session_id, {"sessionUpdate": "plan", "entries": [
+    async def say(turn: PromptTurn, text: str) -> str:
+        turn.send_update({"sessionUpdate": "agent_thought_chunk",
+                          "content": {"type": "text", "text": "The user wants a greeting."}})
+        turn.send_update({"sessionUpdate": "plan", "entries": [
             {"content": "Read the request", "priority": "high", "status": "completed"},
             {"content": "Answer it", "priority": "high", "status": "in_progress"}]})
-        await s.agent_says(session_id, f"You said: {text}. ")
+        turn.send_update(chunk(f"You said: {text}. "))
         await release.wait()
-        await s.update(session_id, {"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "browser_snapshot",
-                                    "kind": "fetch", "status": "in_progress"})
-        await s.update(session_id, {"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
-        await s.agent_says(session_id, "Hello from the agent, ")
-        await s.agent_says(session_id, "<b>in plain text</b>.")
+        turn.send_update({"sessionUpdate": "tool_call", "toolCallId": "t1", "title": "browser_snapshot",
+                          "kind": "fetch", "status": "in_progress"})
+        turn.send_update({"sessionUpdate": "tool_call_update", "toolCallId": "t1", "status": "completed"})
+        turn.send_update(chunk("Hello from the agent, "))
+        turn.send_update(chunk("<b>in plain text</b>."))
         return "end_turn"
 
-    pod.on_prompt = agent
+    agent.scripts["say"] = say
     await panel.locator("#prompt").fill("say hello")
     await panel.locator("#send").click()
     await expect(panel.locator(".msg.user")).to_have_text("say hello")
@@ -150,20 +152,23 @@ async def test_a_prompt_streams_its_reply_into_the_panel(pod: Pod, panel: Page, 
     await snap(panel, "panel-chat.png")
 
 
-async def test_stop_cancels_the_turn(pod: Pod, panel: Page, sock: PodSocket) -> None:
-    async def slow_agent(s: PodSocket, session_id: str, text: str) -> str:
-        await s.agent_says(session_id, "Working on it…")
-        with anyio.fail_after(30):
-            await s.cancelled.wait()
+async def test_stop_cancels_the_turn(gateway: LiveGateway, agent: ScriptedAgent, panel: Page,
+                                     tunnel: Tunnel) -> None:
+    async def slow(turn: PromptTurn, text: str) -> str:
+        turn.send_update(chunk("Working on it…"))
+        async with asyncio.timeout(30):
+            await agent.until_cancelled(turn.session.id)
         return "cancelled"
 
-    pod.on_prompt = slow_agent
+    agent.scripts["do"] = slow
     await panel.locator("#prompt").fill("do something long")
     await panel.locator("#send").click()
     await expect(panel.locator(".msg.agent").last).to_have_text("Working on it…")
     await panel.locator("#stop").click()
     await expect(panel.locator(".msg.system").last).to_have_text("Stopped: cancelled")
-    assert any(m.get("method") == "session/cancel" and "id" not in m for m in sock.received)
+    received = gateway.browser_sockets[-1].received
+    assert any(m.get("method") == "session/cancel" and "id" not in m for m in received)
+    assert tunnel.session_id in agent.cancelled
 
 
 async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
@@ -234,32 +239,50 @@ async def test_agent_tabs_sit_in_a_visible_openab_group(panel: Page, client: Cli
     assert f"{site}/index.html" not in urls  # the user's own tab stays out of it
 
 
-@pytest.mark.parametrize("form", ["connection", "stateless"])
-async def test_a_cancelled_call_takes_its_card_away(panel: Page, sock: PodSocket, client: Client, site: str,
-                                                     form: str) -> None:
+async def test_a_cancelled_call_takes_its_card_away(gateway: LiveGateway, panel: Page, client: Client,
+                                                     site: str) -> None:
+    await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
+    sock = gateway.browser_sockets[-1]
+
+    def the_click() -> dict[str, Any] | None:
+        return next((m for m in reversed(sock.sent) if m.get("method") == "mcp/message"
+                     and m["params"].get("method") == "tools/call"
+                     and m["params"]["params"]["name"] == "browser_click"), None)
+
+    # The agent's own client gives up on the call; the proxy and the tunnel pass the cancel on.
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(client.call_tool, "browser_click", {"selector": "#buy"})
+        await expect(panel.locator(".card")).to_have_count(1)
+        tg.cancel_scope.cancel()
+    await expect(panel.locator(".card")).to_have_count(0)
+    request = the_click()
+    assert request is not None
+    await eventually(lambda: sock.reply_to(request) is not None, TIMEOUT)
+    assert sock.reply_to(request)["error"]["code"] == -32800  # type: ignore[index]
+    assert any(m.get("method") == "mcp/cancel" and m["params"]["requestId"] == request["id"] for m in sock.sent)
+
+
+async def test_a_cancelled_stateless_call_takes_its_card_away(panel: Page, tunnel: Tunnel, client: Client,
+                                                              site: str) -> None:
+    # The gateway speaks the connection form to this extension, so the stateless call and its
+    # $/cancel_request go straight onto the gateway's connection to it.
     await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
     ids: list[int] = []
     outcome: dict[str, Any] = {}
     call = {"name": "browser_click", "arguments": {"selector": "#buy"}}
-    assert sock.server_decl is not None
-    server_id = sock.server_decl["serverId"]
 
     async def click() -> None:
         try:
-            if form == "connection":
-                outcome["result"] = await sock.tunnel("tools/call", call, sent=ids.append)
-            else:
-                outcome["result"] = await sock.request("mcp/message", {
-                    "serverId": server_id, "requestId": "r-cancel", "method": "tools/call",
-                    "params": call}, sent=ids.append)
-        except RemoteError as e:
+            outcome["result"] = await tunnel.conn.request("mcp/message", {
+                "serverId": tunnel.server_id, "requestId": "r-cancel", "method": "tools/call", "params": call},
+                timeout=TIMEOUT, sent=ids.append)
+        except RpcError as e:
             outcome["error"] = e
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(click)
         await expect(panel.locator(".card")).to_have_count(1)
-        cancel = "mcp/cancel" if form == "connection" else "$/cancel_request"
-        await sock.notify(cancel, {"requestId": ids[0]})
+        tunnel.conn.notify("$/cancel_request", {"requestId": ids[0]})
         await expect(panel.locator(".card")).to_have_count(0)
     assert outcome["error"].code == -32800
 
@@ -308,21 +331,20 @@ async def test_a_never_rule_blocks_actions_on_the_site(panel: Page, client: Clie
 
 
 async def test_the_agents_permission_question_is_answered_on_a_card(
-    pod: Pod, panel: Page, sock: PodSocket
+    agent: ScriptedAgent, panel: Page, tunnel: Tunnel
 ) -> None:
     answers: list[Any] = []
 
-    async def asking_agent(s: PodSocket, session_id: str, text: str) -> str:
-        answers.append(await s.request("session/request_permission", {
-            "sessionId": session_id,
+    async def asking(turn: PromptTurn, text: str) -> str:
+        answers.append(await turn.request_permission({
             "toolCall": {"toolCallId": "t9", "title": "mcp__browser__browser_click", "kind": "other"},
             "options": [{"optionId": "yes", "name": "Allow once", "kind": "allow_once"},
                         {"optionId": "no", "name": "Reject", "kind": "reject_once"}],
-        }))
-        await s.agent_says(session_id, "Thanks for answering.")
+        }, timeout=TIMEOUT))
+        turn.send_update(chunk("Thanks for answering."))
         return "end_turn"
 
-    pod.on_prompt = asking_agent
+    agent.scripts["click"] = asking
     await panel.locator("#prompt").fill("click it")
     await panel.locator("#send").click()
     card = panel.locator(".card[data-kind=permission]")
@@ -348,7 +370,7 @@ async def test_the_user_can_share_their_own_tab(context: BrowserContext, panel: 
     assert res.is_error and "belongs to the user" in result_text(res)
 
 
-async def test_settings_refuse_a_plain_remote_url(panel: Page, sock: PodSocket) -> None:
+async def test_settings_refuse_a_plain_remote_url(panel: Page, tunnel: Tunnel) -> None:
     await panel.locator("#toggle-settings").click()
     await panel.locator("#set-url").fill("ws://gateway.example.com/acp")
     await panel.locator("#save-settings").click()
@@ -366,68 +388,70 @@ def test_screenshots_were_written() -> None:
 
 
 async def test_closing_the_panel_keeps_the_browser_connected(
-    context: BrowserContext, panel: Page, pod: Pod, client: Client
+    context: BrowserContext, panel: Page, gateway: LiveGateway, client: Client
 ) -> None:
     ext_url = panel.url
-    sockets = len(pod.sockets)
+    sockets = len(gateway.browser_sockets)
     await panel.close()
     # The socket lives in the service worker: with no panel open the agent still has its browser.
     res = await client.call_tool("browser_tabs", {"action": "list"})
     assert not res.is_error
-    assert len(pod.sockets) == sockets and not pod.sockets[-1].closed.is_set()
+    assert len(gateway.browser_sockets) == sockets and not gateway.browser_sockets[-1].closed.is_set()
     again = await open_panel(context)
     assert again.url == ext_url
     await expect(again.locator("#pill-link")).to_have_text("connected")
     await expect(again.locator(".msg.user").first).to_have_text("say hello")  # the conversation so far
 
 
-async def test_a_restarted_service_worker_keeps_the_conversation(context: BrowserContext, pod: Pod,
-                                                                  site: str) -> None:
+async def test_a_restarted_service_worker_keeps_the_conversation(context: BrowserContext, gateway: LiveGateway,
+                                                                  client: Client, site: str) -> None:
     [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
     await expect(page.locator(".msg.user").first).to_have_text("say hello")
     cdp = await context.new_cdp_session(page)
     targets = (await cdp.send("Target.getTargets"))["targetInfos"]
     [worker] = [t for t in targets if t["type"] == "service_worker"]
-    index = len(pod.sockets)
+    index = len(gateway.browser_sockets)
     await cdp.send("Target.closeTarget", {"targetId": worker["targetId"]})  # as Chrome does to idle workers
-    # The worker comes back, dials again and resumes; its agent tabs and conversation are still there.
-    sock = await pod.next_socket(after=index)
+    # The worker comes back, dials again and resumes; its agent tabs and conversation are still there,
+    # and the agent's MCP client, whose endpoint belongs to the session, reaches it again.
+    sock = await gateway.browser_socket(index)
+    await gateway.attached(sock)
     assert sock.resumed
-    async with sock.mcp_client() as client:
-        listing = await client.call_tool("browser_tabs", {"action": "list"})
-        assert f"{site}/" in result_text(listing)
+    listing = await client.call_tool("browser_tabs", {"action": "list"})
+    assert f"{site}/" in result_text(listing)
     fresh = await open_panel(context)
     await expect(fresh.locator(".msg.user").first).to_have_text("say hello")
     await expect(fresh.locator(".msg.agent", has_text="Hello from the agent")).to_have_count(1)
     await fresh.close()
 
 
-async def test_a_wrong_key_is_reported_and_a_right_one_reconnects(context: BrowserContext, pod: Pod) -> None:
+async def test_a_wrong_key_is_reported_and_a_right_one_reconnects(context: BrowserContext,
+                                                                   gateway: LiveGateway) -> None:
     [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
-    rejected = pod.rejected
+    refused = len(gateway.tap.refused)
     await page.locator("#toggle-settings").click()
     await page.locator("#set-key").fill("not-the-key")
     await page.locator("#save-settings").click()
     await expect(page.locator("#link-detail")).to_contain_text("refused the connection. Check the key")
     await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
-    assert pod.rejected > rejected
+    assert len(gateway.tap.refused) > refused and set(gateway.tap.refused[refused:]) == {401}
     await snap(page, "panel-wrong-key.png")
-    sockets = len(pod.sockets)
+    sockets = len(gateway.browser_sockets)
     await page.locator("#set-key").fill(KEY)
     await page.locator("#save-settings").click()
     await expect(page.locator("#pill-link")).to_have_text("connected")
     await expect(page.locator("#pill-tunnel")).to_have_text("tools attached")
-    assert pod.sockets[-1].resumed and len(pod.sockets) == sockets + 1
+    assert gateway.browser_sockets[-1].resumed and len(gateway.browser_sockets) == sockets + 1
     await page.locator("#toggle-settings").click()
 
 
-async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, pod: Pod) -> None:
+async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, gateway: LiveGateway) -> None:
     [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
     await expect(page.locator("#pill-tunnel")).to_have_text("tools attached")
-    await pod.stop()  # the gateway goes away and does not come back
+    await gateway.stop()  # the gateway goes away and does not come back
     await expect(page.locator("#pill-link")).to_have_text("retrying")
     await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
     await expect(page.locator("#link-detail")).to_contain_text("Retrying in")
     await expect(page.locator("#link-detail")).to_contain_text(
-        f"Cannot reach the gateway at 127.0.0.1:{pod.port}. Check the URL", timeout=15_000)
+        f"Cannot reach the gateway at 127.0.0.1:{gateway.port}. Check the URL", timeout=15_000)
     await snap(page, "panel-retrying.png")
