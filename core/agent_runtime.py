@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import json
 import logging
 import os
 import shutil
@@ -34,6 +35,7 @@ from .agent_process import AgentExited, AgentNotFound, AgentProcess, scrubbed_en
 from .agent_recipes import Recipe, recipe_for, running_as_root
 from .browser_access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from .jsonrpc import INTERNAL_ERROR, JsonObject, Notification, Request, RpcError
+from .mcp_config import write_private
 from .pod import Pod
 from .rpc_connection import ConnectionClosed, Later, RequestTimeout
 from .sessions import Session
@@ -341,6 +343,46 @@ class _SessionAgent:
                                  home=self.config_home, env=self.config_env)
 
 
+class _Conversations:
+    """Which agent conversation each session had, in a 0600 JSON file under the state dir.
+
+    A session that comes back under its id (``session/resume`` after a socket drop, an idle eviction or a pod
+    restart) gets its conversation back when the same kind of agent can take it up. Entries older than ``ttl``
+    are forgotten: upstream expired its agent sessions the same way.
+    """
+
+    def __init__(self, path: Path, *, agent: str, ttl: float) -> None:
+        self.path = path
+        self._agent = agent
+        self._ttl = ttl
+        self._entries: dict[str, JsonObject] = {}
+        try:
+            loaded = json.loads(path.read_text())
+        except (OSError, ValueError):
+            loaded = {}
+        if isinstance(loaded, dict):
+            self._entries = {k: v for k, v in loaded.items() if isinstance(v, dict) and isinstance(v.get("id"), str)}
+
+    def get(self, session_id: str) -> str | None:
+        entry = self._entries.get(session_id)
+        if entry is None or entry.get("agent") != self._agent:
+            return None
+        if not isinstance(entry.get("at"), (int, float)) or time.time() - entry["at"] > self._ttl:
+            return None
+        return str(entry["id"])
+
+    def remember(self, session_id: str, conversation: str) -> None:
+        now = time.time()
+        self._entries = {k: v for k, v in self._entries.items()
+                         if isinstance(v.get("at"), (int, float)) and now - v["at"] <= self._ttl}
+        self._entries[session_id] = {"agent": self._agent, "id": conversation, "at": now}
+        try:
+            self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            write_private(self.path, json.dumps(self._entries))
+        except OSError as exc:
+            log.warning("could not save %s: %s", self.path, exc)  # conversations then last as long as the pod
+
+
 class AgentRuntime:
     """The pod's :class:`AgentBackend` for real agent CLIs (and the built-in agent, run the same way)."""
 
@@ -365,9 +407,11 @@ class AgentRuntime:
         self._extra_env = dict(env or {})
         self._agents: dict[str, _SessionAgent] = {}
         self._starting: dict[str, asyncio.Task[_SessionAgent]] = {}
-        # Session id -> the agent's own session id, kept across agent restarts so a new process can take the
-        # conversation up again; forgotten with the session.
-        self._conversations: dict[str, str] = {}
+        # Session id -> the agent's own session id, so a fresh process (after an idle stop, a crash, or a pod
+        # restart: the file outlives the pod) can take the conversation up again.
+        self._conversations = _Conversations(
+            settings.state_dir / "conversations.json", agent=self.recipe.name, ttl=settings.agent_conversation_ttl
+        )
         self._sweeper: asyncio.Task[Any] | None = None
 
     # -- what the agent gets -----------------------------------------------------------------------------
@@ -426,7 +470,6 @@ class AgentRuntime:
             starting.cancel()
             with contextlib.suppress(BaseException):
                 await starting
-        self._conversations.pop(session.id, None)
         agent = self._agents.pop(session.id, None)
         if agent is not None:
             await agent.close()
@@ -490,7 +533,7 @@ class AgentRuntime:
             raise RpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
         self._agents[session.id] = agent
         if agent.acp_session_id is not None:
-            self._conversations[session.id] = agent.acp_session_id
+            self._conversations.remember(session.id, agent.acp_session_id)
         return agent
 
     def _forget(self, session_id: str, agent: _SessionAgent) -> None:

@@ -38,6 +38,7 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AGENT_SILENCE_TIMEOUT": "agent_silence_timeout",
     "OPENAB_AGENT_START_TIMEOUT": "agent_start_timeout",
     "OPENAB_MAX_TOOL_CALLS": "max_tool_calls_per_turn",
+    "OPENAB_AGENT_CONVERSATION_TTL": "agent_conversation_ttl",
 }
 
 
@@ -77,6 +78,7 @@ class Settings(BaseModel):
     agent_idle_ttl: float = Field(default=1800.0, gt=0)
     agent_start_timeout: float = Field(default=120.0, gt=0)
     agent_silence_timeout: float = Field(default=600.0, gt=0)
+    agent_conversation_ttl: float = Field(default=24 * 3600.0, gt=0)
     max_tool_calls_per_turn: int = Field(default=25, ge=1)
 
     max_sessions_per_connection: int = Field(default=128, ge=1)

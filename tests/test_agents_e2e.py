@@ -60,6 +60,7 @@ class Pod:
     running: RunningPod
     model: FakeModel
     page: str
+    env: dict[str, str]
 
     async def open_the_page(
         self, *, on_permission: PermissionAnswer | None = None, **session: Any
@@ -90,7 +91,7 @@ async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_pat
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
     async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions=policy or "browser-only",
                        cancel_grace=5.0, browser_mode=mode or "proxy") as running:
-        yield Pod(running, fake_model, page)
+        yield Pod(running, fake_model, page, agent.env)
 
 
 both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)
@@ -316,6 +317,30 @@ async def test_after_an_idle_stop_a_fresh_agent_takes_the_conversation_up_again(
     assert second_pid not in (None, pid), "a new process"
     asked = [entry for entry in model.log if entry.tools]
     assert asked and "PINEAPPLE-7731" in json.dumps(asked[-1].body), "the model saw the earlier conversation"
+
+
+@both
+async def test_after_a_pod_restart_the_resumed_session_has_its_conversation_back(
+    pod_for: Pod, tmp_path: Path
+) -> None:
+    before, model = pod_for.running, pod_for.model
+    model.set_script(Script(text="Noted."))
+    async with before.extension() as ext:
+        _browser, session_id, _pid = await browser_session(before, ext)
+        await prompt(ext, session_id, "Remember the word MANGO-4412.", timeout=120)
+    # A second pod on the same state dir, as after a redeploy; the extension resumes its session there.
+    await before.pod.aclose()
+    async with run_pod(before.pod.settings.state_dir, env=pod_for.env, recipe=before.runtime.recipe) as after, \
+            after.extension() as ext:
+        FakeBrowser(ext)
+        await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER_SERVER]})
+        await after.runtime.wait_ready(session_id, timeout=60)
+        model.log.clear()
+        turn = await prompt(ext, session_id, "Which word did I ask you to remember?", timeout=120)
+
+    assert turn.result == {"stopReason": "end_turn"}, turn.error
+    asked = [entry for entry in model.log if entry.tools]
+    assert asked and "MANGO-4412" in json.dumps(asked[-1].body), "the model saw the conversation from before"
 
 
 @both
