@@ -156,7 +156,7 @@ class Tunnel:
         self, method: str, params: JsonObject | None, *, timeout: float, progress: ProgressCallback | None
     ) -> Any:
         request_id = f"mcp-request:{uuid.uuid4()}"
-        inner = dict(params or {})
+        inner = dict(params) if isinstance(params, dict) else {}
         meta = dict(inner.get("_meta") or {})
         meta.setdefault(_META_VERSION, STATELESS_PROTOCOL_VERSION)
         meta.setdefault(_META_CAPABILITIES, {})
@@ -245,7 +245,8 @@ class Tunnel:
 
 
 def _progress_token(params: JsonObject | None) -> Any:
-    if not params:
+    # Params come from agents through the proxy and the bridge: anything but an object carries no token.
+    if not isinstance(params, dict):
         return None
     meta = params.get("_meta")
     return meta.get("progressToken") if isinstance(meta, dict) else None

@@ -142,7 +142,10 @@ class FakeExtension:
                 raise RemoteError({"code": -32602, "message": f"unknown connection: {params.get('connectionId')}"})
             if not is_request:
                 return None
-            return await self._inner(params.get("method"), params.get("params") or {}, request_id)
+            inner_params = params.get("params") or {}
+            if not isinstance(inner_params, dict):
+                raise RemoteError({"code": -32602, "message": "Invalid params: params must be an object"})
+            return await self._inner(params.get("method"), inner_params, request_id)
         raise RemoteError({"code": -32601, "message": f"Method not found: {method}"})
 
     async def _inner(self, method: str, params: dict[str, Any], request_id: Any) -> Any:

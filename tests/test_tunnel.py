@@ -310,3 +310,15 @@ async def test_calls_beyond_the_in_flight_bound_fail_clearly_and_the_rest_comple
         assert len(refused) == 1100 - 1024
         assert "too many calls in flight" in str(refused[0])
         assert outcomes.count(text_result("done")) == 1024
+
+
+async def test_params_that_are_not_an_object_reach_the_browser_without_crashing_the_pod(
+    gateway: RunningGateway,
+) -> None:
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        session_id = await attached_extension(gateway, ext)
+        [tunnel] = gateway.pod.tunnels.tunnels(session_id)
+        with pytest.raises(RpcError) as refused:
+            await tunnel.request("tools/call", "x", timeout=5)  # type: ignore[arg-type]
+        assert refused.value.code == -32602  # the browser's own answer: no tool named in it
+        assert await gateway.pod.tunnels.call_tool(session_id, "browser_echo", {"text": "ok"}) == text_result("echo ok")
