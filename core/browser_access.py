@@ -36,7 +36,10 @@ class BrowserEndpoint:
 
 
 class BrowserAccess(Protocol):
-    mode: Literal["proxy", "bridge"]
+    @property
+    def mode(self) -> Literal["proxy", "bridge"]:
+        """Read-only, so each implementation may name just its own mode."""
+        ...
 
     async def session_opened(self, session: Session) -> None: ...
 

@@ -33,7 +33,7 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from .addresses import is_loopback
-from .browser_access import BrowserAccess, BrowserEndpoint
+from .browser_access import BrowserEndpoint
 from .browser_mcp import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
@@ -552,7 +552,7 @@ class ProxyEndpoint:
 class BrowserProxy:
     """``OPENAB_BROWSER_MODE=proxy``: a loopback MCP endpoint per session. Register with ``pod.add_observer``."""
 
-    mode: Literal["proxy", "bridge"] = "proxy"  # the protocol's type, so a BrowserProxy is a BrowserAccess
+    mode: Literal["proxy"] = "proxy"
 
     def __init__(
         self,
@@ -685,7 +685,3 @@ class BrowserProxy:
                 if self._claims.get(path) == endpoint.session_id:
                     del self._claims[path]
         endpoint.written.clear()
-
-
-def _is_browser_access(proxy: BrowserProxy) -> BrowserAccess:
-    return proxy  # mypy checks here that the proxy keeps to the BrowserAccess protocol

@@ -11,7 +11,7 @@ import contextlib
 import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.agent_recipes import Recipe
@@ -120,16 +120,15 @@ def assemble(
     from openab.core.pod import Pod
 
     pod = Pod(settings)
-    # cast: each implementation narrows the protocol's settable ``mode`` to its own literal.
     browser: BrowserAccess
     if settings.browser_mode == "bridge":
         from openab.bridge.server import BridgeServer
 
-        browser = cast("BrowserAccess", BridgeServer(pod))
+        browser = BridgeServer(pod)
     else:
         from openab.core.proxy import BrowserProxy
 
-        browser = cast("BrowserAccess", BrowserProxy(pod))
+        browser = BrowserProxy(pod)
     pod.add_observer(browser)
     runtime = AgentRuntime(pod, browser=browser, env=env, recipe=recipe, base_env=base_env)
     pod.backend = runtime
