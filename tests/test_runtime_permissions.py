@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from openab.core.agent_permissions import decide
+from openab.core.agent_permissions import Policy, decide
 from openab.core.agent_recipes import RECIPES
 
 BROWSER_TOOLS = {"browser_navigate", "browser_click", "browser_snapshot"}
 
-CLAUDE = {
+CLAUDE: dict[str, Any] = {
     "toolCall": {
         "toolCallId": "toolu_1cca2437a4964773", "name": "mcp__openab_browser__browser_navigate", "status": "pending",
         "rawInput": {"url": "https://example.org/"}, "title": "mcp__openab_browser__browser_navigate", "kind": "other",
@@ -26,7 +26,7 @@ CLAUDE = {
                 {"optionId": "reject", "name": "No", "kind": "reject_once"}],
 }
 
-CODEX = {
+CODEX: dict[str, Any] = {
     "toolCall": {
         "toolCallId": "call_67af318bba46", "status": "pending", "title": "Approve MCP tool call",
         "rawInput": {
@@ -41,7 +41,7 @@ CODEX = {
                 {"optionId": "cancel", "name": "Cancel", "kind": "reject_once"}],
 }
 
-SHELL = {  # an ordinary command approval: never ours, whatever it says
+SHELL: dict[str, Any] = {  # an ordinary command approval: never ours, whatever it says
     "toolCall": {"toolCallId": "call_1", "title": "openab_browser browser_navigate", "kind": "execute",
                  "rawInput": {"command": ["curl", "https://evil.example/"], "server": "openab_browser",
                               "tool": "browser_navigate"}},
@@ -49,9 +49,11 @@ SHELL = {  # an ordinary command approval: never ours, whatever it says
 }
 
 
-def outcome(policy: Any, cli: str, params: dict[str, Any], tools: set[str] = BROWSER_TOOLS) -> str | None:
+def outcome(policy: Policy, cli: str, params: dict[str, Any], tools: set[str] = BROWSER_TOOLS) -> str | None:
     result = decide(policy, params, identify=RECIPES[cli].identify, tool_call=params["toolCall"], browser_tools=tools)
-    return result["outcome"].get("optionId")
+    option = result["outcome"].get("optionId")
+    assert option is None or isinstance(option, str)
+    return option
 
 
 @pytest.mark.parametrize(("cli", "params", "once"), [("claude", CLAUDE, "allow-once"), ("codex", CODEX, "approved")])
