@@ -8,7 +8,7 @@ import stat
 import subprocess
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import pytest
 
@@ -31,12 +31,19 @@ BRIDGE = StdioCommand()
 ENDPOINTS = [pytest.param(PROXY, id="proxy"), pytest.param(BRIDGE, id="bridge")]
 
 
+class Dirs(TypedDict):
+    """The ``dir`` and ``home`` keyword arguments every writer takes, passed as ``**dirs``."""
+
+    dir: Path
+    home: Path
+
+
 @pytest.fixture
-def dirs(tmp_path: Path) -> dict[str, Path]:
+def dirs(tmp_path: Path) -> Dirs:
     return {"dir": tmp_path / "project", "home": tmp_path / "home"}
 
 
-def main_file(agent: str, dirs: dict[str, Path]) -> Path:
+def main_file(agent: str, dirs: Dirs) -> Path:
     return config_files(agent, **dirs)[0].path
 
 
@@ -50,7 +57,7 @@ def read(path: Path) -> dict[str, Any]:
     return json.loads(text)  # type: ignore[no-any-return]
 
 
-def servers(agent: str, dirs: dict[str, Path]) -> dict[str, Any]:
+def servers(agent: str, dirs: Dirs) -> dict[str, Any]:
     spec = config_files(agent, **dirs)[0]
     return dict(read(spec.path).get(spec.servers_key, {}))
 
@@ -66,7 +73,7 @@ def seed(path: Path, text: str) -> None:
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("agent", AGENTS)
 def test_written_file_parses_back_to_our_entry_with_mode_0600(
-    agent: str, endpoint: HttpEndpoint | StdioCommand, dirs: dict[str, Path]
+    agent: str, endpoint: HttpEndpoint | StdioCommand, dirs: Dirs
 ) -> None:
     paths = write(agent, endpoint, **dirs)
 
@@ -114,7 +121,7 @@ USER_SERVERS = {"playwright": {"command": "npx", "args": ["@playwright/mcp"]}}
 
 
 @pytest.mark.parametrize("agent", [a for a in AGENTS if a not in ("codex", "goose")])
-def test_merge_keeps_the_users_servers_and_keys(agent: str, dirs: dict[str, Path]) -> None:
+def test_merge_keeps_the_users_servers_and_keys(agent: str, dirs: Dirs) -> None:
     spec = config_files(agent, **dirs)[0]
     seed(spec.path, json.dumps({"theme": "dark", spec.servers_key: USER_SERVERS}))
 
@@ -126,7 +133,7 @@ def test_merge_keeps_the_users_servers_and_keys(agent: str, dirs: dict[str, Path
     assert doc[spec.servers_key][SERVER_NAME] == entry(agent, PROXY)
 
 
-def test_codex_merge_keeps_comments_and_other_tables(dirs: dict[str, Path]) -> None:
+def test_codex_merge_keeps_comments_and_other_tables(dirs: Dirs) -> None:
     path = main_file("codex", dirs)
     seed(path, '# my settings\nmodel = "o3"  # the good one\n\n[mcp_servers.docs]\ncommand = "docs-mcp"\n')
 
@@ -140,7 +147,7 @@ def test_codex_merge_keeps_comments_and_other_tables(dirs: dict[str, Path]) -> N
     assert doc["mcp_servers"][SERVER_NAME]["url"] == PROXY.url
 
 
-def test_goose_merge_keeps_the_rest_of_config_yaml(dirs: dict[str, Path]) -> None:
+def test_goose_merge_keeps_the_rest_of_config_yaml(dirs: Dirs) -> None:
     path = main_file("goose", dirs)
     original = (
         "GOOSE_PROVIDER: openai\nextensions:\n  # builtins\n  developer:\n    enabled: true\n    type: builtin\n"
@@ -158,7 +165,7 @@ def test_goose_merge_keeps_the_rest_of_config_yaml(dirs: dict[str, Path]) -> Non
     assert path.read_text() == original
 
 
-def test_goose_flow_style_extensions_is_refused(dirs: dict[str, Path]) -> None:
+def test_goose_flow_style_extensions_is_refused(dirs: Dirs) -> None:
     path = main_file("goose", dirs)
     seed(path, "extensions: {developer: {enabled: true}}\n")
     with pytest.raises(ConfigError, match="block mapping"):
@@ -166,7 +173,7 @@ def test_goose_flow_style_extensions_is_refused(dirs: dict[str, Path]) -> None:
     assert path.read_text() == "extensions: {developer: {enabled: true}}\n"
 
 
-def test_rewrite_keeps_settings_the_user_put_on_our_entry(dirs: dict[str, Path]) -> None:
+def test_rewrite_keeps_settings_the_user_put_on_our_entry(dirs: Dirs) -> None:
     write("kiro", PROXY, **dirs)
     path = main_file("kiro", dirs)
     doc = read(path)
@@ -181,14 +188,14 @@ def test_rewrite_keeps_settings_the_user_put_on_our_entry(dirs: dict[str, Path])
     assert ours["autoApprove"] == ["browser_read_dom"] and ours["disabled"] is True
 
 
-def test_switching_proxy_to_bridge_leaves_no_http_field(dirs: dict[str, Path]) -> None:
+def test_switching_proxy_to_bridge_leaves_no_http_field(dirs: Dirs) -> None:
     # Codex refuses an entry that mixes stdio and HTTP fields.
     write("codex", PROXY, **dirs)
     write("codex", BRIDGE, **dirs)
     assert set(servers("codex", dirs)[SERVER_NAME]) == {"command", "args", "startup_timeout_sec", "tool_timeout_sec"}
 
 
-def test_write_goes_through_a_symlinked_config(dirs: dict[str, Path], tmp_path: Path) -> None:
+def test_write_goes_through_a_symlinked_config(dirs: Dirs, tmp_path: Path) -> None:
     real = tmp_path / "dotfiles" / "mcp.json"
     seed(real, json.dumps({"mcpServers": USER_SERVERS}))
     link = main_file("cursor", dirs)
@@ -205,7 +212,7 @@ def test_write_goes_through_a_symlinked_config(dirs: dict[str, Path], tmp_path: 
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_unparsable_file_is_backed_up_and_refused(agent: str, dirs: dict[str, Path]) -> None:
+def test_unparsable_file_is_backed_up_and_refused(agent: str, dirs: Dirs) -> None:
     path = main_file(agent, dirs)
     garbage = "{ this is: [not valid" if path.suffix != ".yaml" else "extensions: [oops\n"
     seed(path, garbage)
@@ -220,7 +227,7 @@ def test_unparsable_file_is_backed_up_and_refused(agent: str, dirs: dict[str, Pa
     assert PROXY.token not in str(refused.value)
 
 
-def test_servers_key_of_the_wrong_type_is_refused(dirs: dict[str, Path]) -> None:
+def test_servers_key_of_the_wrong_type_is_refused(dirs: Dirs) -> None:
     path = main_file("cursor", dirs)
     seed(path, '{"mcpServers": ["not", "an", "object"]}')
     with pytest.raises(ConfigError, match="expected an object"):
@@ -228,7 +235,7 @@ def test_servers_key_of_the_wrong_type_is_refused(dirs: dict[str, Path]) -> None
     assert json.loads(path.read_text()) == {"mcpServers": ["not", "an", "object"]}
 
 
-def test_a_refusal_writes_no_file_at_all(dirs: dict[str, Path]) -> None:
+def test_a_refusal_writes_no_file_at_all(dirs: Dirs) -> None:
     agents_dir = dirs["dir"] / ".kiro" / "agents"
     seed(agents_dir / "good.json", json.dumps({"name": "good", "allowedTools": ["fs_read"]}))
     seed(agents_dir / "broken.json", "{")
@@ -246,7 +253,7 @@ def test_a_refusal_writes_no_file_at_all(dirs: dict[str, Path]) -> None:
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 @pytest.mark.parametrize("agent", AGENTS)
 def test_strip_removes_our_entry_and_keeps_the_users(
-    agent: str, endpoint: HttpEndpoint | StdioCommand, dirs: dict[str, Path]
+    agent: str, endpoint: HttpEndpoint | StdioCommand, dirs: Dirs
 ) -> None:
     spec = config_files(agent, **dirs)[0]
     if spec.format == "json":
@@ -264,7 +271,7 @@ def test_strip_removes_our_entry_and_keeps_the_users(
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_strip_leaves_an_entry_another_session_has_since_written(agent: str, dirs: dict[str, Path]) -> None:
+def test_strip_leaves_an_entry_another_session_has_since_written(agent: str, dirs: Dirs) -> None:
     other = HttpEndpoint("http://127.0.0.1:49999/mcp", "other-session")
     write(agent, PROXY, **dirs)
     write(agent, other, **dirs)  # a second session took over the shared file
@@ -273,7 +280,7 @@ def test_strip_leaves_an_entry_another_session_has_since_written(agent: str, dir
     assert servers(agent, dirs)[SERVER_NAME] == entry(agent, other)
 
 
-def test_strip_leaves_a_users_own_server_of_the_same_name(dirs: dict[str, Path]) -> None:
+def test_strip_leaves_a_users_own_server_of_the_same_name(dirs: Dirs) -> None:
     path = main_file("cursor", dirs)
     theirs = {"command": "my-own-browser-mcp", "args": []}
     seed(path, json.dumps({"mcpServers": {SERVER_NAME: theirs}}))
@@ -281,7 +288,7 @@ def test_strip_leaves_a_users_own_server_of_the_same_name(dirs: dict[str, Path])
     assert json.loads(path.read_text())["mcpServers"][SERVER_NAME] == theirs
 
 
-def test_strip_without_a_file_does_nothing(dirs: dict[str, Path]) -> None:
+def test_strip_without_a_file_does_nothing(dirs: Dirs) -> None:
     assert strip("gemini", PROXY, **dirs) == []
     assert not main_file("gemini", dirs).exists()
 
@@ -289,7 +296,7 @@ def test_strip_without_a_file_does_nothing(dirs: dict[str, Path]) -> None:
 # -- the files that must also name our server -----------------------------------------------------
 
 
-def test_kiro_agent_files_get_the_server_and_the_grant_and_lose_them_on_strip(dirs: dict[str, Path]) -> None:
+def test_kiro_agent_files_get_the_server_and_the_grant_and_lose_them_on_strip(dirs: Dirs) -> None:
     agents_dir = dirs["dir"] / ".kiro" / "agents"
     seed(agents_dir / "dev.json", json.dumps({"name": "dev", "allowedTools": ["fs_read"], "mcpServers": {}}))
     seed(agents_dir / "._dev.json", "\x00\x05binary resource fork")
@@ -308,7 +315,7 @@ def test_kiro_agent_files_get_the_server_and_the_grant_and_lose_them_on_strip(di
                                                                   "mcpServers": {}}
 
 
-def test_claude_project_server_is_approved_and_unapproved(dirs: dict[str, Path]) -> None:
+def test_claude_project_server_is_approved_and_unapproved(dirs: Dirs) -> None:
     local = dirs["dir"] / ".claude" / "settings.local.json"
     seed(local, json.dumps({"permissions": {"allow": ["Bash(ls)"]}, "enabledMcpjsonServers": ["docs"]}))
 
@@ -322,7 +329,7 @@ def test_claude_project_server_is_approved_and_unapproved(dirs: dict[str, Path])
 # -- secrets ---------------------------------------------------------------------------------------
 
 
-def test_token_env_keeps_the_token_out_of_the_file(dirs: dict[str, Path]) -> None:
+def test_token_env_keeps_the_token_out_of_the_file(dirs: Dirs) -> None:
     endpoint = HttpEndpoint(PROXY.url, PROXY.token, token_env="OPENAB_BROWSER_TOKEN")
     for agent in ("codex", "claude", "cursor", "opencode"):
         write(agent, endpoint, **dirs)
@@ -338,20 +345,20 @@ def test_the_token_is_not_in_the_endpoints_repr() -> None:
 # -- the `openab config write` entry point ----------------------------------------------------------
 
 
-def test_config_write_bridge_reports_the_files_and_how_to_check(dirs: dict[str, Path]) -> None:
+def test_config_write_bridge_reports_the_files_and_how_to_check(dirs: Dirs) -> None:
     done = config_write("codex-acp", mode="bridge", **dirs)
     assert done.paths == [main_file("codex", dirs)]
     assert str(done.paths[0]) in done.text and "codex mcp list" in done.text
     assert servers("codex", dirs)[SERVER_NAME]["command"] == "openab"
 
 
-def test_config_write_proxy_never_prints_the_token(dirs: dict[str, Path]) -> None:
+def test_config_write_proxy_never_prints_the_token(dirs: Dirs) -> None:
     done = config_write("gemini", mode="proxy", url=PROXY.url, token=PROXY.token, **dirs)
     assert PROXY.url in done.text and PROXY.token not in done.text
     assert servers("gemini", dirs)[SERVER_NAME]["headers"]["Authorization"] == f"Bearer {PROXY.token}"
 
 
-def test_config_write_proxy_without_a_session_says_what_to_do(dirs: dict[str, Path]) -> None:
+def test_config_write_proxy_without_a_session_says_what_to_do(dirs: Dirs) -> None:
     with pytest.raises(ConfigError, match="--mode bridge"):
         config_write("cursor", mode="proxy", **dirs)
 
@@ -361,14 +368,14 @@ def test_unknown_agent_lists_the_known_ones() -> None:
         config_write("notepad")
 
 
-def test_agent_commands_map_to_their_writer(dirs: dict[str, Path]) -> None:
+def test_agent_commands_map_to_their_writer(dirs: Dirs) -> None:
     assert mcp_config.agent_name("/usr/local/bin/claude-agent-acp") == "claude"
     assert mcp_config.agent_name("kiro-cli") == "kiro"
     assert main_file("cursor-agent", dirs) == dirs["dir"] / ".cursor" / "mcp.json"
     assert main_file("codex", dirs) == dirs["home"] / ".codex" / "config.toml"
 
 
-def test_unchanged_rewrite_still_tightens_the_mode(dirs: dict[str, Path]) -> None:
+def test_unchanged_rewrite_still_tightens_the_mode(dirs: Dirs) -> None:
     write("vscode", BRIDGE, **dirs)
     path = main_file("vscode", dirs)
     os.chmod(path, 0o644)
@@ -376,7 +383,7 @@ def test_unchanged_rewrite_still_tightens_the_mode(dirs: dict[str, Path]) -> Non
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
-def test_the_agents_env_moves_its_user_file(dirs: dict[str, Path], tmp_path: Path) -> None:
+def test_the_agents_env_moves_its_user_file(dirs: Dirs, tmp_path: Path) -> None:
     env = {"CODEX_HOME": str(tmp_path / "codex-home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     assert write("codex", BRIDGE, env=env, **dirs) == [tmp_path / "codex-home" / "config.toml"]
     assert write("goose", BRIDGE, env=env, **dirs) == [tmp_path / "xdg" / "goose" / "config.yaml"]
@@ -384,7 +391,7 @@ def test_the_agents_env_moves_its_user_file(dirs: dict[str, Path], tmp_path: Pat
 
 
 def test_our_own_env_counts_only_when_no_home_is_given(
-    dirs: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    dirs: Dirs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("CODEX_HOME", str(tmp_path / "mine"))
     assert main_file("codex", dirs) == dirs["home"] / ".codex" / "config.toml"
@@ -405,7 +412,7 @@ def yaml_parser() -> list[str] | None:
 
 @pytest.mark.parametrize("endpoint", ENDPOINTS)
 def test_goose_file_is_yaml_a_real_parser_reads_as_our_entry(
-    endpoint: HttpEndpoint | StdioCommand, dirs: dict[str, Path]
+    endpoint: HttpEndpoint | StdioCommand, dirs: Dirs
 ) -> None:
     parser = yaml_parser()
     if parser is None:
@@ -421,13 +428,13 @@ def test_goose_file_is_yaml_a_real_parser_reads_as_our_entry(
     assert parsed["extensions"][SERVER_NAME] == entry("goose", endpoint)
 
 
-def test_config_write_proxy_can_name_the_tokens_variable_instead(dirs: dict[str, Path]) -> None:
+def test_config_write_proxy_can_name_the_tokens_variable_instead(dirs: Dirs) -> None:
     done = config_write("cursor", mode="proxy", url=PROXY.url, token_env="OPENAB_BROWSER_TOKEN", **dirs)
     assert servers("cursor", dirs)[SERVER_NAME]["headers"] == {"Authorization": "Bearer ${env:OPENAB_BROWSER_TOKEN}"}
     assert done.paths == [main_file("cursor", dirs)]
 
 
-def test_config_write_refuses_a_variable_the_agent_cannot_expand(dirs: dict[str, Path]) -> None:
+def test_config_write_refuses_a_variable_the_agent_cannot_expand(dirs: Dirs) -> None:
     # Gemini's headers take no variables: an entry without the token would fail silently (a 401).
     with pytest.raises(ConfigError, match="cannot read the token"):
         config_write("gemini", mode="proxy", url=PROXY.url, token_env="OPENAB_BROWSER_TOKEN", **dirs)

@@ -22,6 +22,7 @@ from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, TextContent
 
 from openab.core.browser_mcp import BROWSER_TOOLS
 from openab.core.proxy import BrowserProxy, ConfigConflict
@@ -30,6 +31,13 @@ from openab.core.tunnel_registry import BROWSER_NOT_CONNECTED
 pytestmark = pytest.mark.anyio
 
 BROWSER = {"type": "acp", "name": "browser", "serverId": "browser-1"}
+
+
+def first_text(result: CallToolResult) -> str:
+    """The text of the first content block, which these tools answer with."""
+    block = result.content[0]
+    assert isinstance(block, TextContent)
+    return block.text
 
 
 @contextlib.asynccontextmanager
@@ -109,7 +117,7 @@ async def test_agent_lists_and_calls_the_browser_tools(mode: str) -> None:
             assert names == ["browser_click", "browser_read_dom"]
             result = await client.call_tool("browser_click", {"ref": "e6"})
     assert not result.is_error
-    assert result.content[0].text == "clicked e6"
+    assert first_text(result) == "clicked e6"
     assert clicked == [{"ref": "e6"}]
 
 
@@ -128,7 +136,7 @@ async def test_without_a_browser_the_known_tools_are_listed_and_calls_say_what_t
             "browser_snapshot", "browser_tabs", "browser_wait_for", "browser_press_key", "browser_select_option",
             "browser_scroll", "browser_back"} <= names
     assert result.is_error
-    assert result.content[0].text == BROWSER_NOT_CONNECTED
+    assert first_text(result) == BROWSER_NOT_CONNECTED
 
 
 async def test_a_browser_attaching_later_sends_list_changed_and_its_tools() -> None:
@@ -155,7 +163,7 @@ async def test_a_browser_attaching_later_sends_list_changed_and_its_tools() -> N
             result = await client.call_tool("browser_whoami", {})
     assert "browser_whoami" not in before
     assert after == ["browser_whoami"]
-    assert result.content[0].text == "late browser"
+    assert first_text(result) == "late browser"
 
 
 async def test_a_2026_client_hears_of_an_attaching_browser_on_its_listen_stream() -> None:
@@ -200,7 +208,7 @@ async def test_text_over_the_bound_is_cut_with_a_marker_that_says_how_to_get_the
         url, token = await endpoint(gateway, proxy, await open_session(gateway, ext))
         async with mcp_client(url, token) as client:
             result = await client.call_tool("browser_read_dom", {})
-    text = result.content[0].text
+    text = first_text(result)
     assert text.startswith("x" * (1 << 20))
     assert "x" * ((1 << 20) + 1) not in text
     assert "truncated" in text and "max_chars" in text and "offset" in text
@@ -234,7 +242,7 @@ async def test_cancelling_a_call_reaches_the_extension(mode: str) -> None:
             await eventually(lambda: any(t.get("name") == "browser_back"
                                          for t in gateway.pod.tunnels.tunnels(ext_session(gateway))[0].tools or []))
             result = await client.call_tool("browser_back", {})
-    assert result.content[0].text == "went back"
+    assert first_text(result) == "went back"
 
 
 def ext_session(gateway: RunningGateway) -> str:
@@ -269,7 +277,7 @@ async def test_progress_from_the_browser_reaches_the_agent() -> None:
         async with mcp_client(url, token) as client:
             result = await client.call_tool("browser_navigate", {"url": "https://example.com"},
                                             progress_callback=on_progress)
-    assert result.content[0].text == "loaded"
+    assert first_text(result) == "loaded"
     assert updates == [(1, 2, "step 1"), (2, 2, "step 2")]
 
 
@@ -356,9 +364,9 @@ async def test_two_sessions_each_reach_only_their_own_browser_and_eviction_close
         url_b, token_b = await endpoint(gateway, proxy, session_b)
         assert url_a != url_b and token_a != token_b
         async with mcp_client(url_a, token_a) as client:
-            assert (await client.call_tool("browser_whoami", {})).content[0].text == "browser A"
+            assert first_text(await client.call_tool("browser_whoami", {})) == "browser A"
         async with mcp_client(url_b, token_b) as client:
-            assert (await client.call_tool("browser_whoami", {})).content[0].text == "browser B"
+            assert first_text(await client.call_tool("browser_whoami", {})) == "browser B"
         async with httpx.AsyncClient(timeout=10) as http:
             crossed = await http.post(url_a, json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {token_b}"})
         assert crossed.status_code == 401
@@ -369,7 +377,7 @@ async def test_two_sessions_each_reach_only_their_own_browser_and_eviction_close
             with pytest.raises(httpx.ConnectError):
                 await http.post(url_a, json=INIT, headers={**ACCEPT, "Authorization": f"Bearer {token_a}"})
         async with mcp_client(url_b, token_b) as client:
-            assert (await client.call_tool("browser_whoami", {})).content[0].text == "browser B"
+            assert first_text(await client.call_tool("browser_whoami", {})) == "browser B"
 
 
 async def test_an_evicted_session_strips_the_config_it_wrote_and_sessions_never_share_a_file(
