@@ -9,6 +9,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import SecretStr
+
 from openab.core.agent_backend import AgentBackend
 from openab.core.pod import Pod
 from openab.core.settings import Settings
@@ -41,7 +43,7 @@ async def run_gateway(
     where a client expects it after a restart."""
     if pod is None:
         key = None if keyless else (token or secrets.token_urlsafe(24))
-        pod = Pod(Settings(token=key, port=port, **settings), backend=backend)
+        pod = Pod(Settings(token=None if key is None else SecretStr(key), port=port, **settings), backend=backend)
     key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
     app = create_app(pod)
     async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes) as base_url:

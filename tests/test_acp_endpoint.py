@@ -11,6 +11,7 @@ import pytest
 import websockets
 from fake_extension import FakeExtension, RemoteError, connect_extension
 from gateway_harness import RunningGateway, eventually, run_gateway
+from pydantic import SecretStr
 from scripted_agent import ScriptedAgent
 
 from openab.core.pod import Pod
@@ -92,15 +93,15 @@ async def test_keyless_mode_admits_only_allowed_browser_origins() -> None:
 def test_keyless_mode_refuses_to_serve_off_loopback() -> None:
     with pytest.raises(ConfigurationError, match="without a key"):
         create_app(Pod(Settings(host="0.0.0.0")))
-    create_app(Pod(Settings(host="0.0.0.0", token="k")))  # with a key it may
+    create_app(Pod(Settings(host="0.0.0.0", token=SecretStr("k"))))  # with a key it may
 
 
 def test_a_key_a_browser_cannot_send_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
-    create_app(Pod(Settings(token="abc/def=")))
+    create_app(Pod(Settings(token=SecretStr("abc/def="))))
     assert "cannot send in the openab.bearer.<key> subprotocol" in caplog.text
     assert "abc/def=" not in caplog.text  # the key itself is never logged
     caplog.clear()
-    create_app(Pod(Settings(token="0123abcdef-._~")))
+    create_app(Pod(Settings(token=SecretStr("0123abcdef-._~"))))
     assert caplog.text == ""
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
+from pydantic import SecretStr
 from test_runtime_pod import FakeBrowser, RunningPod, open_session, prompt
 
 from openab.bridge.server import BridgeServer
@@ -48,15 +49,15 @@ async def bridge_pod(
         recipe = dataclasses.replace(recipe, browser_via="config", config_agent=cli)
     token = secrets.token_urlsafe(24)
     socket_dir = Path(f"/tmp/oab-{secrets.token_hex(4)}")  # a Unix socket address holds at most 107 bytes
-    pod = Pod(Settings(token=token, port=0, state_dir=tmp_path / "state", browser_mode="bridge",
+    pod = Pod(Settings(token=SecretStr(token), port=0, state_dir=tmp_path / "state", browser_mode="bridge",
                        browser_socket=socket_dir / "browser.sock", permissions="browser-only"))
     bridge = BridgeServer(pod)
     pod.add_observer(bridge)
-    runtime = AgentRuntime(pod, browser=bridge, env=agent.env, recipe=recipe)  # type: ignore[arg-type]
+    runtime = AgentRuntime(pod, browser=bridge, env=agent.env, recipe=recipe)
     pod.backend = runtime
     try:
         async with bridge, running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as url:
-            yield RunningPod(pod, runtime, None, url, token), bridge  # type: ignore[arg-type]
+            yield RunningPod(pod, runtime, None, url, token), bridge
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from fake_extension import FakeExtension, connect_extension, text_result
+from pydantic import SecretStr
 
 from openab.core.agent_recipes import Recipe
 from openab.core.agent_runtime import AgentRuntime
@@ -75,8 +76,8 @@ async def run_pod(
     if settings.get("browser_mode") == "bridge" and "browser_socket" not in settings:
         # A short path: a Unix socket address holds 107 bytes, pytest's tmp_path may not fit.
         settings["browser_socket"] = Path(tempfile.mkdtemp(prefix="openab-")) / "browser.sock"
-    assembled = assemble(Settings(token=token, port=0, state_dir=state_dir, **settings), env=env, recipe=recipe,
-                         base_env=base_env)
+    assembled = assemble(Settings(token=SecretStr(token), port=0, state_dir=state_dir, **settings), env=env,
+                         recipe=recipe, base_env=base_env)
     pod = assembled.pod
     try:
         async with browser_started(assembled.browser), running_server(
