@@ -200,7 +200,7 @@ async def test_agent_lists_and_calls_browser_tools_through_the_relay(mode: str) 
         }
         command = [endpoint.config.command, *endpoint.config.args]  # type: ignore[union-attr]
         params = relay_params(endpoint.env[BROWSER_CHANNEL_ENV], Path(endpoint.env[SOCKET_ENV]), command=command)
-        async with Client(params, mode=mode) as client:  # type: ignore[arg-type]
+        async with Client(params, mode=mode) as client:
             if mode == "auto":
                 assert client.protocol_version == "2026-07-28"  # it answered the server/discover probe
             tools = {tool.name for tool in (await client.list_tools()).tools}
@@ -244,7 +244,7 @@ async def test_tool_list_follows_the_browser_attaching_later() -> None:
                 changed.set()
 
         params = relay_params(channel_of(session_id), pod.socket)
-        async with Client(params, mode="legacy", message_handler=on_message) as client:  # type: ignore[arg-type]
+        async with Client(params, mode="legacy", message_handler=on_message) as client:
             before = {tool.name for tool in (await client.list_tools()).tools}
             assert before == {tool["name"] for tool in BROWSER_TOOLS}  # the known set while no browser is there
             result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})

@@ -58,7 +58,7 @@ def approve_without_asking(agent: AgentEnv) -> None:
     otherwise refuses every MCP call ("requires approval"). Our rewrite keeps it (test below)."""
     path = agent.home / ".codex" / "config.toml"
     doc = tomlkit.parse(path.read_text())
-    doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] = "approve"  # type: ignore[index]
+    doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] = "approve"
     path.write_text(tomlkit.dumps(doc))
 
 
@@ -96,7 +96,7 @@ def test_codex_keeps_the_users_approval_mode_across_our_rewrite(configure: Calla
     agent = configure("codex").agent
     write("codex", HttpEndpoint("http://127.0.0.1:1/mcp", "next-session-token"), home=agent.home, env=agent.env)
     doc = tomlkit.parse((agent.home / ".codex" / "config.toml").read_text())
-    assert doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] == "approve"  # type: ignore[index]
+    assert doc["mcp_servers"]["openab_browser"]["default_tools_approval_mode"] == "approve"
 
 
 @pytest.mark.anyio
