@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -45,7 +46,7 @@ class FakeExtension:
     pending: dict[Any, asyncio.Future[Any]] = field(default_factory=dict)
     notifications: list[dict[str, Any]] = field(default_factory=list)
     server_requests: list[dict[str, Any]] = field(default_factory=list)
-    connections: dict[str, str] = field(default_factory=dict)
+    connections: dict[str, Any] = field(default_factory=dict)  # id -> the acpId/serverId sent, as sent
     cancelled: list[Any] = field(default_factory=list)
     running_calls: dict[Any, asyncio.Task[None]] = field(default_factory=dict)
     inbox: asyncio.Queue[dict[str, Any]] = field(default_factory=asyncio.Queue)
@@ -129,7 +130,9 @@ class FakeExtension:
             self.connections[connection_id] = params.get("acpId") or params.get("serverId")
             return {"connectionId": connection_id}
         if method == "mcp/disconnect":
-            self.connections.pop(params.get("connectionId"), None)
+            closing = params.get("connectionId")
+            if isinstance(closing, str):  # our keys are strings: anything else names no connection
+                self.connections.pop(closing, None)
             return {}
         if method == "mcp/cancel":
             self.cancelled.append(params.get("requestId"))
@@ -148,7 +151,7 @@ class FakeExtension:
             return await self._inner(params.get("method"), inner_params, request_id)
         raise RemoteError({"code": -32601, "message": f"Method not found: {method}"})
 
-    async def _inner(self, method: str, params: dict[str, Any], request_id: Any) -> Any:
+    async def _inner(self, method: str | None, params: dict[str, Any], request_id: Any) -> Any:
         if method == "initialize":
             return {
                 "protocolVersion": self.inner_protocol_version,
@@ -175,6 +178,9 @@ class FakeExtension:
                 "mcp/message", {"connectionId": connection_id, "method": "notifications/tools/list_changed"}
             )
 
+    def _call_done(self, request_id: Any, _task: asyncio.Task[None]) -> None:
+        self.running_calls.pop(request_id, None)
+
     # -- the read loop -------------------------------------------------------------------------------------
 
     async def read_loop(self) -> None:
@@ -196,7 +202,7 @@ class FakeExtension:
                     task = asyncio.create_task(self._serve(message))
                     if "id" in message:
                         self.running_calls[message["id"]] = task
-                        task.add_done_callback(lambda _t, i=message["id"]: self.running_calls.pop(i, None))
+                        task.add_done_callback(functools.partial(self._call_done, message["id"]))
                     continue
                 if "method" not in message:
                     await self.inbox.put(message)
