@@ -312,7 +312,7 @@ async def test_progress_goes_to_the_agent_with_its_own_token() -> None:
 
 def test_text_over_the_bound_is_cut_with_a_marker_and_images_pass() -> None:
     image = {"type": "image", "data": "A" * 5000, "mimeType": "image/jpeg"}
-    result = {"content": [{"type": "text", "text": "a" * 60}, image, {"type": "text", "text": "b" * 60},
+    result: dict[str, Any] = {"content": [{"type": "text", "text": "a" * 60}, image, {"type": "text", "text": "b" * 60},
                           {"type": "resource", "resource": {"uri": "x:", "text": "c" * 60}}], "isError": False}
     bounded = bound_result(result, "browser_read_dom", 100)
     content = bounded["content"]
