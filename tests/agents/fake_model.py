@@ -35,7 +35,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import uvicorn
@@ -438,7 +438,7 @@ class FakeModel:
 
 
 @contextmanager
-def serve_app(app: Any, *, lifespan: str = "off") -> Iterator[int]:
+def serve_app(app: Any, *, lifespan: Literal["auto", "on", "off"] = "off") -> Iterator[int]:
     """Serve an ASGI app with uvicorn on 127.0.0.1, any free port, in a background thread; yields the port."""
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan=lifespan,
                             timeout_graceful_shutdown=1)

@@ -19,16 +19,17 @@ import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import pytest
 from acp import connect_to_agent
 from acp.interfaces import Client
+from acp.schema import PermissionOption, RequestPermissionResponse
 
 from .offline import HostRelay
 
 if TYPE_CHECKING:
-    from acp import ClientSideConnection
+    from acp.client.connection import ClientSideConnection
 
 HERE = Path(__file__).resolve().parent
 NODE_BIN = HERE / "node_modules" / ".bin"
@@ -246,9 +247,23 @@ def _opencode(agent: AgentEnv, model_url: str) -> None:
 # -- running an ACP agent --------------------------------------------------------------------------------
 
 
+class StreamingClient(Protocol):
+    """The part of an ACP client these tests implement: streamed updates and permission requests.
+
+    The SDK's ``Client`` protocol lists every client method (files, terminals, elicitation), but its
+    router looks each handler up on the object and answers "method not found" for one that is absent.
+    """
+
+    async def session_update(self, session_id: str, update: Any, **kwargs: Any) -> None: ...
+
+    async def request_permission(
+        self, session_id: str, tool_call: Any, options: list[PermissionOption], **kwargs: Any
+    ) -> RequestPermissionResponse: ...
+
+
 @contextlib.asynccontextmanager
 async def acp_agent(
-    agent: AgentEnv, client: Client, relay: HostRelay | None = None
+    agent: AgentEnv, client: StreamingClient, relay: HostRelay | None = None
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
     """Run ``agent`` as an ACP agent on stdio (offline through ``relay``) and connect ``client``.
 
@@ -264,7 +279,8 @@ async def acp_agent(
             env=agent.env, cwd=agent.cwd, start_new_session=True, limit=64 * 1024 * 1024,
         )
         assert process.stdin is not None and process.stdout is not None
-        conn = connect_to_agent(client, process.stdin, process.stdout)
+        # cast: the SDK types its argument as the full Client protocol; see StreamingClient.
+        conn = connect_to_agent(cast(Client, client), process.stdin, process.stdout)
         try:
             yield conn, process
         finally:

@@ -12,13 +12,16 @@ import anyio
 import pytest
 from acp import PROTOCOL_VERSION, text_block
 from acp.schema import (
+    AcpMcpServer,
     AgentMessageChunk,
     AllowedOutcome,
     ClientCapabilities,
     HttpMcpServer,
     Implementation,
+    McpServerStdio,
     PermissionOption,
     RequestPermissionResponse,
+    SseMcpServer,
     ToolCallStart,
 )
 
@@ -28,7 +31,10 @@ from .mcp_peer import BrowserPeer
 from .offline import HostRelay
 
 if TYPE_CHECKING:
-    from acp import ClientSideConnection
+    from acp.client.connection import ClientSideConnection
+
+# What session/new takes in mcpServers.
+McpServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 
@@ -59,11 +65,13 @@ class RecordingClient:
         return RequestPermissionResponse(outcome=AllowedOutcome(outcome="selected", option_id=once.option_id))
 
 
-async def open_session(conn: ClientSideConnection, agent: AgentEnv, servers: list[HttpMcpServer]) -> str:
+async def open_session(conn: ClientSideConnection, agent: AgentEnv, servers: list[McpServer]) -> str:
     init = await conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=ClientCapabilities(),
                                  client_info=Implementation(name="openab-tests", version="0"))
     if servers:
-        assert init.agent_capabilities.mcp_capabilities.http
+        capabilities = init.agent_capabilities
+        assert capabilities is not None and capabilities.mcp_capabilities is not None
+        assert capabilities.mcp_capabilities.http
     session = await conn.new_session(cwd=str(agent.cwd), mcp_servers=servers)
     return session.session_id
 
