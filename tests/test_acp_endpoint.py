@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -33,6 +35,14 @@ async def prompt(ext: FakeExtension, session_id: str, text: str, timeout: float 
     return await ext.request(
         "session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]}, timeout=timeout
     )
+
+
+@contextlib.asynccontextmanager
+async def in_session(gateway: RunningGateway) -> AsyncIterator[tuple[FakeExtension, str]]:
+    """A scripted extension, initialized, holding one new session."""
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.initialize()
+        yield ext, await ext.new_session()
 
 
 async def collect_text(ext: FakeExtension) -> str:
@@ -190,9 +200,7 @@ async def test_session_methods_need_initialize_first(gateway: RunningGateway) ->
 
 
 async def test_session_new_and_resume_validate_their_params(gateway: RunningGateway) -> None:
-    async with connect_extension(gateway.ws_url, gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(gateway) as (ext, session_id):
         assert session_id.startswith("sess_")
         for method, params, words in [
             ("session/new", {"mcpServers": []}, "cwd"),
@@ -216,18 +224,14 @@ async def test_unknown_methods_get_32601_at_once(gateway: RunningGateway) -> Non
 
 
 async def test_a_prompt_without_a_backend_fails_clearly(gateway: RunningGateway) -> None:
-    async with connect_extension(gateway.ws_url, gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(gateway) as (ext, session_id):
         with pytest.raises(RemoteError) as failed:
             await prompt(ext, session_id, "hello")
         assert (failed.value.code, failed.value.message) == (-32603, "No agent backend connected")
 
 
 async def test_session_cancel_is_a_notification_only(gateway: RunningGateway) -> None:
-    async with connect_extension(gateway.ws_url, gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(gateway) as (ext, session_id):
         await ext.notify("session/cancel", {"sessionId": session_id})
         with pytest.raises(RemoteError) as with_id:
             await ext.request("session/cancel", {"sessionId": session_id})
@@ -264,9 +268,7 @@ async def agent_gateway() -> Any:
 
 
 async def test_a_long_reply_streams_whole_and_in_order(agent_gateway: RunningGateway) -> None:
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         assert await prompt(ext, session_id, "lines 600") == {"stopReason": "end_turn"}
         text = await collect_text(ext)
         lines = text.splitlines()
@@ -276,9 +278,7 @@ async def test_a_long_reply_streams_whole_and_in_order(agent_gateway: RunningGat
 
 async def test_text_and_resource_links_pass_and_other_blocks_are_refused(agent_gateway: RunningGateway) -> None:
     agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         blocks = [
             {"type": "text", "text": "echo 你好 🎉 👨‍👩‍👧‍👦 ❤️"},
             {"type": "resource_link", "uri": "file:///x", "name": "X"},
@@ -307,9 +307,7 @@ async def test_text_and_resource_links_pass_and_other_blocks_are_refused(agent_g
 
 
 async def test_heartbeats_and_other_sessions_are_answered_while_a_prompt_runs(agent_gateway: RunningGateway) -> None:
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         running = asyncio.create_task(prompt(ext, session_id, "wait"))
         await ext.wait_notification("session/update")
         with pytest.raises(RemoteError) as ping:
@@ -331,9 +329,7 @@ async def test_heartbeats_and_other_sessions_are_answered_while_a_prompt_runs(ag
 async def test_cancel_answers_cancelled_even_when_the_agent_ignores_it(agent_gateway: RunningGateway) -> None:
     agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
     agent.ignore_cancel = True
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         running = asyncio.create_task(prompt(ext, session_id, "wait"))
         await ext.wait_notification("session/update")
         await ext.notify("session/cancel", {"sessionId": session_id})
@@ -342,9 +338,7 @@ async def test_cancel_answers_cancelled_even_when_the_agent_ignores_it(agent_gat
 
 
 async def test_a_silent_agent_times_out_and_the_session_prompts_again(agent_gateway: RunningGateway) -> None:
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         with pytest.raises(RemoteError) as silent:
             await prompt(ext, session_id, "silent")
         assert (silent.value.code, silent.value.message) == (-32603, "Timed out waiting for agent backend")
@@ -352,9 +346,7 @@ async def test_a_silent_agent_times_out_and_the_session_prompts_again(agent_gate
 
 
 async def test_an_agent_crash_is_a_clear_error_and_the_session_survives(agent_gateway: RunningGateway) -> None:
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         with pytest.raises(RemoteError) as crashed:
             await prompt(ext, session_id, "crash")
         assert crashed.value.code == -32603
@@ -378,9 +370,7 @@ async def test_permission_requests_reach_an_extension_that_answers_them(agent_ga
 
 async def test_closing_the_socket_cancels_the_agents_turn(agent_gateway: RunningGateway) -> None:
     agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
-    async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
-        await ext.initialize()
-        session_id = await ext.new_session()
+    async with in_session(agent_gateway) as (ext, session_id):
         orphaned = asyncio.create_task(prompt(ext, session_id, "wait"))
         await ext.wait_notification("session/update")
     with pytest.raises(ConnectionError):
