@@ -20,15 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from fake_extension import FakeExtension, connect_extension, text_result
+from gateway_harness import eventually as wait_until
+from gateway_harness import run_gateway
 from pydantic import SecretStr
 
 from openab.core.agent_recipes import Recipe
 from openab.core.agent_runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
-from openab.gateway.app import create_app
 from openab.gateway.run_command import assemble, browser_started
-from openab.gateway.server import running_server
 
 BROWSER_SERVER = {"type": "acp", "id": "browser-1", "name": "openab_browser"}
 # A real 1x1 JPEG, so whatever decodes the screenshot gets an image.
@@ -80,10 +80,8 @@ async def run_pod(
                          recipe=recipe, base_env=base_env)
     pod = assembled.pod
     try:
-        async with browser_started(assembled.browser), running_server(
-            create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes
-        ) as base_url:
-            yield RunningPod(pod, assembled.runtime, assembled.browser, base_url, token)
+        async with browser_started(assembled.browser), run_gateway(pod=pod) as gateway:
+            yield RunningPod(pod, assembled.runtime, assembled.browser, gateway.base_url, token)
     finally:
         if pod.settings.browser_socket is not None and pod.settings.browser_socket.parent.name.startswith("openab-"):
             shutil.rmtree(pod.settings.browser_socket.parent, ignore_errors=True)
@@ -270,7 +268,5 @@ def live_group(pgid: int) -> set[int]:
 
 
 async def eventually(condition: Callable[[], bool], *, timeout: float = 30) -> None:
-    """Wait until ``condition()`` holds: for states only the OS knows (a process gone), with no event to await."""
-    async with asyncio.timeout(timeout):
-        while not condition():  # noqa: ASYNC110
-            await asyncio.sleep(0.05)
+    """The harness's wait with a longer default bound: agent CLIs take seconds to start and to die."""
+    await wait_until(condition, timeout)
