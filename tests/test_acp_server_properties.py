@@ -7,6 +7,7 @@ import contextlib
 import json
 from typing import Any
 
+from gateway_harness import eventually
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_agent import ScriptedAgent
@@ -97,9 +98,7 @@ async def exchange(batch: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
         server.rpc.feed(frame)
     # Prompts finish by script or by the idle timeout; then a short window in which a second answer would show.
     with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout(3):
-            while sum(1 for m in out if "method" not in m) < expected:  # noqa: ASYNC110
-                await asyncio.sleep(0.01)
+        await eventually(lambda: sum(1 for m in out if "method" not in m) >= expected, 3)
     await asyncio.sleep(0.05)
     server.connection_lost("test over")
     writer.cancel()

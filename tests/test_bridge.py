@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
-from gateway_harness import RunningGateway, run_gateway
+from gateway_harness import RunningGateway, eventually, run_gateway
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
@@ -549,9 +549,7 @@ async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -
             async with asyncio.timeout(20):
                 await call
         # The browser was told to stop the call, too.
-        async with asyncio.timeout(10):
-            while not extension.cancelled:  # noqa: ASYNC110 - the fake extension has no event for it
-                await asyncio.sleep(0.05)
+        await eventually(lambda: bool(extension.cancelled), 10)
         pod.bridge = BridgeServer(pod.gateway.pod, path=pod.socket)
         await pod.bridge.start()
         assert text_of(await client.call_tool("whoami", {})) == "browser of alice"

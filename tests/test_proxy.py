@@ -18,7 +18,7 @@ import httpx
 import httpx2
 import pytest
 from fake_extension import FakeExtension, connect_extension, text_result
-from gateway_harness import RunningGateway, run_gateway
+from gateway_harness import RunningGateway, eventually, run_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -86,13 +86,6 @@ async def mcp_client(url: str, token: str, *, mode: str = "legacy", **options: A
         Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
     ):
         yield client
-
-
-async def eventually(predicate: Any, timeout: float = 10.0) -> None:
-    # The fake extension records into plain lists, which have nothing to await.
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110
-            await asyncio.sleep(0.01)
 
 
 # -- tools through the proxy ---------------------------------------------------------------------------------
@@ -235,12 +228,12 @@ async def test_cancelling_a_call_reaches_the_extension(mode: str) -> None:
             call.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await call
-            await eventually(lambda: len(ext.cancelled) == 1)
+            await eventually(lambda: len(ext.cancelled) == 1, 10)
             # The endpoint is still good for the next call.
             ext.add_tool("browser_back", lambda _a: _text("went back"))
             await ext.tools_changed()
             await eventually(lambda: any(t.get("name") == "browser_back"
-                                         for t in gateway.pod.tunnels.tunnels(ext_session(gateway))[0].tools or []))
+                                         for t in gateway.pod.tunnels.tunnels(ext_session(gateway))[0].tools or []), 10)
             result = await client.call_tool("browser_back", {})
     assert first_text(result) == "went back"
 
