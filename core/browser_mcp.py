@@ -39,9 +39,14 @@ from .jsonrpc import (
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     SERVER_OVERLOADED,
+    Invalid,
     JsonObject,
+    Notification,
+    Request,
     RequestId,
     RpcError,
+    classify,
+    id_key,
 )
 from .tunnel import TunnelError
 from .tunnel_registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
@@ -219,15 +224,6 @@ def modern_version(message: Mapping[str, Any]) -> str | None:
     return version if isinstance(version, str) else None
 
 
-def _valid_id(value: Any) -> bool:
-    # MCP ids are strings or integers, never null.
-    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
-
-
-def _id_key(request_id: RequestId) -> tuple[str, RequestId]:
-    return (type(request_id).__name__, request_id)
-
-
 def _error(request_id: RequestId, error: RpcError) -> JsonObject:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
 
@@ -277,23 +273,15 @@ class BrowserMcp:
         answer (an HTTP transport must still end its response). ``progress`` receives this request's
         ``notifications/progress``; without it they go to ``send``.
         """
-        if not isinstance(message, dict):
-            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: expected one JSON object (no batches)"))
-        method = message.get("method")
-        if "id" not in message:
-            if isinstance(method, str):
-                self._notification(method, message.get("params"))
-            return None  # responses to us (we send no requests) and notifications get no answer
-        request_id = message["id"]
-        if not _valid_id(request_id):
-            return _error(None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string or an integer"))
-        if not isinstance(method, str):
-            if "result" in message or "error" in message:
-                return None  # a response: we never asked anything
-            return _error(request_id, RpcError(INVALID_REQUEST, "Invalid Request: method must be a string"))
-        if message.get("jsonrpc") != "2.0":
-            return _error(request_id, RpcError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"'))
-        params = message.get("params")
+        kind = classify(message, ids="mcp")
+        if isinstance(kind, Invalid):
+            return _error(kind.id, kind.error)
+        if isinstance(kind, Notification):
+            self._notification(kind.method, kind.params)
+            return None
+        if not isinstance(kind, Request):
+            return None  # a response (we send no requests) or a malformed notification: no answer
+        request_id, method, params = kind.id, kind.method, kind.params
         if params is not None and not isinstance(params, dict):
             return _error(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
         try:
@@ -328,7 +316,7 @@ class BrowserMcp:
         if method == "notifications/initialized":
             self.initialized = True
         elif method == "notifications/cancelled" and isinstance(params, dict):
-            task = self._running.get(_id_key(params.get("requestId")))
+            task = self._running.get(id_key(params.get("requestId")))
             if task is not None:
                 task.cancel()
 
@@ -448,7 +436,7 @@ class BrowserMcp:
 
     async def _run(self, request_id: RequestId, work: Coroutine[Any, Any, JsonObject]) -> JsonObject | None:
         """Run a long request (a tool call, a listen stream) so that it can be cancelled by id."""
-        key = _id_key(request_id)
+        key = id_key(request_id)
         if key in self._running or len(self._running) >= self.limits.max_running_calls:
             work.close()
             if key in self._running:
@@ -526,7 +514,7 @@ class BrowserMcp:
         meta = {META_SUBSCRIPTION_ID: request_id}
         sink({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
               "params": {"notifications": honored, "_meta": meta}})
-        key = _id_key(request_id)
+        key = id_key(request_id)
         changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}
         self._subscribers[key] = (lambda: sink(changed)) if honored else (lambda: None)
         try:

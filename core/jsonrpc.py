@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import orjson
 
@@ -34,16 +35,21 @@ __all__ = [
     "SERVER_OVERLOADED",
     "SESSION_BUSY",
     "Event",
+    "IdRule",
+    "Invalid",
     "JsonObject",
     "Notification",
     "Peer",
+    "Reply",
     "Request",
     "RequestFailed",
     "RequestId",
     "Response",
     "RpcError",
     "TooManyPendingRequests",
+    "classify",
     "dumps",
+    "id_key",
 ]
 
 JsonObject = dict[str, Any]
@@ -162,12 +168,12 @@ def _preview(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def _id_key(request_id: RequestId) -> tuple[str, RequestId]:
-    # 1 and "1" are different ids on the wire; keep them apart when tracking open requests.
+def id_key(request_id: RequestId) -> tuple[str, RequestId]:
+    """A hashable identity for an id: 1 and "1" are different ids on the wire."""
     return (type(request_id).__name__, request_id)
 
 
-def _valid_id(value: Any) -> bool:
+def _json_rpc_id(value: Any) -> bool:
     if value is None or isinstance(value, str):
         return True
     if isinstance(value, bool):
@@ -175,6 +181,66 @@ def _valid_id(value: Any) -> bool:
     if isinstance(value, int):
         return True
     return isinstance(value, float) and math.isfinite(value)
+
+
+def _mcp_id(value: Any) -> bool:
+    return isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool))
+
+
+IdRule = Literal["json-rpc", "mcp"]
+# JSON-RPC (and so ACP) allows string, number or null ids; MCP narrows them to strings and integers.
+_ID_RULES: Final[dict[IdRule, tuple[Callable[[Any], bool], str]]] = {
+    "json-rpc": (_json_rpc_id, "a string, number, or null"),
+    "mcp": (_mcp_id, "a string or an integer"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """A message that breaks the envelope rules: answer ``error`` under ``id`` (null when unusable)."""
+
+    id: RequestId
+    error: RpcError
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A response-shaped message (``id`` and ``result`` or ``error``, no ``method``)."""
+
+    id: RequestId
+    message: JsonObject
+
+
+def classify(
+    message: Any, *, size: int = 0, ids: IdRule = "json-rpc"
+) -> Request | Notification | Reply | Invalid | None:
+    """What one decoded message is, by the envelope rules alone; ``None`` for one to drop without a word.
+
+    A message is a notification exactly when it has no ``id`` key; a malformed notification is dropped,
+    because nothing may answer a notification.
+    """
+    if not isinstance(message, dict):
+        kind = "batches are not supported" if isinstance(message, list) else "expected a JSON object"
+        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: {kind}"))
+    has_id = "id" in message
+    request_id = message.get("id")
+    valid_id, id_words = _ID_RULES[ids]
+    if has_id and not valid_id(request_id):
+        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id must be {id_words}"))
+    if has_id and "method" not in message and ("result" in message or "error" in message):
+        return Reply(request_id, message)
+    method = message.get("method")
+    problem = (
+        "method must be a string" if not isinstance(method, str)
+        else 'jsonrpc must be "2.0"' if message.get("jsonrpc") != "2.0"
+        else None
+    )
+    if problem is not None:
+        return Invalid(request_id, RpcError(INVALID_REQUEST, f"Invalid Request: {problem}")) if has_id else None
+    assert isinstance(method, str)
+    if not has_id:
+        return Notification(method, message.get("params"), size)
+    return Request(request_id, method, message.get("params"), size)
 
 
 class Peer:
@@ -216,66 +282,43 @@ class Peer:
         except orjson.JSONDecodeError as exc:
             self._send_error_reply(None, RpcError(PARSE_ERROR, f"Parse error: {exc}"))
             return []
-        if not isinstance(message, dict):
-            kind = "batches are not supported" if isinstance(message, list) else "expected a JSON object"
-            self._send_error_reply(None, RpcError(INVALID_REQUEST, f"Invalid Request: {kind}"))
+        kind = classify(message, size=size)
+        if kind is None:
             return []
-
-        has_id = "id" in message
-        request_id = message.get("id")
-        if has_id and not _valid_id(request_id):
-            self._send_error_reply(
-                None, RpcError(INVALID_REQUEST, "Invalid Request: id must be a string, number, or null")
-            )
+        if isinstance(kind, Invalid):
+            self._send_error_reply(kind.id, kind.error)
             return []
-
-        if has_id and "method" not in message and ("result" in message or "error" in message):
-            return self._receive_response(request_id, message)
-
-        method = message.get("method")
-        if not isinstance(method, str):
-            if has_id:
-                self._send_error_reply(
-                    request_id, RpcError(INVALID_REQUEST, "Invalid Request: method must be a string")
-                )
-            return []
-        if message.get("jsonrpc") != "2.0":
-            if has_id:
-                self._send_error_reply(
-                    request_id, RpcError(INVALID_REQUEST, 'Invalid Request: jsonrpc must be "2.0"')
-                )
-            return []
+        if isinstance(kind, Reply):
+            return self._receive_response(kind.id, kind.message)
         if self._max_method_bytes is not None and size > self._max_method_bytes:
-            if has_id:
+            if isinstance(kind, Request):
                 self._send_error_reply(
-                    request_id,
+                    kind.id,
                     RpcError(
                         SERVER_OVERLOADED,
                         f"Frame too large: {size} exceeds the {self._max_method_bytes}-byte limit for "
-                        f"`{method}`",
+                        f"`{kind.method}`",
                     ),
                 )
             return []
+        if isinstance(kind, Notification):
+            return [kind]
 
-        params = message.get("params")
-        if not has_id:
-            return [Notification(method, params, size)]
-
-        key = _id_key(request_id)
+        key = id_key(kind.id)
         if key in self._open:
             self._send_error_reply(
                 None,
-                RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use"),
+                RpcError(INVALID_REQUEST, f"Invalid Request: id {kind.id!r} is already in use"),
             )
             return []
         if len(self._open) >= self._max_open:
             self._send_error_reply(
-                request_id,
+                kind.id,
                 RpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self._max_open})"),
             )
             return []
         self._open.add(key)
-        return [Request(request_id, method, params, size)]
+        return [kind]
 
     def _receive_response(self, raw_id: RequestId, message: JsonObject) -> list[Event]:
         our_id = self._our_id(raw_id)
@@ -312,7 +355,7 @@ class Peer:
         self._send_error_reply(request_id, error)
 
     def _close_open(self, request_id: RequestId) -> None:
-        key = _id_key(request_id)
+        key = id_key(request_id)
         if key not in self._open:
             raise ValueError(f"no open request with id {request_id!r}: each request gets exactly one answer")
         self._open.remove(key)

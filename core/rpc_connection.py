@@ -28,6 +28,7 @@ from .jsonrpc import (
     RequestId,
     Response,
     RpcError,
+    id_key,
 )
 
 __all__ = [
@@ -132,7 +133,7 @@ class RpcConnection:
             self._peer.send_error(request.id, RpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
             return
         if isinstance(outcome, Later):
-            key = (type(request.id).__name__, request.id)
+            key = id_key(request.id)
             task = asyncio.get_running_loop().create_task(self._answer_later(request, outcome.work))
             self._tasks[key] = task
             task.add_done_callback(lambda _t, key=key: self._tasks.pop(key, None))  # type: ignore[misc]
@@ -167,7 +168,7 @@ class RpcConnection:
         if notification.method == "$/cancel_request":
             params = notification.params if isinstance(notification.params, dict) else {}
             request_id = params.get("requestId")
-            task = self._tasks.get((type(request_id).__name__, request_id))
+            task = self._tasks.get(id_key(request_id))
             if task is not None:
                 task.cancel()
         try:
