@@ -29,13 +29,13 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.acp_schema import channel_for
-from openab.core.browser_access import BROWSER_CHANNEL_ENV, BrowserEndpoint
-from openab.core.browser_mcp import BrowserMcp, Limits
+from openab.core.acp.schema import channel_for
+from openab.core.acp.sessions import Session
+from openab.core.agents.config import SERVER_NAME, StdioCommand
 from openab.core.jsonrpc import PARSE_ERROR, SERVER_OVERLOADED, JsonObject, RpcError, dumps
-from openab.core.mcp_config import SERVER_NAME, StdioCommand
+from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint
+from openab.core.mcp.server import BrowserMcp, Limits
 from openab.core.pod import Pod
-from openab.core.sessions import Session
 
 from .ancestry import AncestryError, resolve_channel
 from .framing import (

@@ -14,11 +14,11 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from .agent_backend import AgentBackend, NoAgentBackend
-from .sessions import Session, SessionStore
+from .acp.backend import AgentBackend, NoAgentBackend
+from .acp.sessions import Session, SessionStore
 from .settings import Settings
-from .tunnel import Tunnel
-from .tunnel_registry import TunnelRegistry
+from .tunnel.registry import TunnelRegistry
+from .tunnel.tunnel import Tunnel
 
 __all__ = ["Pod", "SessionObserver"]
 

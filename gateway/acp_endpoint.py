@@ -14,7 +14,7 @@ import uuid
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from openab.core.acp_server import AcpServerConnection
+from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 
 from .auth import Admitted, admit

@@ -45,7 +45,7 @@ def register(commands: Any) -> None:
 def _write(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from openab.core.mcp_config import (
+    from openab.core.agents.config import (
         SERVER_NAME,
         ConfigError,
         HttpEndpoint,

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from openab.core.acp.sessions import Session
     from openab.core.jsonrpc import JsonObject
-    from openab.core.sessions import Session
 
 __all__ = ["DemoTurn", "default_task", "register", "run_demo"]
 
@@ -78,7 +78,7 @@ class DemoTurn:
         self.out.flush()
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
-        from openab.core.agent_backend import PermissionUnavailable
+        from openab.core.acp.backend import PermissionUnavailable
 
         raise PermissionUnavailable("nobody is at the demo's side panel")
 

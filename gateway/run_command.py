@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
-    from openab.core.agent_recipes import Recipe
-    from openab.core.agent_runtime import AgentRuntime
-    from openab.core.browser_access import BrowserAccess
+    from openab.core.agents.recipes import Recipe
+    from openab.core.agents.runtime import AgentRuntime
+    from openab.core.mcp.access import BrowserAccess
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
@@ -116,7 +116,7 @@ def assemble(
     ``base_env`` is the environment agents inherit from (default: this process's).
     Raises ``ValueError`` for an unknown agent or a missing ``--agent-cmd``.
     """
-    from openab.core.agent_runtime import AgentRuntime
+    from openab.core.agents.runtime import AgentRuntime
     from openab.core.pod import Pod
 
     pod = Pod(settings)
@@ -126,7 +126,7 @@ def assemble(
 
         browser = BridgeServer(pod)
     else:
-        from openab.core.proxy import BrowserProxy
+        from openab.core.mcp.proxy import BrowserProxy
 
         browser = BrowserProxy(pod)
     pod.add_observer(browser)

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from openab.core.agent_backend import AgentBackend
+from openab.core.acp.backend import AgentBackend
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app

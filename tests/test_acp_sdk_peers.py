@@ -23,7 +23,7 @@ from gateway_harness import RunningGateway, eventually, run_gateway
 from scripted_agent import ScriptedAgent
 
 from openab.core.jsonrpc import RpcError
-from openab.core.tunnel import TunnelError
+from openab.core.tunnel.tunnel import TunnelError
 
 pytestmark = pytest.mark.anyio
 

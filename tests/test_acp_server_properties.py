@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_agent import ScriptedAgent
 
-from openab.core.acp_server import AcpServerConnection
+from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 

@@ -41,8 +41,8 @@ from test_runtime_pod import (
     run_pod,
 )
 
-from openab.core.agent_recipes import RECIPES
-from openab.core.mcp_config import config_files
+from openab.core.agents.config import config_files
+from openab.core.agents.recipes import RECIPES
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 

@@ -33,9 +33,9 @@ from mcp.shared.subscriptions import ToolsListChanged
 from openab.bridge.ancestry import AncestryError, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeError, BridgeServer
-from openab.core.browser_access import BROWSER_CHANNEL_ENV
-from openab.core.browser_mcp import BROWSER_TOOLS
-from openab.core.mcp_config import StdioCommand, entry
+from openab.core.agents.config import StdioCommand, entry
+from openab.core.mcp.access import BROWSER_CHANNEL_ENV
+from openab.core.mcp.server import BROWSER_TOOLS
 
 pytestmark = pytest.mark.anyio
 

@@ -22,8 +22,8 @@ from pydantic import SecretStr
 from test_runtime_pod import FakeBrowser, RunningPod, open_session, prompt
 
 from openab.bridge.server import BridgeServer
-from openab.core.agent_recipes import RECIPES
-from openab.core.agent_runtime import AgentRuntime
+from openab.core.agents.recipes import RECIPES
+from openab.core.agents.runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app

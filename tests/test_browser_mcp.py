@@ -8,17 +8,16 @@ from typing import Any
 
 import pytest
 
-from openab.core.browser_mcp import (
+from openab.core.jsonrpc import RequestTimeout, RpcError
+from openab.core.mcp.server import (
     BROWSER_TOOLS,
     BrowserMcp,
     Limits,
     bound_result,
     exposed_name,
 )
-from openab.core.jsonrpc import RpcError
-from openab.core.rpc_connection import RequestTimeout
-from openab.core.tunnel import Tunnel, TunnelOwner
-from openab.core.tunnel_registry import BROWSER_NOT_CONNECTED, TunnelRegistry
+from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
+from openab.core.tunnel.tunnel import Tunnel, TunnelOwner
 
 pytestmark = pytest.mark.anyio
 

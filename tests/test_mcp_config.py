@@ -12,8 +12,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from openab.core import mcp_config
-from openab.core.mcp_config import (
+from openab.core.agents.config import (
     AGENTS,
     SERVER_NAME,
     ConfigError,
@@ -25,6 +24,7 @@ from openab.core.mcp_config import (
     strip,
     write,
 )
+from openab.core.agents.config import files as mcp_config
 
 PROXY = HttpEndpoint("http://127.0.0.1:41234/mcp", "s3cret-token")
 BRIDGE = StdioCommand()

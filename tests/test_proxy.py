@@ -24,9 +24,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from openab.core.browser_mcp import BROWSER_TOOLS
-from openab.core.proxy import BrowserProxy, ConfigConflict
-from openab.core.tunnel_registry import BROWSER_NOT_CONNECTED
+from openab.core.mcp.proxy import BrowserProxy, ConfigConflict
+from openab.core.mcp.server import BROWSER_TOOLS
+from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED
 
 pytestmark = pytest.mark.anyio
 

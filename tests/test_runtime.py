@@ -21,7 +21,7 @@ from test_runtime_pod import (
     run_pod,
 )
 
-from openab.core.agent_recipes import RECIPES
+from openab.core.agents.recipes import RECIPES
 
 pytestmark = pytest.mark.anyio
 

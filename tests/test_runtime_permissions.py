@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from openab.core.agent_permissions import Policy, decide
-from openab.core.agent_recipes import RECIPES
+from openab.core.agents.permissions import Policy, decide
+from openab.core.agents.recipes import RECIPES
 
 BROWSER_TOOLS = {"browser_navigate", "browser_click", "browser_snapshot"}
 

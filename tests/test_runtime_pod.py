@@ -24,8 +24,8 @@ from gateway_harness import eventually as wait_until
 from gateway_harness import run_gateway
 from pydantic import SecretStr
 
-from openab.core.agent_recipes import Recipe
-from openab.core.agent_runtime import AgentRuntime
+from openab.core.agents.recipes import Recipe
+from openab.core.agents.runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.run_command import assemble, browser_started

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from openab.core.agent_recipes import recipe_for
+from openab.core.agents.recipes import recipe_for
 from openab.core.settings import Settings
 
 

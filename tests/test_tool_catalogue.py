@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from openab.core.browser_mcp import BROWSER_TOOLS
+from openab.core.mcp.server import BROWSER_TOOLS
 
 EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "tools.js"
 

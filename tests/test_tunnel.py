@@ -10,8 +10,8 @@ from fake_extension import FakeExtension, RemoteError, connect_extension, text_r
 from gateway_harness import RunningGateway, eventually, run_gateway
 
 from openab.core.jsonrpc import RpcError
-from openab.core.tunnel import TunnelError
-from openab.core.tunnel_registry import BrowserNotConnected, ToolsChanged, TunnelAttached, TunnelDetached
+from openab.core.tunnel.registry import BrowserNotConnected, ToolsChanged, TunnelAttached, TunnelDetached
+from openab.core.tunnel.tunnel import TunnelError
 
 pytestmark = pytest.mark.anyio
 

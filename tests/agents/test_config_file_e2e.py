@@ -12,7 +12,7 @@ import pytest
 import tomlkit
 from acp import text_block
 
-from openab.core.mcp_config import HttpEndpoint, write
+from openab.core.agents.config import HttpEndpoint, write
 
 from .harness import AgentEnv, acp_agent, require
 from .mcp_peer import BrowserPeer, browser_peer

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.mcp_config import HttpEndpoint, StdioCommand, strip, write
+from openab.core.agents.config import HttpEndpoint, StdioCommand, strip, write
 
 from .harness import AgentEnv, require
 from .mcp_peer import BrowserPeer

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 from scripted_agent import ScriptedAgent
 
-from openab.core.tunnel import Tunnel
+from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import CHROMIUM, chromium, site_server, stage_extension
 from .live_pod import KEY, LiveGateway

@@ -24,12 +24,12 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from openab.core.agent_backend import AgentBackend
-from openab.core.mcp_config import HttpEndpoint
+from openab.core.acp.backend import AgentBackend
+from openab.core.agents.config import HttpEndpoint
+from openab.core.mcp.proxy import BrowserProxy
 from openab.core.pod import Pod
-from openab.core.proxy import BrowserProxy
 from openab.core.settings import Settings
-from openab.core.tunnel import Tunnel
+from openab.core.tunnel.tunnel import Tunnel
 from openab.gateway.app import create_app
 from openab.gateway.server import running_server
 

@@ -11,7 +11,7 @@ import pytest
 from fake_extension import connect_extension
 from gateway_harness import eventually
 
-from openab.core.tunnel import Tunnel
+from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import extension_id
 from .live_pod import KEY, LiveGateway, TappedSocket, call

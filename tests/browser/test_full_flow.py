@@ -15,9 +15,9 @@ import pytest
 from playwright.async_api import BrowserContext, Page, expect
 from pydantic import SecretStr
 
-from openab.core.agent_runtime import AgentRuntime
+from openab.core.agents.runtime import AgentRuntime
+from openab.core.mcp.proxy import BrowserProxy
 from openab.core.pod import Pod
-from openab.core.proxy import BrowserProxy
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.server import running_server
@@ -26,7 +26,7 @@ from .conftest import KEY
 from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
 
 if TYPE_CHECKING:
-    from openab.core.browser_access import BrowserAccess
+    from openab.core.mcp.access import BrowserAccess
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.tunnel import Tunnel
+from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import jpeg_size
 from .live_pod import LiveGateway, call

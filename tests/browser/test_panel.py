@@ -22,9 +22,9 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.agent_backend import PromptTurn
+from openab.core.acp.backend import PromptTurn
 from openab.core.jsonrpc import RpcError
-from openab.core.tunnel import Tunnel
+from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import (
     extension_id,

@@ -32,8 +32,8 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from . import package_version
-from .jsonrpc import (
+from .. import package_version
+from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -48,8 +48,8 @@ from .jsonrpc import (
     classify,
     id_key,
 )
-from .tunnel import TunnelError
-from .tunnel_registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
+from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
+from ..tunnel.tunnel import TunnelError
 
 __all__ = [
     "BROWSER_TOOLS",

@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from .jsonrpc import JsonObject
-from .mcp_config import Endpoint
-from .sessions import Session
+from ..acp.sessions import Session
+from ..agents.config import Endpoint
+from ..jsonrpc import JsonObject
 
 __all__ = ["BROWSER_CHANNEL_ENV", "BrowserAccess", "BrowserEndpoint"]
 

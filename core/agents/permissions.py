@@ -18,9 +18,9 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any, Literal
 
-from .agent_recipes import Identify
-from .jsonrpc import JsonObject
-from .mcp_config import SERVER_NAME
+from ..jsonrpc import JsonObject
+from .config import SERVER_NAME
+from .recipes import Identify
 
 __all__ = ["Policy", "approve_auto", "cancelled", "decide", "is_browser_tool", "reject", "select"]
 

@@ -32,9 +32,21 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
-from .addresses import is_loopback
-from .browser_access import BrowserEndpoint
-from .browser_mcp import (
+from ..acp.sessions import Session
+from ..addresses import is_loopback
+from ..agents.config import ConfigError, HttpEndpoint, config_files, strip, write
+from ..jsonrpc import (
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    JsonObject,
+    RpcError,
+)
+from ..pod import Pod
+from .access import BrowserEndpoint
+from .server import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
     MODERN_VERSION,
@@ -44,18 +56,6 @@ from .browser_mcp import (
     Limits,
     modern_version,
 )
-from .jsonrpc import (
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    METHOD_NOT_FOUND,
-    PARSE_ERROR,
-    REQUEST_CANCELLED,
-    JsonObject,
-    RpcError,
-)
-from .mcp_config import ConfigError, HttpEndpoint, config_files, strip, write
-from .pod import Pod
-from .sessions import Session
 
 __all__ = ["MCP_PATH", "BrowserProxy", "ConfigConflict", "McpHttpApp", "ProxyEndpoint"]
 

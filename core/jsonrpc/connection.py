@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .jsonrpc import (
+from .protocol import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
     Notification,

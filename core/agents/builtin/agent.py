@@ -1,4 +1,4 @@
-"""The built-in agent: a real ACP agent on stdio (``python -m openab.core.builtin_agent``) that drives the
+"""The built-in agent: a real ACP agent on stdio (``python -m openab.core.agents.builtin``) that drives the
 browser tools as an MCP client of the server it is handed in ``session/new.mcpServers``.
 
 It runs as its own process, exactly like any agent CLI, so the runtime, permissions, cancel and the browser
@@ -29,11 +29,10 @@ from typing import Any, Final, Protocol
 
 import httpx
 
-from . import package_version
-from .agent_process import AgentProcess, scrubbed_env
-from .jsonrpc import INVALID_PARAMS, JsonObject, Notification, Request, RpcError
-from .mcp_config import SERVER_NAME
-from .rpc_connection import Later, RpcConnection
+from ... import package_version
+from ...jsonrpc import INVALID_PARAMS, JsonObject, Later, Notification, Request, RpcConnection, RpcError
+from ..config import SERVER_NAME
+from ..process import AgentProcess, scrubbed_env
 
 __all__ = [
     "BuiltinAgent", "HttpMcpClient", "McpClient", "McpError", "StdioMcpClient", "connect_mcp", "find_ref", "main",

@@ -27,18 +27,27 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from . import mcp_config, package_version
-from .agent_backend import PermissionUnavailable, PromptTurn
-from .agent_permissions import cancelled as cancelled_outcome
-from .agent_permissions import decide, reject
-from .agent_process import AgentExited, AgentNotFound, AgentProcess, scrubbed_env
-from .agent_recipes import Recipe, recipe_for, running_as_root
-from .browser_access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
-from .jsonrpc import INTERNAL_ERROR, JsonObject, Notification, Request, RpcError
-from .mcp_config import write_private
-from .pod import Pod
-from .rpc_connection import ConnectionClosed, Later, RequestTimeout
-from .sessions import Session
+from .. import package_version
+from ..acp.backend import PermissionUnavailable, PromptTurn
+from ..acp.sessions import Session
+from ..jsonrpc import (
+    INTERNAL_ERROR,
+    ConnectionClosed,
+    JsonObject,
+    Later,
+    Notification,
+    Request,
+    RequestTimeout,
+    RpcError,
+)
+from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
+from ..pod import Pod
+from . import config as mcp_config
+from .config import write_private
+from .permissions import cancelled as cancelled_outcome
+from .permissions import decide, reject
+from .process import AgentExited, AgentNotFound, AgentProcess, scrubbed_env
+from .recipes import Recipe, recipe_for, running_as_root
 
 __all__ = ["AgentRuntime", "operator_env"]
 

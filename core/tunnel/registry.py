@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from .jsonrpc import JsonObject, RpcError
+from ..jsonrpc import JsonObject, RpcError
 from .tunnel import ProgressCallback, Tunnel, TunnelError
 
 __all__ = [

@@ -25,9 +25,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from . import package_version
-from .jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcError, TooManyPendingRequests
-from .rpc_connection import ConnectionClosed, RequestTimeout, RpcConnection
+from .. import package_version
+from ..jsonrpc import (
+    METHOD_NOT_FOUND,
+    ConnectionClosed,
+    JsonObject,
+    RequestTimeout,
+    RpcConnection,
+    RpcError,
+    TooManyPendingRequests,
+)
 
 __all__ = [
     "HANDSHAKE_PROTOCOL_VERSION",

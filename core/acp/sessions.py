@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .acp_schema import channel_for, new_session_id
+from .schema import channel_for, new_session_id
 
 __all__ = ["Session", "SessionStore", "TooManySessions"]
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
+from ..jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
 from .sessions import Session
 
 __all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn"]

@@ -19,8 +19,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .jsonrpc import Peer
-from .rpc_connection import Handler, RpcConnection
+from ..jsonrpc import Handler, Peer, RpcConnection
 
 __all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
 

@@ -16,8 +16,28 @@ import time
 import uuid
 from typing import Any, Final
 
-from . import package_version
-from .acp_schema import (
+from .. import package_version
+from ..jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    NOT_INITIALIZED,
+    SERVER_OVERLOADED,
+    SESSION_BUSY,
+    ConnectionClosed,
+    JsonObject,
+    Later,
+    Notification,
+    Peer,
+    Request,
+    RequestTimeout,
+    RpcConnection,
+    RpcError,
+)
+from ..pod import Pod
+from ..tunnel.tunnel import TunnelError, TunnelOwner, establish
+from .backend import PermissionUnavailable
+from .schema import (
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
     CancelParams,
@@ -31,24 +51,7 @@ from .acp_schema import (
     parse_params,
     validate_session_id,
 )
-from .agent_backend import PermissionUnavailable
-from .jsonrpc import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    INVALID_REQUEST,
-    NOT_INITIALIZED,
-    SERVER_OVERLOADED,
-    SESSION_BUSY,
-    JsonObject,
-    Notification,
-    Peer,
-    Request,
-    RpcError,
-)
-from .pod import Pod
-from .rpc_connection import ConnectionClosed, Later, RequestTimeout, RpcConnection
 from .sessions import Session, TooManySessions
-from .tunnel import TunnelError, TunnelOwner, establish
 
 __all__ = ["KEEPALIVE_METHOD", "AcpServerConnection"]
 

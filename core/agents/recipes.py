@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .jsonrpc import JsonObject
+from ..jsonrpc import JsonObject
 
 __all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "running_as_root"]
 
@@ -106,7 +106,7 @@ class Recipe:
 
 
 def _builtin_argv() -> tuple[str, ...]:
-    return (sys.executable, "-m", "openab.core.builtin_agent")
+    return (sys.executable, "-m", "openab.core.agents.builtin")
 
 
 RECIPES: dict[str, Recipe] = {

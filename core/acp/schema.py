@@ -13,7 +13,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from .jsonrpc import INVALID_PARAMS, JsonObject, RpcError
+from ..jsonrpc import INVALID_PARAMS, JsonObject, RpcError
 
 __all__ = [
     "PERMISSION_RELAY_META",

@@ -1,0 +1,43 @@
+"""JSON-RPC 2.0, the wire of every hop: the sans-I/O :class:`Peer` and its asyncio adapter :class:`RpcConnection`.
+
+``protocol`` knows nothing of sockets: it is fed whole messages and a clock and returns events and bytes.
+``connection`` runs a peer over anything that sends and receives whole messages (a WebSocket, stdio lines,
+a Unix socket). Both are re-exported here, so callers import from ``openab.core.jsonrpc``.
+"""
+
+from .connection import ConnectionClosed, Handler, Later, RequestTimeout, RpcConnection, SendMessage
+from .protocol import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_INITIALIZED,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    SERVER_OVERLOADED,
+    SESSION_BUSY,
+    Event,
+    IdRule,
+    Invalid,
+    JsonObject,
+    Notification,
+    Peer,
+    Reply,
+    Request,
+    RequestFailed,
+    RequestId,
+    Response,
+    RpcError,
+    TooManyPendingRequests,
+    classify,
+    dumps,
+    id_key,
+)
+
+__all__ = [
+    "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "NOT_INITIALIZED", "PARSE_ERROR",
+    "REQUEST_CANCELLED", "SERVER_OVERLOADED", "SESSION_BUSY", "ConnectionClosed", "Event", "Handler", "IdRule",
+    "Invalid", "JsonObject", "Later", "Notification", "Peer", "Reply", "Request", "RequestFailed", "RequestId",
+    "RequestTimeout", "Response", "RpcConnection", "RpcError", "SendMessage", "TooManyPendingRequests", "classify",
+    "dumps", "id_key",
+]
