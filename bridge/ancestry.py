@@ -18,15 +18,14 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
+from openab.core.errors import AncestryError
+
 __all__ = ["AncestryError", "Found", "environ_value", "find_in_ancestry", "parent_pid", "resolve_channel"]
 
 MAX_DEPTH: Final = 32
 # /proc/<pid>/environ is bounded by the kernel's exec limits; this keeps a pathological one from costing us.
 MAX_ENVIRON_BYTES: Final = 4 << 20
 
-
-class AncestryError(Exception):
-    """No usable channel in the process's ancestry; the message says what was found and what to do."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -32,6 +32,7 @@ import orjson
 from openab.core.acp.schema import channel_for
 from openab.core.acp.sessions import Session
 from openab.core.agents.config import SERVER_NAME, StdioCommand
+from openab.core.errors import BridgeError
 from openab.core.jsonrpc import PARSE_ERROR, SERVER_OVERLOADED, JsonObject, RpcError, dumps
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint
 from openab.core.mcp.server import BrowserMcp, Limits
@@ -59,9 +60,6 @@ _CHANNEL: Final = re.compile(r"^acp_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]
 # Linux's sun_path is 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH: Final = 107
 
-
-class BridgeError(Exception):
-    """The socket cannot be served; the message names the path and what to do."""
 
 
 class PeerCredentials:

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
 from openab.core.addresses import is_loopback
+from openab.core.errors import ConfigurationError
 from openab.core.pod import Pod
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
@@ -25,9 +26,6 @@ log = logging.getLogger(__name__)
 # RFC 7230 token characters: all a browser may put in a WebSocket subprotocol (base64's / and = are not).
 _SUBPROTOCOL_SAFE = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
-
-class ConfigurationError(Exception):
-    """The settings would make an unsafe or unusable gateway; the message says what to change."""
 
 
 async def _healthz(request: Request) -> JSONResponse:

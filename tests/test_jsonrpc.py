@@ -127,7 +127,7 @@ def test_deadlines_expire_on_the_callers_clock() -> None:
     assert peer.next_deadline() == 5.0
     assert peer.expire(4.9) == []
     [failure] = peer.expire(5.0)
-    assert failure == RequestFailed(fast, "tools/list", "timed out", None)
+    assert failure == RequestFailed(fast, "tools/list", True, "timed out", None)
     assert peer.next_deadline() == 10.0
     assert [f.id for f in peer.expire(100.0)] == [slow]
     assert peer.next_deadline() is None
@@ -140,7 +140,7 @@ def test_fail_all_ends_every_pending_request_at_once() -> None:
     ids = [peer.send_request("tools/call", deadline=1e9) for _ in range(3)]
     failures = peer.fail_all("socket closed")
     assert [f.id for f in failures] == ids
-    assert {f.reason for f in failures} == {"socket closed"}
+    assert {(f.timed_out, f.detail) for f in failures} == {(False, "socket closed")}
     assert peer.pending_requests == 0
 
 

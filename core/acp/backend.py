@@ -8,14 +8,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ..errors import PermissionUnavailable
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
 from .sessions import Session
 
 __all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn"]
 
-
-class PermissionUnavailable(Exception):
-    """The extension cannot answer permission requests (it did not say it can, or its socket is gone)."""
 
 
 class PromptTurn(Protocol):

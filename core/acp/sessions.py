@@ -12,13 +12,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from ..errors import TooManySessions
 from .schema import channel_for, new_session_id
 
 __all__ = ["Session", "SessionStore", "TooManySessions"]
 
-
-class TooManySessions(Exception):
-    pass
 
 
 @dataclass(eq=False)

@@ -19,6 +19,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..errors import AgentExited, AgentNotFound
 from ..jsonrpc import Handler, Peer, RpcConnection
 
 __all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
@@ -59,12 +60,6 @@ def scrubbed_env(
     return env
 
 
-class AgentExited(Exception):
-    """The agent process is gone; the message says how it ended and what it last wrote on stderr."""
-
-
-class AgentNotFound(AgentExited):
-    """The agent's program is not installed (or not on PATH)."""
 
 
 class AgentProcess:

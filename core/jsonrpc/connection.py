@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from ..errors import ConnectionClosed, RequestTimeout
 from .protocol import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
@@ -45,17 +46,6 @@ log = logging.getLogger(__name__)
 SendMessage = Callable[[bytes], Awaitable[None]]
 
 
-class ConnectionClosed(Exception):
-    """The connection ended before the answer came."""
-
-
-class RequestTimeout(Exception):
-    """No answer came in time. ``request_id`` is the abandoned id, for cancel notifications."""
-
-    def __init__(self, method: str, request_id: int, timeout: float) -> None:
-        super().__init__(f"{method} got no answer within {timeout:g} s")
-        self.method = method
-        self.request_id = request_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,10 +175,10 @@ class RpcConnection:
                 waiter.set_exception(event.error)
             else:
                 waiter.set_result(event.result)
-        elif event.reason == "timed out":
+        elif event.timed_out:
             waiter.set_exception(RequestTimeout(event.method, request_id, 0.0))
         else:
-            waiter.set_exception(ConnectionClosed(event.reason))
+            waiter.set_exception(ConnectionClosed(event.detail))
 
     # -- outbound ---------------------------------------------------------------------------------------------
 

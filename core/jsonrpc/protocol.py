@@ -17,12 +17,13 @@ The rules are those of the `/acp` contract (upstream openab, §1.4 of its design
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import orjson
+
+from ..errors import OpenabError, TooManyPendingRequests
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -71,7 +72,7 @@ def dumps(message: JsonObject) -> bytes:
     return orjson.dumps(message)
 
 
-class RpcError(Exception):
+class RpcError(OpenabError):
     """A JSON-RPC error object, raised by handlers and carried by :class:`Response`."""
 
     def __init__(self, code: int, message: str, data: Any = None) -> None:
@@ -112,9 +113,6 @@ class RpcError(Exception):
         return f"RpcError({self.code}, {self.message!r})"
 
 
-class TooManyPendingRequests(Exception):
-    """Raised by :meth:`Peer.send_request` when the bound on unanswered requests is reached."""
-
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -145,11 +143,13 @@ class Response:
 
 @dataclass(frozen=True, slots=True)
 class RequestFailed:
-    """One of our requests ended without an answer: it timed out or the connection is gone."""
+    """One of our requests ended without an answer: it timed out (``timed_out``) or the connection is gone
+    (``detail`` says how)."""
 
     id: int
     method: str
-    reason: str
+    timed_out: bool
+    detail: str
     context: Any
 
 
@@ -249,7 +249,7 @@ class Peer:
     ``max_pending`` bounds our unanswered requests; ``max_open_requests`` bounds the peer's requests we have
     not answered yet (over it they get -32000 at once). ``max_method_bytes``, when set, is the size limit for
     any message that carries a ``method``: responses may be larger (a screenshot result), requests and
-    notifications may not. Ids we abandon are remembered (boundedly) so their late answers are dropped quietly.
+    notifications may not. Late answers to ids we abandoned find nothing pending and are dropped quietly.
     """
 
     def __init__(
@@ -259,15 +259,12 @@ class Peer:
         max_open_requests: int = 256,
         max_method_bytes: int | None = None,
         first_id: int = 1,
-        remembered_abandoned: int = 1024,
     ) -> None:
         self._next_id = first_id
         self._max_pending = max_pending
         self._max_open = max_open_requests
         self._max_method_bytes = max_method_bytes
         self._pending: dict[int, _Pending] = {}
-        self._abandoned: OrderedDict[int, None] = OrderedDict()
-        self._remembered_abandoned = remembered_abandoned
         self._open: set[tuple[str, RequestId]] = set()
         self._outgoing: list[bytes] = []
         self.discarded_responses = 0
@@ -326,8 +323,6 @@ class Peer:
         if pending is None:
             # Late answers to abandoned ids are expected; anything else is the peer's confusion.
             # Either way there is nobody to give it to, and answering a response is never right.
-            if our_id is not None:
-                self._abandoned.pop(our_id, None)
             self.discarded_responses += 1
             return []
         assert our_id is not None
@@ -395,12 +390,7 @@ class Peer:
 
     def abandon(self, request_id: int) -> bool:
         """Stop waiting for an answer; a late one is then dropped. Returns whether it was pending."""
-        if self._pending.pop(request_id, None) is None:
-            return False
-        self._abandoned[request_id] = None
-        while len(self._abandoned) > self._remembered_abandoned:
-            self._abandoned.popitem(last=False)
-        return True
+        return self._pending.pop(request_id, None) is not None
 
     def expire(self, now: float) -> list[RequestFailed]:
         """Fail every pending request whose deadline has passed."""
@@ -412,7 +402,7 @@ class Peer:
         failures = []
         for request_id, pending in expired:
             self.abandon(request_id)
-            failures.append(RequestFailed(request_id, pending.method, "timed out", pending.context))
+            failures.append(RequestFailed(request_id, pending.method, True, "timed out", pending.context))
         return failures
 
     def next_deadline(self) -> float | None:
@@ -422,7 +412,7 @@ class Peer:
     def fail_all(self, reason: str) -> list[RequestFailed]:
         """The conversation is over: every pending request fails now, not at its timeout."""
         failures = [
-            RequestFailed(request_id, pending.method, reason, pending.context)
+            RequestFailed(request_id, pending.method, False, reason, pending.context)
             for request_id, pending in self._pending.items()
         ]
         self._pending.clear()

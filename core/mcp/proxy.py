@@ -35,6 +35,7 @@ from starlette.types import Message, Receive, Scope, Send
 from ..acp.sessions import Session
 from ..addresses import is_loopback
 from ..agents.config import ConfigError, HttpEndpoint, config_files, strip, write
+from ..errors import ConfigConflict
 from ..jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -73,9 +74,6 @@ _LOOPBACK_HOSTS: Final = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
 _MODERN_STATUS: Final = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
                          UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404}
 
-
-class ConfigConflict(ConfigError):
-    """Two live sessions would share one agent config file: each would strip or overwrite the other's entry."""
 
 
 # -- the HTTP endpoint of one ACP session -------------------------------------------------------------------

@@ -29,6 +29,8 @@ import tomlkit
 import tomlkit.exceptions
 import tomlkit.items
 
+from ...errors import ConfigError
+
 __all__ = [
     "AGENTS",
     "SERVER_NAME",
@@ -56,9 +58,6 @@ Json = dict[str, Any]
 Format = Literal["json", "toml", "yaml"]
 Base = Literal["dir", "home"]
 
-
-class ConfigError(Exception):
-    """A config file could not be written; the message says which file and what to do."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,163 @@
+"""Every exception openab raises on purpose, rooted in :class:`OpenabError`.
+
+Shaped like httpx's: a caller catches one class, not a tuple. A timeout is also a builtin ``TimeoutError`` and
+a lost peer also a ``ConnectionError``, so code that knows nothing of openab still reads them right; a failure
+that callers tell apart carries a typed reason (an enum), never a string to match.
+
+Where each is raised::
+
+    OpenabError
+    ├── RequestTimeout (TimeoutError)      a JSON-RPC request got no answer in time
+    ├── ConnectionClosed (ConnectionError) the peer went away before answering
+    ├── Overloaded                         a bound was reached; retry when load drops
+    │   ├── TooManyPendingRequests         unanswered requests on one connection
+    │   └── TooManySessions                sessions in one pod
+    ├── ConfigurationError (ValueError)    settings the pod refuses to start with
+    ├── ConfigError                        an agent CLI's MCP config file we cannot read or write
+    │   └── ConfigConflict                 that file already holds another live session's entry
+    ├── AgentExited                        the agent process ended (or never started)
+    │   └── AgentNotFound                  its command is not installed
+    ├── PermissionUnavailable              nobody can answer a permission request
+    ├── TunnelError                        a browser tunnel could not carry a call (``reason``: TunnelFailure)
+    │   └── BrowserNotConnected            the session has no browser attached
+    └── BridgeError                        the bridge socket cannot be served
+        └── AncestryError                  a relay's process ancestry names no single session
+
+:class:`openab.core.jsonrpc.RpcError`, the JSON-RPC error object a peer sent or a handler raises, is an
+``OpenabError`` too.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = [
+    "AgentExited",
+    "AgentNotFound",
+    "AncestryError",
+    "BridgeError",
+    "BrowserNotConnected",
+    "ConfigConflict",
+    "ConfigError",
+    "ConfigurationError",
+    "ConnectionClosed",
+    "OpenabError",
+    "Overloaded",
+    "PermissionUnavailable",
+    "RequestTimeout",
+    "TooManyPendingRequests",
+    "TooManySessions",
+    "TunnelError",
+    "TunnelFailure",
+]
+
+
+class OpenabError(Exception):
+    """The root: everything openab raises on purpose."""
+
+
+class RequestTimeout(OpenabError, TimeoutError):
+    """No answer came in time. ``request_id`` is the abandoned id, for cancel notifications."""
+
+    def __init__(self, method: str, request_id: int, timeout: float) -> None:
+        super().__init__(f"{method} got no answer within {timeout:g} s")
+        self.method = method
+        self.request_id = request_id
+        self.timeout = timeout
+
+
+class ConnectionClosed(OpenabError, ConnectionError):
+    """The connection ended before the answer came."""
+
+
+class Overloaded(OpenabError):
+    """A bound was reached. Nothing was done; the same call may succeed when load drops."""
+
+
+class TooManyPendingRequests(Overloaded):
+    """Raised by ``Peer.send_request`` when the bound on unanswered requests is reached."""
+
+
+class TooManySessions(Overloaded):
+    """The pod holds as many sessions as it may."""
+
+
+class ConfigurationError(OpenabError, ValueError):
+    """Settings the pod refuses to start with; the message says which and what to change."""
+
+
+class ConfigError(OpenabError):
+    """An agent CLI's MCP config file could not be read, parsed or written; nothing was changed."""
+
+
+class ConfigConflict(ConfigError):
+    """The config file already holds another live session's entry: give each session's agent its own
+    working directory (and home)."""
+
+
+class AgentExited(OpenabError):
+    """The agent process ended, or could not be started."""
+
+
+class AgentNotFound(AgentExited):
+    """The agent's command is not installed (or not on ``PATH``)."""
+
+
+class PermissionUnavailable(OpenabError):
+    """The extension cannot answer permission requests (it did not say it can, or its socket is gone)."""
+
+
+class TunnelFailure(enum.Enum):
+    """Why a browser tunnel failed a call; ``value`` is the words shown to the agent."""
+
+    NOT_CONNECTED = "browser not connected"
+    DISCONNECTED = "browser disconnected"
+    TIMED_OUT = "timed out"
+    OVERLOADED = "too many calls in flight"
+    HANDSHAKE = "handshake failed"
+    MALFORMED = "malformed answer"
+
+
+class TunnelError(OpenabError):
+    """The tunnel could not carry a request. The message names the server and the session.
+
+    ``reason`` is the typed cause; ``detail`` the human text. A timeout is also raised as a ``TimeoutError``
+    and a lost browser as a ``ConnectionError`` (see :meth:`build`).
+    """
+
+    def __init__(self, detail: str, *, reason: TunnelFailure, session_id: str, server: str) -> None:
+        super().__init__(f"{detail} (browser server {server!r}, session {session_id})")
+        self.reason = reason
+        self.detail = detail
+        self.session_id = session_id
+        self.server = server
+
+    @classmethod
+    def build(cls, detail: str, *, reason: TunnelFailure, session_id: str, server: str) -> TunnelError:
+        """The error for ``reason``: one that is also a ``TimeoutError`` or ``ConnectionError`` where it is one."""
+        kind = {
+            TunnelFailure.TIMED_OUT: _TunnelTimeout,
+            TunnelFailure.DISCONNECTED: _TunnelClosed,
+            TunnelFailure.NOT_CONNECTED: BrowserNotConnected,
+        }.get(reason, cls)
+        return kind(detail, reason=reason, session_id=session_id, server=server)
+
+
+class _TunnelTimeout(TunnelError, TimeoutError):
+    pass
+
+
+class _TunnelClosed(TunnelError, ConnectionError):
+    pass
+
+
+class BrowserNotConnected(TunnelError, ConnectionError):
+    """The session has no browser attached: the person has not opened the openab side panel."""
+
+
+class BridgeError(OpenabError):
+    """The bridge's Unix socket cannot be served (its folder or file is unsafe, or in use)."""
+
+
+class AncestryError(BridgeError):
+    """A relay's process ancestry names no session, or more than one."""
