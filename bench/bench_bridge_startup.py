@@ -66,10 +66,11 @@ async def pod_with_browser() -> AsyncIterator[tuple[Path, str]]:
     root = Path(tempfile.mkdtemp(prefix="oab-bench-"))
     try:
         async with (
-            run_gateway(browser_mode="bridge") as gateway,
-            BridgeServer(gateway.pod, path=root / "browser.sock") as bridge,
+            run_gateway(browser_mode="bridge", browser_socket=root / "browser.sock") as gateway,
             connect_extension(gateway.ws_url, gateway.token) as extension,
         ):
+            bridge = gateway.pod.browser
+            assert isinstance(bridge, BridgeServer)
             extension.add_tool("ping", ping)
             extension.add_tool("screenshot", screenshot)
             await extension.initialize()

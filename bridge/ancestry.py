@@ -30,6 +30,8 @@ MAX_ENVIRON_BYTES: Final = 4 << 20
 
 @dataclass(frozen=True, slots=True)
 class Found:
+    """A variable found in the environment of the process ``depth`` generations up (0: the relay itself)."""
+
     value: str
     pid: int
     depth: int

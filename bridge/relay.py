@@ -48,6 +48,8 @@ def _key(request_id: Any) -> tuple[str, Any]:
 
 
 class Output(Protocol):
+    """Where the relay writes the agent's stdout lines (a pipe in production, a buffer in tests)."""
+
     def write(self, data: bytes) -> None: ...
 
     async def drain(self) -> None: ...

@@ -6,7 +6,7 @@ session (:mod:`openab.bridge.ancestry`). The connection then serves that session
 :class:`openab.core.browser_mcp.BrowserMcp`, the same MCP server the proxy runs, one per connection. The
 wire is in :mod:`openab.bridge.framing`.
 
-:class:`BridgeServer` is the pod's :class:`openab.core.browser_access.BrowserAccess` for mode ``bridge``:
+:class:`BridgeServer` is the pod's :class:`openab.core.mcp.access.BrowserAccess` for mode ``bridge``:
 :meth:`BridgeServer.endpoint_for` tells the agent runtime what to hand a session's agent.
 """
 
@@ -31,12 +31,11 @@ import orjson
 
 from openab.core.acp.schema import channel_for
 from openab.core.acp.sessions import Session
-from openab.core.agents.config import SERVER_NAME, StdioCommand
 from openab.core.errors import BridgeError
 from openab.core.jsonrpc import PARSE_ERROR, SERVER_OVERLOADED, JsonObject, RpcError, dumps
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint
+from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
 from openab.core.mcp.server import BrowserMcp, Limits
-from openab.core.pod import Pod
+from openab.core.tunnel.registry import TunnelRegistry
 
 from .ancestry import AncestryError, resolve_channel
 from .framing import (
@@ -63,6 +62,8 @@ _MAX_SOCKET_PATH: Final = 107
 
 
 class PeerCredentials:
+    """The connecting process's pid, uid and gid, as the kernel reports them (``SO_PEERCRED``)."""
+
     __slots__ = ("gid", "pid", "uid")
 
     def __init__(self, pid: int, uid: int, gid: int) -> None:
@@ -104,7 +105,7 @@ class _Connection:
         self.session_id = session_id
         self.channel = channel
         self.pid = pid
-        self.mcp = BrowserMcp(server.pod.tunnels, session_id, send=self.send, limits=server.limits)
+        self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits)
         self.tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -155,20 +156,19 @@ class _Connection:
 
 
 class BridgeServer:
-    """The per-pod Unix socket server and the ``bridge`` :class:`~openab.core.browser_access.BrowserAccess`.
+    """The per-pod Unix socket server at ``path`` and the ``bridge`` :class:`~openab.core.mcp.access.BrowserAccess`.
 
-    Use ``async with BridgeServer(pod):`` or :meth:`start` / :meth:`aclose`. It is a session observer (the
-    runtime adds it with ``pod.add_observer``), though sessions need nothing from it: a relay's session is
-    established when it connects.
+    Use ``async with BridgeServer(tunnels, path):`` or :meth:`start` / :meth:`aclose`. Sessions need nothing
+    from it: a relay finds its session when it connects. Bounds: ``max_connections`` relays, each with at
+    most ``max_requests_per_connection`` calls running and ``max_send_buffer`` bytes queued toward it, and
+    frames of at most ``max_frame_bytes``.
     """
-
-    mode: Literal["bridge"] = "bridge"
 
     def __init__(
         self,
-        pod: Pod,
+        tunnels: TunnelRegistry,
+        path: Path | str,
         *,
-        path: Path | str | None = None,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_connections: int = 256,
         max_requests_per_connection: int = 256,
@@ -176,8 +176,8 @@ class BridgeServer:
         limits: Limits | None = None,
         trusted_parent: int | None = None,
     ) -> None:
-        self.pod = pod
-        self.path = Path(path) if path is not None else pod.settings.socket_path
+        self.tunnels = tunnels
+        self.path = Path(path)
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
         self.max_requests = max_requests_per_connection
@@ -297,28 +297,22 @@ class BridgeServer:
 
     # -- BrowserAccess ------------------------------------------------------------------------------------
 
-    async def session_opened(self, session: Session) -> None:
-        """Nothing to set up: a relay finds its session when it connects."""
+    @property
+    def mode(self) -> Literal["bridge"]:
+        return "bridge"
 
-    async def session_closed(self, session: Session) -> None:
+    async def close(self, session: Session) -> None:
         """Nothing to tear down: the session's relays stay connected and reach no browser.
 
         Cutting them off would only turn their next call into "may or may not have run"; the runtime stopping
         the session's agent ends them anyway, and a session resumed under the same id finds them still there.
         """
 
-    async def endpoint_for(self, session: Session) -> BrowserEndpoint:
-        command = _relay_command()
+    async def open(self, session: Session) -> BrowserEndpoint:
         # The socket path travels in the agent's environment too: its HOME may not be the pod's, and the
         # relay finds both variables in its ancestry when the agent's MCP client scrubs them.
         env = {BROWSER_CHANNEL_ENV: session.channel, BROWSER_SOCKET_ENV: str(self.path)}
-        acp_server: JsonObject = {
-            "name": SERVER_NAME,
-            "command": command.command,
-            "args": list(command.args),
-            "env": [],
-        }
-        return BrowserEndpoint(mode="bridge", config=command, acp_server=acp_server, env=env)
+        return BrowserEndpoint(mode="bridge", entry=_relay_command(), env=env)
 
     @property
     def connections(self) -> int:

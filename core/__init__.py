@@ -1,8 +1,14 @@
 """openab.core: the protocol engine, sessions, tunnels, agent runtime and browser access of the pod."""
 
 from functools import cache
+from typing import Final
 
-__all__ = ["package_version"]
+__all__ = ["META_PREFIX", "METHOD_PREFIX", "package_version"]
+
+# Our keys in any ``_meta`` object, spelled as upstream openab spells them (``dev.openab/acp``).
+META_PREFIX: Final = "dev.openab/"
+# Our own methods on the `/acp` socket: ACP reserves names with a leading underscore for extensions.
+METHOD_PREFIX: Final = "_openab/"
 
 
 @cache

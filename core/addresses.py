@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import ipaddress
 
-__all__ = ["is_loopback"]
+__all__ = ["LOOPBACK_NAMES", "is_loopback"]
+
+# How a client names this machine: what agents are told to reach without a proxy (``NO_PROXY``).
+LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
 
 def is_loopback(host: str) -> bool:

@@ -7,8 +7,9 @@ that callers tell apart carries a typed reason (an enum), never a string to matc
 Where each is raised::
 
     OpenabError
-    ├── RequestTimeout (TimeoutError)      a JSON-RPC request got no answer in time
-    ├── ConnectionClosed (ConnectionError) the peer went away before answering
+    ├── TransportError                     a JSON-RPC request got no answer:
+    │   ├── RequestTimeout (TimeoutError)  not in time
+    │   └── ConnectionClosed (ConnectionError)  the peer went away first
     ├── Overloaded                         a bound was reached; retry when load drops
     │   ├── TooManyPendingRequests         unanswered requests on one connection
     │   └── TooManySessions                sessions in one pod
@@ -47,6 +48,7 @@ __all__ = [
     "RequestTimeout",
     "TooManyPendingRequests",
     "TooManySessions",
+    "TransportError",
     "TunnelError",
     "TunnelFailure",
 ]
@@ -56,7 +58,11 @@ class OpenabError(Exception):
     """The root: everything openab raises on purpose."""
 
 
-class RequestTimeout(OpenabError, TimeoutError):
+class TransportError(OpenabError):
+    """A request got no answer, and the peer may or may not have acted on it."""
+
+
+class RequestTimeout(TransportError, TimeoutError):
     """No answer came in time. ``request_id`` is the abandoned id, for cancel notifications."""
 
     def __init__(self, method: str, request_id: int, timeout: float) -> None:
@@ -66,7 +72,7 @@ class RequestTimeout(OpenabError, TimeoutError):
         self.timeout = timeout
 
 
-class ConnectionClosed(OpenabError, ConnectionError):
+class ConnectionClosed(TransportError, ConnectionError):
     """The connection ended before the answer came."""
 
 

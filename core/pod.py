@@ -1,54 +1,47 @@
-"""The pod: the one object that ties sessions, browser tunnels and the agent backend together.
+"""The pod: what outlives a socket, put together once, and the life of its sessions.
 
-Everything per-connection lives in :class:`openab.core.acp_server.AcpServerConnection`; everything that
-outlives a socket lives here. Components that must follow a session's life (the agent runtime, a proxy
-endpoint per session) register as :class:`SessionObserver`.
+Everything per-connection lives in :class:`openab.core.acp.server.AcpServerConnection`. A :class:`Pod` is
+built whole by ``openab.gateway.assemble.assemble`` (settings in, every part wired, nothing set later); each
+part gets only what it uses (the session store, the tunnel registry, ``spawn``), not the pod.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from .acp.backend import AgentBackend, NoAgentBackend
+from .acp.backend import AgentBackend
+from .acp.server import AcpServerConnection
 from .acp.sessions import Session, SessionStore
+from .mcp.access import BrowserAccess
 from .settings import Settings
 from .tunnel.registry import TunnelRegistry
-from .tunnel.tunnel import Tunnel
 
-__all__ = ["Pod", "SessionObserver"]
+__all__ = ["BackgroundTasks", "Pod", "Spawn"]
 
 log = logging.getLogger(__name__)
 
 
-class SessionObserver(Protocol):
-    async def session_opened(self, session: Session) -> None: ...
+class Spawn(Protocol):
+    """Start background work that outlives its caller (a socket, a turn); the pod cancels it on close."""
 
-    async def session_closed(self, session: Session) -> None: ...
+    def __call__(self, work: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]: ...
 
 
-class Pod:
-    def __init__(self, settings: Settings | None = None, *, backend: AgentBackend | None = None) -> None:
-        self.settings = settings or Settings()
-        self.sessions = SessionStore()
-        self.tunnels = TunnelRegistry(call_timeout=self.settings.tunnel_timeout)
-        self.backend: AgentBackend = backend or NoAgentBackend()
-        self._observers: list[SessionObserver] = []
-        self._connection_generations = itertools.count(1)
+class BackgroundTasks:
+    """The pod's background work: each task is kept until it ends, its failure is logged, and
+    :meth:`aclose` cancels what is left. Bounded by what spawns into it (per session and per socket)."""
+
+    def __init__(self) -> None:
         self._tasks: set[asyncio.Task[Any]] = set()
 
-    def add_observer(self, observer: SessionObserver) -> None:
-        self._observers.append(observer)
-
-    def next_connection_generation(self) -> int:
-        return next(self._connection_generations)
+    def __len__(self) -> int:
+        return len(self._tasks)
 
     def spawn(self, work: Coroutine[Any, Any, Any], *, name: str | None = None) -> asyncio.Task[Any]:
-        """Background work owned by the pod (it outlives the socket that started it)."""
         task = asyncio.get_running_loop().create_task(work, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._finished)
@@ -59,31 +52,77 @@ class Pod:
         if not task.cancelled() and task.exception() is not None:
             log.error("pod task %s failed", task.get_name(), exc_info=task.exception())
 
-    # -- session life ---------------------------------------------------------------------------------------
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+
+class Pod:
+    """The pod's long-lived parts and the life of its sessions.
+
+    Owns: the ``sessions`` (:class:`SessionStore`), the browser ``tunnels`` (:class:`TunnelRegistry`), the agent
+    ``backend`` and the ``browser`` access, and the ``tasks`` they run in the background. A session's life:
+    :meth:`session_opened` when a socket creates or resumes it; :meth:`evict` when it has been idle with no
+    socket for ``session_idle_ttl`` (swept by :meth:`run`) or the pod stops, which stops its agent, withdraws
+    its tunnels and closes its browser endpoint.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sessions: SessionStore,
+        tunnels: TunnelRegistry,
+        tasks: BackgroundTasks,
+        backend: AgentBackend,
+        browser: BrowserAccess | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.tunnels = tunnels
+        self.tasks = tasks
+        self.backend = backend
+        self.browser = browser
+
+    def accept(self, connection_id: str | None = None) -> AcpServerConnection:
+        """The ACP side of one new `/acp` socket, wired to this pod's parts."""
+        return AcpServerConnection(
+            self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
+            spawn=self.tasks.spawn, session_opened=self.session_opened, connection_id=connection_id,
+        )
 
     def session_opened(self, session: Session) -> None:
-        for observer in [self.backend, *self._observers]:
-            self.spawn(observer.session_opened(session), name=f"open {session.id}")
-
-    def disconnect_tunnels(self, tunnels: list[Tunnel]) -> None:
-        for tunnel in tunnels:
-            self.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
+        self.tasks.spawn(self.backend.session_opened(session), name=f"open {session.id}")
 
     async def evict(self, session_id: str, reason: str) -> None:
         session = self.sessions.remove(session_id)
         if session is None:
             return
         log.info("session %s evicted: %s", session_id, reason)
-        self.disconnect_tunnels(self.tunnels.drop_session(session_id, reason))
-        for observer in [self.backend, *self._observers]:
+        for tunnel in self.tunnels.drop_session(session_id, reason):
+            self.tasks.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
+        # The agent first (it may still be reading its config file), then the endpoint it used.
+        try:
+            await self.backend.session_closed(session)
+        except Exception:
+            log.exception("closing session %s in the agent backend failed", session_id)
+        if self.browser is not None:
             try:
-                await observer.session_closed(session)
+                await self.browser.close(session)
             except Exception:
-                log.exception("closing session %s in %s failed", session_id, type(observer).__name__)
+                log.exception("closing the browser endpoint of session %s failed", session_id)
 
     async def sweep_idle(self) -> None:
         for session in self.sessions.idle(self.settings.session_idle_ttl):
             await self.evict(session.id, f"idle for {self.settings.session_idle_ttl:g} s with no socket")
+
+    async def start(self) -> None:
+        """Before serving: the browser access starts (the bridge listens on its socket). Idempotent."""
+        if self.browser is not None:
+            await self.browser.start()
 
     async def run(self) -> None:
         """Evict idle sessions until cancelled; the gateway runs this for the pod's lifetime."""
@@ -93,11 +132,9 @@ class Pod:
             await self.sweep_idle()
 
     async def aclose(self) -> None:
-        """Evict every session (stopping agents and endpoints), then stop background work."""
+        """Evict every session (stopping agents and endpoints), stop the browser access, then background work."""
         for session in self.sessions.all():
             await self.evict(session.id, "pod shutting down")
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        if self.browser is not None:
+            await self.browser.aclose()
+        await self.tasks.aclose()

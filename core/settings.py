@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from .agents.names import canonical_agent
+
 __all__ = ["ENV_VARS", "Settings"]
 
 MiB = 1 << 20
@@ -48,6 +50,8 @@ def _default_state_dir() -> Path:
 
 
 class Settings(BaseModel):
+    """Everything an operator sets, validated once at start-up; :data:`ENV_VARS` names the variables."""
+
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
     host: str = "127.0.0.1"
@@ -113,10 +117,16 @@ class Settings(BaseModel):
             return [item for item in re.split(r"[,\s]+", value) if item]
         return value
 
-    @field_validator("agent", "permissions", mode="before")
+    @field_validator("permissions", mode="before")
     @classmethod
-    def _normalise_agent_word(cls, value: Any) -> Any:
+    def _normalise_permissions(cls, value: Any) -> Any:
         return value.strip().lower() if isinstance(value, str) else value
+
+    @field_validator("agent", mode="before")
+    @classmethod
+    def _canonical_agent(cls, value: Any) -> Any:
+        # The same names and aliases whether they come from --agent or OPENAB_AGENT.
+        return canonical_agent(value) if isinstance(value, str) else value
 
     @field_validator("browser_mode", mode="before")
     @classmethod

@@ -60,7 +60,7 @@ const link = new Link({
     mcp.reset();
     guard.cancelAll();
   },
-  sessionMeta: () => ({ 'openab/permissionRelay': true }),
+  sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
 });
 const mcp = new McpServer(tools, () => link.serverId, () => pushState());
 

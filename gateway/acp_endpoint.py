@@ -14,7 +14,6 @@ import uuid
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 
 from .auth import Admitted, admit
@@ -44,7 +43,7 @@ async def acp_websocket_endpoint(websocket: WebSocket) -> None:
         return
 
     connection_uuid = str(uuid.uuid4())
-    server = AcpServerConnection(pod, connection_id=f"acp_conn_{connection_uuid}")
+    server = pod.accept(f"acp_conn_{connection_uuid}")
     await websocket.accept(
         subprotocol=verdict.subprotocol, headers=[(b"acp-connection-id", connection_uuid.encode())]
     )

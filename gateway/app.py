@@ -48,6 +48,7 @@ def create_app(pod: Pod) -> Starlette:
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        await pod.start()
         sweeper = asyncio.create_task(pod.run(), name="session sweeper")
         try:
             yield

@@ -21,11 +21,15 @@ BEARER_SUBPROTOCOL_PREFIX: Final = "openab.bearer."
 
 @dataclass(frozen=True, slots=True)
 class Admitted:
+    """The handshake may proceed; ``subprotocol`` is the one to echo."""
+
     subprotocol: str | None
 
 
 @dataclass(frozen=True, slots=True)
 class Refused:
+    """The handshake is refused with HTTP ``status`` and a ``reason`` that says what to do."""
+
     status: int
     reason: str
 

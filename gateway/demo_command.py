@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from openab.core.acp.sessions import Session
     from openab.core.jsonrpc import JsonObject
+    from openab.core.pod import Pod
 
 __all__ = ["DemoTurn", "default_task", "register", "run_demo"]
 
@@ -100,9 +101,9 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
     from openab.core.settings import Settings
 
     from .app import create_app
+    from .assemble import assemble
     from .demo_browser import HOW_TO_GET_CHROMIUM, chromium_path, extension_dir, headless_chromium, how_to_load_by_hand
     from .demo_site import demo_site
-    from .run_command import assemble
     from .server import running_server
 
     key = secrets.token_urlsafe(24)
@@ -113,11 +114,11 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
             agent_env=args.agent_env, model_url=args.model_url, permissions="browser-only",
         )
         try:
-            assembled = assemble(settings)
+            pod = assemble(settings)
         except ValueError as exc:
             out.write(f"openab demo: {exc}\n")
             return 2
-        async with running_server(create_app(assembled.pod), port=args.port) as base_url:
+        async with running_server(create_app(pod), port=args.port) as base_url:
             ws_url = "ws" + base_url.removeprefix("http") + "/acp"
             out.write(f"openab demo: gateway on {ws_url}, demo page on {page}\n")
             binary, extension = chromium_path(args.chromium), extension_dir(args.extension)
@@ -135,12 +136,11 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
             out.write(f"starting headless {Path(binary).name} with the extension from {extension}\n")
             out.flush()
             with headless_chromium(binary, extension, workdir, ws_url=ws_url, key=key, start_url=page):
-                return await _run_task(assembled, args, page, workdir, out)
+                return await _run_task(pod, args, page, workdir, out)
     return 1
 
 
-async def _run_task(assembled: Any, args: argparse.Namespace, page: str, workdir: Path, out: TextIO) -> int:
-    pod = assembled.pod
+async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path, out: TextIO) -> int:
     try:
         tunnel = await pod.tunnels.wait_attached(timeout=args.timeout)
     except TimeoutError:
@@ -149,6 +149,9 @@ async def _run_task(assembled: Any, args: argparse.Namespace, page: str, workdir
         out.write("\n".join(log) + "\n")
         return 1
     session = pod.sessions.get(tunnel.session_id)
+    if session is None:
+        out.write("The extension's session ended before the task could start.\n")
+        return 1
     task = args.task or default_task(page)
     out.write(f"\nthe extension is attached (session {session.id}); the task:\n  "
               + task.replace("\n", "\n  ") + "\n\n--- transcript ---\n")
@@ -157,7 +160,7 @@ async def _run_task(assembled: Any, args: argparse.Namespace, page: str, workdir
     session.prompting = True  # the side panel cannot start a turn in the middle of ours
     try:
         async with asyncio.timeout(args.timeout):
-            stop_reason = await assembled.runtime.prompt(turn, [{"type": "text", "text": task}])
+            stop_reason = await pod.backend.prompt(turn, [{"type": "text", "text": task}])
     except TimeoutError:
         out.write(f"\n--- the task did not finish within {args.timeout:g} s ---\n")
         return 1

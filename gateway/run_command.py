@@ -7,25 +7,16 @@ put together by :func:`assemble`, which `openab demo` uses too.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from openab.core.agents.names import AGENT_CHOICES, AGENT_NAMES
+
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
-    from openab.core.agents.recipes import Recipe
-    from openab.core.agents.runtime import AgentRuntime
-    from openab.core.mcp.access import BrowserAccess
     from openab.core.pod import Pod
-    from openab.core.settings import Settings
 
-__all__ = [
-    "Assembled", "add_pod_flags", "add_runtime_flags", "assemble", "browser_started", "configure_logging", "register",
-    "runtime_overrides",
-]
+__all__ = ["add_pod_flags", "add_runtime_flags", "configure_logging", "register", "runtime_overrides"]
 
-AGENT_NAMES = ("builtin", "claude", "codex", "gemini", "opencode", "cursor", "kiro", "copilot", "goose", "custom")
 
 
 def add_pod_flags(parser: argparse.ArgumentParser) -> None:
@@ -44,8 +35,9 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
 
 def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--agent", choices=AGENT_NAMES,
-        help="the agent CLI run per session (default builtin: no account needed; env OPENAB_AGENT)",
+        "--agent", choices=AGENT_CHOICES, metavar="AGENT",
+        help="the agent CLI run per session: " + ", ".join(AGENT_NAMES) + " (default builtin: no account needed; "
+             "aliases such as claude-code work too; env OPENAB_AGENT)",
     )
     parser.add_argument(
         "--agent-cmd",
@@ -96,59 +88,6 @@ def register(commands: Any) -> None:
     run.set_defaults(handler=_run)
 
 
-@dataclass
-class Assembled:
-    pod: Pod
-    runtime: AgentRuntime
-    browser: BrowserAccess
-
-
-def assemble(
-    settings: Settings,
-    *,
-    env: Mapping[str, str] | None = None,
-    recipe: Recipe | None = None,
-    base_env: Mapping[str, str] | None = None,
-) -> Assembled:
-    """A pod with its agent runtime and its browser access (proxy or bridge), not yet serving.
-
-    ``env`` is added to every agent's environment, ``recipe`` replaces the one ``settings.agent`` names,
-    ``base_env`` is the environment agents inherit from (default: this process's).
-    Raises ``ValueError`` for an unknown agent or a missing ``--agent-cmd``.
-    """
-    from openab.core.agents.runtime import AgentRuntime
-    from openab.core.pod import Pod
-
-    pod = Pod(settings)
-    browser: BrowserAccess
-    if settings.browser_mode == "bridge":
-        from openab.bridge.server import BridgeServer
-
-        browser = BridgeServer(pod)
-    else:
-        from openab.core.mcp.proxy import BrowserProxy
-
-        browser = BrowserProxy(pod)
-    pod.add_observer(browser)
-    runtime = AgentRuntime(pod, browser=browser, env=env, recipe=recipe, base_env=base_env)
-    pod.backend = runtime
-    return Assembled(pod, runtime, browser)
-
-
-@contextlib.asynccontextmanager
-async def browser_started(browser: BrowserAccess) -> AsyncIterator[None]:
-    """The bridge listens on its Unix socket for as long as the pod serves; the proxy needs no start."""
-    start = getattr(browser, "start", None)
-    if start is None:
-        yield
-        return
-    await start()
-    try:
-        yield
-    finally:
-        await browser.aclose()  # type: ignore[attr-defined]
-
-
 def configure_logging(level: str) -> None:
     import logging
 
@@ -162,7 +101,8 @@ def _run(args: argparse.Namespace) -> int:
 
     from openab.core.settings import Settings
 
-    from .app import ConfigurationError, create_app
+    from .app import create_app
+    from .assemble import assemble
 
     configure_logging(args.log_level)
     try:
@@ -175,36 +115,41 @@ def _run(args: argparse.Namespace) -> int:
             state_dir=args.state_dir,
             **runtime_overrides(args),
         )
-        assembled = assemble(settings)
-        app = create_app(assembled.pod)
-    except (ValueError, ConfigurationError) as exc:
+        pod = assemble(settings)
+        app = create_app(pod)
+    except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(assembled, app, args.log_level))
+    return asyncio.run(_serve(pod, app, args.log_level))
 
 
-async def _serve(assembled: Assembled, app: Any, log_level: str) -> int:
+async def _serve(pod: Pod, app: Any, log_level: str) -> int:
     import logging
 
     import uvicorn
 
+    from openab.core.errors import BridgeError
+
     from .server import uvicorn_config
 
-    settings = assembled.pod.settings
+    settings = pod.settings
     log = logging.getLogger("openab.run")
     try:
-        async with browser_started(assembled.browser):
-            log.info(
-                "agent %s (%s), browser via %s, permissions %s, state in %s",
-                assembled.runtime.recipe.title, " ".join(assembled.runtime.argv[:1]), settings.browser_mode,
-                settings.permissions, settings.state_dir,
-            )
-            config = uvicorn_config(
-                app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes,
-                log_level=log_level,
-            )
-            await uvicorn.Server(config).serve()
+        # Before uvicorn: a socket the bridge cannot serve is a clear one-line error, not a failed lifespan.
+        await pod.start()
+    except (OSError, BridgeError) as exc:
+        print(f"openab: {exc}", file=sys.stderr)
+        return 1
+    log.info("agent %s, browser via %s, permissions %s, state in %s",
+             settings.agent, settings.browser_mode, settings.permissions, settings.state_dir)
+    config = uvicorn_config(
+        app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
+    )
+    try:
+        await uvicorn.Server(config).serve()
     except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1
+    finally:
+        await pod.aclose()
     return 0

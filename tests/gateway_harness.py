@@ -11,10 +11,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from openab.core.acp.backend import AgentBackend
+from openab.core.acp.backend import AgentBackend, NoAgentBackend
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
 
@@ -39,11 +40,15 @@ async def run_gateway(
     pod: Pod | None = None,
     **settings: Any,
 ) -> AsyncIterator[RunningGateway]:
-    """Serve a pod on 127.0.0.1. Pass ``port`` and ``token`` (or a whole ``pod``) to bring a gateway back
-    where a client expects it after a restart."""
+    """Serve a pod on 127.0.0.1 with ``backend`` (default: none, so prompts fail clearly) and the browser access
+    ``settings`` name (default: the proxy). Pass ``port`` and ``token`` (or a whole ``pod``) to bring a gateway
+    back where a client expects it after a restart."""
     if pod is None:
         key = None if keyless else (token or secrets.token_urlsafe(24))
-        pod = Pod(Settings(token=None if key is None else SecretStr(key), port=port, **settings), backend=backend)
+        pod = assemble(
+            Settings(token=None if key is None else SecretStr(key), port=port, **settings),
+            backend=backend or NoAgentBackend(),
+        )
     key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
     app = create_app(pod)
     async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes) as base_url:

@@ -16,9 +16,11 @@ from gateway_harness import RunningGateway, eventually, run_gateway
 from pydantic import SecretStr
 from scripted_agent import ScriptedAgent
 
-from openab.core.pod import Pod
+from openab.core.acp.backend import NoAgentBackend
+from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
-from openab.gateway.app import ConfigurationError, create_app
+from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
 
 pytestmark = pytest.mark.anyio
 
@@ -102,16 +104,16 @@ async def test_keyless_mode_admits_only_allowed_browser_origins() -> None:
 
 def test_keyless_mode_refuses_to_serve_off_loopback() -> None:
     with pytest.raises(ConfigurationError, match="without a key"):
-        create_app(Pod(Settings(host="0.0.0.0")))
-    create_app(Pod(Settings(host="0.0.0.0", token=SecretStr("k"))))  # with a key it may
+        create_app(assemble(Settings(host="0.0.0.0"), backend=NoAgentBackend()))
+    create_app(assemble(Settings(host="0.0.0.0", token=SecretStr("k")), backend=NoAgentBackend()))  # with a key it may
 
 
 def test_a_key_a_browser_cannot_send_is_warned_about(caplog: pytest.LogCaptureFixture) -> None:
-    create_app(Pod(Settings(token=SecretStr("abc/def="))))
+    create_app(assemble(Settings(token=SecretStr("abc/def=")), backend=NoAgentBackend()))
     assert "cannot send in the openab.bearer.<key> subprotocol" in caplog.text
     assert "abc/def=" not in caplog.text  # the key itself is never logged
     caplog.clear()
-    create_app(Pod(Settings(token=SecretStr("0123abcdef-._~"))))
+    create_app(assemble(Settings(token=SecretStr("0123abcdef-._~")), backend=NoAgentBackend()))
     assert caplog.text == ""
 
 
@@ -356,7 +358,7 @@ async def test_an_agent_crash_is_a_clear_error_and_the_session_survives(agent_ga
 async def test_permission_requests_reach_an_extension_that_answers_them(agent_gateway: RunningGateway) -> None:
     async with connect_extension(agent_gateway.ws_url, agent_gateway.token) as ext:
         await ext.initialize()
-        session_id = await ext.new_session(_meta={"openab/permissionRelay": True})
+        session_id = await ext.new_session(_meta={"dev.openab/permissionRelay": True})
         running = asyncio.create_task(prompt(ext, session_id, "permission"))
         asked = await ext.wait_notification("session/request_permission")
         assert asked["params"]["sessionId"] == session_id

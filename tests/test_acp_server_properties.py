@@ -12,9 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_agent import ScriptedAgent
 
-from openab.core.acp.server import AcpServerConnection
-from openab.core.pod import Pod
 from openab.core.settings import Settings
+from openab.gateway.assemble import assemble
 
 scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8)
 values = st.recursive(
@@ -64,6 +63,10 @@ frames = st.one_of(
 )
 
 
+# The id of the round-trip request sent after a batch: longer than any id the strategies make.
+MARKER_ID = "openab-test-marker"
+
+
 def expected_answer_count(batch: list[str]) -> int:
     """Each request gets one answer; so does each frame that is not a JSON object; notifications get none."""
     count = 0
@@ -79,8 +82,9 @@ def expected_answer_count(batch: list[str]) -> int:
 
 async def exchange(batch: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
     expected = expected_answer_count(batch)
-    pod = Pod(Settings(prompt_idle_timeout=0.2, cancel_grace=0.1, tunnel_connect_timeout=0.2), backend=ScriptedAgent())
-    server = AcpServerConnection(pod)
+    pod = assemble(Settings(prompt_idle_timeout=0.2, cancel_grace=0.1, tunnel_connect_timeout=0.2),
+                   backend=ScriptedAgent(), browser=False)
+    server = pod.accept()
     out: list[dict[str, Any]] = []
 
     async def send(message: bytes) -> None:
@@ -96,14 +100,23 @@ async def exchange(batch: list[str]) -> tuple[list[dict[str, Any]], list[Any]]:
         if isinstance(decoded, dict) and "id" in decoded:
             sent_ids.append(decoded["id"])
         server.rpc.feed(frame)
-    # Prompts finish by script or by the idle timeout; then a short window in which a second answer would show.
+
+    def answers() -> list[dict[str, Any]]:
+        return [m for m in out if "method" not in m]
+
+    # Prompts finish by script or by the idle timeout. Too few answers in time: the caller's count says so.
     with contextlib.suppress(TimeoutError):
-        await eventually(lambda: sum(1 for m in out if "method" not in m) >= expected, 3)
-    await asyncio.sleep(0.05)
+        await eventually(lambda: len(answers()) >= expected, 3)
+    # Then one more request, answered at once: the connection's writer sends in order, so once its answer is
+    # out, so is every answer queued before it, a second answer to an earlier request included.
+    server.rpc.feed(json.dumps({"jsonrpc": "2.0", "id": MARKER_ID, "method": "x/marker"}))
+    await eventually(lambda: any(m.get("id") == MARKER_ID for m in answers()), 3)
     server.connection_lost("test over")
     writer.cancel()
     await pod.aclose()
-    return out, sent_ids
+    markers = [m for m in answers() if m.get("id") == MARKER_ID]
+    assert len(markers) == 1 and "error" in markers[0], markers
+    return [m for m in out if m.get("id") != MARKER_ID or "method" in m], sent_ids
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

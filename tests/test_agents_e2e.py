@@ -46,7 +46,7 @@ from openab.core.agents.recipes import RECIPES
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 
-RELAY = {"_meta": {"openab/permissionRelay": True}}
+RELAY = {"_meta": {"dev.openab/permissionRelay": True}}
 
 
 @pytest.fixture

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
 import os
 import pwd
 import shutil
+import signal
 import stat
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -27,15 +31,17 @@ import pytest
 from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
 from gateway_harness import RunningGateway, eventually, run_gateway
 from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
 
 from openab.bridge.ancestry import AncestryError, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeError, BridgeServer
-from openab.core.agents.config import StdioCommand, entry
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV
-from openab.core.mcp.server import BROWSER_TOOLS
+from openab.core.agents.config import entry
+from openab.core.agents.handoff import acp_server_entry
+from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
+from openab.core.mcp.tools import BROWSER_TOOLS
 
 pytestmark = pytest.mark.anyio
 
@@ -95,11 +101,10 @@ async def bridge_pod() -> AsyncIterator[BridgePod]:
     # Short: a Unix socket address holds at most 107 bytes, and pytest's tmp_path can be longer.
     root = Path(tempfile.mkdtemp(prefix="oab-"))
     try:
-        async with run_gateway(browser_mode="bridge") as gateway:
-            pod = BridgePod(gateway, BridgeServer(gateway.pod, path=root / "browser" / "browser.sock"))
+        async with run_gateway(browser_mode="bridge", browser_socket=root / "browser" / "browser.sock") as gateway:
+            assert isinstance(gateway.pod.browser, BridgeServer)  # the pod started it before serving
+            pod = BridgePod(gateway, gateway.pod.browser)
             try:
-                await pod.bridge.start()
-                gateway.pod.add_observer(pod.bridge)
                 yield pod
             finally:
                 await pod.bridge.aclose()  # the one running now: a test may have restarted it
@@ -186,19 +191,50 @@ def text_of(result: Any) -> str:
     return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
 
 
+def relay_pid() -> int:
+    """The pid of the one relay this test runs: an ``openab browser-bridge`` whose parent, the "agent", is ours."""
+
+    def parent(pid: int) -> int:
+        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
+
+    found = []
+    for process in Path("/proc").iterdir():
+        if not process.name.isdigit():
+            continue
+        try:
+            if b"browser-bridge" in (process / "cmdline").read_bytes().split(b"\0") and (
+                parent(parent(int(process.name))) == os.getpid()
+            ):
+                found.append(int(process.name))
+        except (OSError, ValueError, IndexError):  # gone meanwhile, or a kernel thread
+            continue
+    assert len(found) == 1, found
+    return found[0]
+
+
+def unread_stdin(pid: int) -> int:
+    """How many bytes wait in process ``pid``'s stdin pipe, written but not yet read by it."""
+    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0])
+    finally:
+        os.close(fd)
+
+
 # -- the happy path ---------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
 async def test_agent_lists_and_calls_browser_tools_through_the_relay(mode: str) -> None:
     async with bridge_pod() as pod, browser_session(pod, "alice") as (session_id, _extension):
-        endpoint = await pod.bridge.endpoint_for(pod.gateway.pod.sessions.get(session_id))  # type: ignore[arg-type]
+        endpoint = await pod.bridge.open(pod.gateway.pod.sessions.get(session_id))  # type: ignore[arg-type]
         assert endpoint.mode == "bridge"
         assert endpoint.env[BROWSER_CHANNEL_ENV] == channel_of(session_id)
-        assert endpoint.acp_server == {
+        assert acp_server_entry(endpoint.entry) == {
             "name": "openab_browser", "command": OPENAB, "args": ["browser-bridge"], "env": []
         }
-        command = [endpoint.config.command, *endpoint.config.args]  # type: ignore[union-attr]
+        assert isinstance(endpoint.entry, StdioCommand)
+        command = [endpoint.entry.command, *endpoint.entry.args]
         params = relay_params(endpoint.env[BROWSER_CHANNEL_ENV], Path(endpoint.env[SOCKET_ENV]), command=command)
         async with Client(params, mode=mode) as client:
             if mode == "auto":
@@ -447,42 +483,60 @@ async def test_relay_reads_and_writes_plain_files_too(tmp_path: Path) -> None:
 # -- the pod's server restarting ---------------------------------------------------------------------------
 
 
-async def test_relay_survives_the_pod_socket_restarting() -> None:
+async def test_relay_survives_the_pod_socket_restarting(tmp_path: Path) -> None:
     tools_changed = asyncio.Event()
 
     async def on_message(message: Any) -> None:
         if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
             tools_changed.set()
 
-    async with (
-        bridge_pod() as pod,
-        browser_session(pod, "alice") as (alice, extension),
-        Client(relay_params(channel_of(alice), pod.socket), mode="legacy", message_handler=on_message) as client,
-    ):
-        assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
-        path = pod.socket
-        await pod.bridge.aclose()
-        assert not path.exists()
+    relay_log = tmp_path / "relay.log"
+    with relay_log.open("a") as errlog:
+        async with (
+            bridge_pod() as pod,
+            browser_session(pod, "alice") as (alice, extension),
+            Client(
+                stdio_client(relay_params(channel_of(alice), pod.socket), errlog=errlog),
+                mode="legacy", message_handler=on_message,
+            ) as client,
+        ):
+            assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+            relay = relay_pid()
+            path = pod.socket
+            tools_changed.clear()
+            await pod.bridge.aclose()
+            assert not path.exists()
+            # The relay has seen the socket close, so what the agent asks now waits for a pod.
+            await eventually(lambda: "the pod closed the socket" in relay_log.read_text(), 10)
 
-        async def restart_soon() -> BridgeServer:
-            await asyncio.sleep(0.5)
-            return await BridgeServer(pod.gateway.pod, path=path).__aenter__()
-
-        # A call made while the socket is down waits for the new server, which the relay re-initializes.
-        restarting = asyncio.create_task(restart_soon())
-        result = await client.call_tool("whoami", {})
-        pod.bridge = await restarting
-        assert text_of(result) == "browser of alice"
-        assert text_of(await client.call_tool("browser_navigate", {"url": "https://a.example/"})) == (
-            "alice navigated to https://a.example/"
-        )
-        assert pod.bridge.connections == 1
-        # The new server was initialized as the agent once did it: it tells the agent when the tools change.
-        await asyncio.sleep(0.2)  # let the relay's own "maybe changed" after reconnecting arrive first
-        tools_changed.clear()
-        await extension.tools_changed()
-        async with asyncio.timeout(10):
-            await tools_changed.wait()
+            # A call made while the socket is down: the relay is paused until the call is in its stdin pipe,
+            # and the server comes back only once the relay has read it.
+            os.kill(relay, signal.SIGSTOP)
+            try:
+                call = asyncio.create_task(client.call_tool("whoami", {}))
+                await eventually(lambda: unread_stdin(relay) > 0, 10)
+            finally:
+                os.kill(relay, signal.SIGCONT)
+            await eventually(lambda: unread_stdin(relay) == 0, 10)
+            assert not path.exists()
+            # It waited for the new server, which the relay re-initializes.
+            pod.bridge = await BridgeServer(pod.gateway.pod.tunnels, path).__aenter__()
+            async with asyncio.timeout(20):
+                result = await call
+            assert text_of(result) == "browser of alice"
+            assert text_of(await client.call_tool("browser_navigate", {"url": "https://a.example/"})) == (
+                "alice navigated to https://a.example/"
+            )
+            assert pod.bridge.connections == 1
+            # The relay's own "maybe changed" after reconnecting arrives first ...
+            async with asyncio.timeout(10):
+                await tools_changed.wait()
+            # ... and the new server was initialized as the agent once did it: it tells the agent when the tools
+            # change.
+            tools_changed.clear()
+            await extension.tools_changed()
+            async with asyncio.timeout(10):
+                await tools_changed.wait()
 
 
 async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> None:
@@ -492,24 +546,25 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
     @contextlib.asynccontextmanager
     async def whole_pod(session_id: str | None, who: str) -> AsyncIterator[str]:
         """A fresh gateway and bridge on the same socket path, and a browser that resumes ``session_id``."""
-        async with run_gateway(browser_mode="bridge") as gateway, BridgeServer(gateway.pod, path=path) as bridge:
-            gateway.pod.add_observer(bridge)
-            async with connect_extension(gateway.ws_url, gateway.token) as extension:
+        async with (
+            run_gateway(browser_mode="bridge", browser_socket=path) as gateway,
+            connect_extension(gateway.ws_url, gateway.token) as extension,
+        ):
 
-                async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
-                    return text_result(f"browser of {who}")
+            async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
+                return text_result(f"browser of {who}")
 
-                extension.add_tool("whoami", whoami)
-                await extension.initialize()
-                servers = [{"type": "acp", "id": "srv", "name": "browser"}]
-                if session_id is None:
-                    session_id = await extension.new_session(servers)
-                else:  # what the side panel does when its gateway comes back
-                    await extension.request(
-                        "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
-                    )
-                await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
-                yield session_id
+            extension.add_tool("whoami", whoami)
+            await extension.initialize()
+            servers = [{"type": "acp", "id": "srv", "name": "browser"}]
+            if session_id is None:
+                session_id = await extension.new_session(servers)
+            else:  # what the side panel does when its gateway comes back
+                await extension.request(
+                    "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
+                )
+            await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
+            yield session_id
 
     first: contextlib.AbstractAsyncContextManager[str] | None = whole_pod(None, "alice before")
     try:
@@ -529,11 +584,14 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
 
 
 async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -> None:
-    started = asyncio.Event()
+    started, stopped = asyncio.Event(), asyncio.Event()
 
     async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
         started.set()
-        await asyncio.sleep(60)
+        try:
+            await asyncio.Event().wait()  # never finishes by itself: only a cancel ends it
+        finally:
+            stopped.set()
         return text_result("too late")
 
     async with (
@@ -550,7 +608,9 @@ async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -
                 await call
         # The browser was told to stop the call, too.
         await eventually(lambda: bool(extension.cancelled), 10)
-        pod.bridge = BridgeServer(pod.gateway.pod, path=pod.socket)
+        async with asyncio.timeout(10):
+            await stopped.wait()
+        pod.bridge = BridgeServer(pod.gateway.pod.tunnels, pod.socket)
         await pod.bridge.start()
         assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
 
@@ -569,7 +629,7 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         path = pod.socket
         # A second server on a live socket would steal it from the first: refused with the path named.
         with pytest.raises(Exception, match="another process is serving"):
-            await BridgeServer(pod.gateway.pod, path=path).start()
+            await BridgeServer(pod.gateway.pod.tunnels, path).start()
         await pod.bridge.aclose()
         import socket
 
@@ -579,9 +639,9 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         # A directory other users can enter is refused, not tightened behind the operator's back (it may be /tmp).
         os.chmod(path.parent, 0o755)
         with pytest.raises(BridgeError, match="chmod 700"):
-            await BridgeServer(pod.gateway.pod, path=path).start()
+            await BridgeServer(pod.gateway.pod.tunnels, path).start()
         os.chmod(path.parent, 0o700)
-        pod.bridge = BridgeServer(pod.gateway.pod, path=path)
+        pod.bridge = BridgeServer(pod.gateway.pod.tunnels, path)
         await pod.bridge.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700

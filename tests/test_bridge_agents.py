@@ -24,9 +24,9 @@ from test_runtime_pod import FakeBrowser, RunningPod, open_session, prompt
 from openab.bridge.server import BridgeServer
 from openab.core.agents.recipes import RECIPES
 from openab.core.agents.runtime import AgentRuntime
-from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
@@ -49,15 +49,13 @@ async def bridge_pod(
         recipe = dataclasses.replace(recipe, browser_via="config", config_agent=cli)
     token = secrets.token_urlsafe(24)
     socket_dir = Path(f"/tmp/oab-{secrets.token_hex(4)}")  # a Unix socket address holds at most 107 bytes
-    pod = Pod(Settings(token=SecretStr(token), port=0, state_dir=tmp_path / "state", browser_mode="bridge",
-                       browser_socket=socket_dir / "browser.sock", permissions="browser-only"))
-    bridge = BridgeServer(pod)
-    pod.add_observer(bridge)
-    runtime = AgentRuntime(pod, browser=bridge, env=agent.env, recipe=recipe)
-    pod.backend = runtime
+    pod = assemble(Settings(token=SecretStr(token), port=0, state_dir=tmp_path / "state", browser_mode="bridge",
+                            browser_socket=socket_dir / "browser.sock", permissions="browser-only"),
+                   env=agent.env, recipe=recipe)
+    assert isinstance(pod.backend, AgentRuntime) and isinstance(pod.browser, BridgeServer)
     try:
-        async with bridge, running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as url:
-            yield RunningPod(pod, runtime, None, url, token), bridge
+        async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as url:
+            yield RunningPod(pod, pod.backend, pod.browser, url, token), pod.browser
     finally:
         shutil.rmtree(socket_dir, ignore_errors=True)
 

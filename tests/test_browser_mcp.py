@@ -9,15 +9,11 @@ from typing import Any
 import pytest
 
 from openab.core.jsonrpc import RequestTimeout, RpcError
-from openab.core.mcp.server import (
-    BROWSER_TOOLS,
-    BrowserMcp,
-    Limits,
-    bound_result,
-    exposed_name,
-)
+from openab.core.mcp.server import BrowserMcp, Limits, bound_result
+from openab.core.mcp.tools import BROWSER_TOOLS, exposed_name
 from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
-from openab.core.tunnel.tunnel import Tunnel, TunnelOwner
+from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the scripted browser speaks the connection form
+from openab.core.tunnel.tunnel import TunnelOwner
 
 pytestmark = pytest.mark.anyio
 
@@ -57,7 +53,7 @@ def attach(registry: TunnelRegistry, answer: Answer, *, tools: list[dict[str, An
            session_id: str = SESSION, name: str = "browser") -> tuple[Tunnel, ScriptedConnection]:
     conn = ScriptedConnection(answer)
     tunnel = Tunnel(conn, session_id, f"{name}-id", name, TunnelOwner("conn-1", 1),  # type: ignore[arg-type]
-                    registry.next_generation(), "connection", f"c-{name}")
+                    registry.next_generation(), f"c-{name}")
     tunnel.tools = tools if tools is not None else [{"name": "browser_click", "inputSchema": {"type": "object"}}]
     registry.install(tunnel)
     return tunnel, conn

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from test_runtime_pod import FakeBrowser, browser_session, eventually, open_session, prompt, run_pod
 
-from openab.core.agents.builtin.agent import find_ref, plan_steps
+from openab.core.agents.builtin.planner import find_ref, plan_steps
 
 pytestmark = pytest.mark.anyio
 
@@ -97,7 +97,7 @@ async def test_builtin_mcp_client_speaks_to_the_official_sdk_server() -> None:
     # An independent reading of Streamable HTTP (the SDK answers in SSE), behind a bearer gate.
     from agents.mcp_peer import browser_peer
 
-    from openab.core.agents.builtin.agent import McpError, connect_mcp
+    from openab.core.agents.builtin.mcp_client import McpError, connect_mcp
 
     with browser_peer("sdk-token") as peer:
         server = {"type": "http", "name": "openab_browser", "url": peer.url,

@@ -12,6 +12,7 @@ from typing import Any, TypedDict
 
 import pytest
 
+from openab.core.agents import config as mcp_config
 from openab.core.agents.config import (
     AGENTS,
     SERVER_NAME,
@@ -21,10 +22,10 @@ from openab.core.agents.config import (
     config_files,
     config_write,
     entry,
+    goose_yaml,
     strip,
     write,
 )
-from openab.core.agents.config import files as mcp_config
 
 PROXY = HttpEndpoint("http://127.0.0.1:41234/mcp", "s3cret-token")
 BRIDGE = StdioCommand()
@@ -53,7 +54,7 @@ def read(path: Path) -> dict[str, Any]:
     if path.suffix == ".toml":
         return tomllib.loads(text)
     if path.suffix == ".yaml":
-        return dict(mcp_config._yaml_load(text))  # no YAML library in our deps; see test_goose_*
+        return dict(goose_yaml.load(text))  # no YAML library in our deps; see test_goose_*
     return json.loads(text)  # type: ignore[no-any-return]
 
 

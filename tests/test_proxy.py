@@ -24,8 +24,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
-from openab.core.mcp.proxy import BrowserProxy, ConfigConflict
-from openab.core.mcp.server import BROWSER_TOOLS
+from openab.core.agents.config.claims import ConfigClaims
+from openab.core.agents.handoff import acp_server_entry
+from openab.core.errors import ConfigConflict
+from openab.core.mcp.access import HttpEndpoint
+from openab.core.mcp.proxy import BrowserProxy
+from openab.core.mcp.tools import BROWSER_TOOLS
 from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED
 
 pytestmark = pytest.mark.anyio
@@ -41,11 +45,10 @@ def first_text(result: CallToolResult) -> str:
 
 
 @contextlib.asynccontextmanager
-async def proxied(**options: Any) -> AsyncIterator[tuple[RunningGateway, BrowserProxy]]:
+async def proxied() -> AsyncIterator[tuple[RunningGateway, BrowserProxy]]:
     async with run_gateway() as gateway:
-        proxy = BrowserProxy(gateway.pod, **options)
-        gateway.pod.add_observer(proxy)
-        yield gateway, proxy
+        assert isinstance(gateway.pod.browser, BrowserProxy)  # proxy mode is the default
+        yield gateway, gateway.pod.browser
 
 
 @contextlib.asynccontextmanager
@@ -65,17 +68,18 @@ async def open_session(gateway: RunningGateway, ext: FakeExtension, *, browser: 
 async def endpoint(gateway: RunningGateway, proxy: BrowserProxy, session_id: str) -> tuple[str, str]:
     session = gateway.pod.sessions.get(session_id)
     assert session is not None
-    found = await proxy.endpoint_for(session)
+    found = await proxy.open(session)
     assert found.mode == "proxy"
-    config = found.config
-    assert found.acp_server == {
+    config = found.entry
+    assert isinstance(config, HttpEndpoint)
+    assert acp_server_entry(config) == {
         "type": "http",
         "name": "openab_browser",
-        "url": config.url,  # type: ignore[union-attr]
-        "headers": [{"name": "Authorization", "value": f"Bearer {config.token}"}],  # type: ignore[union-attr]
+        "url": config.url,
+        "headers": [{"name": "Authorization", "value": f"Bearer {config.token}"}],
     }
-    assert config.token not in repr(found)  # type: ignore[union-attr]  # endpoints get logged; tokens must not
-    return config.url, config.token  # type: ignore[union-attr]
+    assert config.token not in repr(found)  # endpoints get logged; tokens must not
+    return config.url, config.token
 
 
 @contextlib.asynccontextmanager
@@ -373,14 +377,16 @@ async def test_two_sessions_each_reach_only_their_own_browser_and_eviction_close
             assert first_text(await client.call_tool("browser_whoami", {})) == "browser B"
 
 
-async def test_an_evicted_session_strips_the_config_it_wrote_and_sessions_never_share_a_file(
+async def test_a_released_claim_strips_the_config_it_wrote_and_sessions_never_share_a_file(
     tmp_path: Path,
 ) -> None:
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
         session_a = gateway.pod.sessions.get(await open_session(gateway, ext, browser=False))
         session_b = gateway.pod.sessions.get(await open_session(gateway, ext, browser=False))
         assert session_a is not None and session_b is not None
-        written = proxy.write_config(session_a, "claude", tmp_path / "a", home=tmp_path / "home")
+        entry_a, entry_b = (await proxy.open(session_a)).entry, (await proxy.open(session_b)).entry
+        claims = ConfigClaims()  # the agent runtime's, which writes for agents that read their config file
+        written = claims.write(session_a.id, "claude", entry_a, tmp_path / "a", home=tmp_path / "home")
         mcp_json = tmp_path / "a" / ".mcp.json"
         assert mcp_json in written
         entry = json.loads(mcp_json.read_text())["mcpServers"]["openab_browser"]
@@ -389,15 +395,15 @@ async def test_an_evicted_session_strips_the_config_it_wrote_and_sessions_never_
         assert mcp_json.stat().st_mode & 0o777 == 0o600
 
         with pytest.raises(ConfigConflict, match=session_a.id):
-            proxy.write_config(session_b, "claude", tmp_path / "a", home=tmp_path / "home")
+            claims.write(session_b.id, "claude", entry_b, tmp_path / "a", home=tmp_path / "home")
         assert json.loads(mcp_json.read_text())["mcpServers"]["openab_browser"]["url"] == url
-        proxy.write_config(session_b, "claude", tmp_path / "b", home=tmp_path / "home")
+        claims.write(session_b.id, "claude", entry_b, tmp_path / "b", home=tmp_path / "home")
 
-        await gateway.pod.evict(session_a.id, "test")
+        claims.release(session_a.id)  # what the runtime does when session A's agent stops
         assert "openab_browser" not in json.loads(mcp_json.read_text()).get("mcpServers", {})
         assert "openab_browser" in json.loads((tmp_path / "b" / ".mcp.json").read_text())["mcpServers"]
         # The file is free again for a live session.
-        proxy.write_config(session_b, "claude", tmp_path / "a", home=tmp_path / "home")
+        claims.write(session_b.id, "claude", entry_b, tmp_path / "a", home=tmp_path / "home")
 
 
 async def test_unknown_tools_and_bad_requests_get_json_rpc_errors() -> None:
@@ -422,9 +428,8 @@ async def test_no_listener_outlives_its_session_or_the_pod() -> None:
         closed = gateway.pod.sessions.get(first)
         assert closed is not None
         await gateway.pod.evict(first, "test")
-        with pytest.raises(RuntimeError, match="closed"):
-            await proxy.endpoint_for(closed)
-        await proxy.session_opened(closed)  # a late open of an evicted session opens nothing
+        with pytest.raises(LookupError, match="closed"):
+            await proxy.open(closed)  # a late open of an evicted session opens nothing
         assert proxy.endpoint(first) is None
     # The gateway has shut down: the pod evicted every session and every listener went with it.
     async with httpx.AsyncClient(timeout=10) as http:

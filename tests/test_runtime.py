@@ -22,6 +22,7 @@ from test_runtime_pod import (
 )
 
 from openab.core.agents.recipes import RECIPES
+from openab.core.mcp.access import HttpEndpoint
 
 pytestmark = pytest.mark.anyio
 
@@ -199,3 +200,30 @@ async def test_a_silent_agent_is_stopped_with_a_clear_error_and_replaced(tmp_pat
     assert "Prompt again" in str(silent.error)
     assert again.result == {"stopReason": "end_turn"} and "awake again" in again.text
     assert second_pid not in (None, pid)
+
+
+async def test_a_config_file_agent_gets_its_entry_in_its_file_and_loses_it_with_its_session(tmp_path: Path) -> None:
+    import dataclasses
+    import tomllib
+
+    # Codex-shaped: the entry goes into $CODEX_HOME/config.toml, a file that outlives the session's workdir.
+    codex_home = tmp_path / "codex-home"
+    codex_home.mkdir()
+    (codex_home / "config.toml").write_text('model = "theirs"\n')
+    recipe = dataclasses.replace(RECIPES["builtin"], browser_via="config", config_agent="codex")
+    async with run_pod(tmp_path / "state", recipe=recipe, env={"CODEX_HOME": str(codex_home)}) as pod, \
+            pod.extension() as ext:
+        session_id = await open_session(pod, ext)
+        session = pod.pod.sessions.get(session_id)
+        assert session is not None and pod.pod.browser is not None
+        entry = (await pod.pod.browser.open(session)).entry
+        assert isinstance(entry, HttpEndpoint)
+        url = entry.url
+        written = tomllib.loads((codex_home / "config.toml").read_text())
+        assert written["mcp_servers"]["openab_browser"]["url"] == url
+        assert written["model"] == "theirs"
+
+        await pod.pod.evict(session_id, "test")
+        after = tomllib.loads((codex_home / "config.toml").read_text())
+        assert "openab_browser" not in after.get("mcp_servers", {}), "the entry went with its session"
+        assert after["model"] == "theirs", "and nothing else in the file changed"

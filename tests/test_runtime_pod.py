@@ -28,7 +28,7 @@ from openab.core.agents.recipes import Recipe
 from openab.core.agents.runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
-from openab.gateway.run_command import assemble, browser_started
+from openab.gateway.assemble import assemble
 
 BROWSER_SERVER = {"type": "acp", "id": "browser-1", "name": "openab_browser"}
 # A real 1x1 JPEG, so whatever decodes the screenshot gets an image.
@@ -76,12 +76,12 @@ async def run_pod(
     if settings.get("browser_mode") == "bridge" and "browser_socket" not in settings:
         # A short path: a Unix socket address holds 107 bytes, pytest's tmp_path may not fit.
         settings["browser_socket"] = Path(tempfile.mkdtemp(prefix="openab-")) / "browser.sock"
-    assembled = assemble(Settings(token=SecretStr(token), port=0, state_dir=state_dir, **settings), env=env,
-                         recipe=recipe, base_env=base_env)
-    pod = assembled.pod
+    pod = assemble(Settings(token=SecretStr(token), port=0, state_dir=state_dir, **settings), env=env,
+                   recipe=recipe, base_env=base_env)
+    assert isinstance(pod.backend, AgentRuntime)
     try:
-        async with browser_started(assembled.browser), run_gateway(pod=pod) as gateway:
-            yield RunningPod(pod, assembled.runtime, assembled.browser, gateway.base_url, token)
+        async with run_gateway(pod=pod) as gateway:
+            yield RunningPod(pod, pod.backend, pod.browser, gateway.base_url, token)
     finally:
         if pod.settings.browser_socket is not None and pod.settings.browser_socket.parent.name.startswith("openab-"):
             shutil.rmtree(pod.settings.browser_socket.parent, ignore_errors=True)

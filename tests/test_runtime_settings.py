@@ -37,3 +37,16 @@ def test_a_wrong_policy_or_an_unknown_agent_is_refused_saying_what_to_choose() -
         recipe_for("custom")
     assert recipe_for("builtin", ["my-agent"]).name == "custom"
     assert recipe_for("claude-agent-acp").name == "claude"
+
+
+@pytest.mark.parametrize("source", ["flag", "env"])
+def test_agent_aliases_work_the_same_through_the_flag_and_the_variable(source: str) -> None:
+    from openab.gateway.cli import build_parser
+    from openab.gateway.run_command import runtime_overrides
+
+    by_flag = source == "flag"
+    args = build_parser().parse_args(["run", "--agent", "claude-code"] if by_flag else ["run"])
+    env = {} if by_flag else {"OPENAB_AGENT": "claude-code"}
+    assert Settings.from_env(env, **runtime_overrides(args)).agent == "claude"
+    with pytest.raises(ValidationError, match="choose one of builtin, claude, codex"):
+        Settings.from_env({"OPENAB_AGENT": "hal9000"})

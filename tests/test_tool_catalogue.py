@@ -1,13 +1,14 @@
-"""The gateway's fallback tool list says what the extension really serves.
+"""The gateway's fallback tool list and MCP revisions say what the extension really serves.
 
 Agents that list tools once at start-up, before a browser attaches, only ever see the gateway's static list
-(core/browser_mcp.py); if it drifts from extension/lib/tools.js they call tools with arguments the extension
+(core/mcp/tools.py); if it drifts from extension/lib/tools.js they call tools with arguments the extension
 does not take, or never learn of ones it does.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -15,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from openab.core.mcp.server import BROWSER_TOOLS
+from openab.core.mcp.tools import BROWSER_TOOLS
+from openab.core.mcp.vocabulary import HANDSHAKE_VERSIONS, MODERN_VERSION, REQUESTED_HANDSHAKE_VERSION
 
 EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "tools.js"
 
@@ -43,3 +45,20 @@ def test_each_tool_takes_the_same_arguments(extension_tools: dict[str, dict[str,
         for name, prop in ours.get("properties", {}).items():
             assert prop.get("type") == theirs["properties"][name].get("type"), (tool["name"], name)
             assert prop.get("enum") == theirs["properties"][name].get("enum"), (tool["name"], name)
+
+
+EXTENSION_MCP = EXTENSION_TOOLS.with_name("mcp.js")
+
+
+def _js_const(source: str, name: str) -> Any:
+    """A ``const NAME = <JSON-compatible literal>;`` from the extension's source."""
+    found = re.search(rf"^const {name} = (.+?);$", source, re.MULTILINE)
+    assert found is not None, f"extension/lib/mcp.js no longer declares {name}"
+    return json.loads(found.group(1).replace("'", '"'))
+
+
+def test_the_extension_negotiates_the_mcp_revisions_the_gateway_does() -> None:
+    source = EXTENSION_MCP.read_text()
+    assert tuple(_js_const(source, "HANDSHAKE_VERSIONS")) == HANDSHAKE_VERSIONS
+    assert _js_const(source, "REQUESTED_HANDSHAKE_VERSION") == REQUESTED_HANDSHAKE_VERSION
+    assert _js_const(source, "STATELESS_VERSION") == MODERN_VERSION

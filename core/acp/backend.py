@@ -37,6 +37,8 @@ class PromptTurn(Protocol):
 
 
 class AgentBackend(Protocol):
+    """Whatever runs the agent of each session (the agent runtime, a test's scripted agent, none)."""
+
     async def session_opened(self, session: Session) -> None:
         """A session was created or resumed; a backend may start its agent early."""
 

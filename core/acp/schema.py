@@ -13,6 +13,7 @@ from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
+from .. import META_PREFIX
 from ..jsonrpc import INVALID_PARAMS, JsonObject, RpcError
 
 __all__ = [
@@ -34,7 +35,9 @@ __all__ = [
 ]
 
 PROTOCOL_VERSION: Final = 1
-PERMISSION_RELAY_META: Final = "openab/permissionRelay"
+# The client answers permission cards: sent in session/new or resume ``_meta``, advertised in initialize.
+PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
+ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 _SESSION_ID = re.compile(r"^sess_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 
@@ -48,17 +51,23 @@ class _Params(BaseModel):
 
 
 class InitializeParams(_Params):
+    """``initialize``: the client's protocol version and what it can do."""
+
     protocol_version: StrictInt = Field(alias="protocolVersion")
     client_capabilities: dict[str, Any] | None = Field(default=None, alias="clientCapabilities")
     client_info: dict[str, Any] | None = Field(default=None, alias="clientInfo")
 
 
 class NewSessionParams(_Params):
+    """``session/new``: ``cwd`` (never the agent's directory) and the servers the client provides."""
+
     cwd: StrictStr
     mcp_servers: list[Any] = Field(alias="mcpServers")
 
 
 class ResumeSessionParams(_Params):
+    """``session/resume``: the session to take over; an ``mcpServers`` array replaces the servers."""
+
     session_id: StrictStr = Field(alias="sessionId")
     cwd: StrictStr
     # Absent, null or not an array means "keep the declared servers"; only an array withdraws (§2.6).
@@ -66,11 +75,15 @@ class ResumeSessionParams(_Params):
 
 
 class PromptParams(_Params):
+    """``session/prompt``: the blocks, checked by :func:`checked_prompt`."""
+
     session_id: StrictStr = Field(alias="sessionId")
     prompt: Any
 
 
 class CancelParams(_Params):
+    """``session/cancel`` (a notification)."""
+
     session_id: StrictStr = Field(alias="sessionId")
 
 
@@ -140,8 +153,8 @@ def initialize_result(version: str) -> JsonObject:
             "sessionCapabilities": {"resume": {}},
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
             # The client's own http/sse servers are its business, never opened from the pod.
-            "mcpCapabilities": {"http": False, "sse": False, "acp": True, "_meta": {"dev.openab/acp": True}},
-            "_meta": {"dev.openab/permissionRelay": True},
+            "mcpCapabilities": {"http": False, "sse": False, "acp": True, "_meta": {ACP_TUNNEL_META: True}},
+            "_meta": {PERMISSION_RELAY_META: True},
         },
         "agentInfo": {"name": "openab", "title": "OpenAB", "version": version},
         "authMethods": [],

@@ -14,9 +14,11 @@ import contextlib
 import logging
 import time
 import uuid
-from typing import Any, Final
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final
 
-from .. import package_version
+from .. import METHOD_PREFIX, package_version
+from ..errors import OpenabError
 from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -24,7 +26,6 @@ from ..jsonrpc import (
     NOT_INITIALIZED,
     SERVER_OVERLOADED,
     SESSION_BUSY,
-    ConnectionClosed,
     JsonObject,
     Later,
     Notification,
@@ -34,9 +35,8 @@ from ..jsonrpc import (
     RpcConnection,
     RpcError,
 )
-from ..pod import Pod
 from ..tunnel.tunnel import TunnelError, TunnelOwner, establish
-from .backend import PermissionUnavailable
+from .backend import AgentBackend, PermissionUnavailable
 from .schema import (
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
@@ -51,20 +51,26 @@ from .schema import (
     parse_params,
     validate_session_id,
 )
-from .sessions import Session, TooManySessions
+from .sessions import Session, SessionStore, TooManySessions
+
+if TYPE_CHECKING:
+    from ..pod import Spawn
+    from ..settings import Settings
+    from ..tunnel.registry import TunnelRegistry
+    from ..tunnel.tunnel import Tunnel
 
 __all__ = ["KEEPALIVE_METHOD", "AcpServerConnection"]
 
 log = logging.getLogger(__name__)
 
-KEEPALIVE_METHOD: Final = "_openab/keepalive"
+KEEPALIVE_METHOD: Final = METHOD_PREFIX + "keepalive"
 _SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt"})
 
 
 def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
     if not meta:
         return False
-    return meta.get(PERMISSION_RELAY_META) is True or meta.get("dev.openab/permissionPolicy") == "relay"
+    return meta.get(PERMISSION_RELAY_META) is True
 
 
 class _Turn:
@@ -99,7 +105,7 @@ class _Turn:
             )
         except RequestTimeout:
             raise TimeoutError(f"nobody answered the permission request within {timeout:g} s") from None
-        except (ConnectionClosed, RpcError) as exc:
+        except OpenabError as exc:  # the socket went, or the extension answered with an error
             raise PermissionUnavailable(f"the extension could not answer: {exc}") from None
         finally:
             self.last_activity = time.monotonic()
@@ -116,11 +122,25 @@ class _Turn:
 class AcpServerConnection:
     """One client connection. The transport feeds ``rpc`` and runs :meth:`run`, then :meth:`connection_lost`."""
 
-    def __init__(self, pod: Pod, *, connection_id: str | None = None) -> None:
-        settings = pod.settings
-        self.pod = pod
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        sessions: SessionStore,
+        tunnels: TunnelRegistry,
+        backend: AgentBackend,
+        spawn: Spawn,
+        session_opened: Callable[[Session], None],
+        connection_id: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.sessions = sessions
+        self.tunnels = tunnels
+        self.backend = backend
+        self.spawn = spawn
+        self._session_opened = session_opened
         self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
-        self.generation = pod.next_connection_generation()
+        self.generation = sessions.next_owner_generation()
         self.rpc = RpcConnection(
             self,
             name=self.id,
@@ -153,7 +173,7 @@ class AcpServerConnection:
         if notification.method == "session/cancel":
             self._cancel(notification.params)
         elif notification.method == "mcp/message":
-            self.rpc.spawn(self.pod.tunnels.deliver(self.id, notification.params))
+            self.rpc.spawn(self.tunnels.deliver(self.id, notification.params))
         # Anything else (including request-only methods sent without an id) is ignored, as the contract says.
 
     # -- initialize / sessions ---------------------------------------------------------------------------------
@@ -169,19 +189,19 @@ class AcpServerConnection:
 
     def _check_declarations(self, declared: Any) -> list[AcpServerDeclaration]:
         servers = acp_declarations(declared)
-        limit = self.pod.settings.max_servers_per_session
+        limit = self.settings.max_servers_per_session
         if len(servers) > limit:
             raise RpcError(SERVER_OVERLOADED, f"Too many type:acp servers declared ({len(servers)}, max {limit})")
         return servers
 
     def _hold(self, session_id: str | None) -> None:
-        limit = self.pod.settings.max_sessions_per_connection
+        limit = self.settings.max_sessions_per_connection
         if session_id not in self._sessions and len(self._sessions) >= limit:
             raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit})")
 
     def _open(self, session_id: str | None, meta: dict[str, Any] | None) -> Session:
         try:
-            session, created = self.pod.sessions.open(
+            session, created = self.sessions.open(
                 session_id, owner=self.id, owner_generation=self.generation
             )
         except TooManySessions as exc:
@@ -189,7 +209,7 @@ class AcpServerConnection:
         self._sessions.add(session.id)
         session.permission_relay = _wants_permission_relay(meta)
         log.info("session %s %s on %s", session.id, "created" if created else "resumed", self.id)
-        self.pod.session_opened(session)
+        self._session_opened(session)
         return session
 
     def _new_session(self, params: Any) -> JsonObject:
@@ -205,14 +225,14 @@ class AcpServerConnection:
         parsed = parse_params(ResumeSessionParams, params)
         session_id = validate_session_id(parsed.session_id)
         servers = self._check_declarations(parsed.mcp_servers)
-        existing = self.pod.sessions.get(session_id)
+        existing = self.sessions.get(session_id)
         if existing is not None and existing.prompting:
             raise RpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
         self._hold(session_id)
         session = self._open(session_id, parsed.meta)
         if isinstance(parsed.mcp_servers, list):
-            retired = self.pod.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
-            self.pod.disconnect_tunnels(retired)
+            retired = self.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
+            self._disconnect(retired)
         self._open_tunnels(session, servers)
         return {}
 
@@ -221,18 +241,18 @@ class AcpServerConnection:
     def _open_tunnels(self, session: Session, servers: list[AcpServerDeclaration]) -> None:
         """Start establishing each declared server; runs after the response above is queued."""
         for server in servers:
-            installed = self.pod.tunnels.find_server(self.id, server.server_id)
+            installed = self.tunnels.find_server(self.id, server.server_id)
             if installed is not None and installed.session_id == session.id and not installed.closed:
                 continue
-            if self._establishing >= self.pod.settings.max_inflight_establishes:
+            if self._establishing >= self.settings.max_inflight_establishes:
                 log.warning("%s: too many tunnels being established; %r not opened", self.id, server.name)
                 continue
             self._establishing += 1
-            generation = self.pod.tunnels.next_generation()
+            generation = self.tunnels.next_generation()
             self.rpc.spawn(self._establish(session, server, generation), name=f"establish {server.name}")
 
     async def _establish(self, session: Session, server: AcpServerDeclaration, generation: int) -> None:
-        settings = self.pod.settings
+        settings = self.settings
         try:
             tunnel = await establish(
                 self.rpc,
@@ -252,17 +272,17 @@ class AcpServerConnection:
             return
         finally:
             self._establishing -= 1
-        if self.pod.sessions.get(session.id) is not session:
-            self.pod.disconnect_tunnels([tunnel])  # evicted while we were connecting
+        if self.sessions.get(session.id) is not session:
+            self._disconnect([tunnel])  # evicted while we were connecting
             return
-        self.pod.disconnect_tunnels(self.pod.tunnels.install(tunnel))
+        self._disconnect(self.tunnels.install(tunnel))
 
     # -- prompts -----------------------------------------------------------------------------------------------
 
     def _owned_session(self, session_id: str | None) -> Session:
         if not session_id:
             raise RpcError(INVALID_PARAMS, "Missing sessionId")
-        session = self.pod.sessions.get(session_id)
+        session = self.sessions.get(session_id)
         if session is None or session_id not in self._sessions:
             raise RpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
         if session.owner != self.id:
@@ -278,7 +298,7 @@ class AcpServerConnection:
         session = self._owned_session(parsed.session_id)
         if session.prompting:
             raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
-        limit = self.pod.settings.max_inflight_prompts
+        limit = self.settings.max_inflight_prompts
         if len(self._turns) >= limit:
             raise RpcError(SERVER_OVERLOADED, f"Too many in-flight prompts (max {limit})")
         blocks = checked_prompt(parsed.prompt)
@@ -289,9 +309,9 @@ class AcpServerConnection:
 
     async def _run_turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
         """Run the backend's turn under the idle timeout and the cancel grace period."""
-        settings = self.pod.settings
+        settings = self.settings
         session = turn.session
-        work = asyncio.get_running_loop().create_task(self.pod.backend.prompt(turn, blocks))
+        work = asyncio.get_running_loop().create_task(self.backend.prompt(turn, blocks))
         try:
             while not work.done():
                 turn.changed.clear()
@@ -306,7 +326,7 @@ class AcpServerConnection:
                     limit = turn.last_activity + settings.prompt_idle_timeout
                     if now >= limit:
                         work.cancel()
-                        self.pod.spawn(self.pod.backend.cancel(session.id))
+                        self.spawn(self.backend.cancel(session.id))
                         raise RpcError(INTERNAL_ERROR, "Timed out waiting for agent backend")
                 changed = asyncio.ensure_future(turn.changed.wait())
                 try:
@@ -320,7 +340,7 @@ class AcpServerConnection:
         except asyncio.CancelledError:
             # The socket went away mid-turn: the agent must not keep working for nobody.
             work.cancel()
-            self.pod.spawn(self.pod.backend.cancel(session.id))
+            self.spawn(self.backend.cancel(session.id))
             raise
         finally:
             if not work.done():
@@ -329,7 +349,7 @@ class AcpServerConnection:
                 if work.done() and not work.cancelled():
                     work.exception()
             session.prompting = False
-            self.pod.sessions.touch(session)
+            self.sessions.touch(session)
             self._turns.pop(session.id, None)
 
     def _cancel(self, params: Any) -> None:
@@ -341,7 +361,7 @@ class AcpServerConnection:
         if turn is None:
             return
         turn.cancel()
-        self.pod.spawn(self.pod.backend.cancel(parsed.session_id), name=f"cancel {parsed.session_id}")
+        self.spawn(self.backend.cancel(parsed.session_id), name=f"cancel {parsed.session_id}")
 
     # -- life --------------------------------------------------------------------------------------------------
 
@@ -350,7 +370,7 @@ class AcpServerConnection:
 
         Protocol-level pings do not keep an MV3 service worker alive; application messages do.
         """
-        interval = self.pod.settings.keepalive_interval
+        interval = self.settings.keepalive_interval
         while not self.rpc.closed:
             quiet_for = time.monotonic() - self.rpc.last_sent
             if quiet_for >= interval:
@@ -358,9 +378,14 @@ class AcpServerConnection:
                 quiet_for = 0.0
             await asyncio.sleep(interval - quiet_for)
 
+    def _disconnect(self, tunnels: list[Tunnel]) -> None:
+        """Retired tunnels say ``mcp/disconnect`` in the background: the browser may be slow to answer."""
+        for tunnel in tunnels:
+            self.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
+
     def connection_lost(self, reason: str) -> None:
         """The socket is gone: fail in-flight calls now, drop this socket's tunnels, free its sessions."""
         self.rpc.close(reason)
-        self.pod.tunnels.remove_owner(self.id, f"socket closed: {reason}")
-        released = self.pod.sessions.release_owner(self.id)
+        self.tunnels.remove_owner(self.id, f"socket closed: {reason}")
+        released = self.sessions.release_owner(self.id)
         log.info("%s closed (%s); %d session(s) left resumable", self.id, reason, len(released))

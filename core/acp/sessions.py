@@ -8,6 +8,7 @@ process, its proxy endpoint, its tunnels) goes with it.
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,6 +22,9 @@ __all__ = ["Session", "SessionStore", "TooManySessions"]
 
 @dataclass(eq=False)
 class Session:
+    """One ACP session: its id, its in-pod ``channel`` (the agent's environment names it), and which socket
+    holds it (``owner``; ``None`` while no socket does)."""
+
     id: str
     channel: str
     created_at: float
@@ -32,10 +36,17 @@ class Session:
 
 
 class SessionStore:
+    """The pod's sessions by id: at most ``max_sessions``, each owned by at most one socket at a time."""
+
     def __init__(self, *, max_sessions: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
         self._sessions: dict[str, Session] = {}
         self._max = max_sessions
         self._clock = clock
+        self._owner_generations = itertools.count(1)
+
+    def next_owner_generation(self) -> int:
+        """A number for a new socket, larger than every earlier one's: a later socket's claim wins."""
+        return next(self._owner_generations)
 
     def __len__(self) -> int:
         return len(self._sessions)

@@ -19,6 +19,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ..addresses import LOOPBACK_NAMES
 from ..errors import AgentExited, AgentNotFound
 from ..jsonrpc import Handler, Peer, RpcConnection
 
@@ -39,7 +40,6 @@ _INHERITED = (
 )
 
 
-_LOOPBACK = ("127.0.0.1", "localhost", "::1")
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.IGNORECASE)
 
 
@@ -56,7 +56,7 @@ def scrubbed_env(
         # The browser endpoint is on loopback: a corporate proxy must never be asked to reach it.
         for name in ("NO_PROXY", "no_proxy"):
             listed = [h for h in env.get(name, "").split(",") if h.strip()]
-            env[name] = ",".join(listed + [h for h in _LOOPBACK if h not in listed])
+            env[name] = ",".join(listed + [h for h in LOOPBACK_NAMES if h not in listed])
     return env
 
 

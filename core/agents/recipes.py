@@ -24,7 +24,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..errors import ConfigurationError
 from ..jsonrpc import JsonObject
+from .names import AGENT_NAMES, canonical_agent
 
 __all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "running_as_root"]
 
@@ -91,17 +93,24 @@ def _codex_identity(tool_call: JsonObject) -> ToolIdentity | None:
 
 @dataclass(frozen=True)
 class Recipe:
+    """What differs in running one agent CLI in the pod (the module docstring says what each field means).
+
+    Data only: the runtime (:mod:`openab.core.agents.runtime`) starts the process, writes the config file
+    and answers permissions from it.
+    """
+
     name: str
     title: str
     argv: tuple[str, ...]
     browser_via: Literal["acp", "config"] = "acp"
-    config_agent: str | None = None  # the core.mcp_config writer for browser_via="config"
+    config_agent: str | None = None  # the openab.core.agents.config writer for browser_via="config"
     env: Mapping[str, str] = field(default_factory=dict)
     identify: Identify = _unverified
     install: str = ""
     root_env: Mapping[str, str] = field(default_factory=dict)  # added only when the pod runs as root
 
     def command(self, override: list[str] | None = None) -> list[str]:
+        """The argv to start: ``override`` (``--agent-cmd``) when given, else the recipe's own."""
         return list(override) if override else list(self.argv)
 
 
@@ -165,26 +174,31 @@ RECIPES: dict[str, Recipe] = {
     "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/"),
     "custom": Recipe("custom", "custom ACP agent", ()),
 }
-
-_ALIASES = {
-    "claude-code": "claude", "claude-agent-acp": "claude", "codex-acp": "codex", "gemini-cli": "gemini",
-    "cursor-agent": "cursor", "kiro-cli": "kiro", "copilot-cli": "copilot", "opencode-ai": "opencode",
-}
+# names.py says what can be run: a recipe for each name, so canonical_agent() never names a missing one.
+if tuple(RECIPES) != AGENT_NAMES:
+    raise RuntimeError(f"RECIPES {tuple(RECIPES)} and names.AGENT_NAMES {AGENT_NAMES} disagree")
 
 
 def recipe_for(agent: str, agent_cmd: list[str] | None = None) -> Recipe:
-    """The recipe for ``--agent NAME`` (``--agent-cmd`` alone means a custom ACP command)."""
-    name = _ALIASES.get(agent, agent)
+    """The recipe for ``--agent NAME`` (``--agent-cmd`` alone means a custom ACP command).
+
+    Raises :class:`ConfigurationError` (a ``ValueError``) for an unknown agent, or ``custom`` without a command.
+    """
+    try:
+        name = canonical_agent(agent)
+    except ConfigurationError:
+        known = ", ".join(n for n in AGENT_NAMES if n != "custom")
+        raise ConfigurationError(
+            f"unknown agent {agent!r}: choose one of {known}, or give --agent-cmd 'COMMAND ARGS'"
+        ) from None
     if agent_cmd and name in ("builtin", "custom"):
         return RECIPES["custom"]
-    recipe = RECIPES.get(name)
-    if recipe is None:
-        known = ", ".join(n for n in RECIPES if n != "custom")
-        raise ValueError(f"unknown agent {agent!r}: choose one of {known}, or give --agent-cmd 'COMMAND ARGS'")
+    recipe = RECIPES[name]
     if recipe.name == "custom" and not agent_cmd:
-        raise ValueError("--agent custom needs --agent-cmd 'COMMAND ARGS' (an ACP agent on stdio)")
+        raise ConfigurationError("--agent custom needs --agent-cmd 'COMMAND ARGS' (an ACP agent on stdio)")
     return recipe
 
 
 def running_as_root() -> bool:
+    """Whether this process is root, which some CLIs refuse to run as unless told they are sandboxed."""
     return hasattr(os, "geteuid") and os.geteuid() == 0

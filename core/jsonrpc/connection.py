@@ -46,8 +46,6 @@ log = logging.getLogger(__name__)
 SendMessage = Callable[[bytes], Awaitable[None]]
 
 
-
-
 @dataclass(frozen=True, slots=True)
 class Later:
     """Returned by a handler whose answer takes time: the connection runs it as a task."""
@@ -56,6 +54,8 @@ class Later:
 
 
 class Handler(Protocol):
+    """What answers the peer's messages on an :class:`RpcConnection` (the ACP server, an agent, a relay)."""
+
     def handle_request(self, request: Request) -> Any:
         """Return the result, raise :class:`RpcError`, or return :class:`Later` for slow work."""
 
@@ -64,6 +64,15 @@ class Handler(Protocol):
 
 
 class RpcConnection:
+    """One JSON-RPC conversation over any transport that moves whole messages, run on asyncio.
+
+    Owns the :class:`Peer` (ids, deadlines, bounds), the futures our requests wait on, the tasks answering the
+    peer's requests (cancelled by ``$/cancel_request`` or when the connection closes) and the send buffer. The
+    transport gives it each message it receives (:meth:`feed`) and runs :meth:`run` to send; :meth:`close`
+    fails every waiter at once. Limits: ``max_send_buffer`` bytes queued (over it the connection closes: a peer
+    that does not read cannot make us buffer without end), and the peer's own bounds.
+    """
+
     def __init__(
         self,
         handler: Handler,

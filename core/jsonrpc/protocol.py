@@ -126,6 +126,8 @@ class Request:
 
 @dataclass(frozen=True, slots=True)
 class Notification:
+    """The peer tells us something; never answered."""
+
     method: str
     params: Any
     size: int

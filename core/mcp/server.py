@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 from .. import package_version
+from ..errors import OpenabError
 from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -50,153 +50,28 @@ from ..jsonrpc import (
 )
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
+from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
+from .vocabulary import (
+    HANDSHAKE_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    META_SERVER_INFO,
+    META_SPEC_PREFIX,
+    META_SUBSCRIPTION_ID,
+    META_TRUNCATED,
+    META_VERSION,
+    MODERN_VERSION,
+    SERVER_NAME,
+    UNSUPPORTED_PROTOCOL_VERSION,
+)
 
-__all__ = [
-    "BROWSER_TOOLS",
-    "HANDSHAKE_VERSIONS",
-    "HEADER_MISMATCH",
-    "LATEST_HANDSHAKE_VERSION",
-    "MODERN_VERSION",
-    "SERVER_NAME",
-    "TOOL_NAME",
-    "UNSUPPORTED_PROTOCOL_VERSION",
-    "BrowserMcp",
-    "Limits",
-    "Send",
-    "exposed_name",
-    "modern_version",
-]
+__all__ = ["BrowserMcp", "Limits", "Send", "bound_result", "modern_version"]
 
 log = logging.getLogger(__name__)
-
-SERVER_NAME: Final = "openab_browser"
-HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
-LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
-MODERN_VERSION: Final = "2026-07-28"
-META_VERSION: Final = "io.modelcontextprotocol/protocolVersion"
-META_SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
-META_SUBSCRIPTION_ID: Final = "io.modelcontextprotocol/subscriptionId"
-# 2026-07-28 error codes (the range -32020...-32099 is the spec's).
-HEADER_MISMATCH: Final = -32020
-UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
-
-TOOL_NAME: Final = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-_INVALID_NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
-_TRUNCATED_META: Final = "dev.openab/truncated"
-
-INSTRUCTIONS: Final = (
-    "These tools act in the user's own Chrome, in the tab group of the openab side panel. "
-    "Use browser_snapshot for refs, then act by ref. If a tool says the browser is not connected, "
-    "ask the user to open the openab side panel."
-)
 
 Send = Callable[[JsonObject], None]
 """Takes one server->client JSON-RPC notification; must not block (transports queue, boundedly)."""
 
 
-def _tool(name: str, description: str, properties: JsonObject, required: list[str] | None = None) -> JsonObject:
-    schema: JsonObject = {"type": "object", "properties": properties}
-    if required:
-        schema["required"] = required
-    return {"name": name, "description": description, "inputSchema": schema}
-
-
-_TARGET: Final[JsonObject] = {
-    "ref": {"type": "string", "description": 'element ref from browser_snapshot, e.g. "e6"'},
-    "selector": {"type": "string", "description": "CSS selector (first match in the top frame)"},
-}
-_PAGING: Final[JsonObject] = {
-    "max_chars": {"type": "integer", "minimum": 100, "description": "characters to return"},
-    "offset": {"type": "integer", "minimum": 0, "description": "character offset to continue from (paging)"},
-}
-
-# What the openab extension serves (extension/lib/tools.js), advertised while no browser is attached.
-BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
-    _tool(
-        "browser_snapshot",
-        "Outline of the agent tab as accessibility-style lines with refs, e.g. `- button \"Sign in\" [ref=e6]`. "
-        "Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.",
-        {
-            "interactive_only": {
-                "type": "boolean",
-                "description": "only elements with refs, and headings (much shorter)",
-            },
-            **_PAGING,
-        },
-    ),
-    _tool(
-        "browser_read_dom",
-        "Read the HTML of the agent tab's page, or of the first element matching a CSS selector.",
-        {"selector": {"type": "string", "description": "optional CSS selector to scope the read"}, **_PAGING},
-    ),
-    _tool(
-        "browser_screenshot",
-        "JPEG screenshot of the visible part of the agent tab (downscaled unless full_size is true).",
-        {"full_size": {"type": "boolean", "description": "keep the captured pixel size"}},
-    ),
-    _tool(
-        "browser_navigate",
-        "Load an http(s) URL in the agent tab (opens an agent tab if there is none) and wait for it.",
-        {"url": {"type": "string", "description": "absolute http(s) URL"}},
-        ["url"],
-    ),
-    _tool("browser_click", "Click an element, by ref (preferred) or CSS selector.", dict(_TARGET)),
-    _tool(
-        "browser_type",
-        "Type text into a field, by ref (preferred) or CSS selector. Replaces the value unless clear is false.",
-        {
-            **_TARGET,
-            "text": {"type": "string", "description": "text to type"},
-            "clear": {"type": "boolean", "description": "replace the current value (default true)"},
-        },
-        ["text"],
-    ),
-    _tool(
-        "browser_press_key",
-        'Press a key (e.g. "Enter", "Tab", "Escape", "a") in an element, or in the focused element.',
-        {"key": {"type": "string", "description": "key name"}, **_TARGET},
-        ["key"],
-    ),
-    _tool(
-        "browser_select_option",
-        "Choose an option of a <select>, by its value or its visible label.",
-        {**_TARGET, "value": {"type": "string", "description": "option value or visible label"}},
-        ["value"],
-    ),
-    _tool(
-        "browser_scroll",
-        "Scroll the page (direction up/down/top/bottom, optional pixels) or scroll an element into view by ref.",
-        {
-            "direction": {"type": "string", "enum": ["up", "down", "top", "bottom"]},
-            "pixels": {"type": "integer", "minimum": 1},
-            "ref": _TARGET["ref"],
-        },
-    ),
-    _tool("browser_back", "Go back one page in the agent tab history.", {}),
-    _tool(
-        "browser_wait_for",
-        "Wait until text appears, a selector matches a visible element, the URL contains a string, or the page "
-        "has loaded.",
-        {
-            "text": {"type": "string", "description": "text to wait for"},
-            "selector": {"type": "string", "description": "CSS selector to wait for"},
-            "url": {"type": "string", "description": "substring of the URL"},
-            "load": {"type": "boolean", "description": "wait for the page load"},
-            "timeout_ms": {"type": "integer", "minimum": 100, "maximum": 60000, "description": "default 10000"},
-        },
-    ),
-    _tool(
-        "browser_tabs",
-        "Agent tabs only: list them, open a new one at a URL, switch the agent to one, or close one it opened.",
-        {
-            "action": {"type": "string", "enum": ["list", "open", "switch", "close"]},
-            "url": {"type": "string", "description": "URL for action open"},
-            "tab_id": {"type": "integer", "description": "tab for switch and close"},
-        },
-        ["action"],
-    ),
-)
-_STATIC_NAMES: Final = frozenset(t["name"] for t in BROWSER_TOOLS)
 
 
 @dataclass(frozen=True)
@@ -206,14 +81,6 @@ class Limits:
     max_text_chars: int = 1 << 20
     max_running_calls: int = 64
     call_timeout: float | None = None
-
-
-def exposed_name(name: str) -> str | None:
-    """The name an agent sees for a browser tool name, or ``None`` when no valid name can stand for it."""
-    if TOOL_NAME.match(name):
-        return name
-    candidate = _INVALID_NAME_CHARS.sub("_", name)
-    return candidate if TOOL_NAME.match(candidate) else None
 
 
 def modern_version(message: Mapping[str, Any]) -> str | None:
@@ -403,7 +270,7 @@ class BrowserMcp:
             browser_tools = await self.registry.list_tools(self.session_id)
         except BrowserNotConnected:
             browser_tools = list(BROWSER_TOOLS)
-        except (TunnelError, RpcError) as exc:
+        except OpenabError as exc:  # the tunnel failed, or the browser answered with an error
             log.warning("tools/list for session %s fell back to the known tools: %s", self.session_id, exc)
             browser_tools = list(BROWSER_TOOLS)
         names: dict[str, str] = {}
@@ -465,7 +332,7 @@ class BrowserMcp:
         if arguments is not None and not isinstance(arguments, dict):
             raise RpcError(INVALID_PARAMS, "tools/call `arguments` must be an object")
         if not self.registry.attached(self.session_id):
-            if name in _STATIC_NAMES or name in self._names:
+            if name in STATIC_NAMES or name in self._names:
                 return _tool_failure(BROWSER_NOT_CONNECTED)
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         original = await self._browser_name(name)
@@ -478,7 +345,7 @@ class BrowserMcp:
         except BrowserNotConnected:
             return _tool_failure(BROWSER_NOT_CONNECTED)
         except TunnelError as exc:
-            return _tool_failure(f"{name} did not complete: {exc.reason}. The browser may have closed its side "
+            return _tool_failure(f"{name} did not complete: {exc.detail}. The browser may have closed its side "
                                  "panel or be busy; check it and try again.")
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
             raise RpcError(INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)")
@@ -490,7 +357,7 @@ class BrowserMcp:
         if not isinstance(meta, dict):
             return None, None
         token = meta.get("progressToken")
-        forwarded = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
+        forwarded = {k: v for k, v in meta.items() if not k.startswith(META_SPEC_PREFIX)}
         forwarded.pop("progressToken", None)
         if token is None or progress is None:
             return forwarded or None, None
@@ -571,7 +438,7 @@ def bound_result(result: JsonObject, tool: str, max_chars: int) -> JsonObject:
     bounded[cut_at] = _with_text(cut_block, (_text_of(cut_block) or "") + marker)
     out = {**result, "content": bounded}
     meta = dict(result.get("_meta") or {})
-    meta[_TRUNCATED_META] = {"shownChars": shown, "totalChars": total}
+    meta[META_TRUNCATED] = {"shownChars": shown, "totalChars": total}
     out["_meta"] = meta
     return out
 

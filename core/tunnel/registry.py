@@ -16,15 +16,15 @@ with :meth:`add_listener`. Tool payloads are returned exactly as the browser sen
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from ..jsonrpc import JsonObject, RpcError
-from .tunnel import ProgressCallback, Tunnel, TunnelError
+from ..errors import BrowserNotConnected, TunnelError, TunnelFailure
+from ..jsonrpc import JsonObject
+from .base import ProgressCallback, Tunnel
 
 __all__ = [
     "BROWSER_NOT_CONNECTED",
@@ -38,18 +38,20 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-BROWSER_NOT_CONNECTED = "browser not connected: open the openab side panel"
+# The words an agent sees when the session has no browser: they name the fix.
+BROWSER_NOT_CONNECTED: Final = "browser not connected: open the openab side panel"
 
 
-class BrowserNotConnected(TunnelError):
-    """No browser is attached to the session (yet, or any more)."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(BROWSER_NOT_CONNECTED, session_id=session_id, server="browser")
+def _not_connected(session_id: str) -> TunnelError:
+    return TunnelError.build(
+        BROWSER_NOT_CONNECTED, reason=TunnelFailure.NOT_CONNECTED, session_id=session_id, server="browser"
+    )
 
 
 @dataclass(frozen=True, slots=True)
 class TunnelAttached:
+    """A tunnel was installed: its session can reach the browser server it carries."""
+
     tunnel: Tunnel
 
     @property
@@ -59,6 +61,8 @@ class TunnelAttached:
 
 @dataclass(frozen=True, slots=True)
 class TunnelDetached:
+    """A tunnel was retired (``reason`` says why); it is ``closed`` and fails every call."""
+
     tunnel: Tunnel
     reason: str
 
@@ -69,6 +73,8 @@ class TunnelDetached:
 
 @dataclass(frozen=True, slots=True)
 class ToolsChanged:
+    """A browser said its tools changed, and the session's tool cache now holds the new list."""
+
     session_id: str
 
 
@@ -77,6 +83,20 @@ Listener = Callable[[TunnelEvent], None]
 
 
 class TunnelRegistry:
+    """Which tunnels each session has, and the one place consumers reach them through.
+
+    It owns the set of live tunnels and its rules (see the module docstring): installing, evicting and
+    withdrawing them, telling listeners, and routing each call to the tunnel that has the tool and each
+    inbound ``mcp/message`` notification to the tunnel it names.
+
+    It does not open tunnels (:func:`.tunnel.establish` does) nor say goodbye on the wire: every method that
+    retires tunnels returns them, and the caller disconnects them (in the background, as the browser may be
+    slow). Its bookkeeping is synchronous, for the socket's read loop; only the calls and waits are async.
+
+    Args:
+        call_timeout: How long a tool call or tool listing may take when the caller gives no timeout.
+    """
+
     def __init__(self, *, call_timeout: float = 170.0) -> None:
         self.call_timeout = call_timeout
         self._tunnels: dict[tuple[str, str], Tunnel] = {}
@@ -87,6 +107,7 @@ class TunnelRegistry:
     # -- bookkeeping (sync: called from the read loop) -------------------------------------------------------
 
     def next_generation(self) -> int:
+        """The attach order for a tunnel about to be established: later ones win."""
         return next(self._generations)
 
     def install(self, tunnel: Tunnel) -> list[Tunnel]:
@@ -131,6 +152,7 @@ class TunnelRegistry:
         return gone
 
     def drop_session(self, session_id: str, reason: str) -> list[Tunnel]:
+        """The session ended: drop all its tunnels."""
         gone = self.tunnels(session_id)
         for tunnel in gone:
             self._remove(tunnel, reason)
@@ -148,19 +170,15 @@ class TunnelRegistry:
         """The session's live tunnels, oldest attach first."""
         return sorted((t for (sid, _), t in self._tunnels.items() if sid == session_id), key=lambda t: t.order)
 
-    def find_connection(self, connection_owner: str, connection_id: str) -> Tunnel | None:
-        for tunnel in self._tunnels.values():
-            if tunnel.owner.connection_id == connection_owner and tunnel.connection_id == connection_id:
-                return tunnel
-        return None
-
     def find_server(self, connection_owner: str, server_id: str) -> Tunnel | None:
+        """The tunnel that socket ``connection_owner`` installed for ``server_id``, if any."""
         for (_, sid), tunnel in self._tunnels.items():
             if tunnel.owner.connection_id == connection_owner and sid == server_id:
                 return tunnel
         return None
 
     def attached(self, session_id: str) -> bool:
+        """Whether the session has any browser attached."""
         return any(sid == session_id for sid, _ in self._tunnels)
 
     # -- events ----------------------------------------------------------------------------------------------
@@ -198,7 +216,7 @@ class TunnelRegistry:
         """
         tunnels = self.tunnels(session_id)
         if not tunnels:
-            raise BrowserNotConnected(session_id)
+            raise _not_connected(session_id)
         tools: dict[str, JsonObject] = {}
         for tunnel in tunnels:
             cached = tunnel.tools
@@ -234,7 +252,7 @@ class TunnelRegistry:
     def _route(self, session_id: str, tool_name: str) -> Tunnel:
         tunnels = self.tunnels(session_id)
         if not tunnels:
-            raise BrowserNotConnected(session_id)
+            raise _not_connected(session_id)
         for tunnel in tunnels:
             if tunnel.tools and any(t.get("name") == tool_name for t in tunnel.tools):
                 return tunnel
@@ -244,26 +262,14 @@ class TunnelRegistry:
     # -- notifications from the browser ---------------------------------------------------------------------
 
     async def deliver(self, connection_owner: str, params: Any) -> None:
-        """Handle an ``mcp/message`` notification the extension sent up its socket."""
+        """Route an ``mcp/message`` notification that socket ``connection_owner`` sent to the tunnel it names."""
         if not isinstance(params, dict):
             return
-        method = params.get("method")
-        raw_inner = params.get("params")
-        inner: JsonObject = raw_inner if isinstance(raw_inner, dict) else {}
-        tunnel: Tunnel | None
-        if isinstance(params.get("connectionId"), str):
-            tunnel = self.find_connection(connection_owner, params["connectionId"])
-            key = inner.get("progressToken")
-        elif isinstance(params.get("serverId"), str):
-            tunnel = self.find_server(connection_owner, params["serverId"])
-            key = params.get("requestId")
-        else:
-            return
+        tunnel = next(
+            (t for t in self._tunnels.values() if t.owner.connection_id == connection_owner and t.addressed_by(params)),
+            None,
+        )
         if tunnel is None or tunnel.closed:
             return
-        if method == "notifications/progress" and key is not None:
-            tunnel.deliver_progress(key, inner)
-        elif method == "notifications/tools/list_changed":
-            with contextlib.suppress(TunnelError, RpcError):
-                await tunnel.list_tools(timeout=self.call_timeout)
-                self._emit(ToolsChanged(tunnel.session_id))
+        if await tunnel.receive(params, timeout=self.call_timeout):
+            self._emit(ToolsChanged(tunnel.session_id))

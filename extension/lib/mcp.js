@@ -8,7 +8,9 @@
 import { RpcError, METHOD_NOT_FOUND, INVALID_PARAMS, REQUEST_CANCELLED } from './rpc.js';
 import { VERSION } from './link.js';
 
-const HANDSHAKE_VERSIONS = ['2025-11-25', '2025-06-18', '2025-03-26'];
+// Equal to HANDSHAKE_VERSIONS and REQUESTED_HANDSHAKE_VERSION in core/mcp/vocabulary.py (a test holds them so).
+const HANDSHAKE_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
+const REQUESTED_HANDSHAKE_VERSION = '2025-06-18';
 const STATELESS_VERSION = '2026-07-28';
 const SERVER_INFO = { name: 'openab-browser', title: 'openab browser', version: VERSION };
 const MAX_CONNECTIONS = 16;
@@ -113,7 +115,7 @@ export class McpServer {
     switch (method) {
       case 'initialize': {
         const asked = p.protocolVersion;
-        const protocolVersion = HANDSHAKE_VERSIONS.includes(asked) ? asked : '2025-06-18';
+        const protocolVersion = HANDSHAKE_VERSIONS.includes(asked) ? asked : REQUESTED_HANDSHAKE_VERSION;
         if (conn) conn.protocolVersion = protocolVersion;
         return { protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: SERVER_INFO };
       }

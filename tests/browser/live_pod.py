@@ -24,13 +24,14 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from openab.core.acp.backend import AgentBackend
-from openab.core.agents.config import HttpEndpoint
+from openab.core.acp.backend import AgentBackend, NoAgentBackend
+from openab.core.mcp.access import HttpEndpoint
 from openab.core.mcp.proxy import BrowserProxy
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.core.tunnel.tunnel import Tunnel
 from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
 from .harness import extension_id
@@ -158,8 +159,7 @@ class LiveGateway:
         self.backend = backend
         self.settings = settings
         self.port = 0
-        self.pod = Pod()
-        self.proxy = BrowserProxy(self.pod)
+        self.pod = self._assemble()
         self.tap = Tap(create_app(self.pod))
         self._stack: contextlib.AsyncExitStack | None = None
 
@@ -169,16 +169,23 @@ class LiveGateway:
 
     async def start(self) -> None:
         """A fresh pod: on a restart nothing survives but the address and the key."""
-        settings = Settings(token=SecretStr(KEY), port=self.port, state_dir=self.state_dir, **self.settings)
-        self.pod = Pod(settings, backend=self.backend)
-        self.proxy = BrowserProxy(self.pod)
-        self.pod.add_observer(self.proxy)
+        self.pod = self._assemble()
+        settings = self.pod.settings
         self.tap = Tap(create_app(self.pod))
         self._stack = contextlib.AsyncExitStack()
         base = await self._stack.enter_async_context(
             running_server(self.tap, port=self.port, max_frame_bytes=settings.max_frame_bytes)
         )
         self.port = int(base.rsplit(":", 1)[1])
+
+    def _assemble(self) -> Pod:
+        settings = Settings(token=SecretStr(KEY), port=self.port, state_dir=self.state_dir, **self.settings)
+        return assemble(settings, backend=self.backend or NoAgentBackend())
+
+    @property
+    def proxy(self) -> BrowserProxy:
+        assert isinstance(self.pod.browser, BrowserProxy)
+        return self.pod.browser
 
     async def stop(self) -> None:
         if self._stack is not None:
@@ -214,7 +221,7 @@ class LiveGateway:
         """What the session's agent gets: the proxy's URL and token, used by the official MCP client."""
         session = self.pod.sessions.get(session_id)
         assert session is not None
-        endpoint = (await self.proxy.endpoint_for(session)).config
+        endpoint = (await self.proxy.open(session)).entry
         assert isinstance(endpoint, HttpEndpoint)
         headers = {"Authorization": f"Bearer {endpoint.token}"}
         async with (

@@ -8,46 +8,47 @@ not the agent's words about it.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, cast
+from dataclasses import dataclass
 
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 from pydantic import SecretStr
 
-from openab.core.agents.runtime import AgentRuntime
-from openab.core.mcp.proxy import BrowserProxy
 from openab.core.pod import Pod
 from openab.core.settings import Settings
+from openab.core.tunnel.registry import TunnelAttached, TunnelEvent
 from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
 from .conftest import KEY
 from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
 
-if TYPE_CHECKING:
-    from openab.core.mcp.access import BrowserAccess
-
 pytestmark = pytest.mark.anyio
 
 
+@dataclass
+class FlowGateway:
+    pod: Pod
+    url: str
+
 
 @pytest.fixture(scope="module")
-async def gateway_url(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[str]:
-    pod = Pod(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"))
-    proxy = BrowserProxy(pod)
-    pod.add_observer(proxy)
+async def flow_gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FlowGateway]:
     # No model URL in the agent's environment: the built-in agent follows plain instructions.
-    pod.backend = AgentRuntime(pod, browser=cast("BrowserAccess", proxy), env={})
+    pod = assemble(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"),
+                   env={})
     async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
-        yield "ws" + base.removeprefix("http") + "/acp"
+        yield FlowGateway(pod, "ws" + base.removeprefix("http") + "/acp")
 
 
 @pytest.fixture(scope="module")
-async def context(gateway_url: str, site: str, tmp_path_factory: pytest.TempPathFactory
+async def context(flow_gateway: FlowGateway, site: str, tmp_path_factory: pytest.TempPathFactory
                   ) -> AsyncIterator[BrowserContext]:
     tmp = tmp_path_factory.mktemp("flow")
-    ext = stage_extension(tmp / "ext", {"url": gateway_url, "key": KEY, "autopilot": False})
+    ext = stage_extension(tmp / "ext", {"url": flow_gateway.url, "key": KEY, "autopilot": False})
     async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
         yield ctx
 
@@ -59,6 +60,37 @@ async def panel(context: BrowserContext) -> Page:
     return page
 
 
+@pytest.fixture(autouse=True)
+async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel: Page) -> None:
+    """Each test starts where a person opening the panel would: no turn or question left over from another
+    test, no agent tab, and a new chat (an empty transcript, a new session with its browser tools attached)."""
+    if await panel.locator("#stop").is_enabled():  # an earlier test stopped mid-turn
+        await panel.locator("#stop").click()
+    await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+    await expect(panel.locator(".card")).to_have_count(0)
+    # The agent's tabs go (the person's first tab and the panel stay): its next `open` starts afresh.
+    start = context.pages[0]
+    for page in context.pages:
+        if page not in (start, panel):
+            await page.close()
+    attached = asyncio.Event()
+
+    def on_tunnel(event: TunnelEvent) -> None:
+        if isinstance(event, TunnelAttached):
+            attached.set()
+
+    stop_listening = flow_gateway.pod.tunnels.add_listener(on_tunnel)
+    try:
+        # A row only a transcript replaced by the new chat's empty one removes.
+        await panel.evaluate("document.getElementById('log').append(document.createElement('div'))")
+        await panel.locator("#new-chat").click()
+        await expect(panel.locator("#log > *")).to_have_count(0, timeout=30_000)
+        async with asyncio.timeout(30):  # the new session's tunnel: nothing else attaches meanwhile
+            await attached.wait()
+    finally:
+        stop_listening()
+
+
 def agent_page(context: BrowserContext, url: str) -> Page:
     [page] = [p for p in context.pages if p.url == url]
     return page
@@ -67,6 +99,14 @@ def agent_page(context: BrowserContext, url: str) -> Page:
 async def say(panel: Page, text: str) -> None:
     await panel.locator("#prompt").fill(text)
     await panel.locator("#send").click()
+
+
+async def opened(context: BrowserContext, panel: Page, url: str) -> Page:
+    """The agent's tab once its "Open URL" step is done."""
+    await expect(panel.locator(".step", has_text=f"Open {url}").locator(".status")).to_have_text(
+        "completed", timeout=30_000
+    )
+    return agent_page(context, url)
 
 
 async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserContext, panel: Page,
@@ -85,8 +125,8 @@ async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserCon
 
 
 async def test_a_risky_step_waits_for_the_person(context: BrowserContext, panel: Page, site: str) -> None:
-    page = agent_page(context, f"{site}/form.html")
-    await say(panel, "click Buy now")
+    await say(panel, f"open {site}/form.html; click Buy now")
+    page = await opened(context, panel, f"{site}/form.html")
     card = panel.locator(".card")
     await expect(card.locator(".title")).to_have_text('The agent wants to click button "Buy now"', timeout=30_000)
     await expect(page.locator("#out")).not_to_have_text("bought")
@@ -98,11 +138,11 @@ async def test_a_risky_step_waits_for_the_person(context: BrowserContext, panel:
 
 
 async def test_a_declined_step_does_not_happen(context: BrowserContext, panel: Page, site: str) -> None:
-    page = agent_page(context, f"{site}/form.html")
-    await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
-    await say(panel, "click Sign in")
+    await say(panel, f"open {site}/form.html; click Sign in")
+    page = await opened(context, panel, f"{site}/form.html")
     card = panel.locator(".card")
     await expect(card.locator(".title")).to_contain_text("submit a form", timeout=30_000)
+    await expect(page.locator("#out")).to_have_text("nothing yet")
     await card.locator("button[data-decision=deny]").click()
     await expect(panel.locator("#log")).to_contain_text("not allowed by the user", timeout=30_000)
-    await expect(page.locator("#out")).to_have_text("bought")  # unchanged: the form was not sent
+    await expect(page.locator("#out")).to_have_text("nothing yet")  # unchanged: the form was not sent

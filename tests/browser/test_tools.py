@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 
 from openab.core.jsonrpc import RpcError
-from openab.core.tunnel.tunnel import Tunnel
+from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
 
 from .live_pod import TIMEOUT, LiveGateway, call
 

@@ -1,3 +1,4 @@
-from .agent import main
+"""``python -m openab.core.agents.builtin``: the built-in agent on stdio."""
+from .stdio import main
 
 main()

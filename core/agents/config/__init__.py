@@ -1,25 +1,13 @@
-"""The agent CLIs' own MCP config files: which file each CLI reads, our entry in its format, and writing it
-safely (merge, lock, atomic replace, 0600). Re-exported here: callers import from ``openab.core.agents.config``."""
+"""The agent CLIs' own MCP config files: which file each CLI reads and our entry in its format (``formats``),
+merging it into what is there (``merge``, with Goose's YAML in ``goose_yaml``) and writing it safely (``files``:
+lock, atomic replace, 0600). Re-exported here: callers import from ``openab.core.agents.config``."""
 
-from .files import (
-    AGENTS,
-    KIRO_GRANT,
-    SERVER_NAME,
-    ConfigError,
-    ConfigFile,
-    Endpoint,
-    HttpEndpoint,
-    StdioCommand,
-    Written,
-    agent_name,
-    config_files,
-    config_write,
-    entry,
-    expands_token,
-    strip,
-    write,
-    write_private,
-)
+from ...errors import ConfigError
+from ...mcp.access import Entry as Endpoint
+from ...mcp.access import HttpEndpoint, StdioCommand
+from ...mcp.vocabulary import SERVER_NAME
+from .files import Written, config_write, strip, write, write_private
+from .formats import AGENTS, KIRO_GRANT, ConfigFile, agent_name, config_files, entry, expands_token
 
 __all__ = [
     "AGENTS", "KIRO_GRANT", "SERVER_NAME", "ConfigError", "ConfigFile", "Endpoint", "HttpEndpoint", "StdioCommand",

@@ -1,0 +1,339 @@
+"""One session's agent process, and the ACP client we play towards it: the turn relay, cancellation, the
+silence watchdog and permission requests (to the person when the extension can ask, else to the policy)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from .. import package_version
+from ..acp.backend import PromptTurn
+from ..acp.sessions import Session
+from ..errors import AgentExited, PermissionUnavailable, TransportError
+from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, Notification, Request, RpcError
+from ..mcp.access import BrowserEndpoint
+from .permissions import cancelled as cancelled_outcome
+from .permissions import decide, reject
+from .process import AgentProcess
+
+if TYPE_CHECKING:
+    from .runtime import AgentRuntime
+
+__all__ = ["ACP_PROTOCOL_VERSION", "SessionAgent"]
+
+log = logging.getLogger(__name__)
+
+ACP_PROTOCOL_VERSION: Final = 1
+# A hard cap on one turn; the silence watchdog is what normally ends a stuck one.
+_MAX_TURN_SECONDS: Final = 6 * 3600.0
+_TOOL_CALLS_REMEMBERED: Final = 256
+
+
+class SessionAgent:
+    """One session's agent process and the ACP client side we play towards it."""
+
+    def __init__(self, runtime: AgentRuntime, session: Session, cwd: Path) -> None:
+        self.runtime = runtime
+        self.session = session
+        self.cwd = cwd
+        self.process: AgentProcess | None = None
+        self.acp_session_id: str | None = None
+        self.endpoint: BrowserEndpoint | None = None
+        self.turn: PromptTurn | None = None
+        self.cancelling = False
+        self.last_used = time.monotonic()
+        self._tool_calls: collections.OrderedDict[str, JsonObject] = collections.OrderedDict()
+        self._asks: set[asyncio.Future[JsonObject]] = set()
+        self._asking = 0
+        self._quiet_since = time.monotonic()
+        self._settling: asyncio.Task[None] | None = None
+
+    @property
+    def name(self) -> str:
+        return f"agent[{self.session.id}]"
+
+    @property
+    def alive(self) -> bool:
+        return self.process is not None and self.process.alive and not self.process.rpc.closed
+
+    # -- the agent calls us ------------------------------------------------------------------------------
+
+    def handle_request(self, request: Request) -> Any:
+        self._heard()
+        if request.method == "session/request_permission":
+            params = request.params if isinstance(request.params, dict) else {}
+            return Later(self._permission(params))
+        # We advertise no fs and no terminal: the agent works in the pod, the browser is its only reach.
+        raise RpcError.method_not_found(request.method)
+
+    def handle_notification(self, notification: Notification) -> None:
+        self._heard()
+        if notification.method != "session/update" or not isinstance(notification.params, dict):
+            return
+        params = notification.params
+        update = params.get("update")
+        if params.get("sessionId") != self.acp_session_id or not isinstance(update, dict):
+            return
+        if update.get("sessionUpdate") in ("tool_call", "tool_call_update"):
+            self._remember_tool_call(update)
+        if self.turn is not None:
+            self.turn.send_update(update)
+
+    def _heard(self) -> None:
+        self._quiet_since = time.monotonic()
+
+    def _remember_tool_call(self, update: JsonObject) -> None:
+        call_id = update.get("toolCallId")
+        if not isinstance(call_id, str):
+            return
+        known = self._tool_calls.pop(call_id, {})
+        self._tool_calls[call_id] = {**known, **{k: v for k, v in update.items() if k != "sessionUpdate"}}
+        while len(self._tool_calls) > _TOOL_CALLS_REMEMBERED:
+            self._tool_calls.popitem(last=False)
+
+    async def _permission(self, params: JsonObject) -> JsonObject:
+        runtime = self.runtime
+        turn = self.turn
+        if turn is None or self.cancelling:
+            return cancelled_outcome()
+        raw_call = params.get("toolCall") if isinstance(params.get("toolCall"), dict) else {}
+        assert isinstance(raw_call, dict)
+        call_id = raw_call.get("toolCallId")
+        # Codex sends sparse requests: what it streamed earlier for the same call fills the gaps.
+        tool_call = {**self._tool_calls.get(call_id, {}), **raw_call} if isinstance(call_id, str) else raw_call
+        if turn.can_ask_permission:
+            relayed = {k: v for k, v in params.items() if k != "sessionId"}
+            ask = asyncio.ensure_future(
+                turn.request_permission(relayed, timeout=runtime.settings.permission_timeout)
+            )
+            self._asks.add(ask)
+            self._asking += 1
+            try:
+                outcome = _offered(await ask, params)
+                log.info("%s: permission for %r answered in the browser", self.name, _title(tool_call))
+                return outcome
+            except asyncio.CancelledError:
+                if self.cancelling:
+                    return cancelled_outcome()
+                ask.cancel()  # the agent went away: nobody needs the card any more
+                raise
+            except PermissionUnavailable as exc:
+                log.info("%s: %s; the %s policy decides", self.name, exc, runtime.policy)
+            except TimeoutError as exc:
+                log.info("%s: %s; rejected", self.name, exc)
+                return reject(params)
+            finally:
+                self._asks.discard(ask)
+                self._asking -= 1
+                self._heard()
+        log.debug("%s: permission request %s over %s", self.name, _preview(params, 4000), _preview(tool_call, 4000))
+        outcome = decide(
+            runtime.policy, params, identify=runtime.recipe.identify, tool_call=tool_call,
+            browser_tools=runtime.browser_tools(self.session.id),
+        )
+        log.info("%s: permission for %r: %s by the %s policy", self.name, _title(tool_call),
+                 outcome["outcome"].get("optionId", "cancelled"), runtime.policy)
+        return outcome
+
+    # -- life --------------------------------------------------------------------------------------------
+
+    async def start(self, previous: str | None = None) -> None:
+        runtime = self.runtime
+        settings = runtime.settings
+        recipe = runtime.recipe
+        self.cwd.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self.endpoint = await runtime.browser.open(self.session)
+        env = runtime.agent_env(self.session, self.endpoint)
+        servers = runtime.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
+        self.process = AgentProcess(runtime.argv, handler=self, env=env, cwd=self.cwd, name=self.name)
+        await self.process.start()
+        rpc = self.process.rpc
+        try:
+            async with asyncio.timeout(settings.agent_start_timeout):
+                init = await rpc.request(
+                    "initialize",
+                    {
+                        "protocolVersion": ACP_PROTOCOL_VERSION,
+                        "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
+                                               "terminal": False},
+                        "clientInfo": {"name": "openab", "title": "openab pod", "version": package_version()},
+                    },
+                    timeout=settings.agent_start_timeout,
+                )
+                if not isinstance(init, dict) or init.get("protocolVersion") != ACP_PROTOCOL_VERSION:
+                    raise AgentExited(f"the agent does not speak ACP v1 (initialize said {_preview(init)})")
+                session_id = await self._open_conversation(init, servers, previous)
+        except TimeoutError:
+            await self.stop(f"it did not start within {settings.agent_start_timeout:g} s")
+            raise AgentExited(
+                f"the agent did not answer initialize/session/new within {settings.agent_start_timeout:g} s "
+                f"({self.process.exit_message()})"
+            ) from None
+        except TransportError:
+            await self.stop()
+            raise AgentExited(self.process.exit_message()) from None
+        except RpcError as exc:
+            await self.stop()
+            raise AgentExited(f"the agent refused to start a session: {_agent_error_text(exc)}") from None
+        except AgentExited:
+            await self.stop()
+            raise
+        self.acp_session_id = session_id
+        self._heard()
+        log.info("%s: %s ready (pid %s, browser via %s%s)", self.name, recipe.title, self.process.pid,
+                 recipe.browser_via,
+                 ", conversation resumed" if session_id == previous else "")
+
+    async def _open_conversation(self, init: JsonObject, servers: list[JsonObject], previous: str | None) -> str:
+        """The agent's session id: the session's earlier conversation when the agent can take it up again
+        (this is a fresh process after an idle stop or a crash), else a new one."""
+        assert self.process is not None
+        rpc, timeout = self.process.rpc, self.runtime.settings.agent_start_timeout
+        params: JsonObject = {"cwd": str(self.cwd), "mcpServers": servers}
+        capabilities = init.get("agentCapabilities") if isinstance(init.get("agentCapabilities"), dict) else {}
+        assert isinstance(capabilities, dict)
+        resumable = isinstance((capabilities.get("sessionCapabilities") or {}).get("resume"), dict)
+        # session/resume takes the conversation up without replaying it; session/load replays it as updates,
+        # which no turn is there to receive.
+        method = "session/resume" if resumable else "session/load" if capabilities.get("loadSession") is True else None
+        if previous is not None and method is not None:
+            try:
+                await rpc.request(method, {**params, "sessionId": previous}, timeout=timeout)
+                return previous
+            except RpcError as exc:
+                log.info("%s: %s refused (%s); starting a new conversation", self.name, method, exc.message)
+        created = await rpc.request("session/new", params, timeout=timeout)
+        session_id = created.get("sessionId") if isinstance(created, dict) else None
+        if not isinstance(session_id, str) or not session_id:
+            raise AgentExited(f"the agent's session/new answer has no sessionId: {_preview(created)}")
+        return session_id
+
+    async def run_turn(self, turn: PromptTurn, blocks: list[JsonObject]) -> str:
+        if self._settling is not None and not self._settling.done():
+            # The previous turn was abandoned mid-cancel; the agent gets its grace to finish it first.
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.runtime.settings.cancel_grace + 5):
+                    await asyncio.shield(self._settling)
+        if not self.alive:
+            raise _agent_gone(self)
+        assert self.process is not None
+        rpc = self.process.rpc
+        self.turn, self.cancelling, self.last_used = turn, False, time.monotonic()
+        self._heard()
+        silence = self.runtime.settings.agent_silence_timeout
+        request = asyncio.ensure_future(
+            rpc.request("session/prompt", {"sessionId": self.acp_session_id, "prompt": blocks},
+                        timeout=_MAX_TURN_SECONDS)
+        )
+        try:
+            while not request.done():
+                quiet = time.monotonic() - self._quiet_since
+                if self._asking == 0 and quiet >= silence:
+                    reason = f"it said nothing for {silence:g} s"
+                    rpc.notify("session/cancel", {"sessionId": self.acp_session_id})
+                    await self.stop(reason)
+                    raise RpcError(INTERNAL_ERROR, f"The agent stopped answering: {reason}, so it was stopped. "
+                                                   "Prompt again to start a fresh agent.")
+                await asyncio.wait({request}, timeout=max(0.05, silence - quiet) if self._asking == 0 else 1.0)
+            result = request.result()
+        except TransportError:
+            raise _agent_gone(self) from None
+        except RpcError as exc:
+            if request.done() and not request.cancelled() and request.exception() is exc:
+                raise RpcError(INTERNAL_ERROR, f"The agent failed: {_agent_error_text(exc)}", exc.data) from None
+            raise
+        except asyncio.CancelledError:
+            if not request.done():
+                self._abandon(request)
+            raise
+        finally:
+            self.turn = None
+            self.last_used = time.monotonic()
+            if not request.done():
+                request.add_done_callback(_consume)
+        stop_reason = result.get("stopReason") if isinstance(result, dict) else None
+        return stop_reason if isinstance(stop_reason, str) else "end_turn"
+
+    def cancel(self) -> None:
+        if self.turn is None or self.cancelling:
+            return
+        self.cancelling = True
+        if self.alive and self.process is not None:
+            self.process.rpc.notify("session/cancel", {"sessionId": self.acp_session_id})
+            log.info("%s: turn cancelled", self.name)
+        for ask in list(self._asks):
+            ask.cancel()  # ACP: after session/cancel the client answers pending permissions with cancelled
+
+    def _abandon(self, request: asyncio.Future[Any]) -> None:
+        """The gateway gave up on this turn: cancel it at the agent; an agent that ignores that is stopped."""
+        self.cancel()
+        grace = self.runtime.settings.cancel_grace
+
+        async def settle() -> None:
+            try:
+                async with asyncio.timeout(grace):
+                    await asyncio.wait({request})
+            except TimeoutError:
+                await self.stop(f"it did not end a cancelled turn within {grace:g} s")
+            finally:
+                request.cancel()
+
+        self._settling = self.runtime.spawn(settle(), name=f"settle {self.session.id}")
+
+    async def stop(self, reason: str | None = None) -> None:
+        if self.process is not None:
+            await self.process.stop(reason=reason)
+
+    async def close(self) -> None:
+        await self.stop("its session was closed")
+        if self.endpoint is not None:
+            self.runtime.handoff.take_back(self.session.id)
+
+
+def _consume(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
+
+
+def _agent_gone(agent: SessionAgent) -> RpcError:
+    how = agent.process.exit_message() if agent.process is not None else "the agent is not running"
+    return RpcError(INTERNAL_ERROR, f"The agent ended mid-turn: {how}. Prompt again to start a fresh agent.")
+
+
+def _agent_error_text(exc: RpcError) -> str:
+    text = exc.message or f"error {exc.code}"
+    # Several agents put the useful words in data and say only "Internal error" in the message.
+    if isinstance(exc.data, str) and exc.data:
+        text = f"{text}: {exc.data}"
+    elif isinstance(exc.data, dict) and isinstance(exc.data.get("message"), str):
+        text = f"{text}: {exc.data['message']}"
+    if exc.code == -32000:
+        text += " (the agent needs to sign in: log it in inside the pod, or give it its API key with --agent-env)"
+    return text[:2000]
+
+
+def _offered(answer: JsonObject, params: JsonObject) -> JsonObject:
+    """The person's answer, if it picks one of the options the agent offered; else a rejection."""
+    outcome = answer.get("outcome")
+    if isinstance(outcome, dict) and outcome.get("outcome") == "cancelled":
+        return cancelled_outcome()
+    offered = {o.get("optionId") for o in params.get("options") or [] if isinstance(o, dict)}
+    if isinstance(outcome, dict) and outcome.get("outcome") == "selected" and outcome.get("optionId") in offered:
+        return {"outcome": {"outcome": "selected", "optionId": outcome["optionId"]}}
+    log.warning("the extension answered a permission request with an option the agent did not offer; rejected")
+    return reject(params)
+
+
+def _title(tool_call: JsonObject) -> str:
+    title = tool_call.get("title")
+    return str(title)[:120] if title else str(tool_call.get("toolCallId", "?"))
+
+
+def _preview(value: Any, limit: int = 200) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."

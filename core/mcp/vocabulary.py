@@ -1,0 +1,60 @@
+"""The MCP protocol's words as openab uses them, each said once: revisions, ``_meta`` keys, HTTP header names,
+error codes, and the name our browser server goes by.
+
+The extension (``extension/lib/mcp.js``) cannot import this; ``tests/test_tool_catalogue.py`` holds its copy
+of the revisions equal to these.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+from .. import META_PREFIX
+
+__all__ = [
+    "HANDSHAKE_VERSIONS",
+    "HEADER_MISMATCH",
+    "LATEST_HANDSHAKE_VERSION",
+    "META_CLIENT_CAPABILITIES",
+    "META_CLIENT_INFO",
+    "META_SERVER_INFO",
+    "META_SPEC_PREFIX",
+    "META_SUBSCRIPTION_ID",
+    "META_TRUNCATED",
+    "META_VERSION",
+    "MODERN_VERSION",
+    "PROTOCOL_VERSION_HEADER",
+    "REQUESTED_HANDSHAKE_VERSION",
+    "SERVER_NAME",
+    "SESSION_ID_HEADER",
+    "UNSUPPORTED_PROTOCOL_VERSION",
+]
+
+# The name agents see our server by: their tool names become mcp__openab_browser__<tool> and the like.
+SERVER_NAME: Final = "openab_browser"
+
+# Handshake-era revisions (``initialize`` negotiates one), oldest first.
+HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
+# What our own MCP clients ask for (the tunnel toward the extension, the built-in agent): the revision every
+# peer we met speaks, and what the extension answers when asked for one it does not know.
+REQUESTED_HANDSHAKE_VERSION: Final = "2025-06-18"
+# The stateless revision: no ``initialize``, the version travels in each request's ``_meta``.
+MODERN_VERSION: Final = "2026-07-28"
+
+META_SPEC_PREFIX: Final = "io.modelcontextprotocol/"
+META_VERSION: Final = META_SPEC_PREFIX + "protocolVersion"
+META_SERVER_INFO: Final = META_SPEC_PREFIX + "serverInfo"
+META_CLIENT_INFO: Final = META_SPEC_PREFIX + "clientInfo"
+META_CLIENT_CAPABILITIES: Final = META_SPEC_PREFIX + "clientCapabilities"
+META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
+# Ours: a text result cut to its bound carries {"shownChars", "totalChars"} here.
+META_TRUNCATED: Final = META_PREFIX + "truncated"
+
+# Streamable HTTP headers, lower-case as ASGI gives them.
+SESSION_ID_HEADER: Final = "mcp-session-id"
+PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
+
+# 2026-07-28 error codes (the spec reserves -32020...-32099).
+HEADER_MISMATCH: Final = -32020
+UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
