@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from typing import Final
 
-from openab.core.jsonrpc import SERVER_OVERLOADED, RpcError, dumps
+from openab.core.jsonrpc import SERVER_OVERLOADED, RequestId, RpcError, dumps, error_message
 
 __all__ = [
     "BRIDGE_REFUSED",
@@ -69,8 +69,9 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | _TooLarge | None:
             consumed = exc.consumed
 
 
-def error_line(error: RpcError, request_id: object = None) -> bytes:
-    return dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}) + b"\n"
+def error_line(error: RpcError, request_id: RequestId = None) -> bytes:
+    """The error answer to ``request_id`` as one line of the bridge's wire."""
+    return dumps(error_message(request_id, error)) + b"\n"
 
 
 def frame_too_large(limit: int = MAX_FRAME_BYTES) -> RpcError:

@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol
 
 import orjson
 
-from openab.core.jsonrpc import INTERNAL_ERROR, SERVER_OVERLOADED, Peer, Request, RpcError, dumps
+from openab.core.jsonrpc import INTERNAL_ERROR, SERVER_OVERLOADED, Peer, Request, RpcError, dumps, notification_message
 
 from .framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD, TOO_LARGE, error_line, frame_too_large, read_frame
 
@@ -281,7 +281,7 @@ class Relay:
             self._ready.set()
             if self.connects > 1 and self._initialize is not None:
                 # The browser may have come or gone while we were away.
-                await self._emit(dumps({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}) + b"\n")
+                await self._emit(dumps(notification_message("notifications/tools/list_changed")) + b"\n")
             await pump
             return True
         finally:
@@ -312,7 +312,7 @@ class Relay:
             self._note_down(f"the pod refused initialize again: {response['error']}")
             return False
         if self._initialized:
-            socket.write(dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + b"\n")
+            socket.write(dumps(notification_message("notifications/initialized")) + b"\n")
         self._say("re-initialized after reconnecting")
         return True
 

@@ -32,7 +32,15 @@ import orjson
 from openab.core.acp.schema import channel_for
 from openab.core.acp.sessions import Session
 from openab.core.errors import BridgeError
-from openab.core.jsonrpc import PARSE_ERROR, SERVER_OVERLOADED, JsonObject, RpcError, dumps
+from openab.core.jsonrpc import (
+    PARSE_ERROR,
+    SERVER_OVERLOADED,
+    JsonObject,
+    RpcError,
+    dumps,
+    error_message,
+    notification_message,
+)
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
 from openab.core.mcp.server import BrowserMcp, Limits
 from openab.core.tunnel.registry import TunnelRegistry
@@ -124,11 +132,11 @@ class _Connection:
                         self.session_id)
             if "id" not in message:
                 return
-            line = dumps({"jsonrpc": "2.0", "id": message["id"], "error": RpcError(
+            line = dumps(error_message(message["id"], RpcError(
                 SERVER_OVERLOADED,
                 f"The answer is {len(line)} bytes, over the bridge's {self.server.max_frame_bytes}-byte frame "
                 "limit; ask for less (a smaller max_chars, a selector, a screenshot without full_size)",
-            ).to_json()})
+            )))
         self.write_line(line + b"\n")
 
     async def answer(self, message: Any) -> None:
@@ -139,8 +147,7 @@ class _Connection:
             log.exception("bridge: %s failed for session %s", method, self.session_id)
             if not isinstance(message, dict) or "id" not in message:
                 return
-            response = {"jsonrpc": "2.0", "id": message["id"],
-                        "error": RpcError.internal(f"Internal error in {method}").to_json()}
+            response = error_message(message["id"], RpcError.internal(f"Internal error in {method}"))
         if response is not None:
             self.send(response)
 
@@ -370,13 +377,9 @@ class BridgeServer:
         self._connections.add(connection)
         log.info("bridge: pid %d connected for session %s", creds.pid, session_id)
         try:
-            connection.send(
-                {
-                    "jsonrpc": "2.0",
-                    "method": READY_METHOD,
-                    "params": {"channel": channel, "sessionId": session_id, "version": PROTOCOL_VERSION},
-                }
-            )
+            connection.send(notification_message(
+                READY_METHOD, {"channel": channel, "sessionId": session_id, "version": PROTOCOL_VERSION}
+            ))
             await self._read_loop(connection, reader)
         finally:
             self._connections.discard(connection)

@@ -17,6 +17,8 @@ from .. import META_PREFIX
 from ..jsonrpc import INVALID_PARAMS, JsonObject, RpcError
 
 __all__ = [
+    "ACP_TUNNEL_META",
+    "AUTH_REQUIRED",
     "PERMISSION_RELAY_META",
     "PROTOCOL_VERSION",
     "AcpServerDeclaration",
@@ -38,6 +40,8 @@ PROTOCOL_VERSION: Final = 1
 # The client answers permission cards: sent in session/new or resume ``_meta``, advertised in initialize.
 PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
+# ACP's error code for an agent that needs its user to sign in first.
+AUTH_REQUIRED: Final = -32000
 _SESSION_ID = re.compile(r"^sess_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
 
 

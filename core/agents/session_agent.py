@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .. import package_version
 from ..acp.backend import PromptTurn
+from ..acp.schema import AUTH_REQUIRED
 from ..acp.sessions import Session
 from ..errors import AgentExited, PermissionUnavailable, TransportError
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, Notification, Request, RpcError
@@ -312,7 +313,7 @@ def _agent_error_text(exc: RpcError) -> str:
         text = f"{text}: {exc.data}"
     elif isinstance(exc.data, dict) and isinstance(exc.data.get("message"), str):
         text = f"{text}: {exc.data['message']}"
-    if exc.code == -32000:
+    if exc.code == AUTH_REQUIRED:
         text += " (the agent needs to sign in: log it in inside the pod, or give it its API key with --agent-env)"
     return text[:2000]
 

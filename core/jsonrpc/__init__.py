@@ -31,7 +31,11 @@ from .protocol import (
     TooManyPendingRequests,
     classify,
     dumps,
+    error_message,
     id_key,
+    notification_message,
+    request_message,
+    result_message,
 )
 
 __all__ = [
@@ -39,5 +43,5 @@ __all__ = [
     "REQUEST_CANCELLED", "SERVER_OVERLOADED", "SESSION_BUSY", "ConnectionClosed", "Event", "Handler", "IdRule",
     "Invalid", "JsonObject", "Later", "Notification", "Peer", "Reply", "Request", "RequestFailed", "RequestId",
     "RequestTimeout", "Response", "RpcConnection", "RpcError", "SendMessage", "TooManyPendingRequests", "classify",
-    "dumps", "id_key",
+    "dumps", "error_message", "id_key", "notification_message", "request_message", "result_message",
 ]

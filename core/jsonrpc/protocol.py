@@ -50,7 +50,11 @@ __all__ = [
     "TooManyPendingRequests",
     "classify",
     "dumps",
+    "error_message",
     "id_key",
+    "notification_message",
+    "request_message",
+    "result_message",
 ]
 
 JsonObject = dict[str, Any]
@@ -65,6 +69,32 @@ SERVER_OVERLOADED: Final = -32000
 SESSION_BUSY: Final = -32001
 NOT_INITIALIZED: Final = -32002
 REQUEST_CANCELLED: Final = -32800
+
+
+def request_message(request_id: RequestId, method: str, params: Any = None) -> JsonObject:
+    """A request envelope; ``params`` is left out when ``None``."""
+    message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def notification_message(method: str, params: Any = None) -> JsonObject:
+    """A notification envelope (no ``id``: never answered); ``params`` is left out when ``None``."""
+    message: JsonObject = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
+def result_message(request_id: RequestId, result: Any) -> JsonObject:
+    """The success answer to request ``request_id``."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def error_message(request_id: RequestId, error: RpcError) -> JsonObject:
+    """The error answer to request ``request_id`` (``None`` when the request's id could not be read)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
 
 
 def dumps(message: JsonObject) -> bytes:
@@ -345,7 +375,7 @@ class Peer:
 
     def send_result(self, request_id: RequestId, result: Any) -> None:
         self._close_open(request_id)
-        self._outgoing.append(dumps({"jsonrpc": "2.0", "id": request_id, "result": result}))
+        self._outgoing.append(dumps(result_message(request_id, result)))
 
     def send_error(self, request_id: RequestId, error: RpcError) -> None:
         self._close_open(request_id)
@@ -358,7 +388,7 @@ class Peer:
         self._open.remove(key)
 
     def _send_error_reply(self, request_id: RequestId, error: RpcError) -> None:
-        self._outgoing.append(dumps({"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}))
+        self._outgoing.append(dumps(error_message(request_id, error)))
 
     @property
     def open_requests(self) -> int:
@@ -377,18 +407,12 @@ class Peer:
             )
         request_id = self._next_id
         self._next_id += 1
-        message: JsonObject = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        self._outgoing.append(dumps(message))
+        self._outgoing.append(dumps(request_message(request_id, method, params)))
         self._pending[request_id] = _Pending(method, deadline, context)
         return request_id
 
     def send_notification(self, method: str, params: Any = None) -> None:
-        message: JsonObject = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        self._outgoing.append(dumps(message))
+        self._outgoing.append(dumps(notification_message(method, params)))
 
     def abandon(self, request_id: int) -> bool:
         """Stop waiting for an answer; a late one is then dropped. Returns whether it was pending."""

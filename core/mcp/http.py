@@ -32,6 +32,7 @@ from ..jsonrpc import (
     REQUEST_CANCELLED,
     JsonObject,
     RpcError,
+    error_message,
 )
 from .server import BrowserMcp, modern_version
 from .vocabulary import (
@@ -290,8 +291,7 @@ class McpHttpApp:
                     break
             response = work.result()
             if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
-                response = {"jsonrpc": "2.0", "id": message["id"],
-                            "error": RpcError(REQUEST_CANCELLED, "Request cancelled").to_json()}
+                response = error_message(message["id"], RpcError(REQUEST_CANCELLED, "Request cancelled"))
             if streaming:
                 while not progress.empty():
                     await _sse_event(send, progress.get_nowait())
@@ -446,7 +446,7 @@ async def _reply(
 
 
 async def _refuse(send: Send, refusal: _Refusal) -> None:
-    body = {"jsonrpc": "2.0", "id": refusal.request_id, "error": {"code": refusal.code, "message": refusal.message}}
+    body = error_message(refusal.request_id, RpcError(refusal.code, refusal.message))
     await _reply(send, refusal.status, orjson.dumps(body), "application/json", refusal.headers)
 
 

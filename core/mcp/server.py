@@ -46,7 +46,10 @@ from ..jsonrpc import (
     RequestId,
     RpcError,
     classify,
+    error_message,
     id_key,
+    notification_message,
+    result_message,
 )
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
@@ -89,10 +92,6 @@ def modern_version(message: Mapping[str, Any]) -> str | None:
     meta = params.get("_meta") if isinstance(params, dict) else None
     version = meta.get(META_VERSION) if isinstance(meta, dict) else None
     return version if isinstance(version, str) else None
-
-
-def _error(request_id: RequestId, error: RpcError) -> JsonObject:
-    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_json()}
 
 
 def _tool_failure(text: str) -> JsonObject:
@@ -142,7 +141,7 @@ class BrowserMcp:
         """
         kind = classify(message, ids="mcp")
         if isinstance(kind, Invalid):
-            return _error(kind.id, kind.error)
+            return error_message(kind.id, kind.error)
         if isinstance(kind, Notification):
             self._notification(kind.method, kind.params)
             return None
@@ -150,18 +149,18 @@ class BrowserMcp:
             return None  # a response (we send no requests) or a malformed notification: no answer
         request_id, method, params = kind.id, kind.method, kind.params
         if params is not None and not isinstance(params, dict):
-            return _error(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
+            return error_message(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
         try:
             result = await self._request(request_id, method, params or {}, modern_version(message), progress)
         except RpcError as exc:
-            return _error(request_id, exc)
+            return error_message(request_id, exc)
         except Exception:
             # A bug of ours must cost one answer, not the transport that called us.
             log.exception("browser MCP: %s failed for session %s", method, self.session_id)
-            return _error(request_id, RpcError(INTERNAL_ERROR, f"Internal error in {method}"))
+            return error_message(request_id, RpcError(INTERNAL_ERROR, f"Internal error in {method}"))
         if result is None:
             return None
-        return {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return result_message(request_id, result)
 
     def close(self) -> None:
         if self.closed:
@@ -366,7 +365,7 @@ class BrowserMcp:
         sink = progress
 
         def on_progress(inner: JsonObject) -> None:
-            sink({"jsonrpc": "2.0", "method": "notifications/progress", "params": {**inner, "progressToken": token}})
+            sink(notification_message("notifications/progress", {**inner, "progressToken": token}))
 
         return forwarded, on_progress
 
@@ -379,10 +378,10 @@ class BrowserMcp:
         wanted = params.get("notifications")
         honored = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
         meta = {META_SUBSCRIPTION_ID: request_id}
-        sink({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
-              "params": {"notifications": honored, "_meta": meta}})
+        sink(notification_message("notifications/subscriptions/acknowledged",
+                                  {"notifications": honored, "_meta": meta}))
         key = id_key(request_id)
-        changed = {"jsonrpc": "2.0", "method": "notifications/tools/list_changed", "params": {"_meta": meta}}
+        changed = notification_message("notifications/tools/list_changed", {"_meta": meta})
         self._subscribers[key] = (lambda: sink(changed)) if honored else (lambda: None)
         try:
             await self._closing.wait()
@@ -398,7 +397,7 @@ class BrowserMcp:
             notify()
         if self._send is None or not self.initialized:
             return  # a client hears nothing before `initialized`; a stateless one has no channel for it
-        self._send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
+        self._send(notification_message("notifications/tools/list_changed"))
 
 
 def bound_result(result: JsonObject, tool: str, max_chars: int) -> JsonObject:

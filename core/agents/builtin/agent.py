@@ -19,7 +19,7 @@ import httpx
 
 from ... import package_version
 from ...errors import OpenabError
-from ...jsonrpc import INVALID_PARAMS, JsonObject, Later, Notification, Request, RpcConnection, RpcError
+from ...jsonrpc import INVALID_PARAMS, SESSION_BUSY, JsonObject, Later, Notification, Request, RpcConnection, RpcError
 from ...mcp.vocabulary import SERVER_NAME
 from .mcp_client import TOOL_TIMEOUT, McpClient, McpError, connect_mcp
 from .planner import HELP, Step, find_ref, plan_steps, result_text
@@ -90,7 +90,7 @@ class BuiltinAgent:
             if session is None:
                 raise RpcError(INVALID_PARAMS, f"Unknown session: {params.get('sessionId')}")
             if session.turn is not None and not session.turn.done():
-                raise RpcError(-32001, "Session busy: a prompt is already in progress")
+                raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
             text = "\n".join(str(b.get("text", "")) for b in params.get("prompt") or []
                              if isinstance(b, dict) and b.get("type") == "text")
             session.turn = asyncio.get_running_loop().create_task(self._turn(session, text))

@@ -19,7 +19,7 @@ import httpx
 
 from ... import package_version
 from ...errors import OpenabError
-from ...jsonrpc import JsonObject, Notification, Request, RpcError
+from ...jsonrpc import JsonObject, Notification, Request, RpcError, notification_message, request_message
 from ...mcp.vocabulary import REQUESTED_HANDSHAKE_VERSION, SESSION_ID_HEADER
 from ..process import AgentProcess, scrubbed_env
 
@@ -60,7 +60,7 @@ class HttpMcpClient:
 
     async def request(self, method: str, params: JsonObject, *, timeout: float) -> Any:
         request_id = next(self._ids)
-        body = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        body = request_message(request_id, method, params)
         try:
             async with asyncio.timeout(timeout), self._client.stream(
                 "POST", self.url, json=body, headers=self._headers
@@ -85,9 +85,7 @@ class HttpMcpClient:
         return result
 
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        body: JsonObject = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            body["params"] = params
+        body = notification_message(method, params)
         with contextlib.suppress(httpx.HTTPError):
             response = await self._client.post(self.url, json=body, headers=self._headers)
             self._remember_session(response)
