@@ -35,7 +35,7 @@ from ..jsonrpc import (
     RpcConnection,
     RpcError,
 )
-from ..tunnel.tunnel import TunnelError, TunnelOwner, establish
+from ..tunnel.tunnel import TunnelAddress, TunnelError, TunnelOwner, establish
 from .backend import AgentBackend, PermissionUnavailable
 from .schema import (
     PERMISSION_RELAY_META,
@@ -254,13 +254,11 @@ class AcpServerConnection:
     async def _establish(self, session: Session, server: AcpServerDeclaration, generation: int) -> None:
         settings = self.settings
         try:
+            address = TunnelAddress(session.id, server.server_id, server.name, TunnelOwner(self.id, self.generation),
+                                    generation)
             tunnel = await establish(
                 self.rpc,
-                session_id=session.id,
-                server_id=server.server_id,
-                name=server.name,
-                owner=TunnelOwner(self.id, self.generation),
-                generation=generation,
+                address,
                 timeout=settings.tunnel_connect_timeout,
                 request_timeout=settings.tunnel_timeout,
             )

@@ -18,7 +18,8 @@ from .. import package_version
 from ..errors import OpenabError, TunnelError, TunnelFailure
 from ..jsonrpc import ConnectionClosed, JsonObject, RequestTimeout, RpcConnection, TooManyPendingRequests
 
-__all__ = ["Form", "ProgressCallback", "Tunnel", "TunnelOwner", "client_info"]
+__all__ = ["Form", "ProgressCallback", "Tunnel", "TunnelAddress",
+    "TunnelOwner", "client_info"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,22 @@ class TunnelOwner:
 
     connection_id: str
     connection_generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class TunnelAddress:
+    """Where a declared server lives and how it ranks: what opening a tunnel in either wire form needs.
+
+    ``session_id``: the ACP session the server was declared in; ``server_id``: the id the declaration gave it
+    (``acpId``/``serverId``); ``name``: the declaration's name (last attach wins among tunnels of one name);
+    ``owner``: the socket that installs it; ``generation``: attach order among all tunnels.
+    """
+
+    session_id: str
+    server_id: str
+    name: str
+    owner: TunnelOwner
+    generation: int
 
 
 def client_info() -> JsonObject:

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from ..errors import OpenabError, TunnelError, TunnelFailure
 from ..jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcConnection, RpcError
 from ..mcp.vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION
-from .base import ProgressCallback, Tunnel, TunnelOwner, client_info
+from .base import ProgressCallback, Tunnel, TunnelAddress, client_info
 
 __all__ = ["ConnectionTunnel"]
 
@@ -46,25 +46,16 @@ class ConnectionTunnel(Tunnel):
         return "connection"
 
     @classmethod
-    async def open(
-        cls,
-        conn: RpcConnection,
-        *,
-        session_id: str,
-        server_id: str,
-        name: str,
-        owner: TunnelOwner,
-        generation: int,
-        timeout: float,
-    ) -> ConnectionTunnel | None:
+    async def open(cls, conn: RpcConnection, address: TunnelAddress, *, timeout: float) -> ConnectionTunnel | None:
         """``mcp/connect`` and the MCP handshake; None when the browser has no ``mcp/connect`` (-32601).
 
         Raises :class:`TunnelError` when the browser refuses the connection or the handshake.
         """
 
         def failure(detail: str, reason: TunnelFailure) -> TunnelError:
-            return TunnelError.build(detail, reason=reason, session_id=session_id, server=name)
+            return TunnelError.build(detail, reason=reason, session_id=address.session_id, server=address.name)
 
+        server_id = address.server_id
         try:
             connected = await conn.request("mcp/connect", {"acpId": server_id, "serverId": server_id}, timeout=timeout)
         except RpcError as exc:
@@ -74,7 +65,8 @@ class ConnectionTunnel(Tunnel):
         connection_id = connected.get("connectionId") if isinstance(connected, dict) else None
         if not isinstance(connection_id, str) or not connection_id:
             raise failure(f"mcp/connect: malformed result: {connected!r:.200}", TunnelFailure.MALFORMED)
-        tunnel = cls(conn, session_id, server_id, name, owner, generation, connection_id)
+        tunnel = cls(conn, address.session_id, server_id, address.name, address.owner, address.generation,
+                     connection_id)
         await tunnel._initialize(timeout=timeout)
         return tunnel
 

@@ -20,7 +20,7 @@ from ..mcp.vocabulary import (
     META_VERSION,
     MODERN_VERSION,
 )
-from .base import ProgressCallback, Tunnel, TunnelOwner, client_info
+from .base import ProgressCallback, Tunnel, TunnelAddress, client_info
 
 __all__ = ["StatelessTunnel"]
 
@@ -45,19 +45,9 @@ class StatelessTunnel(Tunnel):
         return "stateless"
 
     @classmethod
-    async def open(
-        cls,
-        conn: RpcConnection,
-        *,
-        session_id: str,
-        server_id: str,
-        name: str,
-        owner: TunnelOwner,
-        generation: int,
-        timeout: float,
-    ) -> StatelessTunnel:
+    async def open(cls, conn: RpcConnection, address: TunnelAddress, *, timeout: float) -> StatelessTunnel:
         """Discover the server (its info) within ``timeout``; raises :class:`TunnelError` if it will not say."""
-        tunnel = cls(conn, session_id, server_id, name, owner, generation)
+        tunnel = cls(conn, address.session_id, address.server_id, address.name, address.owner, address.generation)
         try:
             result = await tunnel.request("server/discover", {}, timeout=timeout)
         except RpcError as exc:

@@ -20,7 +20,7 @@ import asyncio
 
 from ..errors import TunnelError, TunnelFailure
 from ..jsonrpc import ConnectionClosed, RpcConnection
-from .base import Form, ProgressCallback, Tunnel, TunnelOwner
+from .base import Form, ProgressCallback, Tunnel, TunnelAddress, TunnelOwner
 from .connection_form import ConnectionTunnel
 from .stateless_form import StatelessTunnel
 
@@ -30,23 +30,14 @@ __all__ = [
     "ProgressCallback",
     "StatelessTunnel",
     "Tunnel",
+    "TunnelAddress",
     "TunnelError",
     "TunnelOwner",
     "establish",
 ]
 
 
-async def establish(
-    conn: RpcConnection,
-    *,
-    session_id: str,
-    server_id: str,
-    name: str,
-    owner: TunnelOwner,
-    generation: int,
-    timeout: float,
-    request_timeout: float,
-) -> Tunnel:
+async def establish(conn: RpcConnection, address: TunnelAddress, *, timeout: float, request_timeout: float) -> Tunnel:
     """Open a tunnel to one declared server: connect, shake hands, fetch its tools, all within ``timeout``.
 
     The connection form is tried first; a browser without ``mcp/connect`` gets the stateless form. Raises
@@ -55,19 +46,13 @@ async def establish(
     """
 
     def failure(detail: str, reason: TunnelFailure) -> TunnelError:
-        return TunnelError.build(detail, reason=reason, session_id=session_id, server=name)
+        return TunnelError.build(detail, reason=reason, session_id=address.session_id, server=address.name)
 
     try:
         async with asyncio.timeout(timeout):
-            tunnel: Tunnel | None = await ConnectionTunnel.open(
-                conn, session_id=session_id, server_id=server_id, name=name, owner=owner, generation=generation,
-                timeout=timeout,
-            )
+            tunnel: Tunnel | None = await ConnectionTunnel.open(conn, address, timeout=timeout)
             if tunnel is None:
-                tunnel = await StatelessTunnel.open(
-                    conn, session_id=session_id, server_id=server_id, name=name, owner=owner,
-                    generation=generation, timeout=timeout,
-                )
+                tunnel = await StatelessTunnel.open(conn, address, timeout=timeout)
             await tunnel.list_tools(timeout=min(timeout, request_timeout))
             return tunnel
     except TunnelError:
