@@ -197,6 +197,7 @@ class BridgeServer:
         self._inode: tuple[int, int] | None = None
         self._connections: set[_Connection] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
+        self._agents: dict[str, int] = {}  # channel -> the pid of the agent the pod started for it
 
     # -- life ---------------------------------------------------------------------------------------------
 
@@ -307,6 +308,10 @@ class BridgeServer:
     @property
     def mode(self) -> Literal["bridge"]:
         return "bridge"
+
+    def agent_started(self, session: Session, pid: int) -> None:
+        """Remember which process is the session's agent (see ``docs/bridge.md``)."""
+        self._agents[session.channel] = pid
 
     async def close(self, session: Session) -> None:
         """Nothing to tear down: the session's relays stay connected and reach no browser.

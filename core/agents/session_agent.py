@@ -153,6 +153,8 @@ class SessionAgent:
         servers = runtime.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
         self.process = AgentProcess(runtime.argv, handler=self, env=env, cwd=self.cwd, name=self.name)
         await self.process.start()
+        if self.process.pid is not None:
+            runtime.browser.agent_started(self.session, self.process.pid)
         rpc = self.process.rpc
         try:
             async with asyncio.timeout(settings.agent_start_timeout):

@@ -79,3 +79,11 @@ class BrowserAccess(Protocol):
         ...
 
     async def close(self, session: Session) -> None: ...
+
+    def agent_started(self, session: Session, pid: int) -> None:
+        """The session's agent process now runs as ``pid`` (a restarted agent replaces the earlier one).
+
+        The bridge admits a relay for the session only from below that process; the proxy, whose bearer
+        token already names the session, has nothing to do.
+        """
+        ...

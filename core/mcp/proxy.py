@@ -110,6 +110,9 @@ class BrowserProxy:
     async def close(self, session: Session) -> None:
         await self._close(session.id)
 
+    def agent_started(self, session: Session, pid: int) -> None:
+        """Nothing to do: the session's bearer token is what admits its agent."""
+
     async def _close(self, session_id: str) -> None:
         endpoint = self._endpoints.pop(session_id, None)
         if endpoint is None:
