@@ -22,6 +22,7 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_HOST": "host",
     "OPENAB_PORT": "port",
     "OPENAB_ACP_AUTH_KEY": "token",
+    "OPENAB_ACP_AUTH_KEY_FILE": "token_file",
     "OPENAB_ACP_ALLOWED_ORIGINS": "allowed_origins",
     "OPENAB_BROWSER_MODE": "browser_mode",
     "OPENAB_STATE_DIR": "state_dir",
@@ -57,6 +58,9 @@ class Settings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
     token: SecretStr | None = None
+    token_file: Path | None = None
+    # Development only, loopback only: serve /acp with no key at all (any local process can then connect).
+    insecure_no_key: bool = False
     allowed_origins: list[str] = Field(default_factory=list)
     browser_mode: Literal["proxy", "bridge"] = "proxy"
     state_dir: Path = Field(default_factory=_default_state_dir)
@@ -89,6 +93,11 @@ class Settings(BaseModel):
     max_inflight_prompts: int = Field(default=32, ge=1)
     max_servers_per_session: int = Field(default=8, ge=1)
     max_inflight_establishes: int = Field(default=64, ge=1)
+
+    # Before a socket is an ACP connection: a whole request head within this, and bounded sockets in all.
+    handshake_timeout: float = Field(default=10.0, gt=0)
+    max_connections: int = Field(default=1024, ge=1)
+    max_connections_per_peer: int = Field(default=256, ge=1)
 
     @field_validator("token", mode="before")
     @classmethod

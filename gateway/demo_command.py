@@ -85,7 +85,7 @@ class DemoTurn:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from .run_command import configure_logging
+    from .logs import configure_logging
 
     configure_logging("warning")
     try:

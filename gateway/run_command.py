@@ -8,29 +8,44 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openab.core.agents.names import AGENT_CHOICES, AGENT_NAMES
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.pod import Pod
+    from openab.core.settings import Settings
 
-__all__ = ["add_pod_flags", "add_runtime_flags", "configure_logging", "register", "runtime_overrides"]
+__all__ = ["add_pod_flags", "add_runtime_flags", "register", "resolve_key", "runtime_overrides"]
 
 
 
 def add_pod_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="address to bind (default 127.0.0.1; env OPENAB_HOST)")
     parser.add_argument("--port", type=int, help="port to bind (default 8080; env OPENAB_PORT)")
+    # Kept only to refuse it with a pointer: a key on the command line is in every local user's `ps`.
+    parser.add_argument("--token", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--token", help="the key clients must present (env OPENAB_ACP_AUTH_KEY); required off loopback"
+        "--token-file", metavar="PATH",
+        help="read the key clients must present from this file, mode 0600 (env OPENAB_ACP_AUTH_KEY_FILE; or give "
+             "the key itself in OPENAB_ACP_AUTH_KEY). With neither, the pod makes one, keeps it in the state dir "
+             "and prints it once for pairing the side panel",
     )
     parser.add_argument(
-        "--allowed-origins", help="keyless mode: comma-separated browser origins allowed to connect"
+        "--insecure-no-key", action="store_true", default=None,
+        help="development only, loopback only: serve /acp without a key (any local process can then take a "
+             "session); browsers are still held to --allowed-origins",
+    )
+    parser.add_argument(
+        "--allowed-origins", help="with --insecure-no-key: comma-separated browser origins allowed to connect"
     )
     parser.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     parser.add_argument("--state-dir", help="where sessions keep their files (env OPENAB_STATE_DIR)")
-    parser.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level", default="info", choices=["trace", "debug", "info", "warning", "error"],
+        help="credentials are redacted at every level; page content (whole frames) is logged only at trace",
+    )
 
 
 def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
@@ -88,14 +103,6 @@ def register(commands: Any) -> None:
     run.set_defaults(handler=_run)
 
 
-def configure_logging(level: str) -> None:
-    import logging
-
-    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # One line per session event is ours to log; uvicorn's access lines and the agents' stderr are noise.
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
-
-
 def _run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -103,24 +110,72 @@ def _run(args: argparse.Namespace) -> int:
 
     from .app import create_app
     from .assemble import assemble
+    from .logs import add_secret, configure_logging
+    from .pairing import pairing_lines
 
     configure_logging(args.log_level)
+    if args.token is not None:
+        print("openab: --token would show the key to every local user in `ps`; put it in OPENAB_ACP_AUTH_KEY or "
+              "in a 0600 file named by --token-file", file=sys.stderr)
+        return 2
     try:
         settings = Settings.from_env(
             host=args.host,
             port=args.port,
-            token=args.token,
+            token_file=args.token_file,
+            insecure_no_key=args.insecure_no_key,
             allowed_origins=args.allowed_origins,
             browser_mode=args.browser_mode,
             state_dir=args.state_dir,
             **runtime_overrides(args),
         )
+        kept_key = resolve_key(settings)
+        if settings.token is not None:
+            add_secret(settings.token.get_secret_value())
         pod = assemble(settings)
         app = create_app(pod)
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
+    if kept_key is not None and settings.token is not None:
+        # The terminal, not the log: log lines travel to collectors, and the key must not.
+        print(pairing_lines(_ws_url(settings), settings.token.get_secret_value(), key_file=kept_key),
+              file=sys.stderr, flush=True)
     return asyncio.run(_serve(pod, app, args.log_level))
+
+
+def _ws_url(settings: Settings) -> str:
+    host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"ws://{shown}:{settings.port}/acp"
+
+
+def resolve_key(settings: Settings) -> Path | None:
+    """Settle the pod's key before anything serves; returns the file of the key the pod keeps itself, whose
+    key the person needs for pairing (``None`` when the operator gave the key, or asked for none).
+
+    In order: the key itself (``OPENAB_ACP_AUTH_KEY``), a key file, no key when asked for explicitly (loopback
+    only, checked by ``create_app``), else the key kept in the state dir, made on first start.
+    """
+    from pydantic import SecretStr
+
+    from openab.core.errors import ConfigurationError
+
+    from .pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
+
+    if settings.insecure_no_key:
+        if settings.token is not None or settings.token_file is not None:
+            raise ConfigurationError("--insecure-no-key and a key were both given; choose one")
+        make_private_dir(settings.state_dir)
+        return None
+    if settings.token is None and settings.token_file is not None:
+        settings.token = SecretStr(read_key_file(settings.token_file))
+    if settings.token is not None:
+        make_private_dir(settings.state_dir)
+        return None
+    key, _new = load_or_create_key(settings.state_dir)
+    settings.token = SecretStr(key)
+    return settings.state_dir / KEY_FILE
 
 
 async def _serve(pod: Pod, app: Any, log_level: str) -> int:
@@ -130,7 +185,7 @@ async def _serve(pod: Pod, app: Any, log_level: str) -> int:
 
     from openab.core.errors import BridgeError
 
-    from .server import uvicorn_config
+    from .server import guard_for, uvicorn_config
 
     settings = pod.settings
     log = logging.getLogger("openab.run")
@@ -144,6 +199,7 @@ async def _serve(pod: Pod, app: Any, log_level: str) -> int:
              settings.agent, settings.browser_mode, settings.permissions, settings.state_dir)
     config = uvicorn_config(
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
+        guard=guard_for(settings),
     )
     try:
         await uvicorn.Server(config).serve()

@@ -16,7 +16,7 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab.gateway.server import ConnectionGuard, guard_for, running_server
 
 
 @dataclass
@@ -24,6 +24,7 @@ class RunningGateway:
     pod: Pod
     base_url: str
     token: str | None
+    guard: ConnectionGuard
 
     @property
     def ws_url(self) -> str:
@@ -45,14 +46,17 @@ async def run_gateway(
     back where a client expects it after a restart."""
     if pod is None:
         key = None if keyless else (token or secrets.token_urlsafe(24))
+        if keyless:
+            settings.setdefault("insecure_no_key", True)
         pod = assemble(
             Settings(token=None if key is None else SecretStr(key), port=port, **settings),
             backend=backend or NoAgentBackend(),
         )
     key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
     app = create_app(pod)
-    async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes) as base_url:
-        yield RunningGateway(pod, base_url, key)
+    guard = guard_for(pod.settings)
+    async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes, guard=guard) as base_url:
+        yield RunningGateway(pod, base_url, key, guard)
 
 
 async def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:

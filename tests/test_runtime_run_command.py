@@ -108,8 +108,8 @@ async def test_openab_run_refuses_an_unknown_agent_and_an_unsafe_bind(tmp_path: 
     assert unknown.returncode == 2 and b"--agent custom needs --agent-cmd" in err
 
     exposed = await asyncio.create_subprocess_exec(
-        *OPENAB, "run", "--host", "0.0.0.0", "--state-dir", str(tmp_path), stderr=asyncio.subprocess.PIPE,
-        env={k: v for k, v in os.environ.items() if k != "OPENAB_ACP_AUTH_KEY"},
+        *OPENAB, "run", "--host", "0.0.0.0", "--insecure-no-key", "--state-dir", str(tmp_path / "exposed"),
+        stderr=asyncio.subprocess.PIPE, env={k: v for k, v in os.environ.items() if k != "OPENAB_ACP_AUTH_KEY"},
     )
     _, err = await exposed.communicate()
     assert exposed.returncode == 2 and b"without a key" in err

@@ -1,0 +1,257 @@
+"""What a local attacker meets at the gateway's door: no keyless default, a kept 0600 key, private dirs, no key
+on the command line or in the log, and a health probe that says nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import secrets
+import stat
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from fake_extension import connect_extension
+from gateway_harness import eventually, run_gateway
+from pydantic import SecretStr
+
+from openab.core.acp.backend import NoAgentBackend
+from openab.core.errors import ConfigurationError
+from openab.core.settings import Settings
+from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
+from openab.gateway.pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
+
+pytestmark = pytest.mark.anyio
+
+OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+
+
+def _env_without_key() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("OPENAB_ACP_AUTH_KEY")}
+
+
+async def _start(*args: str, env: dict[str, str]) -> tuple[asyncio.subprocess.Process, list[str]]:
+    """`openab run` until it serves; returns the process and what it wrote to stderr so far."""
+    process = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--port", "0", *args, env=env, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True,
+    )
+    assert process.stderr is not None
+    lines: list[str] = []
+    async with asyncio.timeout(30):
+        while not any(re.search(r"running on http://", line, re.IGNORECASE) for line in lines):
+            line = (await process.stderr.readline()).decode()
+            if not line:
+                raise AssertionError("openab run exited while starting:\n" + "".join(lines))
+            lines.append(line)
+    return process, lines
+
+
+async def _stop(process: asyncio.subprocess.Process) -> None:
+    if process.returncode is None:
+        process.terminate()
+        async with asyncio.timeout(30):
+            await process.wait()
+
+
+def _port(lines: list[str]) -> int:
+    for line in lines:
+        if found := re.search(r"running on http://[^:]+:(\d+)", line, re.IGNORECASE):
+            return int(found.group(1))
+    raise AssertionError("no port in " + "".join(lines))
+
+
+# -- no keyless default --------------------------------------------------------------------------------------
+
+
+async def test_openab_run_without_a_key_makes_one_keeps_it_0600_and_pairs_with_it(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    process, lines = await _start("--state-dir", str(state), "--log-level", "debug", env=_env_without_key())
+    try:
+        key_file = state / KEY_FILE
+        key = key_file.read_text().strip()
+        assert len(key) >= 43, "256 bits"
+        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        printed = "".join(lines)
+        assert f"Key:         {key}" in printed, "the pairing line shows the key once, for the person"
+        url = f"ws://127.0.0.1:{_port(lines)}/acp"
+        # No key: refused. The kept key: served.
+        with pytest.raises(Exception, match="401"):
+            async with connect_extension(url, None):
+                pass
+        async with connect_extension(url, key) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+    finally:
+        await _stop(process)
+    assert process.stderr is not None
+    rest = (await process.stderr.read()).decode()
+    logged = [line for line in printed.splitlines() + rest.splitlines() if "Key:" not in line]
+    assert not any(key in line for line in logged), "the key is in no log line, at debug level either"
+
+    # A restarted pod pairs with the same panel: the same key.
+    again, _ = await _start("--state-dir", str(state), env=_env_without_key())
+    await _stop(again)
+    assert (state / KEY_FILE).read_text().strip() == key
+
+
+async def test_a_key_on_the_command_line_is_refused_and_a_key_file_is_read(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    refused = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--token", key, "--state-dir", str(tmp_path / "s1"), env=_env_without_key(),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await refused.communicate()
+    assert refused.returncode == 2 and b"OPENAB_ACP_AUTH_KEY" in err and key.encode() not in err
+
+    key_file = tmp_path / "key"
+    key_file.write_text(key + "\n")
+    key_file.chmod(0o644)
+    loose = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--token-file", str(key_file), "--state-dir", str(tmp_path / "s2"), env=_env_without_key(),
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await loose.communicate()
+    assert loose.returncode == 2 and b"chmod 600" in err
+
+    key_file.chmod(0o600)
+    process, lines = await _start("--token-file", str(key_file), "--state-dir", str(tmp_path / "s2"),
+                                  env=_env_without_key())
+    try:
+        assert "Key:" not in "".join(lines), "an operator's own key is not printed"
+        async with connect_extension(f"ws://127.0.0.1:{_port(lines)}/acp", key) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+    finally:
+        await _stop(process)
+
+
+def test_keyless_serving_takes_the_explicit_flag_and_loopback() -> None:
+    with pytest.raises(ConfigurationError, match="without a key"):
+        create_app(assemble(Settings(), backend=NoAgentBackend()))
+    with pytest.raises(ConfigurationError, match="without a key"):
+        create_app(assemble(Settings(host="0.0.0.0", insecure_no_key=True), backend=NoAgentBackend()))
+    create_app(assemble(Settings(insecure_no_key=True), backend=NoAgentBackend()))
+
+
+def test_a_short_key_is_refused_off_loopback() -> None:
+    for weak in ("k", " ", "0123456789abcdef0123456789abcde"):
+        with pytest.raises(ConfigurationError, match="at least 32"):
+            create_app(assemble(Settings(host="0.0.0.0", token=SecretStr(weak)), backend=NoAgentBackend()))
+    create_app(assemble(Settings(host="0.0.0.0", token=SecretStr(secrets.token_hex(16))), backend=NoAgentBackend()))
+
+
+# -- files and folders ---------------------------------------------------------------------------------------
+
+
+def test_the_state_dir_is_made_0700_and_a_loose_one_is_refused_not_changed(tmp_path: Path) -> None:
+    made = make_private_dir(tmp_path / "new" / "state")
+    assert stat.S_IMODE(made.stat().st_mode) == 0o700
+    loose = tmp_path / "loose"
+    loose.mkdir(mode=0o755)
+    loose.chmod(0o755)
+    with pytest.raises(ConfigurationError, match="chmod 700"):
+        make_private_dir(loose)
+    assert stat.S_IMODE(loose.stat().st_mode) == 0o755, "a folder we did not make is never changed"
+
+
+def test_a_planted_key_file_is_not_trusted(tmp_path: Path) -> None:
+    state = make_private_dir(tmp_path / "state")
+    target = tmp_path / "elsewhere"
+    target.write_text(secrets.token_hex(32))
+    target.chmod(0o600)
+    (state / KEY_FILE).symlink_to(target)
+    with pytest.raises(ConfigurationError, match="symbolic link"):
+        load_or_create_key(state)
+    (state / KEY_FILE).unlink()
+    (state / KEY_FILE).write_text(secrets.token_hex(32))
+    os.chown(state / KEY_FILE, 65534, 65534)  # another user's file in our folder
+    (state / KEY_FILE).chmod(0o600)
+    with pytest.raises(ConfigurationError, match="not a plain file of ours"):
+        read_key_file(state / KEY_FILE)
+
+
+# -- what the door says ----------------------------------------------------------------------------------------
+
+
+async def test_healthz_says_alive_and_nothing_else() -> None:
+    async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        await ext.initialize()
+        await ext.new_session([])
+        async with httpx.AsyncClient() as http:
+            answer = await http.get(gw.base_url + "/healthz")
+    assert answer.status_code == 200 and answer.json() == {"ok": True}
+
+
+async def test_debug_logs_show_no_key_no_page_text_and_refusals_are_no_errors(tmp_path: Path) -> None:
+    key = secrets.token_hex(32)
+    env = {**_env_without_key(), "OPENAB_ACP_AUTH_KEY": key}
+    process, lines = await _start("--state-dir", str(tmp_path / "state"), "--log-level", "debug", env=env)
+    secret_page_text = "hunter2-" + secrets.token_hex(4)
+    try:
+        url = f"ws://127.0.0.1:{_port(lines)}/acp"
+        for header in (False, True):
+            async with connect_extension(url, key, use_header=header) as ext:
+                await ext.initialize()
+                session_id = await ext.new_session([])
+                await ext.request("session/prompt", {"sessionId": session_id,
+                                                     "prompt": [{"type": "text", "text": secret_page_text}]})
+        for _ in range(5):
+            with pytest.raises(Exception, match="401"):
+                async with connect_extension(url, "wrong-" + secrets.token_hex(16)):
+                    pass
+    finally:
+        await _stop(process)
+    assert process.stderr is not None
+    logged = "".join(lines) + (await process.stderr.read()).decode()
+    assert "< GET /acp" in logged, "this is the debug level that used to show headers and frames"
+    assert key not in logged
+    assert "openab.bearer.[redacted]" in logged
+    assert secret_page_text not in logged, "page and prompt text stay out of the log below trace"
+    assert "wrong-" not in logged, "a wrong key is a credential too"
+    assert "without completing handshake" not in logged and "ERROR" not in logged
+
+
+async def test_half_sent_requests_are_closed_and_bounded_per_address() -> None:
+    async with run_gateway(handshake_timeout=3.0, max_connections_per_peer=20) as gw:
+        port = int(gw.base_url.rsplit(":", 1)[1])
+        attackers: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]] = []
+        for _ in range(60):  # from 127.0.0.2: another address than the real client below
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0))
+            writer.write(b"GET /acp HTTP/1.1\r\nHost: 127.0.0.1\r\n")  # never finished
+            attackers.append((reader, writer))
+
+        async def closed_soon(reader: asyncio.StreamReader) -> bool:
+            try:
+                async with asyncio.timeout(1.0):
+                    return await reader.read() == b""
+            except (TimeoutError, ConnectionError):
+                return False
+
+        closed = await asyncio.gather(*(closed_soon(reader) for reader, _ in attackers))
+        assert sum(closed) == 40, "from the 21st socket of one address on, each is closed as soon as it is accepted"
+        assert len(gw.guard) == 20
+        # The person's own client, from another address, is served while the attacker holds its share.
+        async with connect_extension(gw.ws_url, gw.token) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+        # Sockets that never finish their request head are closed after the handshake timeout.
+        await eventually(lambda: len(gw.guard) == 0, 10)
+        assert gw.guard.refused["no whole request head within 3 s"] == 20
+        for _, writer in attackers:
+            writer.close()
+
+
+async def test_the_global_cap_closes_new_sockets_until_old_ones_go() -> None:
+    async with run_gateway(handshake_timeout=30, max_connections=10, max_connections_per_peer=100) as gw:
+        port = int(gw.base_url.rsplit(":", 1)[1])
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(10)]
+        reader, _writer = await asyncio.open_connection("127.0.0.1", port)
+        async with asyncio.timeout(5):
+            assert await reader.read() == b"", "the 11th socket is closed at once"
+        for _, writer in held:
+            writer.close()
+        await eventually(lambda: len(gw.guard) == 0, 10)
+        async with connect_extension(gw.ws_url, gw.token) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
