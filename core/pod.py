@@ -14,7 +14,7 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from .acp.backend import AgentBackend
-from .acp.server import AcpServerConnection
+from .acp.server import AcpConnections, AcpServerConnection
 from .acp.sessions import Session, SessionStore
 from .mcp.access import BrowserAccess
 from .settings import Settings
@@ -86,12 +86,14 @@ class Pod:
         self.tasks = tasks
         self.backend = backend
         self.browser = browser
+        self.connections = AcpConnections()
 
     def accept(self, connection_id: str | None = None) -> AcpServerConnection:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
         return AcpServerConnection(
             self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
-            spawn=self.tasks.spawn, session_opened=self.session_opened, connection_id=connection_id,
+            spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
+            connections=self.connections, connection_id=connection_id,
         )
 
     def session_opened(self, session: Session) -> None:

@@ -182,7 +182,7 @@ async def test_initialize_negotiates_version_1_and_advertises_the_contract(gatew
         assert result["protocolVersion"] == 1
         capabilities = result["agentCapabilities"]
         assert capabilities["loadSession"] is False
-        assert capabilities["sessionCapabilities"] == {"resume": {}}
+        assert capabilities["sessionCapabilities"] == {"resume": {}, "close": {}}
         assert capabilities["promptCapabilities"] == {"image": False, "audio": False, "embeddedContext": False}
         assert capabilities["mcpCapabilities"]["acp"] is True
         assert result["agentInfo"]["name"] == "openab"

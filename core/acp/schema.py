@@ -23,6 +23,7 @@ __all__ = [
     "PROTOCOL_VERSION",
     "AcpServerDeclaration",
     "CancelParams",
+    "CloseParams",
     "InitializeParams",
     "NewSessionParams",
     "PromptParams",
@@ -83,6 +84,12 @@ class PromptParams(_Params):
 
     session_id: StrictStr = Field(alias="sessionId")
     prompt: Any
+
+
+class CloseParams(_Params):
+    """``session/close``: end the session now (its turn, its agent, its tunnels, its browser endpoint)."""
+
+    session_id: StrictStr = Field(alias="sessionId")
 
 
 class CancelParams(_Params):
@@ -154,7 +161,7 @@ def initialize_result(version: str) -> JsonObject:
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": False,
-            "sessionCapabilities": {"resume": {}},
+            "sessionCapabilities": {"resume": {}, "close": {}},
             "promptCapabilities": {"image": False, "audio": False, "embeddedContext": False},
             # The client's own http/sse servers are its business, never opened from the pod.
             "mcpCapabilities": {"http": False, "sse": False, "acp": True, "_meta": {ACP_TUNNEL_META: True}},

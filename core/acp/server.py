@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import METHOD_PREFIX, package_version
@@ -41,6 +41,7 @@ from .schema import (
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
     CancelParams,
+    CloseParams,
     InitializeParams,
     NewSessionParams,
     PromptParams,
@@ -59,12 +60,14 @@ if TYPE_CHECKING:
     from ..tunnel.registry import TunnelRegistry
     from ..tunnel.tunnel import Tunnel
 
-__all__ = ["KEEPALIVE_METHOD", "AcpServerConnection"]
+__all__ = ["KEEPALIVE_METHOD", "SESSION_MOVED_METHOD", "AcpConnections", "AcpServerConnection"]
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_METHOD: Final = METHOD_PREFIX + "keepalive"
-_SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt"})
+# Told to a socket whose session another socket resumed: it no longer holds it, nor serves its browser.
+SESSION_MOVED_METHOD: Final = METHOD_PREFIX + "session/moved"
+_SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt", "session/close"})
 
 
 def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
@@ -119,6 +122,26 @@ class _Turn:
         self.changed.set()
 
 
+class AcpConnections:
+    """The pod's live `/acp` connections by id, so a socket that loses a session to another can be told."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, AcpServerConnection] = {}
+
+    def __len__(self) -> int:
+        return len(self._by_id)
+
+    def add(self, connection: AcpServerConnection) -> None:
+        self._by_id[connection.id] = connection
+
+    def discard(self, connection: AcpServerConnection) -> None:
+        if self._by_id.get(connection.id) is connection:
+            del self._by_id[connection.id]
+
+    def get(self, connection_id: str) -> AcpServerConnection | None:
+        return self._by_id.get(connection_id)
+
+
 class AcpServerConnection:
     """One client connection. The transport feeds ``rpc`` and runs :meth:`run`, then :meth:`connection_lost`."""
 
@@ -131,6 +154,8 @@ class AcpServerConnection:
         backend: AgentBackend,
         spawn: Spawn,
         session_opened: Callable[[Session], None],
+        evict: Callable[[str, str], Awaitable[None]],
+        connections: AcpConnections | None = None,
         connection_id: str | None = None,
     ) -> None:
         self.settings = settings
@@ -139,6 +164,8 @@ class AcpServerConnection:
         self.backend = backend
         self.spawn = spawn
         self._session_opened = session_opened
+        self._evict = evict
+        self.connections = connections if connections is not None else AcpConnections()
         self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
         self.generation = sessions.next_owner_generation()
         self.rpc = RpcConnection(
@@ -150,6 +177,7 @@ class AcpServerConnection:
         self._sessions: set[str] = set()
         self._turns: dict[str, _Turn] = {}
         self._establishing = 0
+        self.connections.add(self)
 
     # -- the dispatcher ----------------------------------------------------------------------------------------
 
@@ -165,6 +193,8 @@ class AcpServerConnection:
             return self._resume_session(params)
         if method == "session/prompt":
             return self._prompt(params)
+        if method == "session/close":
+            return self._close_session(params)
         if method == "session/cancel":
             raise RpcError(INVALID_REQUEST, "session/cancel is a notification and must not carry an id")
         raise RpcError.method_not_found(method)
@@ -229,11 +259,46 @@ class AcpServerConnection:
         if existing is not None and existing.prompting:
             raise RpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
         self._hold(session_id)
+        previous_owner = existing.owner if existing is not None else None
         session = self._open(session_id, parsed.meta)
+        if previous_owner is not None and previous_owner != self.id:
+            taken_from = self.connections.get(previous_owner)
+            if taken_from is not None:
+                taken_from.session_moved(session.id)
         if isinstance(parsed.mcp_servers, list):
             retired = self.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
             self._disconnect(retired)
         self._open_tunnels(session, servers)
+        return {}
+
+    def session_moved(self, session_id: str) -> None:
+        """Another socket resumed this socket's session: say so, and stop serving that session's browser here.
+
+        Silently sharing would let whoever names a session's id drive the browser attached to it.
+        """
+        self._sessions.discard(session_id)
+        self._disconnect(self.tunnels.remove_owner(self.id, "the session moved to another socket",
+                                                   session_id=session_id))
+        self.rpc.notify(SESSION_MOVED_METHOD, {
+            "sessionId": session_id,
+            "reason": "the session was resumed on another connection; resume it here to take it back",
+        })
+        log.info("%s: a session moved to another socket", self.id)
+
+    def _close_session(self, params: Any) -> JsonObject | Later:
+        parsed = parse_params(CloseParams, params)
+        session = self.sessions.get(parsed.session_id)
+        if session is None or parsed.session_id not in self._sessions:
+            return {}  # already closed, or never ours to close: closing is idempotent
+        self._owned_session(parsed.session_id)  # refuses a session another socket resumed since
+        turn = self._turns.get(session.id)
+        if turn is not None:
+            turn.cancel()
+        self._sessions.discard(session.id)
+        return Later(self._close(session))
+
+    async def _close(self, session: Session) -> JsonObject:
+        await self._evict(session.id, "closed by the client")
         return {}
 
     # -- tunnels -----------------------------------------------------------------------------------------------
@@ -383,6 +448,7 @@ class AcpServerConnection:
 
     def connection_lost(self, reason: str) -> None:
         """The socket is gone: fail in-flight calls now, drop this socket's tunnels, free its sessions."""
+        self.connections.discard(self)
         self.rpc.close(reason)
         self.tunnels.remove_owner(self.id, f"socket closed: {reason}")
         released = self.sessions.release_owner(self.id)

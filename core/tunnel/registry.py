@@ -130,9 +130,12 @@ class TunnelRegistry:
         self._emit(TunnelAttached(tunnel))
         return rivals
 
-    def remove_owner(self, connection_id: str, reason: str) -> list[Tunnel]:
-        """A socket closed: drop exactly the tunnels it installed."""
-        gone = [t for t in self._tunnels.values() if t.owner.connection_id == connection_id]
+    def remove_owner(self, connection_id: str, reason: str, *, session_id: str | None = None) -> list[Tunnel]:
+        """A socket closed (or lost ``session_id`` to another socket): drop exactly the tunnels it installed."""
+        gone = [
+            t for t in self._tunnels.values()
+            if t.owner.connection_id == connection_id and (session_id is None or t.session_id == session_id)
+        ]
         for tunnel in gone:
             self._remove(tunnel, reason)
         return gone
