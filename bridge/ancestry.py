@@ -10,6 +10,12 @@ The nearest value is the claim, and every other value further up must agree with
 A's agent that sets ``OPENAB_BROWSER_CHANNEL`` to B's channel is a forgery, and is refused rather than believed.
 The walk stops below ``stop_at`` (the pod's own process: what is above it is not any session's) and after a
 bounded number of steps.
+
+A variable is only a claim: any process can set it, including one that double-forked out of another session's
+tree. What the claim is checked against is the *lineage* the walk records, each process by pid and start time
+(:class:`ProcessIdentity`): :func:`descends_from` requires the agent the pod spawned for the claimed channel to
+be in it, with the same start time, so a process that left the agent's tree, or one that inherited a dead
+agent's pid, does not count.
 """
 
 from __future__ import annotations
@@ -20,37 +26,76 @@ from typing import Final
 
 from openab.core.errors import AncestryError
 
-__all__ = ["AncestryError", "Found", "environ_value", "find_in_ancestry", "parent_pid", "resolve_channel"]
+__all__ = [
+    "AncestryError",
+    "Found",
+    "ProcessIdentity",
+    "descends_from",
+    "environ_value",
+    "find_in_ancestry",
+    "parent_pid",
+    "process_identity",
+    "resolve_channel",
+]
 
 MAX_DEPTH: Final = 32
 # /proc/<pid>/environ is bounded by the kernel's exec limits; this keeps a pathological one from costing us.
 MAX_ENVIRON_BYTES: Final = 4 << 20
+# In /proc/<pid>/stat, counted from the field after the command name (field 3, the state): field 4 is the
+# parent's pid, field 22 the start time in clock ticks after boot (proc(5)).
+_PPID_INDEX: Final = 4 - 3
+_STARTTIME_INDEX: Final = 22 - 3
 
+
+@dataclass(frozen=True, slots=True)
+class ProcessIdentity:
+    """One process, told apart from any later one that gets the same pid by when it started."""
+
+    pid: int
+    start_time: int  # clock ticks after boot, field 22 of /proc/<pid>/stat
 
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """A variable found in the environment of the process ``depth`` generations up (0: the relay itself)."""
+    """A variable found in the environment of the process ``depth`` generations up (0: the relay itself).
+
+    ``lineage`` (set on what :func:`resolve_channel` returns) is every process the walk went through, nearest
+    first: the relay, its parent, and so on up to, not including, where the walk stopped.
+    """
 
     value: str
     pid: int
     depth: int
+    lineage: tuple[ProcessIdentity, ...] = ()
 
 
-def parent_pid(pid: int, proc: str = "/proc") -> int | None:
+def _stat(pid: int, proc: str) -> tuple[int, int] | None:
+    """``(parent pid, start time)`` of ``pid``, or ``None`` when it is gone or unreadable."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as f:
             stat = f.read(4096)
     except OSError:
         return None
+    # The command name may itself hold ") S 1 (": the fields start after the *last* parenthesis.
     _, paren, rest = stat.rpartition(b")")
     fields = rest.split()
-    if not paren or len(fields) < 2:
+    if not paren or len(fields) <= _STARTTIME_INDEX:
         return None
     try:
-        return int(fields[1])
+        return int(fields[_PPID_INDEX]), int(fields[_STARTTIME_INDEX])
     except ValueError:
         return None
+
+
+def parent_pid(pid: int, proc: str = "/proc") -> int | None:
+    stat = _stat(pid, proc)
+    return None if stat is None else stat[0]
+
+
+def process_identity(pid: int, proc: str = "/proc") -> ProcessIdentity | None:
+    """``pid`` and its start time, or ``None`` when no such process is running."""
+    stat = _stat(pid, proc)
+    return None if stat is None else ProcessIdentity(pid, stat[1])
 
 
 def environ_value(pid: int, name: str, proc: str = "/proc") -> str | None:
@@ -68,32 +113,41 @@ def environ_value(pid: int, name: str, proc: str = "/proc") -> str | None:
     return None
 
 
-def _walk(pid: int, name: str, *, stop_at: int | None, max_depth: int, proc: str) -> list[Found]:
+def _walk(
+    pid: int, name: str, *, stop_at: int | None, max_depth: int, proc: str
+) -> tuple[list[Found], tuple[ProcessIdentity, ...]]:
     found: list[Found] = []
+    lineage: list[ProcessIdentity] = []
     current: int | None = pid
     for depth in range(max_depth):
         if current is None or current <= 1 or current == stop_at:
             break
+        stat = _stat(current, proc)
+        if stat is None:  # gone: its place in the lineage cannot be vouched for, so the walk ends here
+            break
         value = environ_value(current, name, proc)
         if value is not None:
             found.append(Found(value, current, depth))
-        current = parent_pid(current, proc)
-    return found
+        lineage.append(ProcessIdentity(current, stat[1]))
+        current = stat[0]
+    return found, tuple(lineage)
 
 
 def find_in_ancestry(
     name: str, *, pid: int | None = None, max_depth: int = MAX_DEPTH, proc: str = "/proc"
 ) -> str | None:
     """The nearest non-empty value of ``name`` in the environment of ``pid`` (default: us) or its ancestors."""
-    found = _walk(os.getpid() if pid is None else pid, name, stop_at=None, max_depth=max_depth, proc=proc)
+    found, _ = _walk(os.getpid() if pid is None else pid, name, stop_at=None, max_depth=max_depth, proc=proc)
     return found[0].value if found else None
 
 
 def resolve_channel(
     pid: int, name: str, *, stop_at: int | None = None, max_depth: int = MAX_DEPTH, proc: str = "/proc"
 ) -> Found:
-    """The channel process ``pid`` belongs to; raises :class:`AncestryError` when there is none or two."""
-    found = _walk(pid, name, stop_at=stop_at, max_depth=max_depth, proc=proc)
+    """The channel process ``pid`` claims, with the lineage the walk went through; raises :class:`AncestryError`
+    when there is none or two. The claim is only what the environment says: check it with :func:`descends_from`.
+    """
+    found, lineage = _walk(pid, name, stop_at=stop_at, max_depth=max_depth, proc=proc)
     if not found:
         raise AncestryError(
             f"no {name} in the environment of process {pid} or its ancestors: `openab browser-bridge` works "
@@ -106,4 +160,28 @@ def resolve_channel(
                 f"process {nearest.pid} claims {name}={nearest.value} but its ancestor {other.pid} belongs to "
                 f"{other.value}: a process may not name another session's channel"
             )
-    return nearest
+    return Found(nearest.value, nearest.pid, nearest.depth, lineage)
+
+
+def descends_from(found: Found, agent: ProcessIdentity | None, *, connecting: int) -> None:
+    """Raise :class:`AncestryError` unless ``agent``, the process the pod started for ``found.value``, is in
+    ``found.lineage`` (the process ``connecting`` itself or one of its ancestors) under the same start time."""
+    if agent is None:
+        raise AncestryError(
+            f"{found.value} has no agent running: `openab browser-bridge` is admitted only under the agent openab "
+            f"started for that session, and that session's agent has not started yet or has stopped"
+        )
+    for process in found.lineage:
+        if process == agent:
+            return
+        if process.pid == agent.pid:
+            raise AncestryError(
+                f"process {connecting} descends from pid {agent.pid}, but that pid is not the agent openab started "
+                f"for {found.value} any more: the agent started at tick {agent.start_time}, this process at tick "
+                f"{process.start_time} (a recycled pid)"
+            )
+    raise AncestryError(
+        f"process {connecting} is not a descendant of pid {agent.pid}, the agent openab started for "
+        f"{found.value}: only that agent and what it spawns may use its session's browser (a process that "
+        f"left the agent's process tree, by a double fork or as a daemon, is refused)"
+    )

@@ -80,7 +80,8 @@ class Relay:
         self._ready = asyncio.Event()
         self._refused: RpcError | None = None
         self._down_reason = "not connected yet"
-        self._in_flight: dict[tuple[str, Any], tuple[Any, str]] = {}  # key -> (id, method)
+        # key -> (id, method, tool name for tools/call): a lost call's error names the tool.
+        self._in_flight: dict[tuple[str, Any], tuple[Any, str, str | None]] = {}
         self._initialize: dict[str, Any] | None = None
         self._initialized = False
         self._private: dict[str, asyncio.Future[dict[str, Any]]] = {}
@@ -122,7 +123,7 @@ class Relay:
 
     def _awaiting_answers(self) -> bool:
         # A listen stream ends only when its server does: no reason to stay for it.
-        return any(method != "subscriptions/listen" for _, method in self._in_flight.values())
+        return any(method != "subscriptions/listen" for _, method, _tool in self._in_flight.values())
 
     async def _stdin_loop(self, stdin: asyncio.StreamReader) -> None:
         loop = asyncio.get_running_loop()
@@ -186,7 +187,9 @@ class Relay:
         if "id" in message and isinstance(method, str):
             if len(self._in_flight) >= _MAX_IN_FLIGHT:
                 return False
-            self._in_flight[_key(message["id"])] = (message["id"], method)
+            params = message.get("params")
+            tool = params.get("name") if method == "tools/call" and isinstance(params, dict) else None
+            self._in_flight[_key(message["id"])] = (message["id"], method, tool if isinstance(tool, str) else None)
             if method == "initialize":
                 self._initialize = message
         elif method == "notifications/initialized":
@@ -349,11 +352,18 @@ class Relay:
         lost, self._in_flight = list(self._in_flight.values()), {}
         self._answered.set()
         closed = "the openab pod's browser socket closed before this request was answered (the pod restarted?)"
-        for request_id, method in lost:
+        for request_id, method, tool in lost:
             if method == "subscriptions/listen":
                 reason = f"{closed}; the stream ended without its close: listen again, and list the tools afresh"
+            elif tool is not None:
+                # Nothing re-sends a lost call, and the agent must not either before it has looked: the click
+                # may have happened.
+                reason = (
+                    f"{closed}; the outcome of {tool} is unknown: it may or may not have run in the browser. "
+                    f"Call browser_snapshot to see the page as it is now before calling {tool} again"
+                )
             else:
-                reason = f"{closed}; a tool call may or may not have run: check the page before repeating it"
+                reason = f"{closed}; the outcome of {method} is unknown: it may or may not have run"
             self._out.write(error_line(RpcError(INTERNAL_ERROR, reason), request_id))
 
 

@@ -2,12 +2,13 @@
 
 Who is on the other end is never taken from what they send. On accept, the kernel's peer credentials
 (``SO_PEERCRED``) give the peer's uid, which must be the pod's, and its pid, whose process ancestry names the
-session (:mod:`openab.bridge.ancestry`). The connection then serves that session's browser tools through
-:class:`openab.core.browser_mcp.BrowserMcp`, the same MCP server the proxy runs, one per connection. The
-wire is in :mod:`openab.bridge.framing`.
+session (:mod:`openab.bridge.ancestry`) and must pass through the agent the pod started for that session
+(registered by :meth:`BridgeServer.agent_started`, by pid and start time). The connection then serves that
+session's browser tools through :class:`openab.core.mcp.server.BrowserMcp`, the same MCP server the proxy
+runs, one per connection. The wire is in :mod:`openab.bridge.framing`.
 
 :class:`BridgeServer` is the pod's :class:`openab.core.mcp.access.BrowserAccess` for mode ``bridge``:
-:meth:`BridgeServer.endpoint_for` tells the agent runtime what to hand a session's agent.
+:meth:`BridgeServer.open` tells the agent runtime what to hand a session's agent.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCo
 from openab.core.mcp.server import BrowserMcp, Limits
 from openab.core.tunnel.registry import TunnelRegistry
 
-from .ancestry import AncestryError, resolve_channel
+from .ancestry import AncestryError, ProcessIdentity, descends_from, process_identity, resolve_channel
 from .framing import (
     BRIDGE_REFUSED,
     CHANNEL_CLAIM,
@@ -165,10 +166,11 @@ class _Connection:
 class BridgeServer:
     """The per-pod Unix socket server at ``path`` and the ``bridge`` :class:`~openab.core.mcp.access.BrowserAccess`.
 
-    Use ``async with BridgeServer(tunnels, path):`` or :meth:`start` / :meth:`aclose`. Sessions need nothing
-    from it: a relay finds its session when it connects. Bounds: ``max_connections`` relays, each with at
-    most ``max_requests_per_connection`` calls running and ``max_send_buffer`` bytes queued toward it, and
-    frames of at most ``max_frame_bytes``.
+    Use ``async with BridgeServer(tunnels, path):`` or :meth:`start` / :meth:`aclose`. A relay finds its
+    session when it connects, and is admitted only below the agent :meth:`agent_started` registered for that
+    session. Bounds: ``max_connections`` relays in all and ``max_connections_per_channel`` per session (so one
+    session cannot lock the others out), each with at most ``max_requests_per_connection`` calls running and
+    ``max_send_buffer`` bytes queued toward it, and frames of at most ``max_frame_bytes``.
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class BridgeServer:
         *,
         max_frame_bytes: int = MAX_FRAME_BYTES,
         max_connections: int = 256,
+        max_connections_per_channel: int = 16,
         max_requests_per_connection: int = 256,
         max_send_buffer: int = 64 << 20,
         limits: Limits | None = None,
@@ -187,6 +190,7 @@ class BridgeServer:
         self.path = Path(path)
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections
+        self.max_connections_per_channel = max_connections_per_channel
         self.max_requests = max_requests_per_connection
         self.max_send_buffer = max_send_buffer
         self.limits = limits
@@ -197,7 +201,8 @@ class BridgeServer:
         self._inode: tuple[int, int] | None = None
         self._connections: set[_Connection] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
-        self._agents: dict[str, int] = {}  # channel -> the pid of the agent the pod started for it
+        # channel -> the agent the pod started for it; a relay is admitted only below that very process.
+        self._agents: dict[str, ProcessIdentity] = {}
 
     # -- life ---------------------------------------------------------------------------------------------
 
@@ -310,15 +315,27 @@ class BridgeServer:
         return "bridge"
 
     def agent_started(self, session: Session, pid: int) -> None:
-        """Remember which process is the session's agent (see ``docs/bridge.md``)."""
-        self._agents[session.channel] = pid
+        """Remember process ``pid``, by its start time too, as the session's agent: from now on a relay of the
+        session is admitted only if it is that process or one of its descendants (see ``docs/bridge.md``).
+
+        The runtime calls this right after spawning the agent, before sending it anything, so whatever the
+        agent spawns finds it registered. A later agent of the same session replaces the earlier one.
+        """
+        identity = process_identity(pid)
+        if identity is None:
+            # Gone already (it failed at once): nothing may connect for it, and a recycled pid must not either.
+            self._agents.pop(session.channel, None)
+            log.warning("bridge: the agent of session %s (pid %d) exited before it was registered", session.id, pid)
+            return
+        self._agents[session.channel] = identity
 
     async def close(self, session: Session) -> None:
-        """Nothing to tear down: the session's relays stay connected and reach no browser.
+        """Forget the session's agent, so nothing connects for the session any more.
 
-        Cutting them off would only turn their next call into "may or may not have run"; the runtime stopping
-        the session's agent ends them anyway, and a session resumed under the same id finds them still there.
+        Its relays that are connected stay, and reach no browser: cutting them off would only turn their next
+        call into "may or may not have run", and the runtime stopping the session's agent ends them anyway.
         """
+        self._agents.pop(session.channel, None)
 
     async def open(self, session: Session) -> BrowserEndpoint:
         # The socket path travels in the agent's environment too: its HOME may not be the pod's, and the
@@ -362,10 +379,20 @@ class BridgeServer:
             )
         try:
             found = resolve_channel(creds.pid, BROWSER_CHANNEL_ENV, stop_at=self.trusted_parent)
+            if not _CHANNEL.match(found.value):
+                return None, f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<uuid>"
+            # The variable is only a claim (anything of this uid can set it): the process must be the agent the
+            # pod started for that channel, or descend from it.
+            descends_from(found, self._agents.get(found.value), connecting=creds.pid)
         except AncestryError as exc:
             return None, f"refused: {exc}"
-        if not _CHANNEL.match(found.value):
-            return None, f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<uuid>"
+        held = sum(1 for connection in self._connections if connection.channel == found.value)
+        if held >= self.max_connections_per_channel:
+            return None, (
+                f"refused: session {_session_of(found.value)} already has {held} connections open, the most one "
+                f"session may hold (max {self.max_connections_per_channel}); close some of its relays (each MCP "
+                "client of the agent spawns one) and try again"
+            )
         return creds, found.value
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -375,9 +402,7 @@ class BridgeServer:
             writer.write(error_line(RpcError(BRIDGE_REFUSED, channel)))
             await _drain(writer)
             return
-        # The channel shares the session's uuid (acp_<uuid> <-> sess_<uuid>); a round trip checks that.
-        session_id = "sess_" + channel.removeprefix("acp_")
-        assert channel_for(session_id) == channel
+        session_id = _session_of(channel)
         connection = _Connection(self, writer, session_id, channel, creds.pid)
         self._connections.add(connection)
         log.info("bridge: pid %d connected for session %s", creds.pid, session_id)
@@ -430,6 +455,13 @@ class BridgeServer:
             else:
                 # Notifications (cancelled, initialized) take effect at once, in order.
                 await connection.answer(message)
+
+
+def _session_of(channel: str) -> str:
+    # The channel shares the session's uuid (acp_<uuid> <-> sess_<uuid>); a round trip checks that.
+    session_id = "sess_" + channel.removeprefix("acp_")
+    assert channel_for(session_id) == channel
+    return session_id
 
 
 async def _drain(writer: asyncio.StreamWriter) -> None:

@@ -42,6 +42,8 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AGENT_START_TIMEOUT": "agent_start_timeout",
     "OPENAB_MAX_TOOL_CALLS": "max_tool_calls_per_turn",
     "OPENAB_AGENT_CONVERSATION_TTL": "agent_conversation_ttl",
+    "OPENAB_MAX_AGENTS": "max_agents",
+    "OPENAB_AGENT_CGROUPS": "agent_cgroups",
 }
 
 
@@ -88,6 +90,10 @@ class Settings(BaseModel):
     agent_silence_timeout: float = Field(default=600.0, gt=0)
     agent_conversation_ttl: float = Field(default=24 * 3600.0, gt=0)
     max_tool_calls_per_turn: int = Field(default=25, ge=1)
+    # How many agent CLIs may live in the pod at once (each costs tens of MB); the one idle longest makes room.
+    max_agents: int = Field(default=16, ge=1)
+    # Each agent in a cgroup v2 of its own when the pod's cgroup is writable (off: its tree is read from /proc).
+    agent_cgroups: bool = True
 
     max_sessions_per_connection: int = Field(default=128, ge=1)
     max_inflight_prompts: int = Field(default=32, ge=1)

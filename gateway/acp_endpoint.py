@@ -1,7 +1,9 @@
 """`GET /acp`: the extension's WebSocket, bound to an :class:`AcpServerConnection`.
 
 One JSON-RPC message per text frame; binary frames are ignored; a frame over the transport limit (8 MiB)
-closes the connection with 1009, because nothing in it can be trusted enough to answer.
+closes the connection with 1009, because nothing in it can be trusted enough to answer. When the connection
+closes itself (a client that stops reading overflows its send buffer), the socket is closed too, with 1008
+and the reason, rather than left open answering pings with nothing behind it.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import uuid
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 
 from .auth import Admitted, admit
@@ -23,6 +26,19 @@ __all__ = ["acp_http_endpoint", "acp_websocket_endpoint"]
 log = logging.getLogger(__name__)
 
 MESSAGE_TOO_BIG = 1009
+# The client broke a rule of the endpoint (it stopped reading what it is sent): a refusal, not our failure.
+# 1011 would say the server failed, and invite the client to retry at once in the same way.
+POLICY_VIOLATION = 1008
+# The connection stopped for a reason of ours (its writer failed): the server's condition, not the client's.
+INTERNAL_ERROR = 1011
+# How long the close frame may wait behind what the client has not read yet.
+CLOSE_TIMEOUT = 10.0
+# RFC 6455: a close frame's reason is at most 123 bytes of UTF-8.
+_MAX_CLOSE_REASON = 123
+
+
+def _close_reason(reason: str) -> str:
+    return reason.encode()[:_MAX_CLOSE_REASON].decode(errors="ignore")
 
 
 def _over_limit(text: str, limit: int) -> bool:
@@ -50,35 +66,67 @@ async def acp_websocket_endpoint(websocket: WebSocket) -> None:
     log.info("%s opened from %s", server.id, websocket.client.host if websocket.client else "?")
 
     async def send(message: bytes) -> None:
-        await websocket.send_text(message.decode())
+        try:
+            await websocket.send_text(message.decode())
+        except WebSocketDisconnect as exc:
+            # A ConnectionError is what the RPC writer expects of a transport that went away.
+            raise ConnectionError(f"the client closed the socket ({exc.code})") from None
 
     writer = asyncio.create_task(server.rpc.run(send), name=f"{server.id} writer")
     keepalive = asyncio.create_task(server.keepalive(), name=f"{server.id} keepalive")
+    reader = asyncio.create_task(_read(websocket, server, settings.max_frame_bytes), name=f"{server.id} reader")
+    closed = asyncio.create_task(server.rpc.wait_closed(), name=f"{server.id} closed")
     reason = "socket closed"
+    closed_itself = False
+    try:
+        # Reads alone cannot see the connection close itself: a client that stops reading sends nothing more.
+        await asyncio.wait((reader, closed), return_when=asyncio.FIRST_COMPLETED)
+        if reader.done():
+            reason = reader.result()
+        else:
+            reason, closed_itself = closed.result(), True
+    finally:
+        # Sessions, tunnels and the agent's turn go now, before the close below waits on the client.
+        server.connection_lost(reason)
+        # The writer may be stuck behind data the client does not read: nothing more goes out but the close.
+        for task in (writer, keepalive, reader, closed):
+            task.cancel()
+        for task in (writer, keepalive, reader, closed):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    if closed_itself:
+        await _close_socket(websocket, server, reason)
+
+
+async def _read(websocket: WebSocket, server: AcpServerConnection, max_frame_bytes: int) -> str:
+    """Feed each text frame to the connection until the socket ends; returns why it ended."""
     try:
         while True:
             message = await websocket.receive()
             if message["type"] == "websocket.disconnect":
-                reason = f"client closed the socket ({message.get('code', 1005)})"
-                break
+                return f"client closed the socket ({message.get('code', 1005)})"
             text = message.get("text")
             if text is None:
                 continue
-            if _over_limit(text, settings.max_frame_bytes):
-                reason = f"frame over {settings.max_frame_bytes} bytes"
+            if _over_limit(text, max_frame_bytes):
+                reason = f"frame over {max_frame_bytes} bytes"
                 with contextlib.suppress(Exception):
                     await websocket.close(MESSAGE_TOO_BIG, reason)
-                break
+                return reason
             server.rpc.feed(text)
     except WebSocketDisconnect as exc:
-        reason = f"client closed the socket ({exc.code})"
-    finally:
-        server.connection_lost(reason)
-        for task in (writer, keepalive):
-            task.cancel()
-        for task in (writer, keepalive):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        return f"client closed the socket ({exc.code})"
+
+
+async def _close_socket(websocket: WebSocket, server: AcpServerConnection, reason: str) -> None:
+    """The connection closed itself: close the socket with a code and the reason, so the client learns why."""
+    code = POLICY_VIOLATION if server.rpc.peer_at_fault else INTERNAL_ERROR
+    log.log(logging.WARNING if server.rpc.peer_at_fault else logging.INFO,
+            "%s: closing the socket with %d: %s", server.id, code, reason)
+    # The close frame queues behind what the client has not read: bounded, since it may never read again.
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CLOSE_TIMEOUT):
+            await websocket.close(code, _close_reason(reason))
 
 
 async def acp_http_endpoint(_request: object) -> Response:

@@ -1,7 +1,9 @@
 """`openab config write`: put the ``openab_browser`` MCP entry into an agent CLI's config by hand.
 
 The pod writes each session's entry itself; this is for people wiring an agent up themselves: the static
-bridge entry (``openab browser-bridge``), or a proxy entry for a url they were given. A token is never
+bridge entry (``openab browser-bridge``), or a proxy entry for a url they were given. A config path that is a
+symbolic link is written through only when the user (or root) made the link and it leads to the user's own
+file (:mod:`openab.core.agents.config.files`), and the path really written is printed. A token is never
 taken on the command line, where ``ps`` and shell histories would keep it: ``--token-env VAR`` names the
 variable that holds it, and agents that expand variables get a reference to ``VAR`` instead of the token.
 """
@@ -27,7 +29,8 @@ def register(commands: Any) -> None:
             "Merge the openab_browser entry into the config files of one agent CLI, keeping everything else "
             "in them. --mode bridge (the default) writes the static `openab browser-bridge` entry; --mode proxy "
             "writes a session's Streamable HTTP url with its bearer token, read from the variable --token-env "
-            "names."
+            "names. A config file that is a symbolic link is written through only if you (or root) made the link "
+            "and it leads to a file of yours; the path really written is printed."
         ),
     )
     write.add_argument("--agent", required=True,
@@ -74,6 +77,9 @@ def _write(args: argparse.Namespace) -> int:
         )
     except ConfigError as exc:
         print(f"openab: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the disk itself (full, read-only): say which file, not a traceback
+        print(f"openab: could not write the config file: {exc}", file=sys.stderr)
         return 2
     shown = entry(args.agent, HttpEndpoint(args.url, token or "", args.token_env) if args.mode == "proxy"
                   else StdioCommand())

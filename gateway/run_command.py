@@ -81,6 +81,11 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
         "--agent-silence-timeout", type=float,
         help="seconds an agent may say nothing mid-turn before it is stopped (default 600)",
     )
+    parser.add_argument(
+        "--max-agents", type=int,
+        help="agent processes the pod runs at once; the one idle longest is stopped to make room, and a prompt "
+             "is refused when all are in a turn (default 16; env OPENAB_MAX_AGENTS)",
+    )
 
 
 def runtime_overrides(args: argparse.Namespace) -> dict[str, Any]:
@@ -93,6 +98,7 @@ def runtime_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "model_name": args.model,
         "agent_idle_ttl": args.agent_idle_ttl,
         "agent_silence_timeout": args.agent_silence_timeout,
+        "max_agents": args.max_agents,
     }
 
 

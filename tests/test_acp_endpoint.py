@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -14,9 +16,9 @@ import websockets
 from fake_extension import FakeExtension, RemoteError, connect_extension
 from gateway_harness import RunningGateway, eventually, run_gateway
 from pydantic import SecretStr
-from scripted_agent import ScriptedAgent
+from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.acp.backend import NoAgentBackend
+from openab.core.acp.backend import NoAgentBackend, PromptTurn
 from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
@@ -216,6 +218,20 @@ async def test_session_new_and_resume_validate_their_params(gateway: RunningGate
         assert await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": []}) == {}
 
 
+async def test_a_session_id_with_a_trailing_newline_is_refused_and_creates_nothing(gateway: RunningGateway) -> None:
+    async with in_session(gateway) as (ext, session_id):
+        before = len(gateway.pod.sessions)
+        # `$` matches before a final newline: these ids would each have been a new session of their own.
+        for sneaky in [f"{session_id}\n", f"sess_{uuid.uuid4()}\n", f"\nsess_{uuid.uuid4()}", f"{session_id}\r\n"]:
+            with pytest.raises(RemoteError) as refused:
+                await ext.request("session/resume", {"sessionId": sneaky, "cwd": "/", "mcpServers": []})
+            assert refused.value.code == -32602 and "Invalid sessionId" in str(refused.value.message)
+            assert gateway.pod.sessions.get(sneaky) is None
+        assert len(gateway.pod.sessions) == before
+        assert gateway.pod.sessions.get(session_id) is not None  # the real one is untouched, and resumes
+        assert await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": []}) == {}
+
+
 async def test_unknown_methods_get_32601_at_once(gateway: RunningGateway) -> None:
     async with connect_extension(gateway.ws_url, gateway.token) as ext:
         with pytest.raises(RemoteError) as unknown:
@@ -354,6 +370,88 @@ async def test_an_agent_crash_is_a_clear_error_and_the_session_survives(agent_ga
             await prompt(ext, session_id, "crash")
         assert crashed.value.code == -32603
         assert await prompt(ext, session_id, "echo fine") == {"stopReason": "end_turn"}
+
+
+def nested(depth: int) -> Any:
+    """A list nested ``depth`` levels deep (``[]`` is one level)."""
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+async def test_a_prompt_nested_past_the_bound_gets_32600_naming_it_and_the_socket_lives(
+    agent_gateway: RunningGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent: ScriptedAgent = agent_gateway.agent  # type: ignore[attr-defined]
+    async with in_session(agent_gateway) as (ext, session_id):
+        # envelope (1), params (2), prompt (3), block (4): the extra list makes the rest.
+        for depth, accepted in [(128, True), (129, False), (300, False)]:
+            block = {"type": "text", "text": "echo deep", "extra": nested(depth - 4)}
+            params = {"sessionId": session_id, "prompt": [block]}
+            if accepted:
+                assert await ext.request("session/prompt", params) == {"stopReason": "end_turn"}
+                continue
+            prompts = len(agent.prompts)
+            with pytest.raises(RemoteError) as refused:
+                await ext.request("session/prompt", params)
+            assert refused.value.code == -32600
+            assert "nested more than 128 levels deep" in str(refused.value.message)
+            assert len(agent.prompts) == prompts  # it never reached the agent
+        assert await prompt(ext, session_id, "echo still here") == {"stopReason": "end_turn"}
+    assert "Traceback" not in caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+
+
+async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = ScriptedAgent()
+    big = "x" * (1 << 20)
+
+    async def flood(turn: PromptTurn, _text: str) -> str:
+        # 200 MiB at most, far past the 64 MiB send buffer; sleep(0) lets the writer push what the socket takes.
+        for _ in range(200):
+            turn.send_update(chunk(big))
+            await asyncio.sleep(0)
+        return "end_turn"
+
+    agent.scripts["flood"] = flood
+    caplog.set_level(logging.INFO, logger="openab")
+    async with run_gateway(backend=agent) as gw:
+        # A raw client: it reads the handshake's answers, then nothing (a tiny queue, so it stops at once).
+        # Uncompressed, as a screenshot would be: a MiB of "x" deflates to almost nothing on the wire.
+        ws = await websockets.connect(
+            gw.ws_url, subprotocols=[f"openab.bearer.{gw.token}", "acp.v1"],  # type: ignore[list-item]
+            max_size=4 << 20, max_queue=1, open_timeout=10, ping_interval=None, compression=None,
+        )
+        try:
+            async def call(request_id: int, method: str, params: dict[str, Any]) -> Any:
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+                async with asyncio.timeout(10):
+                    while True:
+                        answer = json.loads(await ws.recv())
+                        if answer.get("id") == request_id:
+                            return answer["result"]
+
+            await call(1, "initialize", {"protocolVersion": 1})
+            session_id = (await call(2, "session/new", {"cwd": "/", "mcpServers": []}))["sessionId"]
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "flood"}]}}))
+            # The server gives the connection up: its sessions are released while the client still reads nothing.
+            await eventually(lambda: len(gw.pod.connections) == 0, timeout=30)
+            # Now the client reads what was queued, then finds the close frame: the server closed, saying why.
+            with pytest.raises(websockets.ConnectionClosed) as closed:
+                async with asyncio.timeout(30):
+                    while True:
+                        await ws.recv()
+        finally:
+            await ws.close()
+    assert closed.value.rcvd is not None, "the server must send a close frame, not drop the socket"
+    assert closed.value.rcvd.code == 1008
+    assert "send buffer over 67108864 bytes: the peer is not reading" in closed.value.rcvd.reason
+    assert "closing the socket with 1008: send buffer over 67108864 bytes" in caplog.text
+    assert "client closed the socket" not in caplog.text
 
 
 async def test_permission_requests_reach_an_extension_that_answers_them(agent_gateway: RunningGateway) -> None:

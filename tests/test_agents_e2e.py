@@ -65,9 +65,11 @@ class Pod:
     async def open_the_page(
         self, *, on_permission: PermissionAnswer | None = None, **session: Any
     ) -> tuple[FakeBrowser, Turn]:
-        """One session asking its agent to open ``page``: what the browser saw, and the turn."""
+        """One session asking its agent to open ``page``: what the browser saw, and the turn (whose prompt starts
+        the agent)."""
         async with self.running.extension() as ext:
-            browser, session_id, _pid = await browser_session(self.running, ext, **session)
+            browser = FakeBrowser(ext)
+            session_id = await open_session(self.running, ext, **session)
             turn = await prompt(ext, session_id, "Open the page, please.", timeout=120, on_permission=on_permission)
         return browser, turn
 
@@ -119,7 +121,8 @@ async def test_a_long_reply_streams_whole_in_many_chunks(pod_for: Pod) -> None:
                                     answer="\n".join(lines) + "\nFINAL {result}"))
     pod = pod_for.running
     async with pod.extension() as ext:
-        _browser, session_id, _pid = await browser_session(pod, ext)
+        FakeBrowser(ext)
+        session_id = await open_session(pod, ext)
         turn = await prompt(ext, session_id, "Open the page and tell me everything.", timeout=120)
 
     assert turn.result == {"stopReason": "end_turn"}, turn.error
@@ -334,7 +337,8 @@ async def test_after_a_pod_restart_the_resumed_session_has_its_conversation_back
             after.extension() as ext:
         FakeBrowser(ext)
         await ext.request("session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [BROWSER_SERVER]})
-        await after.runtime.wait_ready(session_id, timeout=60)
+        await after.pod.tunnels.wait_attached(session_id, timeout=15)
+        assert session_id not in after.runtime.agents, "the resumed session's agent waits for its first prompt"
         model.log.clear()
         turn = await prompt(ext, session_id, "Which word did I ask you to remember?", timeout=120)
 

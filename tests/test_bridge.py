@@ -3,6 +3,12 @@ tree, and its tool calls travel the pod's Unix socket, the gateway and the `/acp
 
 The "agent" in these tests is a small intermediate process that carries ``OPENAB_BROWSER_CHANNEL`` in its
 environment and starts the relay with a scrubbed one, as agent CLIs do with their MCP servers.
+
+The bridge admits a relay only below the agent the pod registered for its session (``agent_started``). The
+official MCP client spawns the "agent" itself and its relay dials at once, before a test could register that
+process, so here the test process stands in for every session's agent: it is registered, and the ancestry
+walk goes up to the test's parent instead of stopping at the test process (:func:`stand_in_for_agents`).
+``tests/test_bridge_attacks.py`` runs the production arrangement, with real agent processes.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import fcntl
 import json
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import stat
@@ -34,14 +41,19 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.shared.exceptions import MCPError
 from mcp.shared.subscriptions import ToolsListChanged
+from pydantic import SecretStr
 
-from openab.bridge.ancestry import AncestryError, resolve_channel
+from openab.bridge.ancestry import AncestryError, ProcessIdentity, descends_from, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeError, BridgeServer
+from openab.core.acp.backend import NoAgentBackend
+from openab.core.acp.sessions import Session
 from openab.core.agents.config import entry
 from openab.core.agents.handoff import acp_server_entry
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
 from openab.core.mcp.tools import BROWSER_TOOLS
+from openab.core.settings import Settings
+from openab.gateway.assemble import assemble
 
 pytestmark = pytest.mark.anyio
 
@@ -96,6 +108,16 @@ class BridgePod:
         return self.bridge.path
 
 
+def stand_in_for_agents(bridge: BridgeServer, *channels: str) -> BridgeServer:
+    """Make the test process the agent of ``channels`` (see the module's docstring): the walk goes on past it
+    to its parent, and it is registered, by pid and start time, as each channel's agent."""
+    bridge.trusted_parent = os.getppid()
+    for channel in channels:
+        session_id = "sess_" + channel.removeprefix("acp_")
+        bridge.agent_started(Session(id=session_id, channel=channel, created_at=0.0, last_active=0.0), os.getpid())
+    return bridge
+
+
 @contextlib.asynccontextmanager
 async def bridge_pod() -> AsyncIterator[BridgePod]:
     # Short: a Unix socket address holds at most 107 bytes, and pytest's tmp_path can be longer.
@@ -103,7 +125,7 @@ async def bridge_pod() -> AsyncIterator[BridgePod]:
     try:
         async with run_gateway(browser_mode="bridge", browser_socket=root / "browser" / "browser.sock") as gateway:
             assert isinstance(gateway.pod.browser, BridgeServer)  # the pod started it before serving
-            pod = BridgePod(gateway, gateway.pod.browser)
+            pod = BridgePod(gateway, stand_in_for_agents(gateway.pod.browser))
             try:
                 yield pod
             finally:
@@ -132,6 +154,7 @@ async def browser_session(
         await extension.initialize()
         session_id = await extension.new_session([{"type": "acp", "id": f"srv-{who}", "name": "browser"}])
         await pod.gateway.pod.tunnels.wait_attached(session_id, timeout=10)
+        stand_in_for_agents(pod.bridge, channel_of(session_id))
         yield session_id, extension
 
 
@@ -273,6 +296,7 @@ async def test_tool_list_follows_the_browser_attaching_later() -> None:
         # A session whose browser has not attached its tools yet (the side panel is still opening).
         extension.answer_connect = False
         session_id = await extension.new_session([{"type": "acp", "id": "srv", "name": "browser"}])
+        stand_in_for_agents(pod.bridge, channel_of(session_id))
         changed = asyncio.Event()
 
         async def on_message(message: Any) -> None:
@@ -341,17 +365,41 @@ async def test_ancestry_is_read_past_a_process_whose_name_looks_like_stat_fields
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def fake_process(proc: Path, pid: int, parent: int, channel: str | None, start_time: int = 1000) -> None:
+    """A process in a fake /proc: a whole stat line (parent: field 4, start time: field 22) and an environ."""
+    (proc / str(pid)).mkdir()
+    fields = ["S", str(parent), *["0"] * 17, str(start_time), *["0"] * 30]
+    (proc / str(pid) / "stat").write_bytes(f"{pid} (sh) {' '.join(fields)}\n".encode())
+    env = f"{BROWSER_CHANNEL_ENV}={channel}" if channel else "PATH=/bin"
+    (proc / str(pid) / "environ").write_bytes(env.encode() + b"\0")
+
+
 def test_the_ancestry_walk_is_bounded(tmp_path: Path) -> None:
     # A fake /proc: a chain of 40 processes, pid n's parent is n + 1, and only the topmost carries a channel.
     channel = f"acp_{uuid.uuid4()}"
     for pid in range(100, 140):
-        (tmp_path / str(pid)).mkdir()
-        (tmp_path / str(pid) / "stat").write_bytes(f"{pid} (sh) S {pid + 1} 1 1".encode())
-        env = f"{BROWSER_CHANNEL_ENV}={channel}" if pid == 139 else "PATH=/bin"
-        (tmp_path / str(pid) / "environ").write_bytes(env.encode() + b"\0")
+        fake_process(tmp_path, pid, pid + 1, channel if pid == 139 else None)
     assert resolve_channel(110, BROWSER_CHANNEL_ENV, proc=str(tmp_path)).value == channel
     with pytest.raises(AncestryError, match="no OPENAB_BROWSER_CHANNEL"):
         resolve_channel(100, BROWSER_CHANNEL_ENV, proc=str(tmp_path))  # 39 steps up: past the bound of 32
+
+
+def test_an_agents_recycled_pid_is_not_the_agent(tmp_path: Path) -> None:
+    # relay 300 -> its parent 200 (the channel's "agent" pid) -> the pod, 100.
+    channel = f"acp_{uuid.uuid4()}"
+    fake_process(tmp_path, 300, 200, None, start_time=5000)
+    fake_process(tmp_path, 200, 100, channel, start_time=4000)
+    found = resolve_channel(300, BROWSER_CHANNEL_ENV, stop_at=100, proc=str(tmp_path))
+    assert found.value == channel
+    assert found.lineage == (ProcessIdentity(300, 5000), ProcessIdentity(200, 4000))
+    descends_from(found, ProcessIdentity(200, 4000), connecting=300)  # the agent itself: admitted
+    # The agent registered as pid 200 started at tick 3000 and is gone; pid 200 now belongs to a newer process.
+    with pytest.raises(AncestryError, match=r"pid 200, .*recycled"):
+        descends_from(found, ProcessIdentity(200, 3000), connecting=300)
+    with pytest.raises(AncestryError, match="not a descendant of pid 150"):
+        descends_from(found, ProcessIdentity(150, 4000), connecting=300)
+    with pytest.raises(AncestryError, match="no agent running"):
+        descends_from(found, None, connecting=300)
 
 
 async def test_a_closed_sessions_relay_reaches_no_browser() -> None:
@@ -519,8 +567,10 @@ async def test_relay_survives_the_pod_socket_restarting(tmp_path: Path) -> None:
                 os.kill(relay, signal.SIGCONT)
             await eventually(lambda: unread_stdin(relay) == 0, 10)
             assert not path.exists()
-            # It waited for the new server, which the relay re-initializes.
-            pod.bridge = await BridgeServer(pod.gateway.pod.tunnels, path).__aenter__()
+            # It waited for the new server, which the relay re-initializes. The session's agent is registered
+            # before the server listens: the waiting relay dials at once.
+            bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), channel_of(alice))
+            pod.bridge = await bridge.__aenter__()
             async with asyncio.timeout(20):
                 result = await call
             assert text_of(result) == "browser of alice"
@@ -546,8 +596,15 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
     @contextlib.asynccontextmanager
     async def whole_pod(session_id: str | None, who: str) -> AsyncIterator[str]:
         """A fresh gateway and bridge on the same socket path, and a browser that resumes ``session_id``."""
+        settings = Settings(token=SecretStr(secrets.token_urlsafe(24)), port=0, browser_mode="bridge",
+                            browser_socket=path)
+        new_pod = assemble(settings, backend=NoAgentBackend())
+        assert isinstance(new_pod.browser, BridgeServer)
+        # The agent that lived through the restart is registered before the socket listens: its waiting relay
+        # dials the moment it can.
+        stand_in_for_agents(new_pod.browser, *([channel_of(session_id)] if session_id else []))
         async with (
-            run_gateway(browser_mode="bridge", browser_socket=path) as gateway,
+            run_gateway(pod=new_pod) as gateway,
             connect_extension(gateway.ws_url, gateway.token) as extension,
         ):
 
@@ -559,6 +616,7 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
             servers = [{"type": "acp", "id": "srv", "name": "browser"}]
             if session_id is None:
                 session_id = await extension.new_session(servers)
+                stand_in_for_agents(new_pod.browser, channel_of(session_id))
             else:  # what the side panel does when its gateway comes back
                 await extension.request(
                     "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
@@ -610,7 +668,7 @@ async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -
         await eventually(lambda: bool(extension.cancelled), 10)
         async with asyncio.timeout(10):
             await stopped.wait()
-        pod.bridge = BridgeServer(pod.gateway.pod.tunnels, pod.socket)
+        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, pod.socket), channel_of(alice))
         await pod.bridge.start()
         assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
 
@@ -641,11 +699,12 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         with pytest.raises(BridgeError, match="chmod 700"):
             await BridgeServer(pod.gateway.pod.tunnels, path).start()
         os.chmod(path.parent, 0o700)
-        pod.bridge = BridgeServer(pod.gateway.pod.tunnels, path)
+        nobody = f"acp_{uuid.uuid4()}"  # a session the pod does not hold (yet): its tools answer all the same
+        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), nobody)
         await pod.bridge.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
-        async with Client(relay_params(f"acp_{uuid.uuid4()}", path), mode="legacy") as client:
+        async with Client(relay_params(nobody, path), mode="legacy") as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == {t["name"] for t in BROWSER_TOOLS}
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from openab.core.jsonrpc import RequestTimeout, RpcError
+from openab.core.jsonrpc import ConnectionClosed, RequestTimeout, RpcError, TooManyPendingRequests
 from openab.core.mcp.server import BrowserMcp, Limits, bound_result
 from openab.core.mcp.tools import BROWSER_TOOLS, exposed_name
 from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
@@ -241,6 +241,68 @@ async def test_a_malformed_browser_result_is_an_internal_error() -> None:
     response = await mcp.handle(request("tools/call", {"name": "browser_click"}))
     assert response is not None
     assert response["error"]["code"] == -32603
+
+
+READ_AND_CLICK = [{"name": "browser_click"}, {"name": "browser_snapshot"}]
+
+
+@pytest.mark.parametrize("lost", [
+    RequestTimeout("mcp/message", 5, 1.0),
+    ConnectionClosed("socket closed: client closed the socket (1006)"),
+], ids=["timed-out", "socket-dropped"])
+async def test_a_lost_answer_says_the_outcome_is_unknown_and_to_look_before_acting_again(lost: Exception) -> None:
+    async def lose(method: str, params: dict[str, Any]) -> Any:
+        raise lost
+
+    registry = TunnelRegistry()
+    _, conn = attach(registry, lose, tools=READ_AND_CLICK)
+    mcp, _ = server(registry)
+    response = await mcp.handle(request("tools/call", {"name": "browser_click", "arguments": {"ref": "e6"}}))
+    assert response is not None and response["result"]["isError"] is True
+    said = response["result"]["content"][0]["text"]
+    # The click may have happened: the agent must look, not repeat.
+    assert "outcome is unknown" in said and "Do not call browser_click again blindly" in said
+    assert "call browser_snapshot to see the page" in said
+    assert "try again" not in said
+    assert [r["params"]["name"] for r in conn.requests] == ["browser_click"]  # sent once, never again
+    # A tool that only reads may simply be called again.
+    read = await mcp.handle(request("tools/call", {"name": "browser_snapshot"}, 2))
+    assert read is not None
+    assert "only reads the page, so calling it again is safe" in read["result"]["content"][0]["text"]
+
+
+async def test_a_call_refused_before_it_was_sent_says_it_did_not_run() -> None:
+    async def full(method: str, params: dict[str, Any]) -> Any:
+        raise TooManyPendingRequests("1024 requests already wait for an answer (max 1024)")
+
+    registry = TunnelRegistry()
+    attach(registry, full, tools=READ_AND_CLICK)
+    mcp, _ = server(registry)
+    response = await mcp.handle(request("tools/call", {"name": "browser_click"}))
+    assert response is not None
+    said = response["result"]["content"][0]["text"]
+    assert said.startswith("browser_click was not run: too many calls in flight") and "unknown" not in said
+
+
+async def test_a_request_nested_past_the_bound_never_reaches_the_browser() -> None:
+    registry = TunnelRegistry()
+    _, conn = attach(registry, echo_call)
+    mcp, _ = server(registry)
+
+    def arguments(levels: int) -> dict[str, Any]:
+        value: Any = []
+        for _ in range(levels - 1):
+            value = [value]
+        return {"x": value}
+
+    # envelope (1), params (2), arguments (3): the list makes the rest.
+    fits = await mcp.handle(request("tools/call", {"name": "browser_click", "arguments": arguments(125)}))
+    assert fits is not None and "result" in fits
+    for levels in (126, 297, 5000):
+        refused = await mcp.handle(request("tools/call", {"name": "browser_click", "arguments": arguments(levels)}, 2))
+        assert refused is not None and refused["id"] == 2 and refused["error"]["code"] == -32600
+        assert "nested more than 128 levels deep" in refused["error"]["message"]
+    assert len(conn.requests) == 1
 
 
 def hanging() -> tuple[Answer, asyncio.Event]:

@@ -16,6 +16,7 @@ from openab.core.jsonrpc import (
     RpcError,
     TooManyPendingRequests,
 )
+from openab.core.jsonrpc.protocol import too_deep
 
 
 def sent(peer: Peer) -> list[dict[str, Any]]:
@@ -195,3 +196,92 @@ def test_utf8_text_survives_intact() -> None:
     assert isinstance(request, Request) and request.params == {"t": text}
     peer.send_result(1, {"t": text})
     assert sent(peer)[0]["result"]["t"] == text
+
+
+# -- nesting and ids: bounded on the way in -------------------------------------------------------------------
+
+
+def deep(depth: int, *, request_id: Any = 1, method: str | None = "m", result: bool = False) -> str:
+    """A message ``depth`` levels deep in all: the envelope object is level 1, its params (or result) the rest."""
+    value = "[" * (depth - 1) + "]" * (depth - 1)
+    envelope = '{"jsonrpc":"2.0"'
+    if request_id is not None:
+        envelope += f',"id":{json.dumps(request_id)}'
+    if method is not None:
+        envelope += f',"method":"{method}"'
+    return envelope + f',"{"result" if result else "params"}":{value}}}'
+
+
+@pytest.mark.parametrize("as_bytes", [False, True])
+def test_requests_nested_past_128_levels_get_32600_naming_the_bound_and_the_peer_goes_on(as_bytes: bool) -> None:
+    peer = Peer()
+    for depth, request_id in [(127, 1), (128, 2)]:
+        frame = deep(depth, request_id=request_id)
+        [request] = peer.receive(frame.encode() if as_bytes else frame)
+        assert isinstance(request, Request) and request.id == request_id
+    for depth, request_id in [(129, 3), (300, 4), (1025, 5), (100_000, 6)]:
+        frame = deep(depth, request_id=request_id)
+        assert peer.receive(frame.encode() if as_bytes else frame) == []
+        [answer] = sent(peer)
+        # Past orjson's own 1024 levels the id cannot be read: the answer says so with null.
+        assert answer["id"] == (request_id if depth <= 1024 else None)
+        assert answer["error"]["code"] == -32600
+        assert "nested more than 128 levels deep" in answer["error"]["message"]
+    assert peer.open_requests == 2  # only the two it took
+    [request] = peer.receive('{"jsonrpc":"2.0","id":7,"method":"after"}')
+    assert isinstance(request, Request)
+
+
+def test_a_deep_notification_is_dropped_and_a_deep_answer_fails_its_request_at_once() -> None:
+    peer = Peer()
+    assert peer.receive(deep(129, request_id=None)) == []
+    assert sent(peer) == []  # notifications are never answered
+    request_id = peer.send_request("tools/call", context="ctx")
+    peer.data_to_send()
+    [answer] = peer.receive(deep(129, request_id=request_id, method=None, result=True))
+    assert isinstance(answer, Response) and answer.context == "ctx" and answer.error is not None
+    assert answer.error.code == -32603
+    assert "tools/call" in answer.error.message and "nested more than 128 levels deep" in answer.error.message
+    assert peer.pending_requests == 0 and sent(peer) == []
+
+
+def test_brackets_inside_strings_do_not_count_as_nesting() -> None:
+    peer = Peer()
+    text = "[{" * 5000 + '\\"[' * 100
+    [request] = peer.receive('{"jsonrpc":"2.0","id":1,"method":"m","params":{"t":"' + text + '"}}')
+    assert isinstance(request, Request) and request.params["t"].startswith("[{[{")
+    # A broken document is still a parse error, whatever brackets its strings hold.
+    assert peer.receive('{"jsonrpc":"2.0","id":2,"params":"' + "[" * 500 + '",}') == []
+    assert sent(peer)[0]["error"]["code"] == -32700
+
+
+def test_too_deep_counts_levels_without_recursion() -> None:
+    assert not too_deep(None) and not too_deep("[[[[") and not too_deep([])
+    assert not too_deep([[[]]], limit=3) and too_deep([[[]]], limit=2)
+    assert too_deep({"a": [{"b": {}}]}, limit=3) and not too_deep({"a": [{"b": {}}]}, limit=4)
+    wide: list[list[list[Any]]] = [[[] for _ in range(1000)] for _ in range(100)]
+    assert not too_deep(wide, limit=3) and too_deep(wide, limit=2)
+    chain: Any = []
+    for _ in range(50_000):  # deeper than Python's recursion limit: only a loop can look at it
+        chain = [chain]
+    assert too_deep(chain) and not too_deep(chain, limit=50_001)
+
+
+def test_string_ids_past_1024_characters_are_refused_with_a_null_id() -> None:
+    peer = Peer()
+    [request] = peer.receive(json.dumps({"jsonrpc": "2.0", "id": "i" * 1024, "method": "m"}))
+    assert isinstance(request, Request) and request.id == "i" * 1024
+    assert peer.receive(json.dumps({"jsonrpc": "2.0", "id": "i" * 1025, "method": "m"})) == []
+    [answer] = sent(peer)
+    assert answer == {"jsonrpc": "2.0", "id": None,
+                      "error": {"code": -32600, "message": "Invalid Request: id longer than 1024 characters"}}
+
+
+@pytest.mark.parametrize("echoed", ["²", "١", "1²", "¹"])
+def test_answers_whose_id_only_looks_numeric_are_dropped_not_a_crash(echoed: str) -> None:
+    peer = Peer()
+    request_id = peer.send_request("tools/call")
+    assert request_id == 1
+    # "١" is an Arabic-Indic one: int() would read it as our id 1.
+    assert peer.receive(json.dumps({"jsonrpc": "2.0", "id": echoed, "result": {}})) == []
+    assert peer.pending_requests == 1 and peer.discarded_responses == 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from openab.core.jsonrpc import Notification, Peer, Request, RpcError
@@ -84,3 +84,37 @@ def test_responses_to_anything_but_our_pending_ids_are_silently_dropped(replies:
         else:
             [refusal] = answers(peer)
             assert refusal["error"]["code"] == -32600 and refusal["id"] is None
+
+
+# A path of containers: each step is an object key or an array, each with a little noise beside it.
+steps = st.lists(st.sampled_from(["list", "dict"]), min_size=0, max_size=400)
+noise = st.text(alphabet='[]{}",:\\ ab', max_size=6)
+
+
+def wrap(path: list[str], text: str) -> Any:
+    value: Any = text
+    for step in reversed(path):
+        value = [value, "[{"] if step == "list" else {"k": value, "s": text}
+    return value
+
+
+@settings(max_examples=300, deadline=None)
+@given(steps, noise, st.booleans())
+@example(["list"] * 127, "]", False)
+@example(["dict"] * 127, "{", True)
+@example(["list", "dict"] * 64, "", False)
+@example(["dict"] * 128, '"[', True)
+@example(["list"] * 299, "", False)
+def test_nesting_is_refused_exactly_past_the_bound_with_one_answer(path: list[str], text: str, as_bytes: bool) -> None:
+    peer = Peer()
+    frame = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "m", "params": wrap(path, text)})
+    depth = 1 + len(path)  # the envelope, then one level per container; the string leaf is none
+    events = peer.receive(frame.encode() if as_bytes else frame)
+    auto_answers = answers(peer)
+    if depth <= 128:
+        assert len(events) == 1 and auto_answers == []
+    else:
+        assert events == []
+        [refusal] = auto_answers
+        assert refusal["id"] == 1 and refusal["error"]["code"] == -32600
+        assert "128 levels" in refusal["error"]["message"]

@@ -6,6 +6,7 @@ import json
 import os
 import stat
 import subprocess
+import time
 import tomllib
 from pathlib import Path
 from typing import Any, TypedDict
@@ -201,15 +202,127 @@ def test_write_goes_through_a_symlinked_config(dirs: Dirs, tmp_path: Path) -> No
     seed(real, json.dumps({"mcpServers": USER_SERVERS}))
     link = main_file("cursor", dirs)
     link.parent.mkdir(parents=True)
-    link.symlink_to(real)
+    link.symlink_to(real)  # the user's own link (a dotfile manager's)
 
-    write("cursor", PROXY, **dirs)
+    assert write("cursor", PROXY, **dirs) == [real]  # the file really written
 
     assert link.is_symlink()
     assert set(json.loads(real.read_text())["mcpServers"]) == {"playwright", SERVER_NAME}
+    assert stat.S_IMODE(real.stat().st_mode) == 0o600
+    assert str(real) in config_write("cursor", mode="bridge", **dirs).text
 
 
 # -- files we must not touch -----------------------------------------------------------------------
+
+
+NOBODY = 65534  # a uid that is not ours: the planter of the links below
+
+
+@pytest.fixture
+def as_root() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give a file or link to another uid (lchown)")
+
+
+def plant_link(link: Path, target: Path, owner: int = NOBODY) -> None:
+    """A symbolic link at ``link`` to ``target``, made by (owned by) ``owner``."""
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    os.lchown(link, owner, owner)
+
+
+def snapshot(path: Path) -> tuple[bytes, int, int]:
+    st = path.stat()
+    return path.read_bytes(), stat.S_IMODE(st.st_mode), st.st_uid
+
+
+@pytest.mark.usefixtures("as_root")
+def test_a_link_another_user_planted_is_not_written_through(dirs: Dirs, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    seed(victim, json.dumps({"mcpServers": USER_SERVERS}))
+    os.chmod(victim, 0o644)
+    before = snapshot(victim)
+    link = main_file("cursor", dirs)
+    plant_link(link, victim)
+
+    with pytest.raises(ConfigError, match=f"owned by uid {NOBODY}") as refused:
+        write("cursor", PROXY, **dirs)
+    assert str(link) in str(refused.value)
+    assert snapshot(victim) == before  # neither rewritten nor chmodded
+    assert link.is_symlink()
+    # Taking the entry out goes through the same door.
+    with pytest.raises(ConfigError, match=f"owned by uid {NOBODY}"):
+        strip("cursor", PROXY, **dirs)
+    assert snapshot(victim) == before
+
+
+@pytest.mark.usefixtures("as_root")
+def test_a_planted_link_to_a_folder_is_not_written_through(dirs: Dirs, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    plant_link(dirs["dir"] / ".cursor", elsewhere)
+    with pytest.raises(ConfigError, match=f"owned by uid {NOBODY}"):
+        write("cursor", BRIDGE, **dirs)
+    assert list(elsewhere.iterdir()) == []
+
+
+@pytest.mark.usefixtures("as_root")
+def test_our_own_link_to_a_file_of_another_user_is_not_written_through(dirs: Dirs, tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    seed(victim, json.dumps({"mcpServers": USER_SERVERS}))
+    os.chown(victim, NOBODY, NOBODY)
+    before = snapshot(victim)
+    plant_link(main_file("cursor", dirs), victim, owner=os.geteuid())
+    with pytest.raises(ConfigError, match=f"belongs to uid {NOBODY}"):
+        write("cursor", PROXY, **dirs)
+    assert snapshot(victim) == before
+
+
+@pytest.mark.usefixtures("as_root")
+def test_the_runtimes_writer_refuses_a_planted_link_too(dirs: Dirs, tmp_path: Path) -> None:
+    # What the agent runtime calls for an agent that reads its config file (core/agents/handoff.py).
+    from openab.core.agents.config.claims import ConfigClaims
+
+    victim = tmp_path / "victim.toml"
+    seed(victim, "# the user's\n")
+    before = snapshot(victim)
+    plant_link(main_file("codex", dirs), victim)
+    claims = ConfigClaims()
+    with pytest.raises(ConfigError, match=f"owned by uid {NOBODY}"):
+        claims.write("sess_1", "codex", BRIDGE, dirs["dir"], home=dirs["home"], env={})
+    assert snapshot(victim) == before
+
+
+def test_a_planted_backup_name_is_not_written_through(dirs: Dirs, tmp_path: Path) -> None:
+    # The backup of an unreadable file has a predictable name: a dangling link planted there must not make the
+    # backup land in the link's target.
+    path = main_file("cursor", dirs)
+    seed(path, "{ not json")
+    now = int(time.time())
+    targets = []
+    for second in range(now - 1, now + 10):
+        stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(second))
+        target = tmp_path / f"stolen-{second}"
+        (path.parent / f"{path.name}.{stamp}.bak").symlink_to(target)
+        targets.append(target)
+
+    with pytest.raises(ConfigError, match="kept a copy at") as refused:
+        write("cursor", PROXY, **dirs)
+
+    assert not any(t.exists() for t in targets)
+    backup = Path(str(refused.value).split("kept a copy at ")[1].split(". ")[0])
+    assert not backup.is_symlink() and backup.read_text() == "{ not json"
+    assert stat.S_IMODE(backup.stat().st_mode) == 0o600
+
+
+def test_a_config_path_that_is_not_a_regular_file_is_refused_at_once(dirs: Dirs) -> None:
+    path = main_file("cursor", dirs)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)  # reading it would wait for a writer forever
+    with pytest.raises(ConfigError, match="not a regular file"):
+        write("cursor", PROXY, **dirs)
+    assert stat.S_ISFIFO(os.lstat(path).st_mode)
+
 
 
 @pytest.mark.parametrize("agent", AGENTS)

@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 OPENAB = str(Path(sys.executable).with_name("openab"))
+NOBODY = 65534
 
 
 def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -52,6 +56,42 @@ def test_mistakes_are_refused_with_what_to_do(tmp_path: Path) -> None:
     unknown = run("--agent", "notepad", "--dir", str(tmp_path))
     assert unknown.returncode == 2 and "choose one of" in unknown.stderr
     assert not (tmp_path / ".gemini").exists() and not (tmp_path / ".mcp.json").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a link to another uid (lchown)")
+def test_a_link_another_user_planted_is_refused_and_its_target_left_alone(tmp_path: Path) -> None:
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"mcpServers": {}}\n')
+    os.chmod(victim, 0o644)
+    project = tmp_path / "project"
+    project.mkdir()
+    link = project / ".mcp.json"
+    link.symlink_to(victim)
+    os.lchown(link, NOBODY, NOBODY)
+
+    done = run("--agent", "claude", "--dir", str(project))
+
+    assert done.returncode == 2, done.stdout
+    assert f"{link} is a symbolic link owned by uid {NOBODY}" in done.stderr, done.stderr
+    assert victim.read_text() == '{"mcpServers": {}}\n'
+    assert stat.S_IMODE(victim.stat().st_mode) == 0o644
+    assert link.is_symlink() and done.stdout == ""
+
+
+def test_the_users_own_link_is_followed_and_the_real_path_printed(tmp_path: Path) -> None:
+    real = tmp_path / "dotfiles" / "claude.json"
+    real.parent.mkdir()
+    real.write_text('{"mcpServers": {"other": {"command": "x"}}}\n')
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / ".mcp.json").symlink_to(real)
+
+    done = run("--agent", "claude", "--dir", str(project))
+
+    assert done.returncode == 0, done.stderr
+    assert f"wrote {real} (through the link {project / '.mcp.json'})" in done.stdout, done.stdout
+    assert set(json.loads(real.read_text())["mcpServers"]) == {"other", "openab_browser"}
+    assert (project / ".mcp.json").is_symlink()
 
 
 def test_the_command_module_imports_nothing_heavy() -> None:

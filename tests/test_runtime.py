@@ -214,6 +214,7 @@ async def test_a_config_file_agent_gets_its_entry_in_its_file_and_loses_it_with_
     async with run_pod(tmp_path / "state", recipe=recipe, env={"CODEX_HOME": str(codex_home)}) as pod, \
             pod.extension() as ext:
         session_id = await open_session(pod, ext)
+        await prompt(ext, session_id, "hello")  # the first prompt starts the agent, and writes its file
         session = pod.pod.sessions.get(session_id)
         assert session is not None and pod.pod.browser is not None
         entry = (await pod.pod.browser.open(session)).entry

@@ -160,19 +160,20 @@ class FakeBrowser:
 
 
 async def open_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> str:
-    """session/new declaring the browser, then wait until its tunnel is attached and its agent is up."""
+    """session/new declaring the browser, then wait until its tunnel is attached. No agent runs yet: the
+    session's first prompt starts it."""
     session_id = await ext.new_session([BROWSER_SERVER], **params)
     await pod.pod.tunnels.wait_attached(session_id, timeout=15)
-    await pod.runtime.wait_ready(session_id, timeout=60)
     return session_id
 
 
 async def browser_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> tuple[FakeBrowser, str, int]:
-    """A scripted browser on ``ext``, a session declaring it, and the pid of the session's agent."""
+    """A scripted browser on ``ext``, a session declaring it, and the pid of the session's agent, started the
+    way its first prompt would start it (for tests that need the process before the first turn)."""
     browser = FakeBrowser(ext)
     session_id = await open_session(pod, ext, **params)
-    pid = pod.runtime.agents.get(session_id)
-    assert pid is not None, "the session's agent did not start"
+    pid = await pod.runtime.start_agent(session_id)
+    assert pid is not None and pod.runtime.agents.get(session_id) == pid, "the session's agent did not start"
     return browser, session_id, pid
 
 

@@ -13,6 +13,7 @@ from fake_extension import FakeExtension, RemoteError, connect_extension, text_r
 from gateway_harness import RunningGateway, eventually, run_gateway
 
 from openab.core.jsonrpc import RpcError
+from openab.core.mcp.server import BrowserMcp
 from openab.core.tunnel.registry import (
     BrowserNotConnected,
     ToolsChanged,
@@ -204,6 +205,60 @@ async def test_losing_the_socket_fails_in_flight_calls_at_once() -> None:
                 await call
             assert isinstance(lost.value, ConnectionError)
         assert not gw.pod.tunnels.attached(session_id)
+
+
+async def test_a_call_cut_off_by_a_dropped_socket_reaches_the_browser_once_even_after_a_resume() -> None:
+    clicks: list[str] = []
+    started = asyncio.Event()
+
+    async def click(arguments: dict[str, Any]) -> dict[str, Any]:
+        clicks.append(str(arguments.get("ref")))
+        started.set()
+        await asyncio.Event().wait()  # the person's click happened; the answer never makes it back
+        return text_result("clicked")
+
+    async def snapshot(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return text_result('- button "Buy" [ref=e6]')
+
+    async with run_gateway(tunnel_timeout=120) as gw:
+        async with connect_extension(gw.ws_url, gw.token) as first:
+            first.add_tool("browser_click", click)
+            await first.initialize()
+            session_id = await first.new_session([acp("srv-1")])
+            await gw.pod.tunnels.wait_attached(session_id, timeout=5)
+            mcp = BrowserMcp(gw.pod.tunnels, session_id)  # what the proxy or the bridge runs for the agent
+            call = asyncio.create_task(mcp.handle(
+                {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                 "params": {"name": "browser_click", "arguments": {"ref": "e6"}}}
+            ))
+            async with asyncio.timeout(5):
+                await started.wait()
+        # The socket dropped mid-call: the agent hears at once that the outcome is unknown, and to look first.
+        async with asyncio.timeout(5):
+            answer = await call
+        assert answer is not None
+        said = answer["result"]["content"][0]["text"]
+        assert "outcome is unknown" in said and "browser_snapshot" in said and "browser_click" in said
+        async with connect_extension(gw.ws_url, gw.token) as second:
+            second.add_tool("browser_click", click)
+            second.add_tool("browser_snapshot", snapshot)
+            await second.initialize()
+            assert await second.request(
+                "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": [acp("srv-1")]}
+            ) == {}
+            await gw.pod.tunnels.wait_attached(session_id, timeout=5)
+            # What the agent is told to do next; it comes after anything a resume could have re-sent.
+            looked = await mcp.handle({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                                       "params": {"name": "browser_snapshot", "arguments": {}}})
+            assert looked is not None and looked["result"]["content"][0]["text"] == '- button "Buy" [ref=e6]'
+            calls = [
+                m["params"]["params"]["name"]
+                for m in [*first.server_requests, *second.server_requests]
+                if m["method"] == "mcp/message" and m["params"].get("method") == "tools/call"
+            ]
+        mcp.close()
+    assert calls == ["browser_click", "browser_snapshot"]
+    assert clicks == ["e6"]
 
 
 async def test_a_resume_on_a_new_socket_wins_and_the_old_socket_closing_leaves_it(gateway: RunningGateway) -> None:

@@ -43,7 +43,9 @@ PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 # ACP's error code for an agent that needs its user to sign in first.
 AUTH_REQUIRED: Final = -32000
-_SESSION_ID = re.compile(r"^sess_([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$")
+# Checked with fullmatch: `$` also matches before a final newline, and "sess_<uuid>\n" would become a session
+# (and a directory name) of its own.
+_SESSION_ID = re.compile(r"sess_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -146,7 +148,7 @@ def new_session_id() -> str:
 
 
 def validate_session_id(session_id: str) -> str:
-    if not _SESSION_ID.match(session_id):
+    if not _SESSION_ID.fullmatch(session_id):
         raise RpcError(INVALID_PARAMS, "Invalid sessionId: expected the form sess_<uuid>")
     return session_id
 

@@ -4,9 +4,11 @@ For each session it starts the configured agent (:mod:`openab.core.agents.recipe
 on stdio (:mod:`openab.core.agents.process`), in the session's own working directory under the state dir, with
 a scrubbed environment and ``OPENAB_BROWSER_CHANNEL`` set, and hands it the session's browser endpoint
 (:mod:`openab.core.agents.handoff`). The
-agent is started when the session opens, kept across prompts and across ``session/resume`` (the session id is
-the key, whatever socket holds it), and stopped, with its whole process group, when its session is evicted or
-after it has been idle for ``agent_idle_ttl``.
+agent is started by the session's first prompt (not when it opens: an idle CLI costs tens of MB, and a page can
+open sessions at will), kept across prompts and across ``session/resume`` (the session id is the key, whatever
+socket holds it), and stopped, with its whole process tree, when its session is evicted or after it has been
+idle for ``agent_idle_ttl``. At most ``max_agents`` run at once, pod-wide: a prompt that needs one more stops the
+agent idle the longest, and fails saying so when every agent is in a turn.
 
 A turn relays ``session/prompt`` to the agent and every ``session/update`` back as it comes; ``session/cancel``
 is sent on to the agent; a crash, or an agent that says nothing for ``agent_silence_timeout``, ends the prompt
@@ -17,25 +19,26 @@ the person when the extension can ask, else to the policy (:mod:`openab.core.age
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import logging
 import os
 import shutil
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..acp.backend import PromptTurn
 from ..acp.sessions import Session, SessionStore
 from ..errors import AgentExited, AgentNotFound, ConfigError
-from ..jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObject, RpcError
 from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from ..settings import Settings
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
 from .handoff import BrowserHandoff
-from .process import scrubbed_env
+from .process import REAPER, own_cgroup, scrubbed_env
 from .recipes import Recipe, recipe_for, running_as_root
 from .session_agent import SessionAgent
 
@@ -89,12 +92,14 @@ class AgentRuntime:
         self._extra_env = dict(env or {})
         self._agents: dict[str, SessionAgent] = {}
         self._starting: dict[str, asyncio.Task[SessionAgent]] = {}
+        self._claims: collections.Counter[str] = collections.Counter()
         # Session id -> the agent's own session id, so a fresh process (after an idle stop, a crash, or a pod
         # restart: the file outlives the pod) can take the conversation up again.
         self._conversations = Conversations(
             settings.state_dir / "conversations.json", agent=self.recipe.name, ttl=settings.agent_conversation_ttl
         )
         self._sweeper: asyncio.Task[Any] | None = None
+        self._reaper: asyncio.Task[Any] | None = None
 
     # -- what the agent gets -----------------------------------------------------------------------------
 
@@ -134,16 +139,22 @@ class AgentRuntime:
     def workdir(self, session: Session) -> Path:
         return self.settings.state_dir / "sessions" / session.channel / "work"
 
+    @property
+    def cgroups(self) -> Path | None:
+        """Where each agent gets a cgroup of its own (``None``: its tree is tracked through ``/proc``)."""
+        return own_cgroup() if self.settings.agent_cgroups else None
+
     # -- AgentBackend ------------------------------------------------------------------------------------
 
     async def session_opened(self, session: Session) -> None:
-        """Start the agent now, so the first prompt does not wait for a CLI to boot."""
+        """Nothing starts yet: the session's first prompt starts its agent (see the module's docstring)."""
+        self._background()
+
+    def _background(self) -> None:
         if self._sweeper is None:
             self._sweeper = self.spawn(self._sweep(), name="agent idle sweeper")
-        try:
-            await self._ensure(session)
-        except RpcError as exc:
-            log.warning("session %s: %s", session.id, exc.message)  # the first prompt says it again
+        if self._reaper is None:
+            self._reaper = self.spawn(REAPER.serve(), name="orphan reaper")
 
     async def session_closed(self, session: Session) -> None:
         starting = self._starting.pop(session.id, None)
@@ -159,17 +170,43 @@ class AgentRuntime:
             shutil.rmtree(self.workdir(session).parent)
 
     async def prompt(self, turn: PromptTurn, prompt: list[JsonObject]) -> str:
-        agent = await self._ensure(turn.session)
-        log.info("session %s: prompt to %s", turn.session.id, self.recipe.title)
-        try:
-            stop_reason = await agent.run_turn(turn, prompt)
-        except RpcError as exc:
-            log.info("session %s: prompt failed: %s", turn.session.id, exc.message)
-            if not agent.alive:
-                self._forget(turn.session.id, agent)
-            raise
-        log.info("session %s: turn ended (%s)", turn.session.id, stop_reason)
+        session_id = turn.session.id
+        with self._claim(session_id):
+            agent = await self._ensure(turn.session)
+            log.info("session %s: prompt to %s", session_id, self.recipe.title)
+            try:
+                stop_reason = await agent.run_turn(turn, prompt)
+            except RpcError as exc:
+                log.info("session %s: prompt failed: %s", session_id, exc.message)
+                if not agent.alive:
+                    self._forget(session_id, agent)
+                raise
+        log.info("session %s: turn ended (%s)", session_id, stop_reason)
         return stop_reason
+
+    async def start_agent(self, session_id: str) -> int | None:
+        """Start the session's agent now, as its first prompt would (same cap, same errors); returns its pid.
+
+        For an operator who wants the first turn not to wait for a CLI to boot, and for tests that need the
+        process before the first turn.
+        """
+        session = self.sessions.get(session_id)
+        if session is None:
+            raise RpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
+        with self._claim(session_id):
+            agent = await self._ensure(session)
+        return agent.process.pid if agent.process is not None else None
+
+    @contextlib.contextmanager
+    def _claim(self, session_id: str) -> Iterator[None]:
+        """While a prompt holds (or is getting) the session's agent, it is never the one stopped for room."""
+        self._claims[session_id] += 1
+        try:
+            yield
+        finally:
+            self._claims[session_id] -= 1
+            if self._claims[session_id] <= 0:
+                del self._claims[session_id]
 
     async def cancel(self, session_id: str) -> None:
         agent = self._agents.get(session_id)
@@ -187,7 +224,10 @@ class AgentRuntime:
             self._forget(session.id, agent)
         task = self._starting.get(session.id)
         if task is None:
-            task = asyncio.get_running_loop().create_task(self._start(session), name=f"start {session.id}")
+            self._background()
+            # Chosen and taken out of the count before anything awaits: two prompts never pick the same one.
+            victim = self._make_room(session.id)
+            task = asyncio.get_running_loop().create_task(self._start(session, victim), name=f"start {session.id}")
             self._starting[session.id] = task
         try:
             return await asyncio.shield(task)
@@ -195,7 +235,31 @@ class AgentRuntime:
             if task.done() and self._starting.get(session.id) is task:
                 del self._starting[session.id]
 
-    async def _start(self, session: Session) -> SessionAgent:
+    def _make_room(self, session_id: str) -> SessionAgent | None:
+        """Below ``max_agents``: nothing to do. At it: the agent idle the longest, to be stopped for this one.
+        Raises a clear error when every agent is in a turn."""
+        for sid, agent in list(self._agents.items()):
+            if not agent.alive:
+                self._forget(sid, agent)  # a crashed agent holds no place
+        cap = self.settings.max_agents
+        if len(self._agents) + len(self._starting) < cap:
+            return None
+        idle = [(agent.last_used, sid) for sid, agent in self._agents.items()
+                if not agent.busy and not self._claims.get(sid)]
+        if not idle:
+            log.warning("session %s: no agent started: all %d agents of the pod are busy", session_id, cap)
+            raise RpcError(
+                SERVER_OVERLOADED,
+                f"Every agent this pod may run ({cap}) is busy in a turn: wait for one to finish, close another "
+                "chat, or ask the operator to raise the cap (--max-agents, OPENAB_MAX_AGENTS).",
+            )
+        _, sid = min(idle)
+        log.info("session %s: agent stopped to make room for session %s (max_agents %d)", sid, session_id, cap)
+        return self._agents.pop(sid)
+
+    async def _start(self, session: Session, victim: SessionAgent | None = None) -> SessionAgent:
+        if victim is not None:
+            await victim.close()  # its memory is free before the next CLI boots
         agent = SessionAgent(self, session, self.workdir(session))
         try:
             await agent.start(self._conversations.get(session.id))
@@ -227,7 +291,7 @@ class AgentRuntime:
         ttl = self.settings.agent_idle_ttl
         cutoff = time.monotonic() - ttl
         for session_id, agent in list(self._agents.items()):
-            if agent.turn is None and agent.last_used <= cutoff:
+            if not agent.busy and not self._claims.get(session_id) and agent.last_used <= cutoff:
                 log.info("session %s: agent stopped after %g s idle", session_id, ttl)
                 self._forget(session_id, agent)
 
@@ -237,12 +301,13 @@ class AgentRuntime:
             self.sweep_idle()
 
     async def wait_ready(self, session_id: str, *, timeout: float) -> int | None:
-        """Wait for the session's agent to finish starting; returns its pid (``None``: it failed or is gone)."""
+        """Wait for the session's agent (started by a prompt or :meth:`start_agent`) to finish starting; returns
+        its pid (``None``: it failed or is gone)."""
         async with asyncio.timeout(timeout):
             while session_id not in self._agents:
                 task = self._starting.get(session_id)
                 if task is None:
-                    await asyncio.sleep(0.05)  # session_opened has not run yet
+                    await asyncio.sleep(0.05)  # no prompt has asked for it yet
                     continue
                 with contextlib.suppress(Exception):
                     await asyncio.shield(task)

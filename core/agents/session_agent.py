@@ -62,6 +62,11 @@ class SessionAgent:
     def alive(self) -> bool:
         return self.process is not None and self.process.alive and not self.process.rpc.closed
 
+    @property
+    def busy(self) -> bool:
+        """In a turn, or still settling one the gateway gave up on: not an agent to stop to make room."""
+        return self.turn is not None or (self._settling is not None and not self._settling.done())
+
     # -- the agent calls us ------------------------------------------------------------------------------
 
     def handle_request(self, request: Request) -> Any:
@@ -151,7 +156,8 @@ class SessionAgent:
         self.endpoint = await runtime.browser.open(self.session)
         env = runtime.agent_env(self.session, self.endpoint)
         servers = runtime.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
-        self.process = AgentProcess(runtime.argv, handler=self, env=env, cwd=self.cwd, name=self.name)
+        self.process = AgentProcess(runtime.argv, handler=self, env=env, cwd=self.cwd, name=self.name,
+                                    cgroups=runtime.cgroups)
         await self.process.start()
         if self.process.pid is not None:
             runtime.browser.agent_started(self.session, self.process.pid)

@@ -71,6 +71,10 @@ class RpcConnection:
     transport gives it each message it receives (:meth:`feed`) and runs :meth:`run` to send; :meth:`close`
     fails every waiter at once. Limits: ``max_send_buffer`` bytes queued (over it the connection closes: a peer
     that does not read cannot make us buffer without end), and the peer's own bounds.
+
+    When the connection closes itself (the send buffer overflowed, the writer failed), the transport is not
+    told by any read: it must await :meth:`wait_closed` beside its reads and then close its socket, with
+    :attr:`peer_at_fault` saying whether the peer caused it.
     """
 
     def __init__(
@@ -94,6 +98,8 @@ class RpcConnection:
         self._max_send_buffer = max_send_buffer
         self._wakeup = asyncio.Event()
         self._closed_reason: str | None = None
+        self._closed_event = asyncio.Event()
+        self._peer_at_fault = False
         self.last_sent = clock()
 
     # -- state ------------------------------------------------------------------------------------------------
@@ -105,6 +111,16 @@ class RpcConnection:
     @property
     def closed_reason(self) -> str | None:
         return self._closed_reason
+
+    @property
+    def peer_at_fault(self) -> bool:
+        """Whether the connection closed because of what the peer did (it stopped reading what we send)."""
+        return self._peer_at_fault
+
+    async def wait_closed(self) -> str:
+        """Return the reason once the connection is closed, by whoever closed it."""
+        await self._closed_event.wait()
+        return self._closed_reason or "closed"
 
     # -- inbound ----------------------------------------------------------------------------------------------
 
@@ -239,7 +255,7 @@ class RpcConnection:
             self._outbox.append(message)
             self._outbox_bytes += len(message)
         if self._outbox_bytes > self._max_send_buffer:
-            self.close(f"send buffer over {self._max_send_buffer} bytes: the peer is not reading")
+            self.close(f"send buffer over {self._max_send_buffer} bytes: the peer is not reading", peer_at_fault=True)
         self._wakeup.set()
 
     # -- running ----------------------------------------------------------------------------------------------
@@ -269,11 +285,16 @@ class RpcConnection:
             if not self.closed:
                 self.close("writer stopped")
 
-    def close(self, reason: str) -> None:
-        """End the conversation: every waiter fails now with ``reason``; handlers are cancelled."""
+    def close(self, reason: str, *, peer_at_fault: bool = False) -> None:
+        """End the conversation: every waiter fails now with ``reason``; handlers are cancelled.
+
+        ``peer_at_fault`` says the peer broke a bound, so the transport can close its socket with a code that
+        tells the peer it was refused rather than that we failed.
+        """
         if self.closed:
             return
         self._closed_reason = reason
+        self._peer_at_fault = peer_at_fault
         for failure in self._peer.fail_all(reason):
             self._settle(failure.id, failure)
         for task in [*self._tasks.values(), *self._background]:
@@ -281,4 +302,5 @@ class RpcConnection:
         self._outbox.clear()
         self._outbox_bytes = 0
         self._wakeup.set()
+        self._closed_event.set()
 

@@ -11,12 +11,15 @@ The rules are those of the `/acp` contract (upstream openab, §1.4 of its design
 * a message is a notification exactly when it has no ``id`` key (``"id": null`` is a request);
 * a message with ``id``, ``result`` or ``error`` and no ``method`` answers one of our requests;
 * parse failures, batches and malformed envelopes get -32700 / -32600 with ``id: null`` when the id is unusable;
-* notifications are never answered, not even when they are malformed.
+* notifications are never answered, not even when they are malformed;
+* a message nested more than :data:`MAX_DEPTH` levels deep is refused on the way in (-32600), because orjson
+  writes only 254 levels: a deeper one would be read here and fail with a traceback at the next hop's write.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -29,6 +32,8 @@ __all__ = [
     "INTERNAL_ERROR",
     "INVALID_PARAMS",
     "INVALID_REQUEST",
+    "MAX_DEPTH",
+    "MAX_ID_CHARS",
     "METHOD_NOT_FOUND",
     "NOT_INITIALIZED",
     "PARSE_ERROR",
@@ -55,6 +60,8 @@ __all__ = [
     "notification_message",
     "request_message",
     "result_message",
+    "too_deep",
+    "too_deep_error",
 ]
 
 JsonObject = dict[str, Any]
@@ -69,6 +76,16 @@ SERVER_OVERLOADED: Final = -32000
 SESSION_BUSY: Final = -32001
 NOT_INITIALIZED: Final = -32002
 REQUEST_CANCELLED: Final = -32800
+
+# How deep a message may nest arrays and objects, the envelope object being level 1. orjson reads 1024 levels
+# but writes only 254, and every hop wraps what it relays in a few more: 128 leaves room for that, and no
+# message of ACP or MCP comes near it.
+MAX_DEPTH: Final = 128
+# A string id longer than this is refused: ids are echoed in answers and error texts and held while a request
+# runs, and no client needs more than a UUID or two.
+MAX_ID_CHARS: Final = 1024
+# A JSON string literal, to skip the brackets inside strings when counting how deep a broken document got.
+_STRING_LITERAL: Final = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 
 
 def request_message(request_id: RequestId, method: str, params: Any = None) -> JsonObject:
@@ -195,6 +212,68 @@ class _Pending:
     context: Any
 
 
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests arrays and objects more than ``limit`` levels deep (``{}`` alone is one level).
+
+    Level by level rather than recursively, so no input can exhaust the stack; it stops at the first level
+    past the limit, so a deep chain costs ``limit`` steps, and a wide message one look at each container.
+    """
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, (dict, list))
+        ]
+    return False
+
+
+def too_deep_error(limit: int = MAX_DEPTH) -> RpcError:
+    """The -32600 for a message nested past ``limit``: it names the bound and what to send instead."""
+    return RpcError(
+        INVALID_REQUEST,
+        f"Invalid Request: nested more than {limit} levels deep (the limit of every openab hop); "
+        "send flatter JSON",
+    )
+
+
+# Up to this size a frame's brackets are counted before its parsed value is walked (counting costs by the byte,
+# a few µs here); a larger one is walked at once, as it is mostly one long string (a screenshot, a page's text)
+# with few containers, or an attack whose walk costs about what parsing it did.
+_COUNT_UP_TO: Final = 4096
+
+
+def _nested_past(data: bytes | str, message: Any, limit: int) -> bool:
+    """Whether the parsed ``message`` of frame ``data`` nests past ``limit``; callers first rule out frames
+    too small to (one needs twice ``limit`` bytes)."""
+    if len(data) <= _COUNT_UP_TO:
+        # Exact as a filter: a message nested past `limit` has more opening brackets than that.
+        brackets = data.count("[") + data.count("{") if isinstance(data, str) else data.count(b"[") + data.count(b"{")
+        if brackets <= limit:
+            return False
+    return too_deep(message, limit)
+
+
+def _failed_deep(error: orjson.JSONDecodeError, limit: int) -> bool:
+    """Whether a document orjson refused was nested past ``limit`` where it stopped reading.
+
+    orjson gives up at 1024 levels after reading just that far, so the work here is bounded by where it
+    stopped, whatever the size of the frame.
+    """
+    if not isinstance(error.doc, str) or not isinstance(error.pos, int):
+        return False
+    read = error.doc[: error.pos + 1]
+    if read.count("[") + read.count("{") <= limit:
+        return False
+    read = _STRING_LITERAL.sub("", read)
+    return read.count("[") + read.count("{") - read.count("]") - read.count("}") > limit
+
+
 def _preview(value: Any, limit: int = 120) -> str:
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + "..."
@@ -261,6 +340,8 @@ def classify(
         return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id must be {id_words}"))
     if has_id and "method" not in message and ("result" in message or "error" in message):
         return Reply(request_id, message)
+    if isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS:
+        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id longer than {MAX_ID_CHARS} characters"))
     method = message.get("method")
     problem = (
         "method must be a string" if not isinstance(method, str)
@@ -281,7 +362,9 @@ class Peer:
     ``max_pending`` bounds our unanswered requests; ``max_open_requests`` bounds the peer's requests we have
     not answered yet (over it they get -32000 at once). ``max_method_bytes``, when set, is the size limit for
     any message that carries a ``method``: responses may be larger (a screenshot result), requests and
-    notifications may not. Late answers to ids we abandoned find nothing pending and are dropped quietly.
+    notifications may not. ``max_depth`` bounds nesting (:data:`MAX_DEPTH`): a request past it gets -32600, an
+    answer past it fails the request it answers, a notification past it is dropped. Late answers to ids we
+    abandoned find nothing pending and are dropped quietly.
     """
 
     def __init__(
@@ -290,12 +373,15 @@ class Peer:
         max_pending: int = 1024,
         max_open_requests: int = 256,
         max_method_bytes: int | None = None,
+        max_depth: int = MAX_DEPTH,
         first_id: int = 1,
     ) -> None:
         self._next_id = first_id
         self._max_pending = max_pending
         self._max_open = max_open_requests
         self._max_method_bytes = max_method_bytes
+        self._max_depth = max_depth
+        self._deep_size = 2 * max_depth  # a frame this size or smaller cannot nest past max_depth
         self._pending: dict[int, _Pending] = {}
         self._open: set[tuple[str, RequestId]] = set()
         self._outgoing: list[bytes] = []
@@ -309,7 +395,9 @@ class Peer:
         try:
             message = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            self._send_error_reply(None, RpcError(PARSE_ERROR, f"Parse error: {exc}"))
+            deep = size > self._deep_size and _failed_deep(exc, self._max_depth)
+            error = too_deep_error(self._max_depth) if deep else RpcError(PARSE_ERROR, f"Parse error: {exc}")
+            self._send_error_reply(None, error)
             return []
         kind = classify(message, size=size)
         if kind is None:
@@ -317,6 +405,8 @@ class Peer:
         if isinstance(kind, Invalid):
             self._send_error_reply(kind.id, kind.error)
             return []
+        if size > self._deep_size and _nested_past(data, message, self._max_depth):
+            return self._refuse_deep(kind)
         if isinstance(kind, Reply):
             return self._receive_response(kind.id, kind.message)
         if self._max_method_bytes is not None and size > self._max_method_bytes:
@@ -349,7 +439,19 @@ class Peer:
         self._open.add(key)
         return [kind]
 
-    def _receive_response(self, raw_id: RequestId, message: JsonObject) -> list[Event]:
+    def _refuse_deep(self, kind: Request | Notification | Reply) -> list[Event]:
+        """A message nested past the bound: the request gets -32600, the answer fails its request, a
+        notification is dropped."""
+        if isinstance(kind, Reply):
+            return self._receive_response(kind.id, kind.message, nested_too_deep=True)
+        if isinstance(kind, Request):
+            # Under its id, unless that id is open: then the answer would seem to end the other request.
+            self._send_error_reply(None if id_key(kind.id) in self._open else kind.id, too_deep_error(self._max_depth))
+        return []
+
+    def _receive_response(
+        self, raw_id: RequestId, message: JsonObject, *, nested_too_deep: bool = False
+    ) -> list[Event]:
         our_id = self._our_id(raw_id)
         pending = self._pending.pop(our_id, None) if our_id is not None else None
         if pending is None:
@@ -358,6 +460,13 @@ class Peer:
             self.discarded_responses += 1
             return []
         assert our_id is not None
+        if nested_too_deep:
+            # Failing the request now beats a timeout, and beats relaying what the next hop cannot write.
+            error = RpcError(
+                INTERNAL_ERROR,
+                f"Malformed answer from peer to {pending.method}: nested more than {self._max_depth} levels deep",
+            )
+            return [Response(our_id, None, error, pending.context)]
         if "error" in message:
             return [Response(our_id, None, RpcError.from_json(message["error"]), pending.context)]
         return [Response(our_id, message["result"], None, pending.context)]
@@ -366,8 +475,9 @@ class Peer:
     def _our_id(raw_id: RequestId) -> int | None:
         if isinstance(raw_id, int) and not isinstance(raw_id, bool):
             return raw_id
-        # Some peers echo numeric ids back as strings ("7"); upstream accepted that too.
-        if isinstance(raw_id, str) and raw_id.isdigit() and len(raw_id) < 20:
+        # Some peers echo numeric ids back as strings ("7"); upstream accepted that too. ASCII only: isdigit()
+        # is true of "²", which int() refuses, and of "١", which int() reads as 1.
+        if isinstance(raw_id, str) and raw_id.isascii() and raw_id.isdigit() and len(raw_id) < 20:
             return int(raw_id)
         return None
 

@@ -104,7 +104,7 @@ class McpHttpApp:
         body_timeout: float = 30.0,
     ) -> None:
         self._new_server = server_factory
-        self._expected = f"Bearer {token}".encode()
+        self._token = token.encode()
         self.max_body_bytes = max_body_bytes
         self.max_sessions = max_sessions
         self.max_queued = max_queued
@@ -161,11 +161,26 @@ class McpHttpApp:
             raise _Refusal(403, "Requests from web pages (with an Origin) are refused: this endpoint is for agents")
         if scope["path"] != MCP_PATH:
             raise _Refusal(404, f"Not found: the MCP endpoint is {MCP_PATH}", METHOD_NOT_FOUND)
-        presented = headers.get("authorization", "").encode("latin-1")
-        if not hmac.compare_digest(presented, self._expected):
+        if not self._bearer_matches(headers.get("authorization", "").encode("latin-1")):
             raise _Refusal(401, "Missing or wrong bearer token: send `Authorization: Bearer <token>` as configured "
                                 "for this session", headers=(("www-authenticate", 'Bearer realm="openab"'),))
         return headers
+
+    def authorized(self, raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        """Whether a request head (lower-case names, as servers hand them over) carries this endpoint's token.
+
+        The listener asks this to tell its agent's connections from anyone else's; the answer to the request
+        itself is still :meth:`__call__`'s. A doubled ``Authorization`` header is not authorized, as there.
+        """
+        presented = [value for name, value in raw_headers if name == b"authorization"]
+        return len(presented) == 1 and self._bearer_matches(presented[0])
+
+    def _bearer_matches(self, value: bytes) -> bool:
+        # RFC 9110 §11.1: the scheme is case-insensitive (agents send `bearer` too) and 1*SP follows it.
+        scheme, _, credentials = value.partition(b" ")
+        if scheme.lower() != b"bearer":
+            return False
+        return hmac.compare_digest(credentials.lstrip(b" "), self._token)
 
     # -- POST -------------------------------------------------------------------------------------------
 

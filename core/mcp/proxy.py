@@ -6,6 +6,10 @@ with its own 256-bit bearer token; the listener lives exactly as long as the ses
 :meth:`BrowserProxy.open`, closed on :meth:`BrowserProxy.close`), so one session's token never reaches
 another session's browser and an evicted session leaves no port behind. The HTTP itself is
 :class:`openab.core.mcp.http.McpHttpApp`'s.
+
+Before a socket has shown the token it is anyone's: every process on the pod can connect. :class:`_Gate` keeps
+such sockets from crowding out the agent's (they are bounded pod-wide and the oldest gives way to a newer one)
+and closes any that has not sent a whole request head in time.
 """
 
 from __future__ import annotations
@@ -15,9 +19,13 @@ import contextlib
 import logging
 import secrets
 import socket
-from collections.abc import Callable
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from ..acp.sessions import Session, SessionStore
 from ..addresses import is_loopback
@@ -30,6 +38,138 @@ from .server import BrowserMcp, Limits
 __all__ = ["BrowserProxy", "ProxyEndpoint"]
 
 log = logging.getLogger(__name__)
+
+
+# -- the sockets of the listeners -----------------------------------------------------------------------
+
+
+class _Gate:
+    """Every socket the pod's proxy listeners hold, as *pending* (not yet shown a token) or *trusted*.
+
+    A socket is pending from accept until a request head carrying its listener's token arrives, then trusted
+    until it closes. Pending sockets may be anyone's, so they get no guarantee: at most ``max_pending`` in the
+    whole pod, a new one displaces the oldest (so idle sockets cannot lock an agent out, and the file
+    descriptors they cost stay bounded), and each must send a whole request head within ``head_timeout``
+    seconds, the first one from accept and each later one from its first byte (slowloris). Trusted sockets are
+    only ever the token holder's and never give way; beyond ``max_trusted`` on one listener a socket that
+    shows the token stays pending. Closures are logged at most once per ``log_every`` seconds, with a count.
+    """
+
+    def __init__(
+        self, *, max_pending: int, max_trusted: int, head_timeout: float, log_every: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.max_pending = max_pending
+        self.max_trusted = max_trusted
+        self.head_timeout = head_timeout
+        self.pending: OrderedDict[_GatedHttp, None] = OrderedDict()  # oldest first
+        self.trusted: Counter[str] = Counter()  # listener (session id) -> trusted sockets
+        self.closed: Counter[str] = Counter()  # reason -> sockets closed by the gate, for operators and tests
+        self._log_every = log_every
+        self._clock = clock
+        self._unlogged = 0
+        self._logged_at = float("-inf")
+
+    def admit(self, connection: _GatedHttp) -> None:
+        while self.pending and len(self.pending) >= self.max_pending:
+            oldest, _ = self.pending.popitem(last=False)
+            self._count("displaced by a newer connection before it sent a request with the token")
+            oldest.drop()
+        self.pending[connection] = None
+
+    def trust(self, connection: _GatedHttp) -> None:
+        if connection.trusted or self.trusted[connection.listener] >= self.max_trusted:
+            return
+        self.pending.pop(connection, None)
+        self.trusted[connection.listener] += 1
+        connection.trusted = True
+
+    def release(self, connection: _GatedHttp) -> None:
+        """The socket is gone (or going); safe to call more than once."""
+        self.pending.pop(connection, None)
+        if connection.trusted:
+            connection.trusted = False
+            self.trusted[connection.listener] -= 1
+            if self.trusted[connection.listener] <= 0:
+                del self.trusted[connection.listener]
+
+    def timed_out(self) -> None:
+        self._count(f"no whole request head within {self.head_timeout:g} s")
+
+    def _count(self, reason: str) -> None:
+        self.closed[reason] += 1
+        self._unlogged += 1
+        now = self._clock()
+        if now - self._logged_at >= self._log_every:
+            log.warning("MCP proxy: closed %d connection(s) in the last %g s; the latest: %s", self._unlogged,
+                        self._log_every, reason)
+            self._unlogged, self._logged_at = 0, now
+
+
+class _GatedHttp(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol for one listener, held to its :class:`_Gate`. Subclassed per listener."""
+
+    gate: ClassVar[_Gate]
+    listener: ClassVar[str]
+    authorized: ClassVar[Callable[[Iterable[tuple[bytes, bytes]]], bool]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.trusted = False
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._seen_cycle: object = None  # the request cycle whose head was last looked at
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        self.gate.admit(self)
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        self.gate.release(self)
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        self._look_at_head()
+        if self._head_timer is None and self._between_requests() and not self.transport.is_closing():
+            # Part of a kept-alive socket's next head: uvicorn stopped its keep-alive timer at the first byte
+            # and would wait for the rest for ever.
+            self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._look_at_head()  # a pipelined request may have started
+
+    def drop(self) -> None:
+        self.gate.release(self)
+        self.transport.abort()
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _look_at_head(self) -> None:
+        if self.cycle is self._seen_cycle:
+            return
+        self._seen_cycle = self.cycle
+        self._disarm()
+        if type(self).authorized(self.headers):  # the class's function, not a bound method
+            self.gate.trust(self)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.gate.head_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if not self.transport.is_closing():
+            self.gate.timed_out()
+            self.drop()
 
 
 # -- listeners and the pod side ------------------------------------------------------------------------
@@ -64,7 +204,9 @@ class BrowserProxy:
 
     Needs the pod's ``sessions`` (a listener is made only for a session the pod still holds) and ``tunnels``
     (where its calls go). At most ``max_mcp_sessions`` MCP sessions per endpoint and ``max_body_bytes`` per
-    request; a closing listener gets ``shutdown_timeout`` seconds to finish its answers.
+    request; a closing listener gets ``shutdown_timeout`` seconds to finish its answers. Sockets that have not
+    shown a token: at most ``max_pending`` in the pod, each owing a whole request head within
+    ``head_timeout`` seconds; sockets that have: ``max_trusted`` per endpoint (see :class:`_Gate`).
     """
 
     def __init__(
@@ -77,6 +219,9 @@ class BrowserProxy:
         max_body_bytes: int = 1 << 20,
         max_mcp_sessions: int = 16,
         shutdown_timeout: float = 5.0,
+        head_timeout: float = 5.0,
+        max_pending: int = 256,
+        max_trusted: int = 256,
     ) -> None:
         if not is_loopback(host):
             raise ValueError(f"the proxy serves loopback only (127.0.0.1 or ::1), not {host!r}: agents run in this pod")
@@ -87,7 +232,17 @@ class BrowserProxy:
         self.max_body_bytes = max_body_bytes
         self.max_mcp_sessions = max_mcp_sessions
         self.shutdown_timeout = shutdown_timeout
+        self.gate = _Gate(max_pending=max_pending, max_trusted=max_trusted, head_timeout=head_timeout)
         self._endpoints: dict[str, ProxyEndpoint] = {}
+
+    @property
+    def head_timeout(self) -> float:
+        """Seconds a socket has to send a whole request head; a change applies to the next head awaited."""
+        return self.gate.head_timeout
+
+    @head_timeout.setter
+    def head_timeout(self, seconds: float) -> None:
+        self.gate.head_timeout = seconds
 
     # -- BrowserAccess ----------------------------------------------------------------------------------
 
@@ -147,7 +302,9 @@ class BrowserProxy:
 
         app = McpHttpApp(new_server, token, max_body_bytes=self.max_body_bytes, max_sessions=self.max_mcp_sessions)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
+        # IPPROTO_TCP, not 0: accepted sockets inherit it, and asyncio sets TCP_NODELAY only on sockets that
+        # say they are TCP. Without it a head and a body written separately wait for a delayed ACK (40 ms).
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.bind((self.host, 0))
             sock.listen(64)
@@ -156,9 +313,13 @@ class BrowserProxy:
             raise
         port = sock.getsockname()[1]
         shown = f"[{self.host}]" if family == socket.AF_INET6 else self.host
+        http = type("GatedHttp", (_GatedHttp,), {"gate": self.gate, "listener": session_id,
+                                                 "authorized": staticmethod(app.authorized)})
+        # No limit_concurrency: uvicorn counts every socket, idle strangers' too, and answers the agent 503
+        # once they reach it. The gate bounds sockets instead, and strangers' never crowd out the agent's.
         config = uvicorn.Config(
-            app, lifespan="off", ws="none", log_config=None, access_log=False, server_header=False,
-            proxy_headers=False, timeout_graceful_shutdown=int(self.shutdown_timeout), limit_concurrency=256,
+            app, http=http, lifespan="off", ws="none", log_config=None, access_log=False, server_header=False,
+            proxy_headers=False, timeout_graceful_shutdown=int(self.shutdown_timeout),
         )
         config.load()
         server = uvicorn.Server(config)

@@ -15,7 +15,10 @@ MCP means lives here:
   mapped back on call; a name that cannot be made valid is dropped, not passed on to break the whole list;
 * ``tools/call`` through :meth:`TunnelRegistry.call_tool`, with ``notifications/cancelled`` and progress;
   failures to reach the browser are ``isError`` results the model can read and act on, the browser's own
-  MCP errors stay JSON-RPC errors;
+  MCP errors stay JSON-RPC errors. A call whose answer was lost (the socket dropped, the call timed out) may
+  have run: the result says its outcome is unknown and to look at the page before acting again, and nothing
+  here ever sends it again;
+* a request nested past :data:`~openab.core.jsonrpc.protocol.MAX_DEPTH` gets -32600, whichever hop parsed it;
 * text results over ``max_text_chars`` are cut with a marker that says how to ask for less; images pass;
 * ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools.
 
@@ -32,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import package_version
-from ..errors import OpenabError
+from ..errors import OpenabError, TunnelFailure
 from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -51,6 +54,7 @@ from ..jsonrpc import (
     notification_message,
     result_message,
 )
+from ..jsonrpc.protocol import too_deep, too_deep_error
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
 from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
@@ -74,7 +78,8 @@ log = logging.getLogger(__name__)
 Send = Callable[[JsonObject], None]
 """Takes one server->client JSON-RPC notification; must not block (transports queue, boundedly)."""
 
-
+# The extension's tools that only read the page: after a lost answer, calling one again changes nothing.
+_READ_ONLY_TOOLS = frozenset({"browser_snapshot", "browser_read_dom", "browser_screenshot", "browser_wait_for"})
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,21 @@ def modern_version(message: Mapping[str, Any]) -> str | None:
 
 def _tool_failure(text: str) -> JsonObject:
     return {"content": [{"type": "text", "text": text}], "isError": True}
+
+
+def _lost_call(name: str, error: TunnelError) -> JsonObject:
+    """The result for a call the tunnel could not carry to its end, worded so that no action is done twice."""
+    if error.reason is TunnelFailure.OVERLOADED:  # refused before it was sent: it did not run
+        return _tool_failure(f"{name} was not run: {error.detail}.")
+    if name in _READ_ONLY_TOOLS:
+        return _tool_failure(f"{name} did not finish: {error.detail}. It only reads the page, so calling it again "
+                             "is safe once the browser answers (the openab side panel open).")
+    # The browser may have clicked, typed or navigated before the answer was lost: "try again" would do it twice.
+    return _tool_failure(
+        f"{name} did not finish: {error.detail}. Its outcome is unknown: the browser may already have done it "
+        f"(a click, typing or a navigation may have happened). Do not call {name} again blindly: call "
+        "browser_snapshot to see the page as it is now, then decide."
+    )
 
 
 class BrowserMcp:
@@ -148,6 +168,10 @@ class BrowserMcp:
         if not isinstance(kind, Request):
             return None  # a response (we send no requests) or a malformed notification: no answer
         request_id, method, params = kind.id, kind.method, kind.params
+        # The proxy and the bridge parse on their own: the bound every JSON-RPC peer keeps is kept here too,
+        # before anything relays what the next hop could not write.
+        if too_deep(message):
+            return error_message(request_id, too_deep_error())
         if params is not None and not isinstance(params, dict):
             return error_message(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
         try:
@@ -344,8 +368,7 @@ class BrowserMcp:
         except BrowserNotConnected:
             return _tool_failure(BROWSER_NOT_CONNECTED)
         except TunnelError as exc:
-            return _tool_failure(f"{name} did not complete: {exc.detail}. The browser may have closed its side "
-                                 "panel or be busy; check it and try again.")
+            return _lost_call(name, exc)
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
             raise RpcError(INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)")
         return bound_result(result, name, self.limits.max_text_chars)

@@ -26,33 +26,50 @@ function host(url) {
   }
 }
 
+// The kinds of field a site rule or autopilot never answers for: the person is asked every time.
+const SECRET_FIELDS = { password: 'password', otp: 'one-time code', secret: 'secret', payment: 'payment' };
+
 /**
- * Returns {risk, action} when the action needs the user, or null when it is routine. Pure.
- * `action` is a phrase that completes "The agent wants to ...".
+ * Returns null when the action is routine, else `{risk, action, what, target, secret?}`. Pure.
+ * `action` completes "The agent wants to ..." on the card (with the page's words for the element);
+ * `what` is the same step in our words only and `target` the page's words, so an error can keep
+ * the two apart. `secret` (password, one-time code, secret, payment) marks a step that always
+ * asks: typing into or choosing in such a field, or submitting a form that has one.
  */
 export function classify(tool, desc, args = {}) {
   if (!desc) return null;
   const label = `${desc.role} "${desc.name}"`;
-  if (desc.sensitive === 'file') return { risk: 'upload', action: `use the file field ${label}` };
+  const secret = (kind) => SECRET_FIELDS[kind];
+  const guarded = secret(desc.guarded);
+  const inGuardedForm = (r) => (guarded ? { ...r, secret: guarded } : r);
+  if (desc.sensitive === 'file') return { risk: 'upload', action: `use the file field ${label}`, what: 'use a file field', target: label };
   if (tool === 'browser_type' || tool === 'browser_select_option') {
-    if (desc.sensitive === 'password') return { risk: 'sensitive_field', action: `fill the password field ${label}` };
-    if (desc.sensitive === 'payment') return { risk: 'sensitive_field', action: `fill the payment field ${label}` };
+    const kind = secret(desc.sensitive);
+    if (kind) {
+      return { risk: 'sensitive_field', action: `fill the ${kind} field ${label}`, what: `fill a ${kind} field`, target: label, secret: kind };
+    }
     return null;
   }
   if (tool === 'browser_press_key') {
     const field = ['input', 'textarea', 'select'].includes(desc.tag) || desc.role === 'textbox';
     if (args.key === 'Enter' && field) {
-      return { risk: 'submit', action: `press Enter in ${label}, which can submit a form` };
+      return inGuardedForm({ risk: 'submit', action: `press Enter in ${label}, which can submit a form`,
+        what: 'press Enter in a field, which can submit a form', target: label });
     }
     return null;
   }
   if (tool === 'browser_click') {
     if (desc.submit) {
       const to = host(desc.formAction);
-      return { risk: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}` };
+      return inGuardedForm({ risk: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}`, what: 'submit a form',
+        target: to ? `${label}, form to ${to}` : label });
     }
     const word = RISKY_WORDS.exec(desc.name || '');
-    if (word) return { risk: word[1].toLowerCase(), action: `click ${label}` };
+    if (word) {
+      // The word is one of ours (the pattern's), so it may appear in our own words.
+      const said = word[1].toLowerCase().replace(/\s+/g, ' ');
+      return inGuardedForm({ risk: said, action: `click ${label}`, what: `click an element whose label says "${said}"`, target: label });
+    }
   }
   return null;
 }
@@ -97,16 +114,18 @@ export class Guard {
     this._refuseNever(origin, originOf(tabUrl));
     const rule = (origin && siteRules[origin]) || '';
     const risky = classify(tool, desc, args);
-    if (!risky || autopilot || rule === 'always') return { asked: false, risky };
+    if (!risky) return { asked: false, risky };
+    // A site rule or autopilot covers routine risky steps; credentials and payments always ask.
+    if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
     const decision = await this.ask({
-      kind: 'action', tool, risk: risky.risk, title: `The agent wants to ${risky.action}`,
+      kind: 'action', tool, risk: risky.risk, secret: risky.secret || '', title: `The agent wants to ${risky.action}`,
       site: origin || '', detail: desc.url || '',
     }, signal);
-    if (decision === 'always' && origin) await this.setRule(origin, 'always');
+    if (decision === 'always' && origin && !risky.secret) await this.setRule(origin, 'always');
     if (decision !== 'allow' && decision !== 'always') {
       const why = decision === 'timeout' ? 'no answer from the user in 5 minutes' : 'the user declined';
-      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.action}. ` +
-        'Do not retry it; ask the user in the chat if it is needed.');
+      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
+        'below). Do not retry it; ask the user in the chat if it is needed.', risky.target);
     }
     return { asked: true, risky };
   }
@@ -142,7 +161,7 @@ export class Guard {
 
   /** What the panel renders: no callbacks, no timers. */
   publicCards() {
-    return [...this.cards.values()].map(({ id, kind, tool, risk, title, site, detail, options, createdAt }) =>
-      ({ id, kind, tool, risk, title, site, detail, options, createdAt }));
+    return [...this.cards.values()].map(({ id, kind, tool, risk, secret, title, site, detail, options, createdAt }) =>
+      ({ id, kind, tool, risk, secret, title, site, detail, options, createdAt }));
   }
 }

@@ -177,8 +177,8 @@ export class AgentTabs {
     }
     const why = restrictedReason(tab.url || tab.pendingUrl);
     if (why) {
-      throw new ToolError('browser_restricted', `Chrome does not let extensions act on ${tab.url}: ${why}. ` +
-        'Navigate the tab to an http(s) page first.');
+      throw new ToolError('browser_restricted', `Chrome does not let extensions act on the page in the block below: ${why}. ` +
+        'Navigate the tab to an http(s) page first.', `URL: ${tab.url || tab.pendingUrl}`);
     }
     return tab;
   }

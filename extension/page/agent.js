@@ -6,8 +6,8 @@
 
   const INTERACTIVE = [
     'a[href]', 'button', 'input:not([type=hidden])', 'select', 'textarea', 'summary', 'iframe', 'frame',
-    '[contenteditable=""]', '[contenteditable=true]', '[role=button]', '[role=link]', '[role=checkbox]',
-    '[role=radio]', '[role=tab]', '[role=menuitem]', '[role=switch]', '[role=textbox]', '[role=combobox]',
+    '[contenteditable=""]', '[contenteditable=true]', '[contenteditable=plaintext-only]', '[role=button]', '[role=link]',
+    '[role=checkbox]', '[role=radio]', '[role=tab]', '[role=menuitem]', '[role=switch]', '[role=textbox]', '[role=combobox]',
     '[role=option]', '[onclick]', '[tabindex]:not([tabindex="-1"])',
   ].join(',');
   const FOCUSABLE = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [contenteditable=true]';
@@ -17,6 +17,16 @@
     UL: 'list', OL: 'list', DIALOG: 'dialog', TABLE: 'table', FIELDSET: 'group',
   };
   const PAYMENT = /(^|[^a-z])(cc|card|cvv|cvc|csc|iban|expir|security.?code|card.?number)/i;
+  // Matched against a field's name, id, placeholder, aria-label and label, split into lower-case
+  // words ("apiKey", "api_key" and "API key" all read " api key ").
+  const OTP_WORDS = / (otp|totp|hotp|2fa|mfa|one time (code|password|passcode|pin)|passcode|verification code|auth(entication)? code|security pin|sms code|2 step code|two factor( code)?) /;
+  const PASSWORD_WORDS = / (password|passwd|passphrase|pwd) /;
+  const SECRET_WORDS = / (secret|api key|apikey|access key|private key|token|recovery code|backup code|seed phrase|mnemonic) /;
+  // A field named just "code" is a one-time code unless its words say it is something else.
+  const NOT_OTP = / (promo|coupon|discount|voucher|gift|referral|invite|invitation|zip|postal|post|country|area|source|embed|product|item|order|tracking|language|currency) /;
+  const TEXT_TYPES = new Set(['', 'text', 'search', 'tel', 'number']);
+  // Kinds whose values never leave the page; all but `file` are also what the guard always asks about.
+  const CREDENTIALS = new Set(['password', 'otp', 'secret']);
   const MAX_NAME = 120;
   const MAX_VALUE = 200;
   const MAX_TEXT = 2000;
@@ -54,7 +64,43 @@
     return cs.display !== 'none' && cs.visibility !== 'hidden';
   }
 
+  const words = (s) => ` ${String(s || '').replace(/([a-z0-9])([A-Z])/g, '$1 $2').replace(/([A-Z])([A-Z][a-z])/g, '$1 $2')
+    .toLowerCase().replace(/[^a-z0-9]+/g, ' ').trim()} `;
+
+  /** What the words around a field say it holds: 'otp' | 'password' | 'secret' | null. */
+  function kindFromWords(w, name) {
+    if (OTP_WORDS.test(w)) return 'otp';
+    if (PASSWORD_WORDS.test(w)) return 'password';
+    if (SECRET_WORDS.test(w)) return 'secret';
+    if (/^code$/i.test(name) && !NOT_OTP.test(w)) return 'otp';
+    return null;
+  }
+
+  /** The outermost element of the editable region `el` is in, or null when it is not editable. */
+  function editableHost(el) {
+    if (!el.isContentEditable) return null;
+    let host = el;
+    while (host.parentElement && host.parentElement.isContentEditable) host = host.parentElement;
+    return host;
+  }
+
+  /**
+   * 'password' | 'payment' | 'otp' | 'secret' | 'file' | null. Every kind but 'file' has its value
+   * redacted; an editable region is secret when it masks its text, when its name or label says
+   * so, or when it sits in a form with a credential field.
+   */
   function sensitiveKind(el) {
+    const host = editableHost(el);
+    if (host) {
+      const masked = getComputedStyle(host).getPropertyValue('-webkit-text-security');
+      if (masked && masked !== 'none') return 'password';
+      const hint = words(`${host.getAttribute('name') || ''} ${host.id || ''} ${host.getAttribute('aria-label') || ''} ` +
+        `${labelText(host)} ${host.title || ''} ${host.getAttribute('aria-placeholder') || ''} ${host.getAttribute('data-placeholder') || ''}`);
+      const kind = kindFromWords(hint, host.getAttribute('name') || host.id || '');
+      if (kind) return kind;
+      const form = host.closest('form');
+      return form && credentialIn(form) ? 'secret' : null;
+    }
     if (el.tagName !== 'INPUT' && el.tagName !== 'TEXTAREA' && el.tagName !== 'SELECT') return null;
     const type = (el.getAttribute('type') || '').toLowerCase();
     if (type === 'password') return 'password';
@@ -63,8 +109,41 @@
     if (ac.includes('cc-') || ac.includes('current-password') || ac.includes('new-password')) {
       return ac.includes('cc-') ? 'payment' : 'password';
     }
+    if (ac.includes('one-time-code')) return 'otp';
     const hint = `${el.name || ''} ${el.id || ''} ${el.getAttribute('placeholder') || ''} ${el.getAttribute('aria-label') || ''}`;
-    return PAYMENT.test(hint) ? 'payment' : null;
+    if (PAYMENT.test(hint)) return 'payment';
+    if (el.tagName === 'SELECT' || (el.tagName === 'INPUT' && !TEXT_TYPES.has(type))) return null;
+    return kindFromWords(words(`${hint} ${labelText(el)}`), el.name || el.id || '');
+  }
+
+  /** Whether `scope` holds a password, one-time code or secret field. */
+  function credentialIn(scope) {
+    return Array.from(scope.querySelectorAll('input,textarea')).some((f) => CREDENTIALS.has(sensitiveKind(f)));
+  }
+
+  /**
+   * The credential or payment kind of the fields the element would submit with: those of its
+   * form, or, outside any form, of its nearest ancestor (up to four levels) that has such fields.
+   */
+  function guardedFields(el) {
+    const scopeKind = (scope) => {
+      const kinds = new Set(Array.from(scope.querySelectorAll('input,textarea,select,[contenteditable]'), sensitiveKind));
+      return ['password', 'otp', 'secret', 'payment'].find((k) => kinds.has(k)) || null;
+    };
+    const form = el.form || el.closest('form');
+    if (form) return scopeKind(form);
+    let p = el.parentElement;
+    for (let i = 0; p && i < 4 && p !== document.body && p !== document.documentElement; i++, p = p.parentElement) {
+      const kind = scopeKind(p);
+      if (kind) return kind;
+    }
+    return null;
+  }
+
+  /** Whether the element's value must never leave the page. */
+  function redacts(el) {
+    const kind = sensitiveKind(el);
+    return Boolean(kind && kind !== 'file');
   }
 
   function labelText(el) {
@@ -116,6 +195,10 @@
       return squash(el.getAttribute('placeholder') || el.title || el.name || '', MAX_NAME);
     }
     if (tag === 'IFRAME' || tag === 'FRAME') return squash(el.title || el.name || el.src || '', MAX_NAME);
+    if (el.isContentEditable && redacts(el)) {
+      // Its text is the secret: name it by its placeholder or title only.
+      return squash(el.getAttribute('aria-placeholder') || el.getAttribute('data-placeholder') || el.title || '', MAX_NAME);
+    }
     const text = el.innerText || el.textContent || '';
     if (text.trim()) return squash(text, MAX_NAME);
     const img = el.querySelector('img[alt]');
@@ -140,7 +223,10 @@
       if (!el.value) return null;
       return sensitive ? '[redacted]' : squash(el.value, MAX_VALUE);
     }
-    if (el.isContentEditable) return squash(el.innerText, MAX_VALUE) || null;
+    if (el.isContentEditable) {
+      const t = squash(el.innerText, MAX_VALUE);
+      return t ? (sensitive && sensitive !== 'file' ? '[redacted]' : t) : null;
+    }
     return null;
   }
 
@@ -179,7 +265,8 @@
           walk(el.shadowRoot, depth);
         }
         if (!visible(el)) continue;
-        if (el.matches(INTERACTIVE) && !(el.tagName === 'A' && !el.getAttribute('href'))) {
+        const interactive = el.matches(INTERACTIVE) || editableHost(el) === el;
+        if (interactive && !(el.tagName === 'A' && !el.getAttribute('href'))) {
           const sensitive = sensitiveKind(el);
           const role = roleOf(el);
           let tail = flags(el);
@@ -238,6 +325,9 @@
     return { url: location.href, title: document.title, entries };
   }
 
+  // `[value^="a"]` found or not found would read a hidden token one character at a time.
+  const PROBE = /\[\s*(?:[^\]|]*\|)?\s*(?:value|content)\s*(?:[~|^$*]?=|\])/i;
+
   function resolve(target) {
     if (target.focused) {
       // activeElement, not :focus: a background tab has no system focus, so :focus matches nothing.
@@ -255,6 +345,10 @@
       return { el };
     }
     if (target.selector) {
+      if (PROBE.test(target.selector) || /\[[^\]]*\\/.test(target.selector)) {
+        return { error: 'bad_selector', message: 'a selector may not test the value or content attribute (it can hold a ' +
+          'secret); take a browser_snapshot and use a ref' };
+      }
       let el;
       try {
         el = document.querySelector(target.selector);
@@ -274,7 +368,7 @@
       type: (el.getAttribute('type') || '').toLowerCase(), sensitive: sensitiveKind(el),
       submit: isSubmitControl(el), href: el.tagName === 'A' ? el.href : '', origin: location.origin,
       inForm: Boolean(form), formAction: form ? form.action : '', formMethod: form ? form.method : '',
-      disabled: Boolean(el.disabled), url: location.href,
+      disabled: Boolean(el.disabled), url: location.href, guarded: guardedFields(el),
       newTab: el.tagName === 'A' && /^_blank$/i.test(el.getAttribute('target') || ''),
     };
     // The approval binds to what was described: a page that relabels or retargets the element
@@ -293,9 +387,17 @@
     Object.getOwnPropertyDescriptor(Object.getPrototypeOf(el), 'value')?.set ||
     Object.getOwnPropertyDescriptor(HTMLInputElement.prototype, 'value').set;
 
+  /** A failure the agent can act on: `message` is ours, `page` (optional) is text from the page. */
+  class Refusal extends Error {
+    constructor(message, page = '') {
+      super(message);
+      this.page = page;
+    }
+  }
+
   const ACTIONS = {
     click(el) {
-      if (el.disabled) throw new Error('the element is disabled; wait for the page or pick another element');
+      if (el.disabled) throw new Refusal('the element is disabled; wait for the page or pick another element');
       const at = pointAt(el);
       el.dispatchEvent(new PointerEvent('pointerdown', at));
       el.dispatchEvent(new MouseEvent('mousedown', at));
@@ -307,9 +409,9 @@
     },
     type(el, { text, clear = true }) {
       if (el.tagName === 'INPUT' && (el.getAttribute('type') || '').toLowerCase() === 'file') {
-        throw new Error('a file input cannot be typed into; ask the user to choose the file');
+        throw new Refusal('a file input cannot be typed into; ask the user to choose the file');
       }
-      if (el.disabled || el.readOnly) throw new Error('the field is disabled or read-only');
+      if (el.disabled || el.readOnly) throw new Refusal('the field is disabled or read-only');
       pointAt(el);
       el.focus();
       if (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') {
@@ -325,21 +427,21 @@
         document.execCommand('insertText', false, text);
         return 'typed into';
       }
-      throw new Error(`a ${el.tagName.toLowerCase()} cannot take text; target an input, textarea or editable element`);
+      throw new Refusal('this element cannot take text; target an input, textarea or editable element');
     },
     select(el, { value }) {
-      if (el.tagName !== 'SELECT') throw new Error('browser_select_option needs a <select> element');
+      if (el.tagName !== 'SELECT') throw new Refusal('browser_select_option needs a <select> element');
       const opt = Array.from(el.options).find((o) => o.value === value) ||
         Array.from(el.options).find((o) => squash(o.label || o.text, 1000) === squash(value, 1000));
       if (!opt) {
         const have = Array.from(el.options).slice(0, 30).map((o) => q(o.label || o.text)).join(', ');
-        throw new Error(`no option ${q(value)}; the options are ${have}`);
+        throw new Refusal(`no option ${q(value)}; the options the page offers are in the block below`, `options: ${have}`);
       }
       el.focus();
       el.value = opt.value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
       el.dispatchEvent(new Event('change', { bubbles: true }));
-      return `selected ${q(opt.label || opt.text)} in`;
+      return { verb: 'selected an option in', chosen: redacts(el) ? '[redacted]' : squash(opt.label || opt.text, MAX_VALUE) };
     },
     press(el, { key }) {
       const target = el || document.activeElement || document.body;
@@ -368,26 +470,55 @@
       return { error: 'stale_ref', message: 'the element changed after it was checked' };
     }
     try {
-      const verb = ACTIONS[op](el, args || {});
-      return { ok: true, verb, desc: el ? describe(el) : null };
+      const done = ACTIONS[op](el, args || {});
+      const { verb, chosen } = typeof done === 'string' ? { verb: done } : done;
+      return { ok: true, verb, chosen, desc: el ? describe(el) : null };
     } catch (e) {
-      return { error: 'action_failed', message: e.message };
+      // Only our own refusals speak in our words; anything else the page's DOM threw is its text.
+      if (e instanceof Refusal) return { error: 'action_failed', message: e.message, page: e.page };
+      return { error: 'action_failed', message: 'the action failed in the page', page: String((e && e.message) || e) };
     }
   }
 
+  // <meta name="csrf-token" content="..."> and the like.
+  const SECRET_META = /csrf|xsrf|token|secret|nonce|api.?key/i;
+  const REDACT_SCAN = 'input,textarea,select,[contenteditable],meta';
+
   function redactedHtml(el) {
     const clone = el.cloneNode(true);
-    const live = [el, ...el.querySelectorAll('input,textarea,select')];
-    const copies = [clone, ...clone.querySelectorAll('input,textarea,select')];
+    // The clone has the same structure, so the n-th match in each is the same element.
+    const live = [el, ...el.querySelectorAll(REDACT_SCAN)];
+    const copies = [clone, ...clone.querySelectorAll(REDACT_SCAN)];
     live.forEach((src, i) => {
       const dst = copies[i];
-      if (!dst || !(src instanceof HTMLElement) || !/^(INPUT|TEXTAREA|SELECT)$/.test(src.tagName)) return;
-      if (sensitiveKind(src)) {
+      if (!dst || !(src instanceof Element)) return;
+      if (src.tagName === 'META') {
+        const key = `${src.getAttribute('name') || ''} ${src.getAttribute('property') || ''} ${src.getAttribute('http-equiv') || ''}`;
+        if (SECRET_META.test(key) && dst.hasAttribute('content')) dst.setAttribute('content', '[redacted]');
+        return;
+      }
+      const hidden = src.tagName === 'INPUT' && (src.getAttribute('type') || '').toLowerCase() === 'hidden';
+      if (!hidden && !redacts(src)) return;
+      if (/^(INPUT|TEXTAREA|SELECT)$/.test(src.tagName)) {
         if (dst.hasAttribute('value')) dst.setAttribute('value', '[redacted]');
         if (src.tagName === 'TEXTAREA') dst.textContent = '[redacted]';
+      } else if (src.isContentEditable && (i === 0 || editableHost(src) === src)) {
+        // The region's host, or the part of a secret region the read started at.
+        dst.textContent = '[redacted]';
       }
     });
     return clone.outerHTML;
+  }
+
+  /** The page's text with the text of secret editable regions taken out. */
+  function readableText() {
+    let t = document.body ? document.body.innerText : '';
+    for (const el of document.querySelectorAll('[contenteditable]')) {
+      if (editableHost(el) !== el || !redacts(el)) continue;
+      const own = el.innerText;
+      if (own && own.trim()) t = t.split(own).join('[redacted]');
+    }
+    return t;
   }
 
   globalThis.__openab = {
@@ -426,8 +557,8 @@
         if (found.error === 'bad_selector') return found;
         if (!found.el || !visible(found.el)) return { ok: false };
       }
-      if (text && !(document.body && document.body.innerText.includes(text))) return { ok: false };
-      return { ok: true };
+      // The text test is the service worker's, on the redacted text, so it cannot probe for secrets.
+      return { ok: true, text: text ? readableText() : undefined };
     },
   };
 })();

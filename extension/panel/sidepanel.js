@@ -115,7 +115,11 @@ function renderCards(cards) {
     } else {
       button('Allow', 'allow', 'allow');
       button("Don't allow", 'deny');
-      if (c.site) button(`Always allow on ${c.site}`, 'always', 'quiet');
+      // A site rule never covers passwords, one-time codes, secrets or payments: no button claims it would.
+      if (c.site && !c.secret) button(`Always allow on ${c.site}`, 'always', 'quiet');
+    }
+    if (c.secret) {
+      card.append(el('div', 'note', `A ${c.secret} step: you are asked every time, whatever the site rules or autopilot say.`));
     }
     card.append(row);
     box.append(card);

@@ -68,11 +68,9 @@ async def test_snapshot_shows_the_form_with_refs_and_hides_secrets(client: Clien
     assert re.search(r'- button "Sign in" \[ref=e\d+\] \[submit\]', snap)
     assert "hunter2" not in snap and "[redacted]" in snap
 
-    pw = ref_of(snap, 'textbox "Password"')
-    text, is_error = await call(client, "browser_type", {"ref": pw, "text": "s3cret-typed"})
+    # Live values, as if the person had typed them (the agent typing there would ask the person first).
+    text, is_error = await call(client, "browser_click", {"selector": "#fill"})
     assert not is_error, text
-    card = ref_of(snap, 'textbox "Card number"')
-    await call(client, "browser_type", {"ref": card, "text": "4111111111111111"})
     again, _ = await call(client, "browser_snapshot")
     assert "s3cret-typed" not in again and "4111" not in again
     html, _ = await call(client, "browser_read_dom", {"selector": "#login"})
@@ -108,7 +106,8 @@ async def test_selectors_keep_upstream_result_shapes(client: Client, site: str) 
     text, is_error = await call(client, "browser_click", {"selector": "##bad"})
     assert is_error and "not a valid CSS selector" in text
     text, is_error = await call(client, "browser_select_option", {"selector": "#country", "value": "Mars"})
-    assert is_error and '"France"' in text  # says which options exist
+    assert is_error and '"France"' in text  # says which options exist (inside the page's block)
+    assert text.startswith('no option "Mars"; the options the page offers are in the block below (#country)')
 
 
 async def test_page_text_comes_back_as_untrusted_data(client: Client, site: str) -> None:
@@ -177,7 +176,9 @@ async def test_links_navigate_and_back_returns(client: Client, site: str) -> Non
     assert is_error and "stale_ref" in text
 
     text, is_error = await call(client, "browser_back")
-    assert not is_error and text.endswith("dynamic.html"), text
+    # The URL is the page's to choose (history entries), so it comes inside the untrusted block.
+    block = rf"<<<page-content (\w+)\nURL: {re.escape(site)}/dynamic.html\n>>>page-content \1$"
+    assert not is_error and re.search(block, text), text
 
 
 async def test_iframe_content_has_refs_that_work(client: Client, site: str) -> None:
@@ -292,10 +293,11 @@ async def test_stateless_form_answers_with_carriers(tunnel: Tunnel) -> None:
 
 
 async def test_autopilot_runs_risky_steps_without_asking(client: Client, site: str) -> None:
+    # A routine risky step (passwords and payments ask even on autopilot: test_panel.py).
     await call(client, "browser_navigate", {"url": f"{site}/form.html"})
-    assert (await call(client, "browser_click", {"selector": "#buy"}))[1] is False
+    assert (await call(client, "browser_click", {"selector": "#post"}))[1] is False
     html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
-    assert "bought" in html
+    assert "posted" in html
 
 
 async def test_connections_open_and_close_independently(tunnel: Tunnel, client: Client) -> None:

@@ -50,7 +50,81 @@ async def test_click_labels(page: Page, label: str, risk: str | None) -> None:
 async def test_submit_controls_are_risky_whatever_they_say(page: Page) -> None:
     desc = element("button", "Continue", submit=True, formAction="https://pay.example/charge")
     got = await run(page, "guard.js", "m.classify('browser_click', arg)", desc)
-    assert got == {"risk": "submit", "action": 'submit a form to pay.example with button "Continue"'}
+    # `what` is our words only; the page's (the label, the form's host) are kept apart in `target`.
+    assert got == {"risk": "submit", "action": 'submit a form to pay.example with button "Continue"',
+                   "what": "submit a form", "target": 'button "Continue", form to pay.example'}
+
+
+@pytest.mark.parametrize(("tool", "desc", "args", "secret"), [
+    # Typing into or choosing in credential and payment fields.
+    ("browser_type", {"sensitive": "password", "tag": "input", "role": "textbox"}, {}, "password"),
+    ("browser_type", {"sensitive": "otp", "tag": "input", "role": "textbox"}, {}, "one-time code"),
+    ("browser_type", {"sensitive": "secret", "tag": "div", "role": "textbox"}, {}, "secret"),
+    ("browser_select_option", {"sensitive": "payment", "tag": "select", "role": "combobox"}, {}, "payment"),
+    # Submitting a form that has such a field, however it is done.
+    ("browser_click", {"submit": True, "guarded": "password"}, {}, "password"),
+    ("browser_click", {"name": "Pay now", "guarded": "payment"}, {}, "payment"),
+    ("browser_press_key", {"tag": "input", "role": "textbox", "guarded": "otp"}, {"key": "Enter"}, "one-time code"),
+    # Routine risky steps stay coverable by a site rule or autopilot.
+    ("browser_click", {"submit": True, "guarded": None}, {}, None),
+    ("browser_click", {"name": "Delete draft", "guarded": None}, {}, None),
+    ("browser_type", {"sensitive": None, "tag": "input", "role": "textbox", "guarded": "password"}, {}, "routine"),
+    ("browser_click", {"name": "Preview", "guarded": "password"}, {}, "routine"),
+])
+async def test_credential_and_payment_steps_are_marked_to_always_ask(
+    page: Page, tool: str, desc: dict[str, Any], args: dict[str, Any], secret: str | None
+) -> None:
+    got = await run(page, "guard.js", "m.classify(arg.tool, arg.desc, arg.args)",
+                    {"tool": tool, "desc": element("button", "Go") | desc, "args": args})
+    if secret == "routine":
+        assert got is None
+    else:
+        assert got is not None and got.get("secret") == secret
+
+
+@pytest.mark.parametrize("token", [
+    "ghp_u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d", "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuv",
+    "sk-proj-KLzdocJ2isAjIhKtJ0RlgLKOmxgJTeKdNnFRIBXu7", "sk-ant-api03-Zx8Qm2Lk9Pw4Rt7Yv1Nb5Hc3Jd6Fg0Sa",
+    "sk_live_4eC39HqLyjWDarjtT1zdp7dc", "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "AKIAIOSFODNN7EXAMPLE", "AIzaSyDaGmWKa4JsXZ-HjGw7ISLn_3namBGewQe", "glpat-x8Zk2Qm9Lp4Rt7Yv1Nb5",
+    "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "9fK2xQ7mZ3pL8vR1tY6wN4bH5cJ0dS2aG7eU", "Zm9vYmFyOmJhejEyMzQ1Njc4OTBhYmNkZWZnaGlqa2xtbm9w",
+])
+async def test_token_shaped_strings_are_redacted(page: Page, token: str) -> None:
+    got = await run(page, "redact.js", "m.redactTokens(`before ${arg} after`)", token)
+    assert got == "before [redacted] after"
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ('Authorization: Bearer 7f3kQ9xZ2mL8pR4tY6wN1vB5cH0jD3sF', "Authorization: Bearer [redacted]"),
+    ("https://a.example/cb?code=4/0AX4XfWh7Qz&state=ok", "https://a.example/cb?code=[redacted]&state=ok"),
+    ('{"csrfToken":"a1b2c3d4e5f6"}', '{"csrfToken":"[redacted]"}'),
+    ("authenticity_token=Zx81kQ2m", "authenticity_token=[redacted]"),
+    ("password: hunter2-default", "password: [redacted]"),
+    ("-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----", "[redacted]"),
+])
+async def test_secrets_after_their_names_are_redacted(page: Page, text: str, expected: str) -> None:
+    assert await run(page, "redact.js", "m.redactTokens(arg)", text) == expected
+
+
+@pytest.mark.parametrize("text", [
+    "Bearer tokens are described in RFC 6750.", "The password must have 12 characters.",
+    "token = next_token(stream)", "Call getElementsByTagNameNS or XMLHttpRequestUpload2EventTargetPrototype.",
+    "commit 3f2a9c1d8e7b6a5f4c3b2a1908f7e6d5c4b3a291", "id 0b4e7c1a-55f2-4c39-9d7e-2a6f1e8b3c40",
+    "https://example.com/blog/How-To-Configure-Python3-On-Ubuntu-2404", "sk-learn and task-1234567890abcdefghij",
+    "AbstractSingletonProxyFactoryBean2Impl", "id-GostR3410-2001-CryptoPro-XchA-ParamSet",
+    "a Basic authentication-scheme",
+    "sha256 e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855",
+])
+async def test_ordinary_text_is_left_alone(page: Page, text: str) -> None:
+    assert await run(page, "redact.js", "m.redactTokens(arg)", text) == text
+
+
+async def test_untrusted_blocks_redact_and_redaction_is_idempotent(page: Page) -> None:
+    got = await run(page, "tools.js", "m.untrusted(arg)", "key ghp_u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d")
+    assert "ghp_" not in got and "\nkey [redacted]\n" in got
+    once = await run(page, "redact.js", "m.redactTokens(arg)", "token=abc12345 and Bearer Zx8Qm2Lk9Pw4Rt7Yv1Nb5")
+    assert await run(page, "redact.js", "m.redactTokens(arg)", once) == once
 
 
 @pytest.mark.parametrize(("tool", "desc", "args", "risk"), [

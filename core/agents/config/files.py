@@ -10,6 +10,14 @@ Every write merges into the existing file (the user's other servers and keys sta
 entries carry a bearer token. A file we cannot parse is backed up next to itself and the write is
 refused: we never guess at a user's file.
 
+A config path may be a symbolic link (dotfile managers make them), and it is written through, but only
+through links the user (or root) made, and only into the user's own regular file: a link another user
+planted in a folder we write to (a shared project, a loosened home) would otherwise have us rewrite and
+chmod a file of their choosing. After that check nothing follows a link any more: the file's folder is
+opened one component at a time with ``O_NOFOLLOW``, and the file, its temporary copy and its backup are
+opened inside it with ``O_NOFOLLOW`` (and ``O_EXCL`` for what we create), so a link swapped in after the
+check is refused rather than followed.
+
 This module owns the disk: reading, locking, backing up and writing. Which files and what entry come from
 :mod:`.formats`; how the entry is merged, from :mod:`.merge`.
 """
@@ -17,16 +25,18 @@ This module owns the disk: reading, locking, backing up and writing. Which files
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
-import shutil
+import secrets
+import stat
 import tempfile
 import time
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import tomlkit
 import tomlkit.exceptions
@@ -40,6 +50,10 @@ from .formats import ConfigFile, Format, Json, agent_name, check_command, config
 
 __all__ = ["Written", "config_write", "strip", "write", "write_private"]
 
+# As many links as the kernel follows in one path lookup (MAXSYMLINKS) before it gives up with ELOOP.
+_MAX_LINKS: Final = 40
+_NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
+
 
 def write(
     agent: str,
@@ -49,19 +63,21 @@ def write(
     home: Path | None = None,
     env: Mapping[str, str] | None = None,
 ) -> list[Path]:
-    """Merge the ``openab_browser`` entry into every config file of ``agent``; returns the paths.
+    """Merge the ``openab_browser`` entry into every config file of ``agent``; returns the paths really written
+    (where the user's own links led).
 
-    All files are read and checked before any is written, so a refusal leaves every file as it was.
+    All files are read and checked before any is written, so a refusal leaves every file as it was. A link
+    another user made, or a file that is not the user's own regular file, is refused (:class:`ConfigError`).
     """
     ours, files = _targets(agent, endpoint, dir, home, env)
-    with _locked(files):
-        docs = [(f, _load(f)) for f in files]
-        for f, doc in docs:
-            merge.servers(doc, f)  # refuse a wrong shape before anything is written
-        for f, doc in docs:
-            merge.put(doc, f, ours)
-            _save(f, doc)
-    return [f.path for f in files]
+    with _opened(files) as targets:
+        docs = [(t, _load(t)) for t in targets]
+        for t, doc in docs:
+            merge.servers(doc, t.spec)  # refuse a wrong shape before anything is written
+        for t, doc in docs:
+            merge.put(doc, t.spec, ours)
+            _save(t, doc)
+    return [t.real for t in targets]
 
 
 def strip(
@@ -79,15 +95,15 @@ def strip(
     """
     ours, files = _targets(agent, endpoint, dir, home, env)
     changed: list[Path] = []
-    with _locked(files):
-        docs = [(f, _load(f)) for f in files if f.path.exists()]
-        main = next((doc for f, doc in docs if f.kind == "servers"), None)
+    with _opened(files) as targets:
+        docs = [(t, _parse_doc(t, text)) for t in targets if (text := _read(t)) is not None]
+        main = next((doc for t, doc in docs if t.spec.kind == "servers"), None)
         if main is None or not merge.is_ours(merge.servers(main, files[0]).get(SERVER_NAME), ours):
             return changed
-        for f, doc in docs:
-            if merge.remove(doc, f, ours):
-                _save(f, doc)
-                changed.append(f.path)
+        for t, doc in docs:
+            if merge.remove(doc, t.spec, ours):
+                _save(t, doc)
+                changed.append(t.real)
     return changed
 
 
@@ -141,33 +157,35 @@ def config_write(
         how = f"{url} (Streamable HTTP, bearer token)"
     else:
         raise ConfigError(f"unknown mode {mode!r}: choose proxy or bridge")
+    specs = config_files(name, dir=dir, home=home, env=env)
     paths = write(name, endpoint, dir=dir, home=home, env=env)
-    lines = [f"{SERVER_NAME} -> {how} for {name}:"] + [f"  wrote {p}" for p in paths]
+    lines = [f"{SERVER_NAME} -> {how} for {name}:"]
+    for spec, real in zip(specs, paths, strict=True):
+        given = Path(os.path.abspath(spec.path))
+        lines.append(f"  wrote {real}" + (f" (through the link {spec.path})" if real != given else ""))
     if check := check_command(name):
         lines.append(f"check with: {check}")
     return Written("\n".join(lines), paths)
 
 
-def _load(f: ConfigFile) -> MutableMapping[str, Any]:
-    path = f.path
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        text = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from exc
-    if not text.strip() and f.format == "json":
+def _load(t: _Target) -> MutableMapping[str, Any]:
+    """The file's document; an empty one when there is no file yet."""
+    return _parse_doc(t, _read(t) or "")
+
+
+def _parse_doc(t: _Target, text: str) -> MutableMapping[str, Any]:
+    if not text.strip() and t.spec.format == "json":
         return {}
     try:
-        doc: object = _parse(text, f.format)
+        doc: object = _parse(text, t.spec.format)
     except (ValueError, tomlkit.exceptions.ParseError) as exc:
-        backup = _backup(path)
+        backup = _backup(t, text)
         raise ConfigError(
-            f"{path} could not be read as {f.format.upper()} ({exc}); left it as it is and kept a copy at {backup}. "
-            f"Fix or remove it, then write again"
+            f"{t.real} could not be read as {t.spec.format.upper()} ({exc}); left it as it is and kept a copy at "
+            f"{backup}. Fix or remove it, then write again"
         ) from exc
     if not isinstance(doc, MutableMapping):
-        raise ConfigError(f"{path}: the top level is not an object; fix it by hand and try again")
+        raise ConfigError(f"{t.real}: the top level is not an object; fix it by hand and try again")
     return doc
 
 
@@ -187,21 +205,6 @@ def _dump(doc: MutableMapping[str, Any], fmt: Format) -> str:
     return json.dumps(doc, indent=2, ensure_ascii=False) + "\n"
 
 
-def _save(f: ConfigFile, doc: MutableMapping[str, Any]) -> None:
-    text = _dump(doc, f.format)
-    path = _real(f.path)
-    with contextlib.suppress(OSError):
-        if path.read_text(encoding="utf-8") == text:
-            os.chmod(path, 0o600)
-            return
-    write_private(path, text)
-
-
-def _real(path: Path) -> Path:
-    # Write through a symlink (dotfile managers link config files) instead of replacing the link.
-    return Path(os.path.realpath(path))
-
-
 def write_private(path: Path, text: str) -> None:
     """Atomically replace ``path`` with ``text``, mode 0600 from the first byte."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -218,26 +221,235 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-def _backup(path: Path) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1000):
-        backup = path.with_name(f"{path.name}.{stamp}{f'-{n}' if n else ''}.bak")
-        if not backup.exists():
-            break
-    shutil.copy2(path, backup)
-    os.chmod(backup, 0o600)  # it may hold a token
-    return backup
+# -- the disk, without following links nobody vouched for -----------------------------------------------------
+
+
+def _resolve(path: Path) -> Path:
+    """Where ``path`` leads, following only symbolic links the user (or root, who could write anywhere anyway)
+    owns, like ``realpath``; refuses any other link, and a file at the end that is not the user's own regular
+    file. Components that do not exist yet are kept as they are."""
+    me = os.geteuid()
+    given = path.absolute()
+    resolved = Path(given.anchor)
+    todo = list(reversed(given.parts[1:]))
+    links = 0
+    exists = True
+    while todo:
+        part = todo.pop()
+        if part in ("", "."):
+            continue
+        if part == "..":
+            resolved = resolved.parent
+            continue
+        candidate = resolved / part
+        if not exists:
+            resolved = candidate
+            continue
+        try:
+            st = os.lstat(candidate)
+        except FileNotFoundError:
+            exists = False
+            resolved = candidate
+            continue
+        except OSError as exc:
+            raise ConfigError(f"cannot write {path}: {candidate}: {exc.strerror or exc}") from exc
+        if not stat.S_ISLNK(st.st_mode):
+            resolved = candidate
+            continue
+        if st.st_uid not in (me, 0):
+            raise ConfigError(
+                f"{candidate} is a symbolic link owned by uid {st.st_uid}, not by you (uid {me}) or root, and "
+                f"writing {path} would follow it; openab never writes through a link another user made (it could "
+                f"point at any file of yours). Remove it if you did not make it, then write again"
+            )
+        links += 1
+        if links > _MAX_LINKS:
+            raise ConfigError(f"cannot write {path}: more than {_MAX_LINKS} symbolic links on the way (a loop?)")
+        target = Path(os.readlink(candidate))
+        if target.is_absolute():
+            resolved = Path(target.anchor)
+        todo.extend(reversed(target.parts[1:] if target.is_absolute() else target.parts))
+    if exists:
+        with contextlib.suppress(FileNotFoundError):
+            _check_file(os.lstat(resolved), resolved)
+    return resolved
+
+
+def _check_file(st: os.stat_result, real: Path) -> None:
+    me = os.geteuid()
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(
+            f"{real} is not a regular file; openab puts its entry only into a plain file. Move it away, then "
+            "write again"
+        )
+    if st.st_uid != me:
+        raise ConfigError(
+            f"{real} belongs to uid {st.st_uid}, not to you (uid {me}); openab rewrites only your own files. Run "
+            "it as that user, or, if the file is yours to change, copy it to a file of your own in its place"
+        )
+
+
+@dataclass(frozen=True)
+class _Target:
+    """One config file: ``real``, where the user's links led, in a folder of ``folders``."""
+
+    spec: ConfigFile
+    real: Path
+    folders: _Folders
+
+    @property
+    def folder_fd(self) -> int | None:
+        return self.folders.get(self.real.parent)
+
+
+class _Folders:
+    """The folders of one write, each opened once (two descriptors of one folder would flock against each
+    other) without following any link, and closed together."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+        self._fds: dict[Path, int] = {}
+
+    def get(self, folder: Path) -> int | None:
+        return self._fds.get(folder)
+
+    def open(self, folder: Path, *, create: bool) -> int | None:
+        fd = self._fds.get(folder)
+        if fd is None:
+            fd = _open_folder(folder, create=create)
+            if fd is not None:
+                self._stack.callback(os.close, fd)
+                self._fds[folder] = fd
+        return fd
+
+
+def _open_folder(folder: Path, *, create: bool) -> int | None:
+    """``folder`` (already resolved: no links in it) opened one component at a time with ``O_NOFOLLOW``, so
+    a link swapped in since :func:`_resolve` looked is refused, not followed; ``None`` when it does not exist
+    and ``create`` is false."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW
+    fd = os.open(folder.anchor, flags)
+    try:
+        for part in folder.parts[1:]:
+            try:
+                inner = os.open(part, flags, dir_fd=fd)
+            except FileNotFoundError:
+                if not create:
+                    os.close(fd)
+                    return None
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+                inner = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    except OSError as exc:
+        os.close(fd)
+        raise _changed_or(exc, folder, "open the folder") from exc
+    return fd
+
+
+def _changed_or(exc: OSError, real: Path, doing: str) -> ConfigError:
+    if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+        return ConfigError(
+            f"{real} changed while openab was writing it (a symbolic link appeared on the way after it was "
+            "checked); nothing was written through it. Find out who else writes there, then try again"
+        )
+    return ConfigError(f"cannot {doing} {real}: {exc.strerror or exc}")
 
 
 @contextlib.contextmanager
-def _locked(files: list[ConfigFile]) -> Iterator[None]:
-    """Hold an exclusive flock on each file's folder, so two openab processes (two sessions in one
-    pod) cannot interleave their read-modify-write of one file."""
+def _opened(files: list[ConfigFile]) -> Iterator[list[_Target]]:
+    """Every file's real path, checked before any is touched, with its folder opened and under an exclusive
+    flock, so two openab processes (two sessions in one pod) cannot interleave their read-modify-write of one
+    file. Folders that do not exist yet are created, unlocked, when a file is saved into them."""
+    reals = [_resolve(f.path) for f in files]
     with contextlib.ExitStack() as stack:
-        for folder in sorted({_real(f.path).parent for f in files}):
-            if not folder.is_dir():
-                continue
-            fd = os.open(folder, os.O_RDONLY)
-            stack.callback(os.close, fd)
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        folders = _Folders(stack)
+        for folder in sorted({real.parent for real in reals}):
+            fd = folders.open(folder, create=False)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+        yield [_Target(f, real, folders) for f, real in zip(files, reals, strict=True)]
+
+
+def _read(t: _Target) -> str | None:
+    """The file's text, or ``None`` when there is no file."""
+    folder = t.folder_fd
+    if folder is None:
+        return None
+    try:
+        # O_NONBLOCK: a FIFO put there must not hold us up; its fstat refuses it.
+        fd = os.open(t.real.name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise _changed_or(exc, t.real, "read") from exc
+    with open(fd, "rb") as f:
+        _check_file(os.fstat(f.fileno()), t.real)
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"cannot read {t.real}: {exc}") from exc
+
+
+def _save(t: _Target, doc: MutableMapping[str, Any]) -> None:
+    data = _dump(doc, t.spec.format).encode("utf-8")
+    folder = t.folders.open(t.real.parent, create=True)
+    assert folder is not None
+    try:
+        fd = os.open(t.real.name, os.O_RDONLY | os.O_NONBLOCK | _NOFOLLOW, dir_fd=folder)
+    except FileNotFoundError:
+        pass
+    except OSError as exc:
+        raise _changed_or(exc, t.real, "write") from exc
+    else:
+        with open(fd, "rb") as f:
+            _check_file(os.fstat(f.fileno()), t.real)
+            if f.read() == data:
+                os.fchmod(f.fileno(), 0o600)  # unchanged, but a token may be in it
+                return
+    _replace(folder, t.real, data)
+
+
+def _replace(folder: int, real: Path, data: bytes) -> None:
+    """Atomically put ``data`` at ``real`` (in the open ``folder``), mode 0600 from the first byte. The rename
+    replaces whatever entry is there, a link included, and never writes through it."""
+    tmp, fd = _create(folder, real, (f".{real.name}.{secrets.token_hex(6)}.tmp" for _ in range(100)))
+    try:
+        with open(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, real.name, src_dir_fd=folder, dst_dir_fd=folder)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=folder)
+        raise
+
+
+def _create(folder: int, real: Path, names: Iterable[str]) -> tuple[str, int]:
+    """A new file (``O_EXCL``: never an existing one, nor a link's target) in ``folder`` under the first free
+    name of ``names``, mode 0600 whatever the umask."""
+    for candidate in names:
+        try:
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW, 0o600, dir_fd=folder)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise _changed_or(exc, real, "write next to") from exc
+        os.fchmod(fd, 0o600)
+        return candidate, fd
+    raise ConfigError(f"no free name next to {real} to write to; clean up its old backups and temporary files")
+
+
+def _backup(t: _Target, text: str) -> Path:
+    """A 0600 copy of ``text`` (the file as we read it) next to it, under a name nothing occupied, link or not."""
+    folder = t.folder_fd
+    assert folder is not None  # the file was read, so its folder is open
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    names = (f"{t.real.name}.{stamp}{f'-{n}' if n else ''}.bak" for n in range(1000))
+    backup, fd = _create(folder, t.real, names)
+    with open(fd, "wb") as out:
+        out.write(text.encode("utf-8"))
+    return t.real.parent / backup

@@ -1,0 +1,375 @@
+"""Hostile frames at every JSON-RPC surface: the `/acp` socket, the agent's MCP endpoint, the bridge relay.
+
+Each attack is bounded in time, gets exactly one answer when it is a request (none when it is not), and leaves
+the connection serving. "Exactly one" is checked against a sentinel request sent right after: the gateway
+answers in order, so anything after the sentinel's answer would be a second answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from fake_extension import connect_extension, text_result
+from gateway_harness import RunningGateway, run_gateway
+from websockets.asyncio.client import ClientConnection
+
+from openab.bridge.framing import READY_METHOD
+from openab.bridge.relay import Relay
+from openab.core.jsonrpc import Later, Notification, Request, RpcConnection
+from openab.core.jsonrpc.protocol import MAX_DEPTH, Peer
+from openab.core.mcp.access import HttpEndpoint
+from openab.core.mcp.proxy import BrowserProxy
+
+pytestmark = pytest.mark.anyio
+
+BOUND = 10.0  # seconds any one attack may take, answers included
+
+
+@contextlib.asynccontextmanager
+async def raw_socket(gateway: RunningGateway) -> AsyncIterator[ClientConnection]:
+    """A client of our own, not the fake extension: it sends exactly the bytes a test writes."""
+    ws = await websockets.connect(
+        gateway.ws_url, subprotocols=[f"openab.bearer.{gateway.token}", "acp.v1"],  # type: ignore[list-item]
+        max_size=16 << 20, open_timeout=10,
+    )
+    try:
+        yield ws
+    finally:
+        await ws.close()
+
+
+class Sentinel:
+    """Sends a frame, then a sentinel request, and returns every answer that came before the sentinel's."""
+
+    def __init__(self, ws: ClientConnection) -> None:
+        self.ws = ws
+        self.count = 0
+
+    async def answers_to(self, *frames: str) -> list[dict[str, Any]]:
+        self.count += 1
+        sentinel = f"sentinel-{self.count}"
+        for frame in frames:
+            await self.ws.send(frame)
+        await self.ws.send(json.dumps({"jsonrpc": "2.0", "id": sentinel, "method": "katashiro/ping"}))
+        answers: list[dict[str, Any]] = []
+        async with asyncio.timeout(BOUND):
+            while True:
+                message = json.loads(await self.ws.recv())
+                if message.get("method") == "_openab/keepalive":
+                    continue
+                if message.get("id") == sentinel:
+                    assert message["error"]["code"] == -32601  # the socket still serves
+                    return answers
+                answers.append(message)
+
+
+def request_frame(request_id: str, *, method: str = "katashiro/ping", params: str | None = None) -> str:
+    frame = f'{{"jsonrpc":"2.0","id":{request_id},"method":"{method}"'
+    return frame + (f',"params":{params}}}' if params is not None else "}")
+
+
+def nested_params(depth: int) -> str:
+    """Params that make a request envelope ``depth`` levels deep in all (the envelope is level 1)."""
+    return "[" * (depth - 1) + "]" * (depth - 1)
+
+
+# -- ids of every JSON type ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("raw_id", "echoed", "code"), [
+    ("null", None, -32601),
+    ("0", 0, -32601),
+    ("-7", -7, -32601),
+    ("1.5", 1.5, -32601),
+    ("-0.0", -0.0, -32601),
+    ("1e308", 1e308, -32601),
+    ("18446744073709551615", 18446744073709551615, -32601),  # the largest integer orjson reads as one
+    ("18446744073709551616", 1.8446744073709552e19, -32601),  # past it: read, and echoed, as a float
+    ("123456789012345678901234567890", 1.2345678901234568e29, -32601),
+    ('""', "", -32601),
+    ('"\\u0000\\n\\ud83c\\udf89"', "\x00\n🎉", -32601),
+    ('"' + "i" * 1024 + '"', "i" * 1024, -32601),
+    ('"' + "i" * 1025 + '"', None, -32600),  # too long to echo: refused with null
+    ('"' + "i" * 500_000 + '"', None, -32600),
+    ("true", None, -32600),
+    ("false", None, -32600),
+    ("{}", None, -32600),
+    ('{"id":1}', None, -32600),
+    ("[]", None, -32600),
+    ("[1]", None, -32600),
+])
+async def test_every_kind_of_id_gets_exactly_one_answer(
+    gateway: RunningGateway, raw_id: str, echoed: Any, code: int
+) -> None:
+    async with raw_socket(gateway) as ws:
+        [answer] = await Sentinel(ws).answers_to(request_frame(raw_id))
+    assert answer["id"] == echoed and answer["error"]["code"] == code
+    if code == -32601:
+        assert answer["error"]["message"] == "Method not found: katashiro/ping"
+
+
+async def test_a_number_orjson_cannot_hold_is_a_parse_error_and_the_socket_serves(gateway: RunningGateway) -> None:
+    async with raw_socket(gateway) as ws:
+        [answer] = await Sentinel(ws).answers_to(request_frame("1e400"))
+    assert answer["id"] is None and answer["error"]["code"] == -32700
+
+
+async def test_answers_with_ids_we_never_used_are_dropped_without_a_word(gateway: RunningGateway) -> None:
+    async with raw_socket(gateway) as ws:
+        replies = [
+            json.dumps({"jsonrpc": "2.0", "id": reply_id, "result": {}})
+            for reply_id in [1, "1", "²", "١", 2**64, -1, 1.5, None, "9" * 30]
+        ]
+        assert await Sentinel(ws).answers_to(*replies) == []
+
+
+# -- nesting ---------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("depth", "accepted"), [(127, True), (128, True), (129, False), (300, False),
+                                                 (100_000, False)])
+async def test_nesting_is_bounded_at_128_levels_on_the_acp_socket(
+    gateway: RunningGateway, caplog: pytest.LogCaptureFixture, depth: int, accepted: bool
+) -> None:
+    async with raw_socket(gateway) as ws:
+        sentinel = Sentinel(ws)
+        [answer] = await sentinel.answers_to(request_frame('"deep"', params=nested_params(depth)))
+        # The same depth as a notification is never answered, unless it is too deep to read at all: then
+        # nobody can tell it was one, and it gets the null-id error any unreadable frame gets.
+        notified = await sentinel.answers_to(
+            '{"jsonrpc":"2.0","method":"session/cancel","params":' + nested_params(depth) + "}"
+        )
+        assert [(a["id"], a["error"]["code"]) for a in notified] == ([] if depth <= 1024 else [(None, -32600)])
+    if accepted:
+        assert answer["error"]["code"] == -32601  # past the bound check, to the dispatcher
+        return
+    # Past orjson's own 1024 levels the id is unreadable: null, as for any unusable id.
+    assert answer["id"] == ("deep" if depth <= 1024 else None)
+    assert answer["error"]["code"] == -32600
+    assert answer["error"]["message"] == (
+        f"Invalid Request: nested more than {MAX_DEPTH} levels deep (the limit of every openab hop); "
+        "send flatter JSON"
+    )
+    assert "Traceback" not in caplog.text
+
+
+async def test_nesting_is_bounded_on_the_agents_mcp_endpoint_too() -> None:
+    async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        proxy = gw.pod.browser
+        assert isinstance(proxy, BrowserProxy)
+        await ext.initialize()
+        session = gw.pod.sessions.get(await ext.new_session())
+        assert session is not None
+        entry = (await proxy.open(session)).entry
+        assert isinstance(entry, HttpEndpoint)
+        headers = {
+            "Authorization": f"Bearer {entry.token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
+        }
+        meta = '"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",' \
+               '"io.modelcontextprotocol/clientCapabilities":{}}'
+        async with httpx.AsyncClient(timeout=BOUND) as http:
+            answers = {}
+            # envelope (1), params (2), arguments (3): the list makes the rest.
+            for depth in (128, 129, 300, 100_000):
+                body = ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"browser_click",' + meta
+                        + ',"arguments":{"x":' + nested_params(depth - 2) + "}}}")
+                response = await http.post(entry.url, content=body, headers=headers)
+                answers[depth] = (response.status_code, response.json())
+    status, fits = answers[128]
+    assert status == 200 and fits["result"]["isError"] is True  # past the bound check: "browser not connected"
+    for depth in (129, 300):
+        status, refused = answers[depth]
+        assert refused["id"] == 7 and refused["error"]["code"] == -32600
+        assert "nested more than 128 levels deep" in refused["error"]["message"]
+    status, unreadable = answers[100_000]
+    assert status == 400 and unreadable["error"]["code"] in (-32700, -32600)
+
+
+# -- floods ----------------------------------------------------------------------------------------------------
+
+
+class Stalling:
+    """A handler whose every request waits for ``release``: requests stay open until then."""
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.started = 0
+
+    def handle_request(self, request: Request) -> Any:
+        async def work() -> str:
+            self.started += 1
+            await self.release.wait()
+            return "done"
+
+        return Later(work())
+
+    def handle_notification(self, notification: Notification) -> None:
+        return None
+
+
+async def test_a_flood_over_the_open_request_bound_is_refused_at_once_and_the_rest_complete() -> None:
+    handler = Stalling()
+    written: list[dict[str, Any]] = []
+    wrote = asyncio.Event()
+
+    async def send(message: bytes) -> None:
+        written.append(json.loads(message))
+        wrote.set()
+
+    connection = RpcConnection(handler, name="flood", peer=Peer(max_open_requests=64))
+    writer = asyncio.create_task(connection.run(send))
+    try:
+        async with asyncio.timeout(BOUND):
+            for n in range(10_000):
+                connection.feed(request_frame(str(n), method="work"))
+            while len(written) < 10_000 - 64:
+                wrote.clear()
+                await wrote.wait()
+            refused = [m for m in written if m["error"]["code"] == -32000]
+            assert len(refused) == len(written) == 10_000 - 64
+            assert refused[0]["error"]["message"] == "Too many requests in flight (max 64)"
+            assert {m["id"] for m in refused} == set(range(64, 10_000))
+            handler.release.set()
+            while len(written) < 10_000:
+                wrote.clear()
+                await wrote.wait()
+        assert sorted(m["id"] for m in written if m.get("result") == "done") == list(range(64))
+        assert handler.started == 64
+    finally:
+        connection.close("test over")
+        writer.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await writer
+
+
+async def test_a_pipelined_flood_on_the_acp_socket_gets_one_answer_each(gateway: RunningGateway) -> None:
+    async with raw_socket(gateway) as ws:
+        answers = await Sentinel(ws).answers_to(*(request_frame(str(n)) for n in range(3000)))
+        assert [a["id"] for a in answers] == list(range(3000))
+        assert {a["error"]["code"] for a in answers} == {-32601}
+
+
+async def test_a_flood_of_tool_calls_over_the_bound_is_refused_and_the_browser_sees_only_the_admitted() -> None:
+    release, admitted = asyncio.Event(), asyncio.Event()
+    seen: list[int] = []
+
+    async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
+        seen.append(int(arguments["n"]))
+        if len(seen) == 16:
+            admitted.set()
+        await release.wait()
+        return text_result("done")
+
+    async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        ext.add_tool("browser_slow", slow)
+        await ext.initialize()
+        session_id = await ext.new_session([{"type": "acp", "name": "browser", "id": "srv"}])
+        await gw.pod.tunnels.wait_attached(session_id, timeout=5)
+        from openab.core.mcp.server import BrowserMcp, Limits
+
+        mcp = BrowserMcp(gw.pod.tunnels, session_id, limits=Limits(max_running_calls=16))
+        calls = [
+            asyncio.create_task(mcp.handle({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                            "params": {"name": "browser_slow", "arguments": {"n": n}}}))
+            for n in range(200)
+        ]
+        async with asyncio.timeout(BOUND):
+            await admitted.wait()  # the admitted calls reach the browser; the rest are answered already
+            finished = [c for c in calls if c.done()]
+            assert len(finished) == 200 - 16
+            assert all(c.result()["error"]["code"] == -32000 for c in finished)  # type: ignore[index]
+            release.set()
+            results = await asyncio.gather(*calls)
+        mcp.close()
+    assert sum(1 for r in results if r is not None and "result" in r) == 16
+    assert sorted(seen) == sorted(r["id"] for r in results if r is not None and "result" in r)
+
+
+# -- the bridge relay: a lost call is answered once and never sent again ---------------------------------------
+
+
+class Lines:
+    """The relay's stdout, as a list of decoded lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[dict[str, Any]] = []
+        self.changed = asyncio.Event()
+
+    def write(self, data: bytes) -> None:
+        self.lines.extend(json.loads(line) for line in data.splitlines() if line.strip())
+        self.changed.set()
+
+    async def drain(self) -> None:
+        return None
+
+    async def answer_to(self, request_id: Any) -> dict[str, Any]:
+        async with asyncio.timeout(BOUND):
+            while True:
+                for line in self.lines:
+                    if line.get("id") == request_id and "method" not in line:
+                        return line
+                self.changed.clear()
+                await self.changed.wait()
+
+
+async def test_the_relay_says_a_lost_tool_call_has_an_unknown_outcome_and_never_resends_it() -> None:
+    root = Path(tempfile.mkdtemp(prefix="oab-"))
+    received: list[dict[str, Any]] = []
+    connections = 0
+
+    async def pod(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        """A stand-in for the pod's bridge socket: its first connection dies under the first tool call."""
+        nonlocal connections
+        connections += 1
+        first = connections == 1
+        ready = {"jsonrpc": "2.0", "method": READY_METHOD, "params": {"sessionId": "s", "channel": "c"}}
+        writer.write(json.dumps(ready).encode() + b"\n")
+        try:
+            while line := await reader.readline():
+                message = json.loads(line)
+                received.append(message)
+                if first and message.get("method") == "tools/call":
+                    return  # the pod restarted mid-call: the click may have happened, the answer is lost
+                if "id" in message:
+                    answer = {"jsonrpc": "2.0", "id": message["id"], "result": text_result("pong")}
+                    writer.write(json.dumps(answer).encode() + b"\n")
+        finally:
+            writer.close()
+
+    server = await asyncio.start_unix_server(pod, str(root / "browser.sock"))
+    stdin = asyncio.StreamReader()
+    output = Lines()
+    relay = Relay(root / "browser.sock", output, wait=5, connect_timeout=5, say=lambda _text: None)
+    running = asyncio.create_task(relay.run(stdin))
+    try:
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": "browser_click", "arguments": {"ref": "e6"}}}
+        stdin.feed_data(json.dumps(call).encode() + b"\n")
+        lost = await output.answer_to(1)
+        said = lost["error"]["message"]
+        assert "the outcome of browser_click is unknown" in said and "may or may not have run" in said
+        assert "Call browser_snapshot to see the page as it is now before calling browser_click again" in said
+        # After the relay is back, the agent's next request is served: anything re-sent would have come first.
+        stdin.feed_data(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode() + b"\n")
+        assert (await output.answer_to(2))["result"] == text_result("pong")
+        assert [m.get("method") for m in received] == ["tools/call", "ping"]
+        assert connections == 2
+        assert [line["id"] for line in output.lines] == [1, 2]  # one answer each
+    finally:
+        stdin.feed_eof()
+        async with asyncio.timeout(BOUND):
+            await running
+        server.close()
+        await server.wait_closed()
+        shutil.rmtree(root, ignore_errors=True)
