@@ -76,6 +76,11 @@ async def pod_with_browser() -> AsyncIterator[tuple[Path, str]]:
             await extension.initialize()
             session_id = await extension.new_session([{"type": "acp", "id": "srv", "name": "browser"}])
             await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
+            # The relays here are this process's children: stand in for the agent the runtime would register.
+            bridge.trusted_parent = os.getppid()
+            session = gateway.pod.sessions.get(session_id)
+            assert session is not None
+            bridge.agent_started(session, os.getpid())
             yield bridge.path, "acp_" + session_id.removeprefix("sess_")
     finally:
         shutil.rmtree(root, ignore_errors=True)

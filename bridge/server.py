@@ -379,7 +379,7 @@ class BridgeServer:
             )
         try:
             found = resolve_channel(creds.pid, BROWSER_CHANNEL_ENV, stop_at=self.trusted_parent)
-            if not _CHANNEL.match(found.value):
+            if not _CHANNEL.fullmatch(found.value):
                 return None, f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<uuid>"
             # The variable is only a claim (anything of this uid can set it): the process must be the agent the
             # pod started for that channel, or descend from it.

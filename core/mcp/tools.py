@@ -131,7 +131,7 @@ STATIC_NAMES: Final = frozenset(t["name"] for t in BROWSER_TOOLS)
 
 def exposed_name(name: str) -> str | None:
     """The name an agent sees for a browser tool name, or ``None`` when no valid name can stand for it."""
-    if TOOL_NAME.match(name):
+    if TOOL_NAME.fullmatch(name):
         return name
     candidate = _INVALID_NAME_CHARS.sub("_", name)
-    return candidate if TOOL_NAME.match(candidate) else None
+    return candidate if TOOL_NAME.fullmatch(candidate) else None
