@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 
 import uvicorn
 from starlette.types import ASGIApp
-from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from openab.core.settings import Settings
+from openab.core.sockets import ClosedSockets, HeadTimedHttp
 
 __all__ = ["ConnectionGuard", "guard_for", "running_server", "uvicorn_config"]
 
@@ -50,13 +50,9 @@ class ConnectionGuard:
         self.max_connections = max_connections
         self.max_per_peer = max_per_peer
         self.head_timeout = head_timeout
-        self._log_every = log_every
-        self._clock = clock
         self._peers: dict[object, str] = {}  # transport -> peer address
         self._per_peer: Counter[str] = Counter()
-        self.refused: Counter[str] = Counter()  # reason -> sockets refused, for operators and tests
-        self._unlogged = 0
-        self._logged_at = float("-inf")
+        self.refused = ClosedSockets(log, log_every=log_every, clock=clock)  # by reason, for operators and tests
 
     def __len__(self) -> int:
         return len(self._peers)
@@ -83,13 +79,7 @@ class ConnectionGuard:
         self._refuse(f"no whole request head within {self.head_timeout:g} s")
 
     def _refuse(self, reason: str) -> bool:
-        self.refused[reason] += 1
-        self._unlogged += 1
-        now = self._clock()
-        if now - self._logged_at >= self._log_every:
-            log.warning("closed %d connection(s) in the last %g s; the latest: %s", self._unlogged,
-                        self._log_every, reason)
-            self._unlogged, self._logged_at = 0, now
+        self.refused.add(reason)
         return False
 
 
@@ -98,16 +88,17 @@ def _peer_of(transport: asyncio.BaseTransport) -> str:
     return str(peer[0]) if isinstance(peer, tuple) and peer else "?"
 
 
-class _GuardedHttp(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol, admitted by the guard and held to its request-head timeout."""
+class _GuardedHttp(HeadTimedHttp):
+    """uvicorn's HTTP/1.1 protocol, admitted by the guard and held to its request-head deadline."""
 
     guard: ClassVar[ConnectionGuard]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._admitted = False
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._waiting_after: object = None  # the request cycle that was current when the timer was armed
+
+    def head_timeout(self) -> float:
+        return self.guard.head_timeout
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         if not self.guard.admit(transport):
@@ -115,40 +106,15 @@ class _GuardedHttp(H11Protocol):
             return
         self._admitted = True
         super().connection_made(transport)
-        self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
         if self._admitted:
             self.guard.release(self.transport)
             super().connection_lost(exc)
 
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        # A new request cycle means a whole head arrived; a switched protocol means it was a WebSocket upgrade.
-        if self.cycle is not self._waiting_after or self.transport.get_protocol() is not self:
-            self._disarm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        if not self.transport.is_closing():
-            self._arm()  # a kept-alive socket owes the next head within the same time
-
-    def _arm(self) -> None:
-        self._disarm()
-        self._waiting_after = self.cycle
-        self._head_timer = self.loop.call_later(self.guard.head_timeout, self._head_timed_out)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if self.transport.get_protocol() is self and not self.transport.is_closing():
-            self.guard.timed_out()
-            self.transport.abort()
+    def on_head_timeout(self) -> None:
+        self.guard.timed_out()
+        super().on_head_timeout()
 
 
 class _GuardedWebSocket(WebSocketsSansIOProtocol):

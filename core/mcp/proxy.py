@@ -25,11 +25,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from uvicorn.protocols.http.h11_impl import H11Protocol
-
 from ..acp.sessions import Session, SessionStore
 from ..addresses import is_loopback
 from ..jsonrpc import JsonObject
+from ..sockets import ClosedSockets, HeadTimedHttp
 from ..tunnel.registry import TunnelRegistry
 from .access import BrowserEndpoint, HttpEndpoint
 from .http import MCP_PATH, McpHttpApp
@@ -64,16 +63,12 @@ class _Gate:
         self.head_timeout = head_timeout
         self.pending: OrderedDict[_GatedHttp, None] = OrderedDict()  # oldest first
         self.trusted: Counter[str] = Counter()  # listener (session id) -> trusted sockets
-        self.closed: Counter[str] = Counter()  # reason -> sockets closed by the gate, for operators and tests
-        self._log_every = log_every
-        self._clock = clock
-        self._unlogged = 0
-        self._logged_at = float("-inf")
+        self.closed = ClosedSockets(log, log_every=log_every, clock=clock)  # by reason, for operators and tests
 
     def admit(self, connection: _GatedHttp) -> None:
         while self.pending and len(self.pending) >= self.max_pending:
             oldest, _ = self.pending.popitem(last=False)
-            self._count("displaced by a newer connection before it sent a request with the token")
+            self.closed.add("displaced by a newer connection before it sent a request with the token")
             oldest.drop()
         self.pending[connection] = None
 
@@ -94,19 +89,10 @@ class _Gate:
                 del self.trusted[connection.listener]
 
     def timed_out(self) -> None:
-        self._count(f"no whole request head within {self.head_timeout:g} s")
-
-    def _count(self, reason: str) -> None:
-        self.closed[reason] += 1
-        self._unlogged += 1
-        now = self._clock()
-        if now - self._logged_at >= self._log_every:
-            log.warning("MCP proxy: closed %d connection(s) in the last %g s; the latest: %s", self._unlogged,
-                        self._log_every, reason)
-            self._unlogged, self._logged_at = 0, now
+        self.closed.add(f"no whole request head within {self.head_timeout:g} s")
 
 
-class _GatedHttp(H11Protocol):
+class _GatedHttp(HeadTimedHttp):
     """uvicorn's HTTP/1.1 protocol for one listener, held to its :class:`_Gate`. Subclassed per listener."""
 
     gate: ClassVar[_Gate]
@@ -116,60 +102,29 @@ class _GatedHttp(H11Protocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.trusted = False
-        self._head_timer: asyncio.TimerHandle | None = None
-        self._seen_cycle: object = None  # the request cycle whose head was last looked at
+
+    def head_timeout(self) -> float:
+        return self.gate.head_timeout
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         self.gate.admit(self)
         super().connection_made(transport)
-        self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self._disarm()
         self.gate.release(self)
         super().connection_lost(exc)
-
-    def data_received(self, data: bytes) -> None:
-        super().data_received(data)
-        self._look_at_head()
-        if self._head_timer is None and self._between_requests() and not self.transport.is_closing():
-            # Part of a kept-alive socket's next head: uvicorn stopped its keep-alive timer at the first byte
-            # and would wait for the rest for ever.
-            self._arm()
-
-    def on_response_complete(self) -> None:
-        super().on_response_complete()
-        self._look_at_head()  # a pipelined request may have started
 
     def drop(self) -> None:
         self.gate.release(self)
         self.transport.abort()
 
-    def _between_requests(self) -> bool:
-        return self.cycle is None or self.cycle.response_complete
-
-    def _look_at_head(self) -> None:
-        if self.cycle is self._seen_cycle:
-            return
-        self._seen_cycle = self.cycle
-        self._disarm()
+    def on_head(self) -> None:
         if type(self).authorized(self.headers):  # the class's function, not a bound method
             self.gate.trust(self)
 
-    def _arm(self) -> None:
-        self._disarm()
-        self._head_timer = self.loop.call_later(self.gate.head_timeout, self._head_timed_out)
-
-    def _disarm(self) -> None:
-        if self._head_timer is not None:
-            self._head_timer.cancel()
-            self._head_timer = None
-
-    def _head_timed_out(self) -> None:
-        self._head_timer = None
-        if not self.transport.is_closing():
-            self.gate.timed_out()
-            self.drop()
+    def on_head_timeout(self) -> None:
+        self.gate.timed_out()
+        self.drop()
 
 
 # -- listeners and the pod side ------------------------------------------------------------------------

@@ -1,0 +1,114 @@
+"""Sockets before they speak a protocol, for every HTTP listener of the pod (the `/acp` gateway and each
+session's MCP proxy endpoint): a deadline for each request head, and a log of closed sockets that a flood
+cannot flood.
+
+A socket that has sent no whole request head may be anyone's, and uvicorn would hold it for ever: the
+first head is due ``head_timeout()`` seconds after accept, each later one (keep-alive) that long after its first
+byte, since uvicorn stops its own keep-alive timer at that byte. What admits or bounds sockets is the
+listener's business (:meth:`HeadTimedHttp.on_head`, :meth:`HeadTimedHttp.on_head_timeout`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["ClosedSockets", "HeadTimedHttp"]
+
+
+class ClosedSockets:
+    """Sockets closed on purpose, by reason (``counts``, for operators and tests), logged at most once per
+    ``log_every`` seconds with how many went since the last line."""
+
+    def __init__(
+        self, logger: logging.Logger, *, log_every: float = 10.0, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.counts: Counter[str] = Counter()
+        self._log, self._log_every, self._clock = logger, log_every, clock
+        self._unlogged = 0
+        self._logged_at = float("-inf")
+
+    def __getitem__(self, reason: str) -> int:
+        return self.counts[reason]
+
+    def add(self, reason: str) -> None:
+        self.counts[reason] += 1
+        self._unlogged += 1
+        now = self._clock()
+        if now - self._logged_at >= self._log_every:
+            self._log.warning("closed %d connection(s) in the last %g s; the latest: %s", self._unlogged,
+                              self._log_every, reason)
+            self._unlogged, self._logged_at = 0, now
+
+
+class HeadTimedHttp(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a deadline on every request head (see the module docstring).
+
+    Subclasses say how long a head may take (:meth:`head_timeout`) and may override :meth:`on_head` (a whole
+    head arrived) and :meth:`on_head_timeout` (it did not: the default aborts the socket).
+    """
+
+    def head_timeout(self) -> float:
+        return 10.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._seen_cycle: object = None  # the request cycle whose head was last looked at
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self.transport.get_protocol() is not self:  # a WebSocket upgrade: the head was whole
+            self._disarm()
+            return
+        self._look_at_head()
+        if self._head_timer is None and self._between_requests() and not self.transport.is_closing():
+            self._arm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        self._look_at_head()  # a pipelined request may have started
+
+    def on_head(self) -> None:
+        """A whole request head arrived (``self.headers`` has it)."""
+
+    def on_head_timeout(self) -> None:
+        self.transport.abort()
+
+    def _between_requests(self) -> bool:
+        return self.cycle is None or self.cycle.response_complete
+
+    def _look_at_head(self) -> None:
+        if self.cycle is self._seen_cycle:
+            return
+        self._seen_cycle = self.cycle
+        self._disarm()
+        self.on_head()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._head_timer = self.loop.call_later(self.head_timeout(), self._timed_out)
+
+    def _disarm(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.get_protocol() is self and not self.transport.is_closing():
+            self.on_head_timeout()
