@@ -19,7 +19,7 @@ import pytest
 from fake_extension import RemoteError, connect_extension
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt, run_pod
 
-from openab.core.agents.process import own_cgroup
+from openab.core.agents.tree import own_cgroup
 from openab.core.jsonrpc import SERVER_OVERLOADED
 from openab.core.settings import Settings
 from openab.gateway.run_command import register, runtime_overrides

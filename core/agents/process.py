@@ -1,15 +1,11 @@
-"""One agent CLI child process speaking ACP (newline-delimited JSON-RPC) on its stdio, and its whole process tree.
+"""One agent CLI child process speaking ACP (newline-delimited JSON-RPC) on its stdio.
 
-The process runs in its own process group (``start_new_session``), so stopping it kills the npm launcher
-*and* the native binary it spawned *and* the stdio MCP servers those started: signalling only the leader
-orphans them (codex-acp and ``gemini --acp`` also ignore stdin EOF). A process that calls ``setsid`` leaves
-that group, so each agent also gets a tree that nothing leaves (:class:`_Tree`): a cgroup v2 of its own when
-the pod may make one (``cgroup.kill`` reaches everything in it), else ``/proc``: the agent's descendants plus
-every process carrying the agent's mark in its environment. The pod adopts what its agents orphan
-(``PR_SET_CHILD_SUBREAPER``) and reaps it (:class:`ChildReaper`), so nothing escapes to the real init and no
-zombie piles up, PID 1 or not. Its stdout is read in bounded lines and fed to an
-:class:`openab.core.rpc_connection.RpcConnection`; its stderr is drained to the log, so a chatty agent can
-never block on a full pipe.
+The process runs in its own process group (``start_new_session``), so stopping it kills the npm launcher *and*
+the native binary it spawned *and* the stdio MCP servers those started: signalling only the leader orphans them
+(codex-acp and ``gemini --acp`` also ignore stdin EOF). A process that calls ``setsid`` leaves that group, so
+each agent also gets a tree that nothing leaves (:mod:`openab.core.agents.tree`). Its stdout is read in bounded
+lines and fed to an :class:`openab.core.jsonrpc.RpcConnection`; its stderr is drained to the log, so a chatty
+agent can never block on a full pipe.
 """
 
 from __future__ import annotations
@@ -17,28 +13,21 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import ctypes
-import functools
-import itertools
 import logging
 import os
 import re
-import secrets
 import signal
 import subprocess
-import sys
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Final
 
 from ..addresses import LOOPBACK_NAMES
 from ..errors import AgentExited, AgentNotFound
 from ..jsonrpc import Handler, Peer, RpcConnection
+from .tree import REAPER, TREE_LOOK_INTERVAL, TREE_MARK_ENV, Tree
 
-__all__ = ["REAPER", "TREE_MARK_ENV", "AgentExited", "AgentNotFound", "AgentProcess", "ChildReaper", "own_cgroup",
-           "scrubbed_env"]
+__all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
 
 log = logging.getLogger(__name__)
 
@@ -73,372 +62,6 @@ def scrubbed_env(
             listed = [h for h in env.get(name, "").split(",") if h.strip()]
             env[name] = ",".join(listed + [h for h in LOOPBACK_NAMES if h not in listed])
     return env
-
-
-# -- the agent's whole process tree ---------------------------------------------------------------------------
-
-# Set in every agent's environment, unique per agent process: what finds a double-forked daemon of the agent
-# after the pod adopted it (its parent link to the agent is gone) when there is no cgroup to find it by.
-TREE_MARK_ENV: Final = "OPENAB_AGENT_MARK"
-_KILL_TIMEOUT: Final = 5.0
-_TREE_LOOK_INTERVAL: Final = 10.0
-_MAX_ENVIRON_BYTES: Final = 1 << 20
-_PR_SET_CHILD_SUBREAPER: Final = 36
-_PR_GET_CHILD_SUBREAPER: Final = 37
-
-
-@dataclass(frozen=True, slots=True)
-class _Stat:
-    """What ``/proc/<pid>/stat`` says of a process; ``start`` (clock ticks after boot) tells a reused pid apart."""
-
-    pid: int
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    start: int
-
-
-def _stat(pid: int, proc: str = "/proc") -> _Stat | None:
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            raw = f.read(4096)
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: the fields start after the *last* ")".
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return _Stat(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _processes() -> dict[int, _Stat]:
-    found = {}
-    with contextlib.suppress(OSError):
-        for name in os.listdir("/proc"):
-            if name.isdigit() and (st := _stat(int(name))) is not None:
-                found[st.pid] = st
-    return found
-
-
-def _has_mark(pid: int, mark: bytes) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return mark in f.read(_MAX_ENVIRON_BYTES).split(b"\0")
-    except OSError:
-        return False
-
-
-def _send(st: _Stat, sig: int) -> None:
-    """Signal the process ``st`` describes, never a later one that got its pid (pidfd where the kernel has it)."""
-    try:
-        fd = os.pidfd_open(st.pid)
-    except ProcessLookupError:
-        return
-    except (OSError, AttributeError):
-        fd = -1
-    try:
-        now = _stat(st.pid)
-        if now is None or now.start != st.start:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if fd >= 0:
-                signal.pidfd_send_signal(fd, sig)
-            else:
-                os.kill(st.pid, sig)
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-@functools.cache
-def own_cgroup() -> Path | None:
-    """This process's cgroup v2 directory, when it is mounted here and writable (agents get a cgroup each in it)."""
-    try:
-        ours = Path("/proc/self/cgroup").read_text().splitlines()
-        mounts = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    path = next((line[3:] for line in ours if line.startswith("0::")), None)
-    if path is None:
-        return None  # cgroup v1 only
-    for mount in mounts:
-        fields, _, fs = mount.partition(" - ")
-        parts = fields.split()
-        if not fs.startswith("cgroup2 ") or len(parts) < 5:
-            continue
-        root, point = parts[3], parts[4].replace("\\040", " ")
-        if path != root and not path.startswith(root.rstrip("/") + "/"):
-            continue  # a mount of another part of the hierarchy
-        candidate = Path(point, path[len(root.rstrip("/")) :].lstrip("/"))
-        if (candidate / "cgroup.procs").is_file() and os.access(candidate, os.W_OK):
-            _remove_stale(candidate)
-            return candidate
-    return None
-
-
-def _remove_stale(parent: Path) -> None:
-    """Empty agent cgroups of an openab that is gone (killed before it could remove them)."""
-    for stale in parent.glob("openab-agent-*-*"):
-        owner = stale.name.split("-")[2]
-        if owner.isdigit() and int(owner) != os.getpid() and not Path(f"/proc/{owner}").exists():
-            with contextlib.suppress(OSError):
-                stale.rmdir()  # fails, as it should, while anything still runs in it
-
-
-class _Tree:
-    """One agent's processes, wherever they go: ``setsid`` leaves the agent's group, not its tree.
-
-    With ``cgroups`` (the pod's own cgroup v2 directory), the agent starts in a child cgroup made for it
-    (moved there by the child itself between fork and exec, so nothing it spawns is ever outside) and
-    ``cgroup.kill`` ends it whole. Without, the tree is read from ``/proc``: the agent, everything descending
-    from it or from what it was last seen to hold, and every process carrying its mark (:data:`TREE_MARK_ENV`),
-    which is what finds a double-forked daemon re-parented to the pod. A process that both daemonizes and
-    scrubs its environment is out of reach of that fallback; the cgroup has no such gap.
-    """
-
-    _count = itertools.count(1)
-
-    def __init__(self, name: str, cgroups: Path | None) -> None:
-        self.name = name
-        self.mark = f"{os.getpid()}-{secrets.token_hex(8)}"
-        self._mark = f"{TREE_MARK_ENV}={self.mark}".encode()
-        self._parent = cgroups
-        self.cgroup: Path | None = None
-        self._procs_fd = -1
-        self.leader: _Stat | None = None
-        self._known: dict[int, _Stat] = {}
-
-    def prepare(self) -> Callable[[], object] | None:
-        """Make the agent's cgroup; returns what the child runs before exec to enter it (``None``: no cgroup)."""
-        if self._parent is None:
-            return None
-        cgroup = self._parent / f"openab-agent-{os.getpid()}-{next(self._count)}"
-        try:
-            cgroup.mkdir()
-            if not (cgroup / "cgroup.kill").exists():  # Linux < 5.14
-                raise OSError("no cgroup.kill")
-            self._procs_fd = os.open(cgroup / "cgroup.procs", os.O_WRONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            log.warning("%s: no cgroup of its own in %s (%s); its processes are tracked through /proc",
-                        self.name, self._parent, exc)
-            with contextlib.suppress(OSError):
-                cgroup.rmdir()
-            return None
-        self.cgroup = cgroup
-        # "0" moves the writer itself: the forked child, before exec, so whatever it spawns starts inside.
-        return functools.partial(os.write, self._procs_fd, b"0")
-
-    def spawned(self, pid: int | None) -> None:
-        """The child exists (``pid``) or could not be started (``None``: the cgroup goes)."""
-        if self._procs_fd >= 0:
-            os.close(self._procs_fd)
-            self._procs_fd = -1
-        if pid is None:
-            self.remove()
-            return
-        self.leader = _stat(pid)
-
-    def members(self, *, marked: bool = True) -> dict[int, _Stat]:
-        """The tree's live processes (not zombies: they are dead, only their parent's to reap)."""
-        if self.cgroup is not None:
-            try:
-                pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
-            except (OSError, ValueError):
-                return {}
-            return {pid: st for pid in pids if (st := _stat(pid)) is not None and st.state != "Z"}
-        everything = _processes()
-        roots = {pid for pid, st in self._known.items() if (now := everything.get(pid)) and now.start == st.start}
-        if self.leader is not None and (now := everything.get(self.leader.pid)) and now.start == self.leader.start:
-            roots.add(self.leader.pid)
-        me = os.getpid()
-        if marked:
-            roots |= {pid for pid, st in everything.items() if pid != me and st.state != "Z" and st.ppid != 2
-                      and _has_mark(pid, self._mark)}
-        children: dict[int, list[int]] = collections.defaultdict(list)
-        for st in everything.values():
-            children[st.ppid].append(st.pid)
-        found, todo = set(), list(roots)
-        while todo:
-            pid = todo.pop()
-            if pid not in found and pid != me:
-                found.add(pid)
-                todo.extend(children.get(pid, ()))
-        self._known = {pid: everything[pid] for pid in found if everything[pid].state != "Z"}
-        return dict(self._known)
-
-    def signal(self, sig: int, *, except_group: int | None = None) -> None:
-        for st in self.members().values():
-            if st.pgid != except_group:
-                _send(st, sig)
-
-    async def kill(self) -> bool:
-        """SIGKILL the whole tree and wait (bounded) until nothing of it lives; ``False``: something still does."""
-        if self.cgroup is not None:
-            with contextlib.suppress(OSError):
-                (self.cgroup / "cgroup.kill").write_text("1")
-        else:
-            # Stopped first, then killed: a stopped process forks no more, so the last scan sees everything.
-            stopped: dict[int, _Stat] = {}
-            for _ in range(16):
-                fresh = {pid: st for pid, st in self.members().items() if pid not in stopped}
-                if not fresh:
-                    break
-                for st in fresh.values():
-                    _send(st, signal.SIGSTOP)
-                stopped.update(fresh)
-            for st in stopped.values():
-                _send(st, signal.SIGKILL)
-        deadline = time.monotonic() + _KILL_TIMEOUT
-        while self._populated():
-            if time.monotonic() >= deadline:
-                log.warning("%s: processes of the agent outlived SIGKILL for %g s: %s", self.name, _KILL_TIMEOUT,
-                            sorted(self.members()))
-                return False
-            await asyncio.sleep(0.05)
-        return True
-
-    def _populated(self) -> bool:
-        if self.cgroup is not None:
-            # The kernel's own word: "populated 0" is what lets the cgroup be removed.
-            try:
-                return "populated 0" not in (self.cgroup / "cgroup.events").read_text()
-            except OSError:
-                return False
-        return bool(self.members(marked=False))
-
-    def remove(self) -> None:
-        if self.cgroup is not None:
-            try:
-                self.cgroup.rmdir()
-                self.cgroup = None
-            except OSError as exc:
-                log.warning("%s: its cgroup %s stays: %s", self.name, self.cgroup, exc)
-
-
-class ChildReaper:
-    """Adopts what the agents orphan and reaps it: no zombie piles up, in a pod whose PID 1 is openab too.
-
-    While it serves, the pod is a child subreaper (``PR_SET_CHILD_SUBREAPER``; PID 1 is one anyway): a process
-    whose parent dies is re-parented to the pod, not to the real init, so an agent's tree can still be found
-    and killed. Those orphans are the pod's to reap once dead, and so are any other zombie children, except
-    the ones someone waits for: asyncio's child watcher waits for each agent by pid (:meth:`track`), and a
-    child in the pod's own session was started by code of the pod (only agents get sessions of their own).
-    Woken by SIGCHLD when it can have the handler (the main thread's loop), else every second.
-    """
-
-    def __init__(self) -> None:
-        self._ours: set[int] = set()
-        self._spawning = 0
-        self._wakers: set[asyncio.Event] = set()
-        self._handler: asyncio.AbstractEventLoop | None = None
-        self._was_subreaper: bool | None = None
-        self.reaped = 0
-
-    def track(self, pid: int) -> None:
-        self._ours.add(pid)
-
-    def untrack(self, pid: int) -> None:
-        self._ours.discard(pid)
-
-    @contextlib.contextmanager
-    def spawning(self) -> Iterator[None]:
-        """Around a spawn: the child exists before its pid is tracked, and must not be reaped meanwhile."""
-        self._spawning += 1
-        try:
-            yield
-        finally:
-            self._spawning -= 1
-            self._wake()
-
-    def _wake(self) -> None:
-        for event in self._wakers:
-            event.set()
-
-    async def serve(self) -> None:
-        """Reap until cancelled; the runtime runs this while it may have agents."""
-        wake = asyncio.Event()
-        self._acquire(wake)
-        try:
-            while True:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(5.0 if self._handler is not None else 1.0):
-                        await wake.wait()
-                wake.clear()
-                self.reap()
-        finally:
-            self._release(wake)
-
-    def _acquire(self, wake: asyncio.Event) -> None:
-        self._wakers.add(wake)
-        if len(self._wakers) > 1:
-            return
-        self._was_subreaper = _subreaper(True)
-        if signal.getsignal(signal.SIGCHLD) == signal.SIG_DFL:
-            loop = asyncio.get_running_loop()
-            with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-                loop.add_signal_handler(signal.SIGCHLD, self._wake)
-                self._handler = loop
-
-    def _release(self, wake: asyncio.Event) -> None:
-        self._wakers.discard(wake)
-        if self._wakers:
-            return
-        if self._handler is not None:
-            with contextlib.suppress(Exception):
-                self._handler.remove_signal_handler(signal.SIGCHLD)
-            self._handler = None
-        if self._was_subreaper is False:
-            _subreaper(False)
-        self.reap()
-
-    def reap(self) -> int:
-        """Reap the zombie children nobody else waits for; returns how many."""
-        if self._spawning:
-            return 0  # a child just forked is not tracked yet; the next wake-up gets the rest
-        me, our_session, reaped = os.getpid(), os.getsid(0), 0
-        for pid in _children(me):
-            st = _stat(pid)
-            if st is None or st.state != "Z" or pid in self._ours or st.sid == our_session:
-                continue
-            with contextlib.suppress(ChildProcessError):
-                if os.waitpid(pid, os.WNOHANG)[0] == pid:
-                    reaped += 1
-        self.reaped += reaped
-        return reaped
-
-
-def _children(pid: int) -> set[int]:
-    children: set[int] = set()
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-        for task in tasks:
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                children.update(int(c) for c in f.read().split())
-        return children
-    except (OSError, ValueError):  # no CONFIG_PROC_CHILDREN: the long way
-        return {st.pid for st in _processes().values() if st.ppid == pid}
-
-
-def _subreaper(on: bool) -> bool | None:
-    """Make this process a child subreaper (or not); returns what it was, ``None`` where there are none."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        was = ctypes.c_int(0)
-        if libc.prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(was), 0, 0, 0) != 0:
-            return None
-        if libc.prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) != 0:
-            return None
-    except (OSError, AttributeError):
-        return None
-    return bool(was.value)
-
-
-# One per process: the subreaper flag and SIGCHLD are process-wide.
-REAPER: Final = ChildReaper()
 
 
 class AgentProcess:
@@ -477,7 +100,7 @@ class AgentProcess:
             {v for k, v in self._env.items() if _SECRET_NAME.search(k) and len(v) >= 8}, key=len, reverse=True
         )
         self._exit_reason: str | None = None
-        self.tree = _Tree(name, cgroups)
+        self.tree = Tree(name, cgroups)
         self._env[TREE_MARK_ENV] = self.tree.mark
 
     @property
@@ -590,13 +213,13 @@ class AgentProcess:
         # Process.wait() also waits for the pipes to close, and a native binary orphaned by its launcher keeps
         # them open: watch the returncode the child watcher sets on exit instead.
         waiter = asyncio.ensure_future(process.wait())
-        look_again = time.monotonic() + _TREE_LOOK_INTERVAL
+        look_again = time.monotonic() + TREE_LOOK_INTERVAL
         while process.returncode is None and not waiter.done():
             await asyncio.wait({waiter}, timeout=0.2)
             if self.tree.cgroup is None and time.monotonic() >= look_again:
                 # Without a cgroup, a descendant's parent link is its only tie when the agent dies alone: the
                 # tree is remembered from time to time, so what a crash orphans is still found.
-                look_again = time.monotonic() + _TREE_LOOK_INTERVAL
+                look_again = time.monotonic() + TREE_LOOK_INTERVAL
                 self.tree.members(marked=False)
         self.returncode = process.returncode
         REAPER.untrack(process.pid)

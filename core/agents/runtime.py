@@ -38,9 +38,10 @@ from ..settings import Settings
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
 from .handoff import BrowserHandoff
-from .process import REAPER, own_cgroup, scrubbed_env
+from .process import scrubbed_env
 from .recipes import Recipe, recipe_for, running_as_root
 from .session_agent import SessionAgent
+from .tree import REAPER, own_cgroup
 
 if TYPE_CHECKING:
     from ..pod import Spawn
