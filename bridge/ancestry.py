@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from openab.core.errors import AncestryError
+from openab.core.procfs import read_stat
 
 __all__ = [
     "AncestryError",
@@ -41,10 +42,6 @@ __all__ = [
 MAX_DEPTH: Final = 32
 # /proc/<pid>/environ is bounded by the kernel's exec limits; this keeps a pathological one from costing us.
 MAX_ENVIRON_BYTES: Final = 4 << 20
-# In /proc/<pid>/stat, counted from the field after the command name (field 3, the state): field 4 is the
-# parent's pid, field 22 the start time in clock ticks after boot (proc(5)).
-_PPID_INDEX: Final = 4 - 3
-_STARTTIME_INDEX: Final = 22 - 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,33 +66,15 @@ class Found:
     lineage: tuple[ProcessIdentity, ...] = ()
 
 
-def _stat(pid: int, proc: str) -> tuple[int, int] | None:
-    """``(parent pid, start time)`` of ``pid``, or ``None`` when it is gone or unreadable."""
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            stat = f.read(4096)
-    except OSError:
-        return None
-    # The command name may itself hold ") S 1 (": the fields start after the *last* parenthesis.
-    _, paren, rest = stat.rpartition(b")")
-    fields = rest.split()
-    if not paren or len(fields) <= _STARTTIME_INDEX:
-        return None
-    try:
-        return int(fields[_PPID_INDEX]), int(fields[_STARTTIME_INDEX])
-    except ValueError:
-        return None
-
-
 def parent_pid(pid: int, proc: str = "/proc") -> int | None:
-    stat = _stat(pid, proc)
-    return None if stat is None else stat[0]
+    stat = read_stat(pid, proc)
+    return None if stat is None else stat.ppid
 
 
 def process_identity(pid: int, proc: str = "/proc") -> ProcessIdentity | None:
     """``pid`` and its start time, or ``None`` when no such process is running."""
-    stat = _stat(pid, proc)
-    return None if stat is None else ProcessIdentity(pid, stat[1])
+    stat = read_stat(pid, proc)
+    return None if stat is None else ProcessIdentity(pid, stat.start)
 
 
 def environ_value(pid: int, name: str, proc: str = "/proc") -> str | None:
@@ -122,14 +101,14 @@ def _walk(
     for depth in range(max_depth):
         if current is None or current <= 1 or current == stop_at:
             break
-        stat = _stat(current, proc)
+        stat = read_stat(current, proc)
         if stat is None:  # gone: its place in the lineage cannot be vouched for, so the walk ends here
             break
         value = environ_value(current, name, proc)
         if value is not None:
             found.append(Found(value, current, depth))
-        lineage.append(ProcessIdentity(current, stat[1]))
-        current = stat[0]
+        lineage.append(ProcessIdentity(current, stat.start))
+        current = stat.ppid
     return found, tuple(lineage)
 
 

@@ -22,9 +22,10 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from ..procfs import ProcStat, read_stat
 
 __all__ = ["REAPER", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV", "ChildReaper", "Tree", "own_cgroup"]
 
@@ -42,37 +43,11 @@ _PR_SET_CHILD_SUBREAPER: Final = 36
 _PR_GET_CHILD_SUBREAPER: Final = 37
 
 
-@dataclass(frozen=True, slots=True)
-class _Stat:
-    """What ``/proc/<pid>/stat`` says of a process; ``start`` (clock ticks after boot) tells a reused pid apart."""
-
-    pid: int
-    state: str
-    ppid: int
-    pgid: int
-    sid: int
-    start: int
-
-
-def _stat(pid: int, proc: str = "/proc") -> _Stat | None:
-    try:
-        with open(f"{proc}/{pid}/stat", "rb") as f:
-            raw = f.read(4096)
-    except OSError:
-        return None
-    # The command name may hold spaces and parentheses: the fields start after the *last* ")".
-    fields = raw[raw.rfind(b")") + 2 :].split()
-    try:
-        return _Stat(pid, fields[0].decode(), int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19]))
-    except (IndexError, ValueError):
-        return None
-
-
-def _processes() -> dict[int, _Stat]:
+def _processes() -> dict[int, ProcStat]:
     found = {}
     with contextlib.suppress(OSError):
         for name in os.listdir("/proc"):
-            if name.isdigit() and (st := _stat(int(name))) is not None:
+            if name.isdigit() and (st := read_stat(int(name))) is not None:
                 found[st.pid] = st
     return found
 
@@ -85,7 +60,7 @@ def _has_mark(pid: int, mark: bytes) -> bool:
         return False
 
 
-def _send(st: _Stat, sig: int) -> None:
+def _send(st: ProcStat, sig: int) -> None:
     """Signal the process ``st`` describes, never a later one that got its pid (pidfd where the kernel has it)."""
     try:
         fd = os.pidfd_open(st.pid)
@@ -94,7 +69,7 @@ def _send(st: _Stat, sig: int) -> None:
     except (OSError, AttributeError):
         fd = -1
     try:
-        now = _stat(st.pid)
+        now = read_stat(st.pid)
         if now is None or now.start != st.start:
             return
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -162,8 +137,8 @@ class Tree:
         self._parent = cgroups
         self.cgroup: Path | None = None
         self._procs_fd = -1
-        self.leader: _Stat | None = None
-        self._known: dict[int, _Stat] = {}
+        self.leader: ProcStat | None = None
+        self._known: dict[int, ProcStat] = {}
 
     def prepare(self) -> Callable[[], object] | None:
         """Make the agent's cgroup; returns what the child runs before exec to enter it (``None``: no cgroup)."""
@@ -193,16 +168,16 @@ class Tree:
         if pid is None:
             self.remove()
             return
-        self.leader = _stat(pid)
+        self.leader = read_stat(pid)
 
-    def members(self, *, marked: bool = True) -> dict[int, _Stat]:
+    def members(self, *, marked: bool = True) -> dict[int, ProcStat]:
         """The tree's live processes (not zombies: they are dead, only their parent's to reap)."""
         if self.cgroup is not None:
             try:
                 pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
             except (OSError, ValueError):
                 return {}
-            return {pid: st for pid in pids if (st := _stat(pid)) is not None and st.state != "Z"}
+            return {pid: st for pid in pids if (st := read_stat(pid)) is not None and st.state != "Z"}
         everything = _processes()
         roots = {pid for pid, st in self._known.items() if (now := everything.get(pid)) and now.start == st.start}
         if self.leader is not None and (now := everything.get(self.leader.pid)) and now.start == self.leader.start:
@@ -235,7 +210,7 @@ class Tree:
                 (self.cgroup / "cgroup.kill").write_text("1")
         else:
             # Stopped first, then killed: a stopped process forks no more, so the last scan sees everything.
-            stopped: dict[int, _Stat] = {}
+            stopped: dict[int, ProcStat] = {}
             for _ in range(16):
                 fresh = {pid: st for pid, st in self.members().items() if pid not in stopped}
                 if not fresh:
@@ -354,7 +329,7 @@ class ChildReaper:
             return 0  # a child just forked is not tracked yet; the next wake-up gets the rest
         me, our_session, reaped = os.getpid(), os.getsid(0), 0
         for pid in _children(me):
-            st = _stat(pid)
+            st = read_stat(pid)
             if st is None or st.state != "Z" or pid in self._ours or st.sid == our_session:
                 continue
             with contextlib.suppress(ChildProcessError):
