@@ -88,7 +88,7 @@ class Relay:
         self._private_ids = 0
         self._answered = asyncio.Event()
         self._queue: asyncio.Queue[tuple[bytes, float]] = asyncio.Queue(maxsize=256)
-        self.session_id: str | None = None
+        self.channel: str | None = None
         self.connects = 0
 
     # -- running ------------------------------------------------------------------------------------------
@@ -252,10 +252,10 @@ class Relay:
         if isinstance(hello, dict) and hello.get("method") == READY_METHOD:
             raw = hello.get("params")
             params: dict[str, Any] = raw if isinstance(raw, dict) else {}
-            self.session_id = str(params.get("sessionId"))
+            self.channel = str(params.get("channel"))
             self.connects += 1
             self._down_reason = "connected"
-            self._say(f"connected to {self.path} for session {self.session_id} (channel {params.get('channel')})")
+            self._say(f"connected to {self.path} on channel {self.channel}")
             return reader, writer
         writer.close()
         if isinstance(hello, dict) and "error" in hello:

@@ -53,6 +53,12 @@ def socket_path(explicit: str | None = None) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
+    import sys
+
+    # The relay speaks over a Unix socket and pipes, never TLS, but asyncio imports ssl when it can, and loading
+    # OpenSSL is about a tenth of the relay's start-up (docs/benchmarks.md): mark it absent in this process,
+    # which asyncio takes as a Python built without ssl. Only where nothing imported it already.
+    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
     import asyncio
 
     from .relay import serve_stdio

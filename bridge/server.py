@@ -18,23 +18,22 @@ import contextlib
 import errno
 import logging
 import os
-import re
 import shutil
 import socket
 import stat
 import struct
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.acp.schema import channel_for
+from openab.core.acp.naming import CHANNEL_PATTERN
 from openab.core.acp.sessions import Session
 from openab.core.errors import BridgeError
 from openab.core.jsonrpc import (
-    PARSE_ERROR,
     SERVER_OVERLOADED,
     JsonObject,
     RpcError,
@@ -42,7 +41,9 @@ from openab.core.jsonrpc import (
     error_message,
     notification_message,
 )
+from openab.core.jsonrpc.protocol import reply_id, unreadable_error
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
+from openab.core.mcp.audit import AuditLog
 from openab.core.mcp.server import BrowserMcp, Limits
 from openab.core.tunnel.registry import TunnelRegistry
 
@@ -64,10 +65,8 @@ __all__ = ["BROWSER_SOCKET_ENV", "BridgeError", "BridgeServer", "PeerCredentials
 log = logging.getLogger(__name__)
 
 BROWSER_SOCKET_ENV: Final = "OPENAB_BROWSER_SOCKET"
-_CHANNEL: Final = re.compile(r"^acp_[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 # Linux's sun_path is 108 bytes including the terminating NUL.
 _MAX_SOCKET_PATH: Final = 107
-
 
 
 class PeerCredentials:
@@ -114,7 +113,7 @@ class _Connection:
         self.session_id = session_id
         self.channel = channel
         self.pid = pid
-        self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits)
+        self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits, audit=server.audit)
         self.tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -163,6 +162,13 @@ class _Connection:
         self.writer.close()
 
 
+@dataclass(frozen=True, slots=True)
+class _Admitted:
+    pid: int
+    channel: str
+    session_id: str
+
+
 class BridgeServer:
     """The per-pod Unix socket server at ``path`` and the ``bridge`` :class:`~openab.core.mcp.access.BrowserAccess`.
 
@@ -170,7 +176,8 @@ class BridgeServer:
     session when it connects, and is admitted only below the agent :meth:`agent_started` registered for that
     session. Bounds: ``max_connections`` relays in all and ``max_connections_per_channel`` per session (so one
     session cannot lock the others out), each with at most ``max_requests_per_connection`` calls running and
-    ``max_send_buffer`` bytes queued toward it, and frames of at most ``max_frame_bytes``.
+    ``max_send_buffer`` bytes queued toward it, and frames of at most ``max_frame_bytes``. Every tool call is
+    recorded in ``audit`` when given.
     """
 
     def __init__(
@@ -184,6 +191,7 @@ class BridgeServer:
         max_requests_per_connection: int = 256,
         max_send_buffer: int = 64 << 20,
         limits: Limits | None = None,
+        audit: AuditLog | None = None,
         trusted_parent: int | None = None,
     ) -> None:
         self.tunnels = tunnels
@@ -194,6 +202,7 @@ class BridgeServer:
         self.max_requests = max_requests_per_connection
         self.max_send_buffer = max_send_buffer
         self.limits = limits
+        self.audit = audit
         # The ancestry walk stops at the pod's own process: its environment and its ancestors' are nobody's
         # session (a pod started inside an agent would otherwise look like a conflicting claim).
         self.trusted_parent = os.getpid() if trusted_parent is None else trusted_parent
@@ -201,8 +210,9 @@ class BridgeServer:
         self._inode: tuple[int, int] | None = None
         self._connections: set[_Connection] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
-        # channel -> the agent the pod started for it; a relay is admitted only below that very process.
-        self._agents: dict[str, ProcessIdentity] = {}
+        # channel -> the session and the agent the pod started for it; a relay is admitted only below that very
+        # process, and serves that session (the channel does not reveal the session's id: see acp/naming.py).
+        self._agents: dict[str, tuple[str, ProcessIdentity]] = {}
 
     # -- life ---------------------------------------------------------------------------------------------
 
@@ -327,7 +337,7 @@ class BridgeServer:
             self._agents.pop(session.channel, None)
             log.warning("bridge: the agent of session %s (pid %d) exited before it was registered", session.id, pid)
             return
-        self._agents[session.channel] = identity
+        self._agents[session.channel] = (session.id, identity)
 
     async def close(self, session: Session) -> None:
         """Forget the session's agent, so nothing connects for the session any more.
@@ -363,52 +373,53 @@ class BridgeServer:
             self._handlers.discard(task)
             writer.close()
 
-    def _establish(self, writer: asyncio.StreamWriter) -> tuple[PeerCredentials | None, str]:
-        """The peer and its channel, or ``None`` and why it is refused."""
+    def _establish(self, writer: asyncio.StreamWriter) -> _Admitted | str:
+        """The peer, its channel and its session; or why it is refused."""
         sock = writer.get_extra_info("socket")
         try:
             creds = peer_credentials(sock)
         except OSError as exc:
-            return None, f"cannot read the peer's credentials: {exc.strerror or exc}"
+            return f"cannot read the peer's credentials: {exc.strerror or exc}"
         if len(self._connections) >= self.max_connections:
-            return None, f"too many relays connected (max {self.max_connections})"
+            return f"too many relays connected (max {self.max_connections})"
         if creds.uid != os.geteuid():
-            return None, (
+            return (
                 f"refused: the connecting process runs as uid {creds.uid}, and only this pod's uid "
                 f"{os.geteuid()} may use its browser socket"
             )
         try:
             found = resolve_channel(creds.pid, BROWSER_CHANNEL_ENV, stop_at=self.trusted_parent)
-            if not _CHANNEL.fullmatch(found.value):
-                return None, f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<uuid>"
+            if not CHANNEL_PATTERN.fullmatch(found.value):
+                return f"refused: {BROWSER_CHANNEL_ENV}={found.value!r} is not a channel of the form acp_<hex>"
             # The variable is only a claim (anything of this uid can set it): the process must be the agent the
             # pod started for that channel, or descend from it.
-            descends_from(found, self._agents.get(found.value), connecting=creds.pid)
+            session_id, agent = self._agents.get(found.value, (None, None))
+            descends_from(found, agent, connecting=creds.pid)
         except AncestryError as exc:
-            return None, f"refused: {exc}"
+            return f"refused: {exc}"
+        assert session_id is not None  # descends_from refuses a channel with no agent
         held = sum(1 for connection in self._connections if connection.channel == found.value)
         if held >= self.max_connections_per_channel:
-            return None, (
-                f"refused: session {_session_of(found.value)} already has {held} connections open, the most one "
+            return (
+                f"refused: channel {found.value} already has {held} connections open, the most one "
                 f"session may hold (max {self.max_connections_per_channel}); close some of its relays (each MCP "
                 "client of the agent spawns one) and try again"
             )
-        return creds, found.value
+        return _Admitted(creds.pid, found.value, session_id)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        creds, channel = self._establish(writer)
-        if creds is None:
-            log.warning("bridge: %s", channel)
-            writer.write(error_line(RpcError(BRIDGE_REFUSED, channel)))
+        admitted = self._establish(writer)
+        if isinstance(admitted, str):
+            log.warning("bridge: %s", admitted)
+            writer.write(error_line(RpcError(BRIDGE_REFUSED, admitted)))
             await _drain(writer)
             return
-        session_id = _session_of(channel)
-        connection = _Connection(self, writer, session_id, channel, creds.pid)
+        connection = _Connection(self, writer, admitted.session_id, admitted.channel, admitted.pid)
         self._connections.add(connection)
-        log.info("bridge: pid %d connected for session %s", creds.pid, session_id)
+        log.info("bridge: pid %d connected on channel %s", admitted.pid, admitted.channel)
         try:
             connection.send(notification_message(
-                READY_METHOD, {"channel": channel, "sessionId": session_id, "version": PROTOCOL_VERSION}
+                READY_METHOD, {"channel": admitted.channel, "version": PROTOCOL_VERSION}
             ))
             await self._read_loop(connection, reader)
         finally:
@@ -429,14 +440,14 @@ class BridgeServer:
             try:
                 message = orjson.loads(frame)
             except orjson.JSONDecodeError as exc:
-                connection.write_line(error_line(RpcError(PARSE_ERROR, f"Parse error: {exc}")))
+                connection.write_line(error_line(unreadable_error(exc)))
                 continue
             if isinstance(message, dict) and CHANNEL_CLAIM in message and message[CHANNEL_CLAIM] != connection.channel:
                 connection.write_line(error_line(RpcError(
                     BRIDGE_REFUSED,
                     f"refused: this connection belongs to {connection.channel} by its process ancestry, and a "
                     f"frame may not name another channel ({message[CHANNEL_CLAIM]!r})",
-                ), message.get("id")))
+                ), reply_id(message, ids="mcp")))
                 log.warning("bridge: pid %d named channel %r on a connection of %s", connection.pid,
                             message[CHANNEL_CLAIM], connection.channel)
                 await _drain(connection.writer)
@@ -455,13 +466,6 @@ class BridgeServer:
             else:
                 # Notifications (cancelled, initialized) take effect at once, in order.
                 await connection.answer(message)
-
-
-def _session_of(channel: str) -> str:
-    # The channel shares the session's uuid (acp_<uuid> <-> sess_<uuid>); a round trip checks that.
-    session_id = "sess_" + channel.removeprefix("acp_")
-    assert channel_for(session_id) == channel
-    return session_id
 
 
 async def _drain(writer: asyncio.StreamWriter) -> None:

@@ -120,6 +120,7 @@ class TunnelFailure(enum.Enum):
     DISCONNECTED = "browser disconnected"
     TIMED_OUT = "timed out"
     OVERLOADED = "too many calls in flight"
+    SHUTTING_DOWN = "shutting down"
     HANDSHAKE = "handshake failed"
     MALFORMED = "malformed answer"
 

@@ -14,6 +14,7 @@ from collections.abc import Coroutine
 from typing import Any, Protocol
 
 from .acp.backend import AgentBackend
+from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection
 from .acp.sessions import Session, SessionStore
 from .mcp.access import BrowserAccess
@@ -78,6 +79,7 @@ class Pod:
         tunnels: TunnelRegistry,
         tasks: BackgroundTasks,
         backend: AgentBackend,
+        agents: AgentOffer,
         browser: BrowserAccess | None = None,
     ) -> None:
         self.settings = settings
@@ -85,6 +87,7 @@ class Pod:
         self.tunnels = tunnels
         self.tasks = tasks
         self.backend = backend
+        self.agents = agents
         self.browser = browser
         self.connections = AcpConnections()
 
@@ -92,7 +95,7 @@ class Pod:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
         return AcpServerConnection(
             self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
-            spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
+            agents=self.agents, spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
             connections=self.connections, connection_id=connection_id,
         )
 
@@ -133,10 +136,33 @@ class Pod:
             await asyncio.sleep(interval)
             await self.sweep_idle()
 
+    async def drain(self) -> None:
+        """Before the sockets close on a stop: new prompts and tool calls are refused; turns and tool calls already
+        running get ``drain_timeout`` seconds to end (an interrupted click would leave the agent unsure what
+        happened), and turns still running then are cancelled, so each answers before its socket closes."""
+        settings = self.settings
+        turns, calls = self.connections.turns_in_flight, self.tunnels.calls_in_flight
+        if turns or calls:
+            log.info("draining: waiting up to %g s for %d turn(s) and %d tool call(s) in flight",
+                     settings.drain_timeout, turns, calls)
+        async with asyncio.TaskGroup() as group:
+            turns_drained = group.create_task(self.connections.drain(settings.drain_timeout, settings.cancel_grace))
+            calls_drained = group.create_task(self.tunnels.drain(settings.drain_timeout))
+        cancelled, unanswered = turns_drained.result(), calls_drained.result()
+        if cancelled:
+            log.warning("drain timed out: %d turn(s) still running were cancelled", cancelled)
+        if unanswered:
+            log.warning("drain timed out: %d tool call(s) still in flight end with an unknown outcome", unanswered)
+        if (turns or calls) and not (cancelled or unanswered):
+            log.info("drained: every turn ended and every tool call in flight was answered")
+
     async def aclose(self) -> None:
         """Evict every session (stopping agents and endpoints), stop the browser access, then background work."""
-        for session in self.sessions.all():
-            await self.evict(session.id, "pod shutting down")
+        # All at once: each endpoint's listener takes a tenth of a second or more to shut down, which 200
+        # sessions one after another would stretch past a pod's termination grace period.
+        async with asyncio.TaskGroup() as group:
+            for session in self.sessions.all():
+                group.create_task(self.evict(session.id, "pod shutting down"))
         if self.browser is not None:
             await self.browser.aclose()
         await self.tasks.aclose()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import shlex
@@ -9,9 +10,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from .agents.names import canonical_agent
+from .errors import ConfigurationError
 
 __all__ = ["ENV_VARS", "Settings"]
 
@@ -30,6 +32,11 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_TUNNEL_TIMEOUT": "tunnel_timeout",
     "OPENAB_ACP_IDLE_TIMEOUT_SECS": "prompt_idle_timeout",
     "OPENAB_SESSION_IDLE_TTL": "session_idle_ttl",
+    "OPENAB_AUDIT_LOG": "audit_log",
+    "OPENAB_AUDIT_MAX_BYTES": "audit_max_bytes",
+    "OPENAB_AUDIT_BACKUPS": "audit_backups",
+    "OPENAB_DRAIN_TIMEOUT": "drain_timeout",
+    "OPENAB_CANCEL_GRACE": "cancel_grace",
     # The agent runtime (docs/runtime.md).
     "OPENAB_AGENT": "agent",
     "OPENAB_AGENT_CMD": "agent_cmd",
@@ -44,7 +51,14 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AGENT_CONVERSATION_TTL": "agent_conversation_ttl",
     "OPENAB_MAX_AGENTS": "max_agents",
     "OPENAB_AGENT_CGROUPS": "agent_cgroups",
+    # How the pod is reached off loopback (docs/deploy.md).
+    "OPENAB_TLS_CERT": "tls_cert",
+    "OPENAB_TLS_KEY": "tls_key",
+    "OPENAB_BEHIND_PROXY": "behind_proxy",
+    "OPENAB_INSECURE_NO_TLS": "insecure_no_tls",
 }
+# OPENAB_AGENT_CMD_<NAME>: one agent's command when the pod offers several (as --agent-cmd NAME=COMMAND).
+AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
 
 
 def _default_state_dir() -> Path:
@@ -77,10 +91,19 @@ class Settings(BaseModel):
     cancel_grace: float = Field(default=10.0, gt=0)
     permission_timeout: float = Field(default=300.0, gt=0)
     session_idle_ttl: float = Field(default=3600.0, gt=0)
+    # One record per browser tool call in <state_dir>/audit.jsonl (docs/runtime.md, "Audit log"); past
+    # audit_max_bytes it becomes audit.jsonl.1, and audit_backups such files are kept.
+    audit_log: bool = True
+    audit_max_bytes: int = Field(default=10 * MiB, ge=4096)
+    audit_backups: int = Field(default=3, ge=0, le=99)
+    # On SIGTERM, how long tool calls already in the browser get to be answered before the sockets close.
+    drain_timeout: float = Field(default=10.0, ge=0)
 
-    # The agent runtime: which agent CLI runs per session and how far it is trusted.
-    agent: str = "builtin"
+    # The agent runtime: which agent CLIs a session may run (the first is the default) and how far they are
+    # trusted. ``agent_cmd`` is the command of the only agent; with several, ``agent_cmds`` names each one's.
+    agent: list[str] = Field(default_factory=lambda: ["builtin"], min_length=1)
     agent_cmd: list[str] | None = None
+    agent_cmds: dict[str, list[str]] = Field(default_factory=dict, validate_default=True)
     agent_env: list[str] = Field(default_factory=list)
     permissions: Literal["auto", "browser-only", "deny"] = "browser-only"
     model_url: str | None = None
@@ -94,6 +117,14 @@ class Settings(BaseModel):
     max_agents: int = Field(default=16, ge=1)
     # Each agent in a cgroup v2 of its own when the pod's cgroup is writable (off: its tree is read from /proc).
     agent_cgroups: bool = True
+
+    # Off loopback the key must not cross the network in clear: the pod serves TLS itself (a PEM certificate
+    # chain and its key, read again on SIGHUP), or sits behind a proxy that terminates it, whose addresses
+    # (IPs or CIDRs) are the only peers whose X-Forwarded-For/-Proto are believed. insecure_no_tls: neither.
+    tls_cert: Path | None = None
+    tls_key: Path | None = Field(default=None, validate_default=True)
+    behind_proxy: list[str] = Field(default_factory=list)
+    insecure_no_tls: bool = False
 
     max_sessions_per_connection: int = Field(default=128, ge=1)
     max_inflight_prompts: int = Field(default=32, ge=1)
@@ -109,6 +140,35 @@ class Settings(BaseModel):
     @classmethod
     def _empty_token_is_none(cls, value: Any) -> Any:
         return None if value in ("", None) else value
+
+    @field_validator("tls_key")
+    @classmethod
+    def _tls_pair(cls, value: Path | None, info: ValidationInfo) -> Path | None:
+        if (value is None) != (info.data.get("tls_cert") is None):
+            raise ConfigurationError("TLS needs both --tls-cert and --tls-key (OPENAB_TLS_CERT, OPENAB_TLS_KEY)")
+        return value
+
+    @field_validator("behind_proxy", mode="before")
+    @classmethod
+    def _split_proxies(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [item for item in re.split(r"[,\s]+", value) if item]
+        return value
+
+    @field_validator("behind_proxy")
+    @classmethod
+    def _proxy_addresses(cls, value: list[str]) -> list[str]:
+        # Addresses only: a name would be resolved by nobody, and "*" would believe any peer's headers.
+        networks = []
+        for item in value:
+            try:
+                networks.append(str(ipaddress.ip_network(item, strict=False)))
+            except ValueError:
+                raise ConfigurationError(
+                    f"--behind-proxy {item!r} is not an IP address or network: give the addresses the proxy "
+                    "connects from, e.g. 10.0.0.0/8 or 10.1.2.3,10.1.2.4"
+                ) from None
+        return networks
 
     @field_validator("allowed_origins", mode="before")
     @classmethod
@@ -139,9 +199,45 @@ class Settings(BaseModel):
 
     @field_validator("agent", mode="before")
     @classmethod
-    def _canonical_agent(cls, value: Any) -> Any:
-        # The same names and aliases whether they come from --agent or OPENAB_AGENT.
-        return canonical_agent(value) if isinstance(value, str) else value
+    def _canonical_agents(cls, value: Any) -> Any:
+        # The same names and aliases whether they come from --agent (repeated) or OPENAB_AGENT (a comma list).
+        words = [value] if isinstance(value, str) else value
+        if not isinstance(words, list | tuple):
+            return value
+        names: list[str] = []
+        for word in words:
+            for part in str(word).split(","):
+                if part.strip() and (name := canonical_agent(part)) not in names:
+                    names.append(name)
+        return names
+
+    @field_validator("agent_cmds", mode="before")
+    @classmethod
+    def _agent_commands(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            return value
+        return {canonical_agent(str(name)): shlex.split(cmd) if isinstance(cmd, str) else cmd
+                for name, cmd in value.items()}
+
+    @field_validator("agent_cmds")
+    @classmethod
+    def _commands_name_offered_agents(cls, value: dict[str, list[str]], info: ValidationInfo) -> Any:
+        # A field validator, not a model one: its error quotes this field's input only, never the key.
+        agents: list[str] = info.data.get("agent") or []
+        if info.data.get("agent_cmd") and len(agents) > 1:
+            raise ConfigurationError(
+                f"--agent-cmd COMMAND names no agent, and this pod offers {', '.join(agents)}: "
+                "give --agent-cmd NAME=COMMAND for each agent whose command you replace"
+            )
+        for name in value:
+            if name not in agents:
+                raise ConfigurationError(f"--agent-cmd {name}=... names an agent the pod does not offer: "
+                                         f"add --agent {name}, or drop that command")
+        return value
+
+    def agent_command(self, agent: str) -> list[str] | None:
+        """The operator's command for ``agent`` (``None``: its recipe's own)."""
+        return self.agent_cmds.get(agent) or (self.agent_cmd if self.agent == [agent] else None)
 
     @field_validator("browser_mode", mode="before")
     @classmethod
@@ -153,7 +249,11 @@ class Settings(BaseModel):
         """Defaults, then ``OPENAB_*`` variables, then ``overrides`` (flags; ``None`` means not given)."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {field: env[var] for var, field in ENV_VARS.items() if env.get(var)}
+        commands = {var.removeprefix(AGENT_CMD_PREFIX).replace("_", "-"): cmd
+                    for var, cmd in env.items() if var.startswith(AGENT_CMD_PREFIX) and cmd}
         values.update({k: v for k, v in overrides.items() if v is not None})
+        if commands:  # a flag replaces one agent's command, not the others' (later keys win in the validator)
+            values["agent_cmds"] = {**commands, **values.get("agent_cmds", {})}
         return cls(**values)
 
     @property

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import uuid
 
+from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -42,10 +43,13 @@ def _close_reason(reason: str) -> str:
 
 
 def _over_limit(text: str, limit: int) -> bool:
-    # A str's UTF-8 size lies between its length and four times its length: encode only when in doubt.
+    # A str's UTF-8 size lies between its length and four times its length, and is its length when it is
+    # ASCII (a flag on the str, read in constant time): encode, which copies the frame, only when in doubt.
     if len(text) > limit:
         return True
-    return len(text) * 4 > limit and len(text.encode("utf-8", "surrogatepass")) > limit
+    if len(text) * 4 <= limit or text.isascii():
+        return False
+    return len(text.encode("utf-8", "surrogatepass")) > limit
 
 
 async def acp_websocket_endpoint(websocket: WebSocket) -> None:
@@ -129,9 +133,23 @@ async def _close_socket(websocket: WebSocket, server: AcpServerConnection, reaso
             await websocket.close(code, _close_reason(reason))
 
 
-async def acp_http_endpoint(_request: object) -> Response:
+async def acp_http_endpoint(request: Request) -> Response:
+    """A plain HTTP request to ``/acp``: the same door as the WebSocket's, so a client whose socket would not open
+    learns why (the extension asks here: a browser does not tell a page why a WebSocket failed).
+
+    401 wrong or missing key, 403 a refused ``Host`` or ``Origin``, and only past those 426: the address and the
+    credentials are right and the request was not a WebSocket upgrade (a proxy in between that does not pass
+    upgrades, when the client did send one).
+    """
+    settings = request.app.state.pod.settings
+    key = settings.token.get_secret_value() if settings.token is not None else None
+    verdict = admit(request.headers, key=key, allowed_origins=settings.allowed_origins)
+    if not isinstance(verdict, Admitted):
+        headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
+        return PlainTextResponse(verdict.reason, verdict.status, headers=headers)
     return PlainTextResponse(
-        "This is an ACP WebSocket endpoint: connect with a WebSocket client (subprotocol acp.v1).",
+        "This is an ACP WebSocket endpoint and the key is right: connect with a WebSocket client (subprotocol "
+        "acp.v1). If a WebSocket client was refused, a proxy in between does not pass WebSocket upgrades.",
         426,
         headers={"Upgrade": "websocket"},
     )

@@ -1,4 +1,10 @@
-"""The gateway's ASGI application: `/acp` for the extension, `/healthz` for the pod's probes."""
+"""The gateway's ASGI application: `/acp` for the extension, `/healthz` and `/readyz` for the pod's probes,
+`/metrics` (with the key) for Prometheus (:mod:`.metrics`).
+
+`/healthz` says the process answers (a liveness probe restarts a pod that does not). `/readyz` says it takes
+new connections: from the moment the pod serves until a stop begins to drain it, so a load balancer sends
+nobody new to a pod on its way out. Neither needs the key, so neither says anything about sessions.
+"""
 
 from __future__ import annotations
 
@@ -6,12 +12,15 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 
 from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
@@ -19,9 +28,12 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
+from .auth import Refused, admit
+from .metrics import metrics_endpoint, metrics_registry
 from .pairing import MIN_KEY_CHARS
+from .server import guard_for
 
-__all__ = ["ConfigurationError", "check_key", "create_app"]
+__all__ = ["ConfigurationError", "Readiness", "check_key", "create_app", "drainer"]
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +42,40 @@ _SUBPROTOCOL_SAFE = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
 
 
+@dataclass(slots=True)
+class Readiness:
+    """Whether the pod takes new connections: it serves (the lifespan has started it) and is not draining."""
+
+    serving: bool = False
+    draining: bool = False
+
+    @property
+    def state(self) -> str:
+        return "draining" if self.draining else "ready" if self.serving else "starting"
+
+
 async def _healthz(_request: Request) -> JSONResponse:
     # Alive, and nothing more: the probe needs no key, so it must not say how many sessions there are.
     return JSONResponse({"ok": True})
+
+
+async def _readyz(request: Request) -> JSONResponse:
+    readiness: Readiness = request.app.state.readiness
+    state = readiness.state
+    return JSONResponse({"ready": state == "ready", "state": state}, status_code=200 if state == "ready" else 503)
+
+
+def drainer(app: Starlette) -> Callable[[], Awaitable[None]]:
+    """The stop's drain for :class:`~openab.gateway.server.DrainingServer`: `/readyz` fails from its first moment
+    (on the sockets still open, e.g. a proxy's kept-alive ones), then the pod drains its turns and tool calls."""
+    pod: Pod = app.state.pod
+    readiness: Readiness = app.state.readiness
+
+    async def drain() -> None:
+        readiness.draining = True
+        await pod.drain()
+
+    return drain
 
 
 def check_key(settings: Settings) -> None:
@@ -64,17 +107,41 @@ def check_key(settings: Settings) -> None:
         )
 
 
+def _count_refusal(refusals: Counter[str], settings: Settings, headers: Mapping[str, str]) -> None:
+    # The door's own verdict again (an HMAC and a few header reads, once per handshake): acp_endpoint decides
+    # and answers, this only counts what it refused, by kind, for /metrics.
+    key = settings.token.get_secret_value() if settings.token is not None else None
+    verdict = admit(headers, key=key, allowed_origins=settings.allowed_origins)
+    if isinstance(verdict, Refused):
+        refusals[verdict.kind] += 1
+
+
 def create_app(pod: Pod) -> Starlette:
+    """The pod's application. Its socket guard (``app.state.guard``, from the settings) is the one to serve it
+    with: ``uvicorn_config`` takes it when given none, and ``/metrics`` reads its counts."""
     settings = pod.settings
     check_key(settings)
+    readiness = Readiness()
+    guard = guard_for(settings)
+    refusals: Counter[str] = Counter()
+
+    async def acp_websocket(websocket: WebSocket) -> None:
+        _count_refusal(refusals, settings, websocket.headers)
+        await acp_websocket_endpoint(websocket)
+
+    async def acp_http(request: Request) -> Response:
+        _count_refusal(refusals, settings, request.headers)
+        return await acp_http_endpoint(request)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await pod.start()
         sweeper = asyncio.create_task(pod.run(), name="session sweeper")
+        readiness.serving = True
         try:
             yield
         finally:
+            readiness.serving = False
             sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await sweeper
@@ -82,11 +149,17 @@ def create_app(pod: Pod) -> Starlette:
 
     app = Starlette(
         routes=[
-            WebSocketRoute("/acp", acp_websocket_endpoint),
-            Route("/acp", acp_http_endpoint),
+            WebSocketRoute("/acp", acp_websocket),
+            Route("/acp", acp_http),
             Route("/healthz", _healthz),
+            Route("/readyz", _readyz),
+            Route("/metrics", metrics_endpoint),
         ],
         lifespan=lifespan,
     )
     app.state.pod = pod
+    app.state.readiness = readiness
+    app.state.guard = guard
+    app.state.refusals = refusals
+    app.state.metrics = metrics_registry(pod, guard, refusals)
     return app

@@ -3,14 +3,16 @@ and the test harness alike. Nothing is wired later; each part gets only what it 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.acp.backend import AgentBackend
+    from openab.core.acp.schema import AgentOffer
     from openab.core.acp.sessions import SessionStore
     from openab.core.agents.recipes import Recipe
     from openab.core.mcp.access import BrowserAccess
+    from openab.core.mcp.audit import AuditLog
     from openab.core.pod import Pod
     from openab.core.settings import Settings
     from openab.core.tunnel.registry import TunnelRegistry
@@ -32,36 +34,68 @@ def assemble(
 
     ``backend`` replaces the agent runtime (a test's scripted agent); ``browser=False`` leaves browser access
     out (only a pod with a ``backend`` of its own can do without). For the runtime: ``env`` is added to every
-    agent's environment, ``recipe`` replaces the one ``settings.agent`` names, ``base_env`` is the environment
-    agents inherit from (default: this process's). Raises ``ConfigurationError`` (a ``ValueError``) for an
-    unknown agent or a missing ``--agent-cmd``.
+    agent's environment, ``recipe`` replaces the default agent's (the first of ``settings.agent``), ``base_env``
+    is the environment agents inherit from (default: this process's). The sessions are named with the secret
+    kept in the state dir (made there, 0600, on first use), and the log shows them by those names
+    (:func:`.logs.name_sessions`), as does the audit log of tool calls (``settings.audit_log``, in the state dir).
+    Raises ``ConfigurationError`` (a ``ValueError``) for an unknown agent, a missing ``--agent-cmd`` or a state
+    dir other users can enter.
     """
+    from openab.core.acp.naming import SessionNaming
     from openab.core.acp.sessions import SessionStore
     from openab.core.pod import BackgroundTasks, Pod
+    from openab.core.statedir import naming_secret
     from openab.core.tunnel.registry import TunnelRegistry
 
-    sessions = SessionStore()
+    from .logs import name_sessions
+
+    naming = SessionNaming(naming_secret(settings.state_dir))
+    name_sessions(naming.tag)
+    sessions = SessionStore(naming=naming)
     tunnels = TunnelRegistry(call_timeout=settings.tunnel_timeout)
     tasks = BackgroundTasks()
     access: BrowserAccess | None = None
     if browser:
-        access = _browser_access(settings, sessions, tunnels)
+        access = _browser_access(settings, sessions, tunnels, _audit_log(settings, naming.tag))
     if backend is None:
         from openab.core.agents.runtime import AgentRuntime
 
         if access is None:
             raise ValueError("the agent runtime needs browser access: assemble(browser=True)")
-        backend = AgentRuntime(
+        runtime = AgentRuntime(
             settings, sessions, tunnels, access, tasks.spawn, recipe=recipe, env=env, base_env=base_env
         )
-    return Pod(settings, sessions=sessions, tunnels=tunnels, tasks=tasks, backend=backend, browser=access)
+        backend, agents = runtime, runtime.offer
+    else:
+        agents = _named_offer(settings)
+    return Pod(settings, sessions=sessions, tunnels=tunnels, tasks=tasks, backend=backend, agents=agents,
+               browser=access)
 
 
-def _browser_access(settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry) -> BrowserAccess:
+def _named_offer(settings: Settings) -> AgentOffer:
+    """The offer of a pod whose backend is its own (a test's scripted agent): the agents named by the
+    settings, titled as their recipes are."""
+    from openab.core.acp.schema import AgentChoice, AgentOffer
+    from openab.core.agents.recipes import RECIPES
+
+    return AgentOffer(tuple(AgentChoice(name, RECIPES[name].title) for name in settings.agent))
+
+
+def _browser_access(
+    settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry, audit: AuditLog | None
+) -> BrowserAccess:
     if settings.browser_mode == "bridge":
         from openab.bridge.server import BridgeServer
 
-        return BridgeServer(tunnels, settings.socket_path)
+        return BridgeServer(tunnels, settings.socket_path, audit=audit)
     from openab.core.mcp.proxy import BrowserProxy
 
-    return BrowserProxy(sessions, tunnels)
+    return BrowserProxy(sessions, tunnels, audit=audit)
+
+
+def _audit_log(settings: Settings, tag: Callable[[str], str]) -> AuditLog:
+    from openab.core.mcp.audit import AuditLog
+
+    # Made even with the audit file off: it counts the calls /metrics shows.
+    return AuditLog(settings.state_dir, tag=tag, max_bytes=settings.audit_max_bytes, backups=settings.audit_backups,
+                    keep=settings.audit_log)

@@ -3,7 +3,10 @@
 ACP has no authentication of its own, so the transport is the trust boundary. With a key, a client proves
 it in ``Authorization: Bearer <key>`` or, from a browser that cannot set headers on a WebSocket, in the
 subprotocol entry ``openab.bearer.<key>``; never in the URL, where proxies and histories would keep it.
-Without a key the endpoint is loopback-only and admits a browser page only from an allowed ``Origin``.
+Without a key the endpoint is loopback-only and admits a browser page only from an allowed ``Origin``, and
+only requests whose ``Host`` names this machine: a page whose own name was rebound to 127.0.0.1 (DNS
+rebinding), or a proxy forwarding another name to the loopback port, is refused. With a key the ``Host`` is
+not checked: a TLS proxy in front of the pod may name it anything, and the key is the credential.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import hmac
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from openab.core.addresses import is_loopback_host
 
 __all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit"]
 
@@ -28,10 +33,12 @@ class Admitted:
 
 @dataclass(frozen=True, slots=True)
 class Refused:
-    """The handshake is refused with HTTP ``status`` and a ``reason`` that says what to do."""
+    """The handshake is refused with HTTP ``status`` and a ``reason`` that says what to do; ``kind`` is which
+    check refused it (``key``, ``host`` or ``origin``), as ``/metrics`` counts it."""
 
     status: int
     reason: str
+    kind: str = "key"
 
 
 def _offered_subprotocols(headers: Mapping[str, str]) -> list[str]:
@@ -63,9 +70,15 @@ def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[
                 "`openab.bearer.<key>` together with `acp.v1`",
             )
         return Admitted(subprotocol)
+    host = headers.get("host", "")
+    if not is_loopback_host(host):
+        return Refused(
+            403, f"Host {host!r} is not a loopback name: without a key /acp serves this machine only; connect to "
+                 "127.0.0.1 or localhost, or set a key", "host",
+        )
     origin = headers.get("origin")
     if origin is not None and origin not in allowed_origins:
         return Refused(
-            403, f"Origin {origin!r} is not allowed: add it to OPENAB_ACP_ALLOWED_ORIGINS or set a key"
+            403, f"Origin {origin!r} is not allowed: add it to OPENAB_ACP_ALLOWED_ORIGINS or set a key", "origin",
         )
     return Admitted(subprotocol)

@@ -10,7 +10,6 @@ session's proxy endpoint, the MCP-over-ACP tunnel, the extension and its guard, 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import base64
 import sys
 from dataclasses import dataclass, field
@@ -85,6 +84,10 @@ class DemoTurn:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    # asyncio here, not at module level: `openab browser-bridge` imports this module to build its parser, and
+    # its relay keeps asyncio from loading ssl (bridge/relay_command.py), which only works before asyncio loads.
+    import asyncio
+
     from .logs import configure_logging
 
     configure_logging("warning")
@@ -95,6 +98,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
+    import asyncio
     import secrets
     import tempfile
 
@@ -141,6 +145,8 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
 
 
 async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path, out: TextIO) -> int:
+    import asyncio
+
     try:
         tunnel = await pod.tunnels.wait_attached(timeout=args.timeout)
     except TimeoutError:

@@ -1,9 +1,15 @@
-"""What the pod's log may say: no credential at any level, no page content below the deliberate ``trace`` level.
+"""What the pod's log may say: no credential and no session id at any level, no page content below the
+deliberate ``trace`` level.
 
 Libraries log what they see: at debug level the websockets library writes every request header (the
 ``Authorization`` header, the ``openab.bearer.<key>`` subprotocol) and every frame (page text, typed
 passwords). Redaction therefore happens where every record is made (a log record factory), whichever logger
 and handler it goes to, and the pod's own keys are redacted wherever they appear.
+
+``--log-format json`` (``OPENAB_LOG_FORMAT=json``) writes one JSON object a line for a log collector: ``time``
+(UTC), ``level``, ``logger``, ``message``, and ``session`` (the session's tag) and ``request`` (the ACP request's
+id) where the record was made in a session's work (:mod:`openab.core.acp.logcontext`); ``exception`` holds a
+traceback. The same factory made the record, so the same redaction applies.
 """
 
 from __future__ import annotations
@@ -12,24 +18,51 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from typing import Any, Final
 
-__all__ = ["TRACE", "add_secret", "configure_logging", "redact"]
+import orjson
+
+from openab.core.acp.logcontext import REQUEST_ID, SESSION_TAG
+from openab.core.acp.naming import SessionNaming
+
+__all__ = [
+    "LOG_FORMATS", "TRACE", "JsonFormatter", "add_secret", "configure_logging", "json_logging", "name_sessions",
+    "redact",
+]
+
+LOG_FORMATS: Final = ("text", "json")
 
 # uvicorn's name for the level below debug: whole frames are logged only there.
 TRACE: Final = 5
 
 _REDACTED = "[redacted]"
 _CREDENTIALS: Final = (
-    (re.compile(r"(openab\.bearer\.)[^\s,;'\"]+"), r"\1" + _REDACTED),
+    # Not the placeholder "openab.bearer.<key>" that messages use to say how to present a key.
+    (re.compile(r"(openab\.bearer\.)(?!<key>(?:[\s,;'\"]|$))[^\s,;'\"]+"), r"\1" + _REDACTED),
     (re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)((?:bearer|basic|token)\s+)?[^\s,;'\"]+"),
      lambda m: f"{m.group(1)}{m.group(2) or ''}{_REDACTED}"),
     (re.compile(r"(?i)\b(bearer)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + _REDACTED),
+    # A request line's query ("WebSocket /acp?token=..." in uvicorn's lines): no openab endpoint takes anything
+    # there, so it is only ever a client's mistake, often a key.
+    (re.compile(r"((?:WebSocket|GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) /[^\s?\"']*)\?[^\s\"']*"),
+     r"\1?" + _REDACTED),
 )
 # The websockets library's frame lines: "< TEXT '{...}' [114 bytes]".
 _FRAME: Final = re.compile(r"^([<>] (?:TEXT|BINARY|CONT)) .* (\[\d+ bytes\])$", re.DOTALL)
 
 _secrets: set[str] = set()
+_TRACEBACKS: Final = logging.Formatter()
+
+# A session id resumes its session from any socket that names it: the log shows each by its tag instead.
+_SESSION_ID: Final = re.compile(r"sess_[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_session_tag: Callable[[str], str] = SessionNaming().tag
+
+
+def name_sessions(tag: Callable[[str], str]) -> None:
+    """Show session ids in log lines as ``tag(id)`` (the pod's :meth:`SessionNaming.tag`, as its audit log does)."""
+    global _session_tag
+    _session_tag = tag
 
 
 def add_secret(secret: str) -> None:
@@ -39,12 +72,15 @@ def add_secret(secret: str) -> None:
 
 
 def redact(text: str) -> str:
-    """``text`` with every credential we know the shape of, and every secret we were given, replaced."""
+    """``text`` with every credential we know the shape of and every secret we were given replaced, and every
+    session id shown as its tag."""
     for pattern, replacement in _CREDENTIALS:
         text = pattern.sub(replacement, text)
     for secret in _secrets:
         if secret in text:
             text = text.replace(secret, _REDACTED)
+    if "sess_" in text:
+        text = _SESSION_ID.sub(lambda m: _session_tag(m.group(0)), text)
     return text
 
 
@@ -58,25 +94,75 @@ def _redacting_factory(make: Callable[..., logging.LogRecord], trace: bool) -> C
         if not trace:
             message = _FRAME.sub(r"\1 \2", message)
         record.msg, record.args = redact(message), None
+        if record.exc_info and not record.exc_text:
+            # A handler's formatter would render the traceback later, unredacted; it keeps one already made.
+            record.exc_text = _TRACEBACKS.formatException(record.exc_info)
         if record.exc_text:
             record.exc_text = redact(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redact(record.stack_info)
+        # Where the record was made: a handler may format it later, in another context.
+        record.openab_session, record.openab_request = SESSION_TAG.get(), REQUEST_ID.get()
         return record
 
     return factory
 
 
-class _RateLimited(logging.Filter):
-    """At most one record a ``period`` for messages starting with ``prefix``, then a count of the rest."""
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ``time``, ``level``, ``logger``, ``message``, and where the record has them,
+    ``session`` (a tag), ``request``, ``exception`` and ``stack``."""
 
-    def __init__(self, prefix: str, period: float = 10.0, clock: Callable[[], float] = time.monotonic) -> None:
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, str] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace(
+                "+00:00", "Z"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        session, request = getattr(record, "openab_session", None), getattr(record, "openab_request", None)
+        if session is not None:
+            entry["session"] = session
+        if request is not None:
+            entry["request"] = request
+        if record.exc_info and not record.exc_text:  # a record not made by our factory: rendered here, redacted
+            record.exc_text = redact(self.formatException(record.exc_info))
+        if record.exc_text:
+            entry["exception"] = record.exc_text
+        if record.stack_info:
+            entry["stack"] = record.stack_info
+        # orjson escapes every control character: a message cannot end its line early and forge the next record.
+        return orjson.dumps(entry).decode()
+
+
+_json_logging = False
+
+
+def json_logging() -> bool:
+    """Whether the pod logs JSON lines (uvicorn must then leave its loggers to ours, see ``uvicorn_config``)."""
+    return _json_logging
+
+
+class _RateLimited(logging.Filter):
+    """At most one record a ``period`` for messages starting with ``prefix``, then a count of the rest.
+
+    ``level`` re-files the record that passes: a fault of the client's is no error of the server's.
+    """
+
+    def __init__(self, prefix: str, period: float = 10.0, clock: Callable[[], float] = time.monotonic,
+                 level: int | None = None) -> None:
         super().__init__()
-        self._prefix, self._period, self._clock = prefix, period, clock
+        self.prefix, self._period, self._clock, self._level = prefix, period, clock, level
         self._last = float("-inf")
         self._dropped = 0
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not str(record.msg).startswith(self._prefix):
+        if not str(record.msg).startswith(self.prefix):
             return True
+        if self._level is not None:
+            if not logging.getLogger(record.name).isEnabledFor(self._level):
+                return False
+            record.levelno, record.levelname = self._level, logging.getLevelName(self._level)
         now = self._clock()
         if now - self._last < self._period:
             self._dropped += 1
@@ -88,11 +174,22 @@ class _RateLimited(logging.Filter):
         return True
 
 
-def configure_logging(level: str, *, secrets: Iterable[str] = ()) -> None:
-    """The pod's logging: ``level`` (``trace`` shows whole frames), credentials and ``secrets`` redacted."""
+def configure_logging(level: str, *, secrets: Iterable[str] = (), log_format: str = "text") -> None:
+    """The pod's logging: ``level`` (``trace`` shows whole frames), credentials and ``secrets`` redacted, as
+    text lines or (``log_format="json"``) JSON ones."""
+    global _json_logging
+    if log_format not in LOG_FORMATS:
+        raise ValueError(f"unknown log format {log_format!r}: give text or json (--log-format, OPENAB_LOG_FORMAT)")
     numeric = TRACE if level == "trace" else getattr(logging, level.upper())
     logging.addLevelName(TRACE, "TRACE")
-    logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if log_format == "json":
+        handler = logging.StreamHandler()
+        handler.setFormatter(JsonFormatter())
+        # force: a handler another library set up first would write text lines beside ours.
+        logging.basicConfig(level=numeric, handlers=[handler], force=True)
+        _json_logging = True
+    else:
+        logging.basicConfig(level=numeric, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     _secrets.update(s for s in secrets if s)
     current = logging.getLogRecordFactory()
     if not getattr(current, "openab_redacting", False):
@@ -102,4 +199,14 @@ def configure_logging(level: str, *, secrets: Iterable[str] = ()) -> None:
     # One line per session event is ours to log; uvicorn's access lines and the agents' stderr are noise.
     logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
     # At the file-descriptor limit asyncio logs a traceback for every failed accept, many a second.
-    logging.getLogger("asyncio").addFilter(_RateLimited("socket.accept() out of system resource"))
+    _limit("asyncio", _RateLimited("socket.accept() out of system resource"))
+    # uvicorn logs a client's text frame that is not UTF-8 as an ERROR with its own traceback: anyone who can
+    # open a socket could fill the log with them. The socket is closed with 1007 either way.
+    _limit("uvicorn.error", _RateLimited("Invalid UTF-8 sequence received from client", level=logging.INFO))
+
+
+def _limit(name: str, limiter: _RateLimited) -> None:
+    """Adds ``limiter`` to the logger ``name`` unless configuring again already did."""
+    logger = logging.getLogger(name)
+    if not any(isinstance(f, _RateLimited) and f.prefix == limiter.prefix for f in logger.filters):
+        logger.addFilter(limiter)

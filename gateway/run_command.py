@@ -11,13 +11,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from openab.core.agents.names import AGENT_CHOICES, AGENT_NAMES
+from openab.core.agents.names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
-__all__ = ["add_pod_flags", "add_runtime_flags", "register", "resolve_key", "runtime_overrides"]
+    from .server import ReloadingTls
+
+__all__ = ["add_pod_flags", "add_runtime_flags", "agent_commands", "register", "resolve_key", "runtime_overrides"]
 
 
 
@@ -40,23 +42,51 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--allowed-origins", help="with --insecure-no-key: comma-separated browser origins allowed to connect"
     )
+    parser.add_argument(
+        "--tls-cert", metavar="PEM",
+        help="serve wss:// with this certificate chain (env OPENAB_TLS_CERT); SIGHUP reads it and the key again",
+    )
+    parser.add_argument("--tls-key", metavar="PEM", help="the certificate's unencrypted key (env OPENAB_TLS_KEY)")
+    parser.add_argument(
+        "--behind-proxy", metavar="ADDRESSES",
+        help="an ingress in front terminates TLS: the IPs or CIDRs it connects from, comma-separated; only their "
+             "X-Forwarded-For/-Proto are believed (env OPENAB_BEHIND_PROXY)",
+    )
+    parser.add_argument(
+        "--insecure-no-tls", action="store_true", default=None,
+        help="serve off loopback in clear text with neither TLS nor a proxy: the key crosses the network readable; "
+             "only on a network nobody else reaches (env OPENAB_INSECURE_NO_TLS)",
+    )
     parser.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     parser.add_argument("--state-dir", help="where sessions keep their files (env OPENAB_STATE_DIR)")
+    parser.add_argument(
+        "--drain-timeout", type=float,
+        help="on SIGTERM, seconds the tool calls already in a browser get to be answered before the sockets close "
+             "(default 10; env OPENAB_DRAIN_TIMEOUT)",
+    )
     parser.add_argument(
         "--log-level", default="info", choices=["trace", "debug", "info", "warning", "error"],
         help="credentials are redacted at every level; page content (whole frames) is logged only at trace",
     )
+    parser.add_argument(
+        "--log-format", choices=["text", "json"],
+        help="text lines (default) or one JSON object a line with time, level, logger, message and the session's "
+             "tag and request id where known, for a log collector (env OPENAB_LOG_FORMAT)",
+    )
 
 
 def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
+    # No argparse choices: Settings resolves the words (any case, aliases, comma lists) as it does OPENAB_AGENT.
     parser.add_argument(
-        "--agent", choices=AGENT_CHOICES, metavar="AGENT",
+        "--agent", action="append", metavar="AGENT",
         help="the agent CLI run per session: " + ", ".join(AGENT_NAMES) + " (default builtin: no account needed; "
-             "aliases such as claude-code work too; env OPENAB_AGENT)",
+             "aliases such as " + ", ".join(list(AGENT_ALIASES)[:2]) + " work too). Repeat it (or give a comma "
+             "list) to offer several: the person picks one per chat, the first is the default (env OPENAB_AGENT)",
     )
     parser.add_argument(
-        "--agent-cmd",
-        help="the agent's ACP command, e.g. 'my-agent --acp' (overrides the recipe's; env OPENAB_AGENT_CMD)",
+        "--agent-cmd", action="append", metavar="[NAME=]COMMAND",
+        help="the agent's ACP command, e.g. 'my-agent --acp' (overrides the recipe's; env OPENAB_AGENT_CMD). "
+             "With several agents, NAME=COMMAND for each one replaced (env OPENAB_AGENT_CMD_<NAME>)",
     )
     parser.add_argument(
         "--agent-env", action="append", metavar="NAME[=VALUE]",
@@ -88,10 +118,33 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def agent_commands(entries: list[str] | None) -> tuple[str | None, dict[str, str] | None]:
+    """``--agent-cmd`` values: the one plain command, and the ``NAME=COMMAND`` ones by agent name.
+
+    A value is a pair only when what precedes its first ``=`` is an agent's name or alias: a command is never
+    run through a shell, so ``NAME=`` cannot be an environment assignment in front of one.
+    """
+    plain: list[str] = []
+    named: dict[str, str] = {}
+    for entry in entries or []:
+        word, sep, command = entry.partition("=")
+        if sep and word.strip().lower() in AGENT_CHOICES:
+            named[word] = command
+        else:
+            plain.append(entry)
+    if len(plain) > 1:
+        from openab.core.errors import ConfigurationError
+
+        raise ConfigurationError("--agent-cmd COMMAND was given twice: give NAME=COMMAND for each agent")
+    return (plain[0] if plain else None), (named or None)
+
+
 def runtime_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    agent_cmd, agent_cmds = agent_commands(args.agent_cmd)
     return {
         "agent": args.agent,
-        "agent_cmd": args.agent_cmd,
+        "agent_cmd": agent_cmd,
+        "agent_cmds": agent_cmds,
         "agent_env": args.agent_env,
         "permissions": args.permissions,
         "model_url": args.model_url,
@@ -111,6 +164,7 @@ def register(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
+    import os
 
     from openab.core.settings import Settings
 
@@ -118,8 +172,13 @@ def _run(args: argparse.Namespace) -> int:
     from .assemble import assemble
     from .logs import add_secret, configure_logging
     from .pairing import pairing_lines
+    from .server import check_transport, tls_for
 
-    configure_logging(args.log_level)
+    try:
+        configure_logging(args.log_level, log_format=args.log_format or os.environ.get("OPENAB_LOG_FORMAT") or "text")
+    except ValueError as exc:
+        print(f"openab: {exc}", file=sys.stderr)
+        return 2
     if args.token is not None:
         print("openab: --token would show the key to every local user in `ps`; put it in OPENAB_ACP_AUTH_KEY or "
               "in a 0600 file named by --token-file", file=sys.stderr)
@@ -133,6 +192,11 @@ def _run(args: argparse.Namespace) -> int:
             allowed_origins=args.allowed_origins,
             browser_mode=args.browser_mode,
             state_dir=args.state_dir,
+            drain_timeout=args.drain_timeout,
+            tls_cert=args.tls_cert,
+            tls_key=args.tls_key,
+            behind_proxy=args.behind_proxy,
+            insecure_no_tls=args.insecure_no_tls,
             **runtime_overrides(args),
         )
         kept_key = resolve_key(settings)
@@ -140,6 +204,8 @@ def _run(args: argparse.Namespace) -> int:
             add_secret(settings.token.get_secret_value())
         pod = assemble(settings)
         app = create_app(pod)
+        check_transport(settings)
+        tls = tls_for(settings)
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
@@ -147,13 +213,13 @@ def _run(args: argparse.Namespace) -> int:
         # The terminal, not the log: log lines travel to collectors, and the key must not.
         print(pairing_lines(_ws_url(settings), settings.token.get_secret_value(), key_file=kept_key),
               file=sys.stderr, flush=True)
-    return asyncio.run(_serve(pod, app, args.log_level))
+    return asyncio.run(_serve(pod, app, args.log_level, tls))
 
 
 def _ws_url(settings: Settings) -> str:
     host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
     shown = f"[{host}]" if ":" in host else host
-    return f"ws://{shown}:{settings.port}/acp"
+    return f"{'wss' if settings.tls_cert else 'ws'}://{shown}:{settings.port}/acp"
 
 
 def resolve_key(settings: Settings) -> Path | None:
@@ -184,14 +250,15 @@ def resolve_key(settings: Settings) -> Path | None:
     return settings.state_dir / KEY_FILE
 
 
-async def _serve(pod: Pod, app: Any, log_level: str) -> int:
+async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -> int:
+    import asyncio
     import logging
-
-    import uvicorn
+    import signal
 
     from openab.core.errors import BridgeError
 
-    from .server import guard_for, uvicorn_config
+    from .app import drainer
+    from .server import DrainingServer, uvicorn_config
 
     settings = pod.settings
     log = logging.getLogger("openab.run")
@@ -201,17 +268,23 @@ async def _serve(pod: Pod, app: Any, log_level: str) -> int:
     except (OSError, BridgeError) as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1
-    log.info("agent %s, browser via %s, permissions %s, state in %s",
-             settings.agent, settings.browser_mode, settings.permissions, settings.state_dir)
+    log.info("agents %s, browser via %s, permissions %s, state in %s",
+             ", ".join(settings.agent), settings.browser_mode, settings.permissions, settings.state_dir)
     config = uvicorn_config(
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
-        guard=guard_for(settings),
+        guard=app.state.guard, tls=tls, proxies=settings.behind_proxy,
     )
+    loop = asyncio.get_running_loop()
+    if tls is not None:
+        # A renewed certificate (cert-manager, certbot) is picked up with `kill -HUP`, without dropping a session.
+        loop.add_signal_handler(signal.SIGHUP, tls.reload)
     try:
-        await uvicorn.Server(config).serve()
+        await DrainingServer(config, drain=drainer(app)).serve()
     except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1
     finally:
+        if tls is not None:
+            loop.remove_signal_handler(signal.SIGHUP)
         await pod.aclose()
     return 0

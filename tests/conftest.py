@@ -1,6 +1,9 @@
-"""Shared pytest set-up: async tests run on anyio's plugin with the asyncio backend."""
+"""Shared pytest set-up: async tests run on anyio's plugin with the asyncio backend; the secrets scan."""
+
+import os
 
 import pytest
+from log_scan import LogScan, install
 
 
 @pytest.fixture
@@ -15,3 +18,38 @@ async def gateway():  # type: ignore[no-untyped-def]
 
     async with run_gateway() as running:
         yield running
+
+
+# -- the secrets scan (tests/log_scan.py): no secret the suite mints may reach a log line ------------------------
+# At `openab run`'s default level, info; OPENAB_LOG_SCAN=debug or trace for an operator's deeper levels (the whole
+# suite at debug: 104k lines, but the hypothesis fuzz runs slow down many times; tests/test_log_secrets.py runs a
+# whole flow at both on every run), off to skip.
+_LOG_SCAN = os.environ.get("OPENAB_LOG_SCAN", "info")
+_scan_key = pytest.StashKey[LogScan]()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A pod assembled without a state dir uses the default one: never the real user's, in a test.
+    import tempfile
+
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="oab-xdg-state-")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _LOG_SCAN != "off":
+        session.config.stash[_scan_key] = install(_LOG_SCAN, session_ids=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    scan = session.config.stash.get(_scan_key, None)
+    if scan is not None and scan.leak_count and exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    scan = terminalreporter.config.stash.get(_scan_key, None)
+    if scan is None:
+        return
+    terminalreporter.write_line(scan.summary(), red=bool(scan.leak_count), green=not scan.leak_count)
+    for leak in scan.leaks:
+        terminalreporter.write_line(f"  leaked: {leak}", red=True)

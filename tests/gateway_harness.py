@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import tempfile
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
@@ -16,7 +18,7 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
-from openab.gateway.server import ConnectionGuard, guard_for, running_server
+from openab.gateway.server import ConnectionGuard, running_server
 
 
 @dataclass
@@ -44,6 +46,15 @@ async def run_gateway(
     """Serve a pod on 127.0.0.1 with ``backend`` (default: none, so prompts fail clearly) and the browser access
     ``settings`` name (default: the proxy). Pass ``port`` and ``token`` (or a whole ``pod``) to bring a gateway
     back where a client expects it after a restart."""
+    if pod is None and "state_dir" not in settings:
+        # Each gateway keeps its state (the session naming secret, session folders) in a folder of its own, never
+        # in the user's real state dir.
+        with tempfile.TemporaryDirectory(prefix="oab-state-") as state:
+            async with run_gateway(
+                backend=backend, keyless=keyless, token=token, port=port, state_dir=Path(state), **settings
+            ) as running:
+                yield running
+        return
     if pod is None:
         key = None if keyless else (token or secrets.token_urlsafe(24))
         if keyless:
@@ -54,7 +65,7 @@ async def run_gateway(
         )
     key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
     app = create_app(pod)
-    guard = guard_for(pod.settings)
+    guard: ConnectionGuard = app.state.guard
     async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes, guard=guard) as base_url:
         yield RunningGateway(pod, base_url, key, guard)
 

@@ -120,10 +120,21 @@ def test_a_key_a_browser_cannot_send_is_warned_about(caplog: pytest.LogCaptureFi
     assert caplog.text == ""
 
 
-async def test_plain_http_on_acp_says_to_upgrade(gateway: RunningGateway) -> None:
+async def test_plain_http_on_acp_answers_as_the_websocket_door_would(gateway: RunningGateway) -> None:
+    # A browser never says why a WebSocket failed; the extension asks here, and each cause gets its own status.
     async with httpx.AsyncClient() as client:
-        response = await client.get(gateway.base_url + "/acp")
-    assert response.status_code == 426
+        url = gateway.base_url + "/acp"
+        no_key = await client.get(url)
+        wrong_key = await client.get(url, headers={"Authorization": "Bearer " + "x" * 43})
+        right_key = await client.get(url, headers={"Authorization": f"Bearer {gateway.token}"})
+        wrong_path = await client.get(gateway.base_url + "/ws", headers={"Authorization": f"Bearer {gateway.token}"})
+    assert no_key.status_code == wrong_key.status_code == 401
+    assert wrong_key.headers["www-authenticate"] == "Bearer"
+    assert right_key.status_code == 426 and "the key is right" in right_key.text
+    assert wrong_path.status_code == 404
+    async with run_gateway(keyless=True) as keyless, httpx.AsyncClient() as client:
+        refused = await client.get(keyless.base_url + "/acp", headers={"Origin": "https://evil.example"})
+    assert refused.status_code == 403 and "Origin 'https://evil.example' is not allowed" in refused.text
 
 
 # -- frames -----------------------------------------------------------------------------------------------
@@ -144,6 +155,34 @@ async def test_a_frame_over_8_mib_closes_the_socket_with_1009(gateway: RunningGa
         async with asyncio.timeout(10):
             await ext.closed.wait()
         assert ext.close_code == 1009
+
+
+async def test_a_frame_of_wide_characters_over_8_mib_of_utf8_closes_with_1009(gateway: RunningGateway) -> None:
+    # 3 Mi characters of three bytes each: under the limit counted in characters, 9 MiB on the wire.
+    pad = "\u20ac" * (3 << 20)
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                   "params": {"protocolVersion": 1, "pad": pad}}, ensure_ascii=False))
+        async with asyncio.timeout(10):
+            await ext.closed.wait()
+        assert ext.close_code == 1009
+
+
+async def test_text_that_is_not_utf8_closes_with_1007_and_cannot_flood_the_log(
+    gateway: RunningGateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="uvicorn.error")
+    for _ in range(20):
+        async with connect_extension(gateway.ws_url, gateway.token) as ext:
+            await ext.ws.send(b"\xff\xfe not text", text=True)
+            async with asyncio.timeout(10):
+                await ext.closed.wait()
+            assert ext.close_code == 1007
+    said = [r for r in caplog.records if r.getMessage().startswith("Invalid UTF-8")]
+    # The client's fault, told once as one INFO line, not twenty ERROR tracebacks.
+    assert [(r.levelname, r.exc_info, r.exc_text) for r in said] == [("INFO", None, None)]
+    async with connect_extension(gateway.ws_url, gateway.token) as ext:
+        assert (await ext.initialize())["protocolVersion"] == 1
 
 
 async def test_a_request_over_1_mib_gets_32000_and_the_socket_lives(gateway: RunningGateway) -> None:
@@ -403,20 +442,25 @@ async def test_a_prompt_nested_past_the_bound_gets_32600_naming_it_and_the_socke
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
-async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reason(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def flooding_agent() -> ScriptedAgent:
+    """An agent whose prompt "flood" answers with 200 MiB of updates, far past the 64 MiB send buffer."""
     agent = ScriptedAgent()
     big = "x" * (1 << 20)
 
     async def flood(turn: PromptTurn, _text: str) -> str:
-        # 200 MiB at most, far past the 64 MiB send buffer; sleep(0) lets the writer push what the socket takes.
         for _ in range(200):
             turn.send_update(chunk(big))
-            await asyncio.sleep(0)
+            await asyncio.sleep(0)  # lets the writer push what the socket takes
         return "end_turn"
 
     agent.scripts["flood"] = flood
+    return agent
+
+
+async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reason(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    agent = flooding_agent()
     caplog.set_level(logging.INFO, logger="openab")
     async with run_gateway(backend=agent) as gw:
         # A raw client: it reads the handshake's answers, then nothing (a tiny queue, so it stops at once).
@@ -452,6 +496,36 @@ async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reas
     assert "send buffer over 67108864 bytes: the peer is not reading" in closed.value.rcvd.reason
     assert "closing the socket with 1008: send buffer over 67108864 bytes" in caplog.text
     assert "client closed the socket" not in caplog.text
+
+
+async def test_a_client_that_never_reads_again_loses_its_socket_once_the_close_frame_cannot_go(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import openab.gateway.acp_endpoint as endpoint
+
+    monkeypatch.setattr(endpoint, "CLOSE_TIMEOUT", 1.0)
+    agent = flooding_agent()
+    async with run_gateway(backend=agent) as gw:
+        ws = await websockets.connect(
+            gw.ws_url, subprotocols=[f"openab.bearer.{gw.token}", "acp.v1"],  # type: ignore[list-item]
+            max_size=4 << 20, max_queue=1, open_timeout=10, ping_interval=None, compression=None,
+        )
+        try:
+            for request_id, method, params in ((1, "initialize", {"protocolVersion": 1}),
+                                               (2, "session/new", {"cwd": "/", "mcpServers": []})):
+                await ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+                async with asyncio.timeout(10):
+                    answer = json.loads(await ws.recv())
+            session_id = answer["result"]["sessionId"]
+            assert len(gw.guard) == 1
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "session/prompt", "params": {
+                "sessionId": session_id, "prompt": [{"type": "text", "text": "flood"}]}}))
+            # The client reads nothing, ever again: its socket, and the fd and buffers behind it, must still go
+            # once the close frame has had its bounded time, not when the client finally gives up.
+            await eventually(lambda: len(gw.pod.connections) == 0, timeout=30)
+            await eventually(lambda: len(gw.guard) == 0, timeout=15)
+        finally:
+            ws.transport.abort()
 
 
 async def test_permission_requests_reach_an_extension_that_answers_them(agent_gateway: RunningGateway) -> None:

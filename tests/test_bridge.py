@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import pwd
 import secrets
@@ -28,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import termios
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,12 +47,16 @@ from openab.bridge.ancestry import AncestryError, ProcessIdentity, descends_from
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeError, BridgeServer
 from openab.core.acp.backend import NoAgentBackend
+from openab.core.acp.naming import SessionNaming
+from openab.core.acp.schema import new_session_id
 from openab.core.acp.sessions import Session
 from openab.core.agents.config import entry
 from openab.core.agents.handoff import acp_server_entry
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
 from openab.core.mcp.tools import BROWSER_TOOLS
+from openab.core.pod import Pod
 from openab.core.settings import Settings
+from openab.core.statedir import naming_secret
 from openab.gateway.assemble import assemble
 
 pytestmark = pytest.mark.anyio
@@ -107,15 +111,26 @@ class BridgePod:
     def socket(self) -> Path:
         return self.bridge.path
 
+    def session(self, session_id: str) -> Session:
+        return session_in(self.gateway.pod, session_id)
 
-def stand_in_for_agents(bridge: BridgeServer, *channels: str) -> BridgeServer:
-    """Make the test process the agent of ``channels`` (see the module's docstring): the walk goes on past it
-    to its parent, and it is registered, by pid and start time, as each channel's agent."""
+    def channel(self, session_id: str) -> str:
+        """The session's channel: named by the pod's secret, not derived from the id alone."""
+        return self.session(session_id).channel
+
+
+def stand_in_for_agents(bridge: BridgeServer, *sessions: Session) -> BridgeServer:
+    """Make the test process the agent of ``sessions`` (see the module's docstring): the walk goes on past it
+    to its parent, and it is registered, by pid and start time, as each session's agent."""
     bridge.trusted_parent = os.getppid()
-    for channel in channels:
-        session_id = "sess_" + channel.removeprefix("acp_")
-        bridge.agent_started(Session(id=session_id, channel=channel, created_at=0.0, last_active=0.0), os.getpid())
+    for session in sessions:
+        bridge.agent_started(session, os.getpid())
     return bridge
+
+
+def session_in(pod: Pod, session_id: str) -> Session:
+    """The pod's session ``session_id``, or the one it would name so (a session it does not hold yet)."""
+    return pod.sessions.get(session_id) or Session(session_id, pod.sessions.naming.channel(session_id), 0.0, 0.0)
 
 
 @contextlib.asynccontextmanager
@@ -154,12 +169,8 @@ async def browser_session(
         await extension.initialize()
         session_id = await extension.new_session([{"type": "acp", "id": f"srv-{who}", "name": "browser"}])
         await pod.gateway.pod.tunnels.wait_attached(session_id, timeout=10)
-        stand_in_for_agents(pod.bridge, channel_of(session_id))
+        stand_in_for_agents(pod.bridge, pod.session(session_id))
         yield session_id, extension
-
-
-def channel_of(session_id: str) -> str:
-    return "acp_" + session_id.removeprefix("sess_")
 
 
 def relay_params(
@@ -252,7 +263,7 @@ async def test_agent_lists_and_calls_browser_tools_through_the_relay(mode: str) 
     async with bridge_pod() as pod, browser_session(pod, "alice") as (session_id, _extension):
         endpoint = await pod.bridge.open(pod.gateway.pod.sessions.get(session_id))  # type: ignore[arg-type]
         assert endpoint.mode == "bridge"
-        assert endpoint.env[BROWSER_CHANNEL_ENV] == channel_of(session_id)
+        assert endpoint.env[BROWSER_CHANNEL_ENV] == pod.channel(session_id)
         assert acp_server_entry(endpoint.entry) == {
             "name": "openab_browser", "command": OPENAB, "args": ["browser-bridge"], "env": []
         }
@@ -276,8 +287,8 @@ async def test_each_agent_reaches_only_its_own_browser() -> None:
         browser_session(pod, "alice") as (alice, _a),
         browser_session(pod, "bob") as (bob, _b),
     ):
-        params_a = relay_params(channel_of(alice), pod.socket)
-        params_b = relay_params(channel_of(bob), pod.socket)
+        params_a = relay_params(pod.channel(alice), pod.socket)
+        params_b = relay_params(pod.channel(bob), pod.socket)
         async with Client(params_a, mode="legacy") as agent_a, Client(params_b, mode="legacy") as agent_b:
             assert text_of(await agent_a.call_tool("whoami", {})) == "browser of alice"
             assert text_of(await agent_b.call_tool("whoami", {})) == "browser of bob"
@@ -296,14 +307,14 @@ async def test_tool_list_follows_the_browser_attaching_later() -> None:
         # A session whose browser has not attached its tools yet (the side panel is still opening).
         extension.answer_connect = False
         session_id = await extension.new_session([{"type": "acp", "id": "srv", "name": "browser"}])
-        stand_in_for_agents(pod.bridge, channel_of(session_id))
+        stand_in_for_agents(pod.bridge, pod.session(session_id))
         changed = asyncio.Event()
 
         async def on_message(message: Any) -> None:
             if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
                 changed.set()
 
-        params = relay_params(channel_of(session_id), pod.socket)
+        params = relay_params(pod.channel(session_id), pod.socket)
         async with Client(params, mode="legacy", message_handler=on_message) as client:
             before = {tool.name for tool in (await client.list_tools()).tools}
             assert before == {tool["name"] for tool in BROWSER_TOOLS}  # the known set while no browser is there
@@ -324,7 +335,7 @@ async def test_a_2026_client_hears_tool_changes_on_its_listen_stream() -> None:
     async with (
         bridge_pod() as pod,
         browser_session(pod, "alice") as (alice, extension),
-        Client(relay_params(channel_of(alice), pod.socket), mode="auto") as client,
+        Client(relay_params(pod.channel(alice), pod.socket), mode="auto") as client,
     ):
         assert client.protocol_version == "2026-07-28"
         async with client.listen(tools_list_changed=True) as subscription:
@@ -356,7 +367,7 @@ async def test_ancestry_is_read_past_a_process_whose_name_looks_like_stat_fields
     try:
         async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
             params = relay_params(
-                channel_of(alice), pod.socket, command=[str(shell), "-I", "-S", "-c", passthrough, OPENAB,
+                pod.channel(alice), pod.socket, command=[str(shell), "-I", "-S", "-c", passthrough, OPENAB,
                                                         "browser-bridge"],
             )
             async with Client(params, mode="legacy") as client:
@@ -376,7 +387,7 @@ def fake_process(proc: Path, pid: int, parent: int, channel: str | None, start_t
 
 def test_the_ancestry_walk_is_bounded(tmp_path: Path) -> None:
     # A fake /proc: a chain of 40 processes, pid n's parent is n + 1, and only the topmost carries a channel.
-    channel = f"acp_{uuid.uuid4()}"
+    channel = SessionNaming().channel(new_session_id())
     for pid in range(100, 140):
         fake_process(tmp_path, pid, pid + 1, channel if pid == 139 else None)
     assert resolve_channel(110, BROWSER_CHANNEL_ENV, proc=str(tmp_path)).value == channel
@@ -386,7 +397,7 @@ def test_the_ancestry_walk_is_bounded(tmp_path: Path) -> None:
 
 def test_an_agents_recycled_pid_is_not_the_agent(tmp_path: Path) -> None:
     # relay 300 -> its parent 200 (the channel's "agent" pid) -> the pod, 100.
-    channel = f"acp_{uuid.uuid4()}"
+    channel = SessionNaming().channel(new_session_id())
     fake_process(tmp_path, 300, 200, None, start_time=5000)
     fake_process(tmp_path, 200, 100, channel, start_time=4000)
     found = resolve_channel(300, BROWSER_CHANNEL_ENV, stop_at=100, proc=str(tmp_path))
@@ -406,7 +417,7 @@ async def test_a_closed_sessions_relay_reaches_no_browser() -> None:
     async with (
         bridge_pod() as pod,
         browser_session(pod, "alice") as (alice, _a),
-        Client(relay_params(channel_of(alice), pod.socket), mode="legacy") as client,
+        Client(relay_params(pod.channel(alice), pod.socket), mode="legacy") as client,
     ):
         assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
         await pod.gateway.pod.evict(alice, "closed by the test")
@@ -422,17 +433,17 @@ async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
     ):
         # A raw client under alice's agent that names bob's channel in a frame: refused, then cut off.
         ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
-        forged = {**ping, "id": 2, "channel_id": channel_of(bob)}
-        lines = await raw_exchange(pod, channel_of(alice), [json.dumps(ping), json.dumps(forged), json.dumps(ping)])
+        forged = {**ping, "id": 2, "channel_id": pod.channel(bob)}
+        lines = await raw_exchange(pod, pod.channel(alice), [json.dumps(ping), json.dumps(forged), json.dumps(ping)])
         greeting, pong, refusal = (json.loads(line) for line in lines[:3])
-        assert greeting["method"] == READY_METHOD and greeting["params"]["sessionId"] == alice
+        assert greeting["method"] == READY_METHOD and greeting["params"]["channel"] == pod.channel(alice)
         assert pong == {"jsonrpc": "2.0", "id": 1, "result": {}}
         assert refusal["id"] == 2 and refusal["error"]["code"] == BRIDGE_REFUSED
         assert "may not name another channel" in refusal["error"]["message"]
         assert lines[3:] == ["EOF"]  # cut off: nothing more is served
 
         # A relay started by alice's agent with bob's channel in its own environment: the ancestry disagrees.
-        params = relay_params(channel_of(alice), pod.socket, relay_env=f"{BROWSER_CHANNEL_ENV}={channel_of(bob)}")
+        params = relay_params(pod.channel(alice), pod.socket, relay_env=f"{BROWSER_CHANNEL_ENV}={pod.channel(bob)}")
         async with mcp_error(BRIDGE_REFUSED) as refused, Client(params, mode="legacy") as client:
             await client.call_tool("whoami", {})
         assert "may not name another session's channel" in refused[0].error.message
@@ -440,6 +451,42 @@ async def test_a_process_naming_another_sessions_channel_is_refused() -> None:
             m.get("params", {}).get("params", {}).get("name") == "whoami"
             for m in bob_browser.server_requests if m.get("method") == "mcp/message"
         )
+
+
+@pytest.mark.parametrize("forged_id", [[], {"a": 1}, True, "i" * 1025, 1.5])
+async def test_a_claim_refused_under_an_id_mcp_does_not_allow_is_refused_under_null(forged_id: Any) -> None:
+    # Found by tests/fuzz: the refusal echoed whatever id the frame had, and `"id": []` is no JSON-RPC answer.
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a), \
+            browser_session(pod, "bob") as (bob, _b):
+        forged = {"jsonrpc": "2.0", "id": forged_id, "method": "ping", "channel_id": pod.channel(bob)}
+        ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+        lines = await raw_exchange(pod, pod.channel(alice), [json.dumps(forged), json.dumps(ping)])
+        refusal = json.loads(lines[1])
+        assert refusal["id"] is None and refusal["error"]["code"] == BRIDGE_REFUSED, refusal
+        assert lines[2:] == ["EOF"]  # and cut off, as for any claim of another channel
+
+
+@pytest.mark.parametrize("depth", [129, 2000])
+async def test_a_line_nested_past_the_bound_is_refused_with_the_bound_named(depth: int) -> None:
+    # Found by tests/fuzz: past orjson's 1024 levels the bridge answered orjson's bare "depth limit exceeded".
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        deep = '{"jsonrpc":"2.0","id":3,"method":"ping","params":{"x":' + "[" * depth + "]" * depth + "}}"
+        ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
+        lines = await raw_exchange(pod, pod.channel(alice), [deep, json.dumps(ping)])
+        refusal, pong = json.loads(lines[1]), json.loads(lines[2])
+    assert refusal["id"] == (3 if depth <= 1024 else None) and refusal["error"]["code"] == -32600, refusal
+    assert "nested more than 128 levels deep" in refusal["error"]["message"]
+    assert pong == {"jsonrpc": "2.0", "id": 4, "result": {}}  # and the connection serves on
+
+
+async def test_a_cancellation_naming_an_object_for_an_id_is_ignored(caplog: pytest.LogCaptureFixture) -> None:
+    # Found by tests/fuzz: an unhashable requestId made the lookup raise, logged as a failure of the bridge.
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
+        cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"a": [1]}}}
+        ping = {"jsonrpc": "2.0", "id": 4, "method": "ping"}
+        lines = await raw_exchange(pod, pod.channel(alice), [json.dumps(cancel) + "\n" + json.dumps(ping)])
+    assert json.loads(lines[1]) == {"jsonrpc": "2.0", "id": 4, "result": {}}
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
 
 
 @pytest.fixture
@@ -463,12 +510,12 @@ async def test_a_different_uid_is_refused(other_user: int) -> None:
         # The file modes keep another user out first: the directory is 0700 and the socket 0600.
         assert stat.S_IMODE(os.stat(pod.socket.parent).st_mode) == 0o700
         assert stat.S_IMODE(os.stat(pod.socket).st_mode) == 0o600
-        lines = await raw_exchange(pod, channel_of(alice), [ping], user=other_user)
+        lines = await raw_exchange(pod, pod.channel(alice), [ping], user=other_user)
         assert any("Permission denied" in line for line in lines), lines
         # With the modes opened up (a mistake, a shared volume), the kernel's credentials still refuse it.
         os.chmod(pod.socket.parent, 0o711)
         os.chmod(pod.socket, 0o666)
-        lines = await raw_exchange(pod, channel_of(alice), [ping], user=other_user)
+        lines = await raw_exchange(pod, pod.channel(alice), [ping], user=other_user)
         refusal = json.loads(lines[0])
         assert refusal["id"] is None and refusal["error"]["code"] == BRIDGE_REFUSED
         assert f"uid {other_user}" in refusal["error"]["message"]
@@ -482,7 +529,7 @@ async def test_oversize_and_garbage_frames_get_json_rpc_errors() -> None:
     async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
         ping = json.dumps({"jsonrpc": "2.0", "id": 7, "method": "ping"})
         huge = json.dumps({"jsonrpc": "2.0", "id": 8, "method": "ping", "params": {"x": "y" * MAX_FRAME_BYTES}})
-        lines = await raw_exchange(pod, channel_of(alice), ["{not json", huge, "[1, 2]", ping])
+        lines = await raw_exchange(pod, pod.channel(alice), ["{not json", huge, "[1, 2]", ping])
         _greeting, garbage, oversize, batch, pong = (json.loads(line) for line in lines[:5])
         assert garbage["error"]["code"] == -32700 and garbage["id"] is None
         assert oversize["error"]["code"] == -32000 and "Frame too large" in oversize["error"]["message"]
@@ -490,7 +537,7 @@ async def test_oversize_and_garbage_frames_get_json_rpc_errors() -> None:
         assert pong == {"jsonrpc": "2.0", "id": 7, "result": {}}  # the connection survived all of it
 
         # The same through the relay's stdin: errors on stdout, and the relay goes on serving.
-        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: channel_of(alice), SOCKET_ENV: str(pod.socket)}
+        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: pod.channel(alice), SOCKET_ENV: str(pod.socket)}
         relay = await asyncio.create_subprocess_exec(
             OPENAB, "browser-bridge", env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
@@ -517,7 +564,7 @@ async def test_relay_reads_and_writes_plain_files_too(tmp_path: Path) -> None:
             {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "whoami", "arguments": {}}},
         ]
         (tmp_path / "in.jsonl").write_text("".join(json.dumps(r) + "\n" for r in requests))
-        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: channel_of(alice), SOCKET_ENV: str(pod.socket)}
+        env = {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: pod.channel(alice), SOCKET_ENV: str(pod.socket)}
         relay = await asyncio.create_subprocess_exec(
             "sh", "-c", f'"{OPENAB}" browser-bridge < in.jsonl > out.jsonl', cwd=tmp_path, env=env,
             stderr=subprocess.DEVNULL,
@@ -544,7 +591,7 @@ async def test_relay_survives_the_pod_socket_restarting(tmp_path: Path) -> None:
             bridge_pod() as pod,
             browser_session(pod, "alice") as (alice, extension),
             Client(
-                stdio_client(relay_params(channel_of(alice), pod.socket), errlog=errlog),
+                stdio_client(relay_params(pod.channel(alice), pod.socket), errlog=errlog),
                 mode="legacy", message_handler=on_message,
             ) as client,
         ):
@@ -569,7 +616,7 @@ async def test_relay_survives_the_pod_socket_restarting(tmp_path: Path) -> None:
             assert not path.exists()
             # It waited for the new server, which the relay re-initializes. The session's agent is registered
             # before the server listens: the waiting relay dials at once.
-            bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), channel_of(alice))
+            bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), pod.session(alice))
             pod.bridge = await bridge.__aenter__()
             async with asyncio.timeout(20):
                 result = await call
@@ -596,13 +643,14 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
     @contextlib.asynccontextmanager
     async def whole_pod(session_id: str | None, who: str) -> AsyncIterator[str]:
         """A fresh gateway and bridge on the same socket path, and a browser that resumes ``session_id``."""
+        # The same state dir: the restarted pod names the session's channel with the same kept secret.
         settings = Settings(token=SecretStr(secrets.token_urlsafe(24)), port=0, browser_mode="bridge",
-                            browser_socket=path)
+                            browser_socket=path, state_dir=root / "state")
         new_pod = assemble(settings, backend=NoAgentBackend())
         assert isinstance(new_pod.browser, BridgeServer)
         # The agent that lived through the restart is registered before the socket listens: its waiting relay
         # dials the moment it can.
-        stand_in_for_agents(new_pod.browser, *([channel_of(session_id)] if session_id else []))
+        stand_in_for_agents(new_pod.browser, *([session_in(new_pod, session_id)] if session_id else []))
         async with (
             run_gateway(pod=new_pod) as gateway,
             connect_extension(gateway.ws_url, gateway.token) as extension,
@@ -616,7 +664,7 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
             servers = [{"type": "acp", "id": "srv", "name": "browser"}]
             if session_id is None:
                 session_id = await extension.new_session(servers)
-                stand_in_for_agents(new_pod.browser, channel_of(session_id))
+                stand_in_for_agents(new_pod.browser, session_in(new_pod, session_id))
             else:  # what the side panel does when its gateway comes back
                 await extension.request(
                     "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
@@ -627,7 +675,8 @@ async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> 
     first: contextlib.AbstractAsyncContextManager[str] | None = whole_pod(None, "alice before")
     try:
         session_id = await first.__aenter__()  # type: ignore[union-attr]
-        async with Client(relay_params(channel_of(session_id), path), mode="legacy") as client:
+        channel = SessionNaming(naming_secret(root / "state")).channel(session_id)
+        async with Client(relay_params(channel, path), mode="legacy") as client:
             assert text_of(await client.call_tool("whoami", {})) == "browser of alice before"
             # Everything but the agent and its relay goes: gateway, socket, the browser's connection.
             await first.__aexit__(None, None, None)  # type: ignore[union-attr]
@@ -655,7 +704,7 @@ async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -
     async with (
         bridge_pod() as pod,
         browser_session(pod, "alice", slow=slow) as (alice, extension),
-        Client(relay_params(channel_of(alice), pod.socket), mode="legacy") as client,
+        Client(relay_params(pod.channel(alice), pod.socket), mode="legacy") as client,
     ):
         call = asyncio.create_task(client.call_tool("slow", {}))
         async with asyncio.timeout(10):
@@ -668,14 +717,14 @@ async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -
         await eventually(lambda: bool(extension.cancelled), 10)
         async with asyncio.timeout(10):
             await stopped.wait()
-        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, pod.socket), channel_of(alice))
+        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, pod.socket), pod.session(alice))
         await pod.bridge.start()
         assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
 
 
 async def test_no_pod_is_a_clear_error_after_the_wait() -> None:
     missing = Path(tempfile.mkdtemp(prefix="oab-")) / "nothing.sock"
-    params = relay_params(f"acp_{'0' * 8}-0000-4000-8000-{'0' * 12}", missing,
+    params = relay_params(SessionNaming().channel(new_session_id()), missing,
                           command=[OPENAB, "browser-bridge", "--wait", "0.5"])
     async with mcp_error() as failed, Client(params, mode="legacy"):
         pass
@@ -699,12 +748,12 @@ async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
         with pytest.raises(BridgeError, match="chmod 700"):
             await BridgeServer(pod.gateway.pod.tunnels, path).start()
         os.chmod(path.parent, 0o700)
-        nobody = f"acp_{uuid.uuid4()}"  # a session the pod does not hold (yet): its tools answer all the same
+        nobody = pod.session(new_session_id())  # a session the pod does not hold (yet): its tools answer all the same
         pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), nobody)
         await pod.bridge.start()
         assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
         assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
-        async with Client(relay_params(nobody, path), mode="legacy") as client:
+        async with Client(relay_params(nobody.channel, path), mode="legacy") as client:
             assert {tool.name for tool in (await client.list_tools()).tools} == {t["name"] for t in BROWSER_TOOLS}
 
 
@@ -723,8 +772,32 @@ async def test_config_write_bridge_entry_starts_a_working_relay(tmp_path: Path) 
     assert ours == entry("claude", StdioCommand())
     async with bridge_pod() as pod, browser_session(pod, "alice") as (alice, _a):
         # The entry names `openab` by PATH, as a hand-written config would.
-        params = relay_params(channel_of(alice), pod.socket, command=[ours["command"], *ours["args"]])
+        params = relay_params(pod.channel(alice), pod.socket, command=[ours["command"], *ours["args"]])
         assert params.env is not None
         params.env["PATH"] = f"{Path(OPENAB).parent}:{os.environ['PATH']}"
         async with Client(params, mode="auto") as client:
             assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
+
+
+# -- start-up -----------------------------------------------------------------------------------------------
+
+
+async def test_the_relay_runs_without_loading_tls(tmp_path: Path) -> None:
+    # Every agent session spawns a relay and waits for it: OpenSSL, which asyncio loads when it can, is a tenth of
+    # the relay's start-up for a process that only speaks over a Unix socket and pipes (docs/benchmarks.md).
+    relay = await asyncio.create_subprocess_exec(
+        OPENAB, "browser-bridge", "--socket", str(tmp_path / "none.sock"), "--wait", "30",
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    assert relay.stdin is not None and relay.stderr is not None
+    try:
+        async with asyncio.timeout(30):
+            # Its connection loop reports the missing socket: asyncio is loaded and running by then.
+            assert b"cannot connect" in await relay.stderr.readline()
+        mapped = await asyncio.to_thread(Path(f"/proc/{relay.pid}/maps").read_text)
+        assert "_asyncio." in mapped, "the relay's event loop runs on the C-accelerated asyncio"
+        assert "libssl" not in mapped and "_ssl." not in mapped
+    finally:
+        relay.stdin.close()
+        async with asyncio.timeout(30):
+            await relay.wait()

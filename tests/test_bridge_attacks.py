@@ -88,10 +88,6 @@ INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
               "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "attack"}}}
 
 
-def channel_of(session_id: str) -> str:
-    return "acp_" + session_id.removeprefix("sess_")
-
-
 def parent_of(pid: int) -> int:
     return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
 
@@ -140,13 +136,18 @@ class Pod:
     agents: list[Agent] = field(default_factory=list)
     strays: list[int] = field(default_factory=list)  # processes that left an agent's tree, to end by pid
 
+    def channel(self, who: str) -> str:
+        session = self.gateway.pod.sessions.get(self.sessions[who])
+        assert session is not None
+        return session.channel
+
     def env(self, channel: str) -> dict[str, str]:
         return {"PATH": os.environ["PATH"], BROWSER_CHANNEL_ENV: channel, SOCKET_ENV: str(self.bridge.path)}
 
     async def agent(self, who: str, *args: str, register: bool = True, channel: str | None = None) -> Agent:
         """Start an agent for ``who``'s session (or with ``channel`` in its environment instead) and, as the
         runtime does, register it for that session before it may dial; then tell it to go."""
-        env = self.env(channel or channel_of(self.sessions[who]))
+        env = self.env(channel or self.channel(who))
         with self.log.open("ab") as errors:
             process = await asyncio.create_subprocess_exec(
                 sys.executable, "-I", "-c", AGENT, *args, env=env,
@@ -219,7 +220,7 @@ async def test_the_registered_agent_and_the_relay_it_spawns_reach_their_own_brow
 
         holder = await pod.agent("alice", "hold", "1")  # the agent dialling the socket itself
         [greeting] = await holder.greetings(1)
-        assert greeting["method"] == READY_METHOD and greeting["params"]["sessionId"] == pod.sessions["alice"]
+        assert greeting["method"] == READY_METHOD and greeting["params"]["channel"] == pod.channel("alice")
 
 
 # -- escaping the agent's tree ------------------------------------------------------------------------------
@@ -229,10 +230,10 @@ async def test_a_double_forked_process_cannot_take_another_sessions_channel() ->
     async with attack_pod("alice", "bob") as pod:
         bob = await pod.agent("bob", "hold", "1")
         [greeting] = await bob.greetings(1)
-        assert greeting["params"]["sessionId"] == pod.sessions["bob"]  # bob's own agent is welcome
+        assert greeting["params"]["channel"] == pod.channel("bob")  # bob's own agent is welcome
 
         # A process under alice's agent escapes its tree and runs a relay with bob's channel.
-        alice = await pod.agent("alice", "double-fork", channel_of(pod.sessions["bob"]), OPENAB)
+        alice = await pod.agent("alice", "double-fork", pod.channel("bob"), OPENAB)
         escaped = int((await alice.line()).removeprefix("pid "))
         pod.strays.append(escaped)
         await alice.send(INITIALIZE)
@@ -249,7 +250,7 @@ async def test_the_right_channel_without_its_agent_above_is_refused() -> None:
     async with attack_pod("alice") as pod:
         agent = await pod.agent("alice", "hold", "1")
         [greeting] = await agent.greetings(1)
-        assert greeting["params"]["sessionId"] == pod.sessions["alice"]
+        assert greeting["params"]["channel"] == pod.channel("alice")
         # A process of the pod's uid that carries alice's channel, but was not started under alice's agent.
         stranger = await pod.agent("alice", "hold", "1", register=False)
         [refusal] = await stranger.greetings(1)
@@ -300,7 +301,7 @@ async def test_a_recycled_agent_pid_does_not_count() -> None:
     async with attack_pod("alice") as pod:
         # The agent that dies. Not an asyncio child: asyncio's child watcher keys its threads by pid, and two of
         # its children under one pid in quick succession confuse it.
-        env = pod.env(channel_of(pod.sessions["alice"]))
+        env = pod.env(pod.channel("alice"))
         agent = subprocess.Popen(  # noqa: ASYNC220 - returns once exec'd; kept out of asyncio's watcher (above)
             [sys.executable, "-I", "-c", "import sys; sys.stdin.read()"], env=env, stdin=subprocess.PIPE
         )
@@ -346,5 +347,5 @@ async def test_a_session_at_its_quota_does_not_lock_out_another() -> None:
         assert "16 connections" in refused[0]["error"]["message"], refused[0]
         bob = await pod.agent("bob", "hold", "1")
         [greeting] = await bob.greetings(1)
-        assert greeting["method"] == READY_METHOD and greeting["params"]["sessionId"] == pod.sessions["bob"]
+        assert greeting["method"] == READY_METHOD and greeting["params"]["channel"] == pod.channel("bob")
         assert pod.bridge.connections == 17

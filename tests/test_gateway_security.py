@@ -18,8 +18,11 @@ from gateway_harness import eventually, run_gateway
 from pydantic import SecretStr
 
 from openab.core.acp.backend import NoAgentBackend
+from openab.core.acp.naming import CHANNEL_PATTERN, SessionNaming
+from openab.core.acp.schema import new_session_id
 from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
+from openab.core.statedir import NAMING_SECRET_FILE, naming_secret, session_workdir
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
 from openab.gateway.pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
@@ -173,6 +176,44 @@ def test_a_planted_key_file_is_not_trusted(tmp_path: Path) -> None:
         read_key_file(state / KEY_FILE)
 
 
+def test_session_names_reveal_no_id_and_are_stable_across_restarts_of_one_pod(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    session_id = new_session_id()
+    first = SessionNaming(naming_secret(state))
+    assert stat.S_IMODE((state / NAMING_SECRET_FILE).stat().st_mode) == 0o600
+    channel = first.channel(session_id)
+    assert CHANNEL_PATTERN.fullmatch(channel)
+    uuid_hex = session_id.removeprefix("sess_").replace("-", "")
+    assert not any(uuid_hex[i:i + 8] in channel for i in range(0, 32, 8)), "no part of the id shows"
+    assert first.tag(session_id) not in channel
+    # The restarted pod names the session's folder the same (its agent CLI finds its conversation there) ...
+    assert SessionNaming(naming_secret(state)).channel(session_id) == channel
+    # ... and another pod, or someone without the pod's secret, cannot compute it from the id.
+    assert SessionNaming(naming_secret(tmp_path / "other")).channel(session_id) != channel
+    assert SessionNaming().channel(session_id) != channel
+
+
+def test_a_planted_naming_secret_is_not_trusted_and_an_old_loose_sessions_dir_is_tightened(tmp_path: Path) -> None:
+    state = make_private_dir(tmp_path / "state")
+    chosen = tmp_path / "chosen"
+    chosen.write_text("00" * 32)  # an attacker's secret would let them compute every session's folder
+    chosen.chmod(0o600)
+    (state / NAMING_SECRET_FILE).symlink_to(chosen)
+    with pytest.raises(ConfigurationError, match="symbolic link"):
+        naming_secret(state)
+    (state / NAMING_SECRET_FILE).unlink()
+    (state / NAMING_SECRET_FILE).write_text("not hex")
+    (state / NAMING_SECRET_FILE).chmod(0o600)
+    with pytest.raises(ConfigurationError, match="64 hex digits"):
+        naming_secret(state)
+    # Earlier openab made sessions/ with the umask's mode: it is ours, inside our 0700 state dir, so tightened.
+    (state / "sessions").mkdir(mode=0o755)
+    (state / "sessions").chmod(0o755)
+    workdir = session_workdir(state, SessionNaming().channel(new_session_id()), create=True)
+    assert stat.S_IMODE((state / "sessions").stat().st_mode) == 0o700
+    assert stat.S_IMODE(workdir.stat().st_mode) == stat.S_IMODE(workdir.parent.stat().st_mode) == 0o700
+
+
 # -- what the door says ----------------------------------------------------------------------------------------
 
 
@@ -208,6 +249,10 @@ async def test_debug_logs_show_no_key_no_page_text_and_refusals_are_no_errors(tm
     logged = "".join(lines) + (await process.stderr.read()).decode()
     assert "< GET /acp" in logged, "this is the debug level that used to show headers and frames"
     assert key not in logged
+    # A session id resumes its session from any socket: the log names each session by its tag.
+    assert "sess_" not in logged
+    tag = SessionNaming(naming_secret(tmp_path / "state")).tag(session_id)
+    assert tag in logged
     assert "openab.bearer.[redacted]" in logged
     assert secret_page_text not in logged, "page and prompt text stay out of the log below trace"
     assert "wrong-" not in logged, "a wrong key is a credential too"

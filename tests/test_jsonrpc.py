@@ -87,6 +87,20 @@ def test_method_bearing_frames_over_the_limit_get_32000_naming_the_method() -> N
     assert isinstance(response, Response) and response.result == {"pad": "y" * 500}
 
 
+def test_the_frame_limit_counts_utf8_bytes_not_characters() -> None:
+    # An ASCII frame is measured by its length without being encoded; a frame of wider characters must still be
+    # measured in bytes: 20 three-byte characters make this frame 132 bytes, over a 100-byte limit at 92 characters.
+    peer = Peer(max_method_bytes=100)
+    wide = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "initialize", "params": {"p": "\u20ac" * 20}},
+                      ensure_ascii=False)
+    assert len(wide) < 100 < len(wide.encode())
+    assert peer.receive(wide) == []
+    [answer] = sent(peer)
+    assert answer["error"]["message"].startswith(f"Frame too large: {len(wide.encode())} exceeds the 100-byte")
+    narrow = json.dumps({"jsonrpc": "2.0", "id": 10, "method": "initialize", "params": {"p": "x" * 10}})
+    assert [event.id for event in peer.receive(narrow)] == [10]  # type: ignore[union-attr]
+
+
 def test_our_requests_get_their_own_ids_and_route_answers_back() -> None:
     peer = Peer()
     first = peer.send_request("mcp/connect", {"acpId": "a"}, context="ctx-1")

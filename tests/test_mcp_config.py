@@ -167,6 +167,17 @@ def test_goose_merge_keeps_the_rest_of_config_yaml(dirs: Dirs) -> None:
     assert path.read_text() == original
 
 
+def test_goose_values_that_only_look_like_numbers_do_not_break_a_write(dirs: Dirs) -> None:
+    # Our own entry, hand-edited: "²" and "-٣" are digits to str.isdigit() and not to int(), and read as numbers
+    # they failed the whole write with a ValueError.
+    path = main_file("goose", dirs)
+    seed(path, "extensions:\n  openab_browser:\n    type: stdio\n    timeout: ²\n    retries: -٣\n")
+    write("goose", BRIDGE, **dirs)
+    text = path.read_text()
+    assert "  openab_browser:\n    type: \"stdio\"\n" in text
+    assert strip("goose", BRIDGE, **dirs) == [path]
+
+
 def test_goose_flow_style_extensions_is_refused(dirs: Dirs) -> None:
     path = main_file("goose", dirs)
     seed(path, "extensions: {developer: {enabled: true}}\n")
@@ -554,3 +565,57 @@ def test_config_write_refuses_a_variable_the_agent_cannot_expand(dirs: Dirs) -> 
         config_write("gemini", mode="proxy", url=PROXY.url, token_env="OPENAB_BROWSER_TOKEN", **dirs)
     assert not main_file("gemini", dirs).exists()
     assert mcp_config.expands_token("codex", "T") and not mcp_config.expands_token("goose", "T")
+
+
+# -- the file a CLI is pointed at on its command line (Copilot's --additional-mcp-config @FILE) ----------------
+
+
+@pytest.fixture
+def session_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "sessions" / "c1" / "work"
+    folder.mkdir(parents=True, mode=0o700)
+    folder.chmod(0o700)
+    return folder
+
+
+def test_the_handoff_file_holds_our_server_alone_0600(session_dir: Path) -> None:
+    path = session_dir / ".openab-browser.json"
+    mcp_config.write_handoff_file("copilot", PROXY, path)
+
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert json.loads(path.read_text()) == {"mcpServers": {SERVER_NAME: entry("copilot", PROXY)}}
+    assert mcp_config.remove_handoff_file(path) and not path.exists()
+    assert not mcp_config.remove_handoff_file(path), "nothing left to remove"
+
+
+def test_a_link_at_the_handoff_files_place_is_replaced_not_written_through(session_dir: Path, tmp_path: Path) -> None:
+    theirs = tmp_path / "victim.json"
+    theirs.write_text("keep me")
+    path = session_dir / ".openab-browser.json"
+    path.symlink_to(theirs)
+
+    mcp_config.write_handoff_file("copilot", PROXY, path)
+
+    assert theirs.read_text() == "keep me" and not path.is_symlink() and PROXY.token in path.read_text()
+    path.unlink()
+    path.symlink_to(theirs)
+    assert mcp_config.remove_handoff_file(path) and theirs.read_text() == "keep me", "the link went, not its target"
+
+
+@pytest.mark.parametrize("mode", [0o755, 0o770, 0o777])
+def test_the_handoff_file_is_refused_in_a_folder_others_can_enter(session_dir: Path, mode: int) -> None:
+    session_dir.chmod(mode)
+    path = session_dir / ".openab-browser.json"
+
+    with pytest.raises(ConfigError, match="chmod 700"):
+        mcp_config.write_handoff_file("copilot", PROXY, path)
+    assert not path.exists() and list(session_dir.iterdir()) == []
+
+
+def test_the_handoff_file_is_refused_through_a_linked_folder(session_dir: Path, tmp_path: Path) -> None:
+    linked = tmp_path / "linked"
+    linked.symlink_to(session_dir)
+
+    with pytest.raises(ConfigError):
+        mcp_config.write_handoff_file("copilot", PROXY, linked / ".openab-browser.json")
+    assert list(session_dir.iterdir()) == []

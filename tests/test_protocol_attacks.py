@@ -73,6 +73,20 @@ class Sentinel:
                 answers.append(message)
 
 
+@contextlib.asynccontextmanager
+async def agents_endpoint() -> AsyncIterator[HttpEndpoint]:
+    """A gateway with one extension session, and the MCP endpoint its agent would be handed."""
+    async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        proxy = gw.pod.browser
+        assert isinstance(proxy, BrowserProxy)
+        await ext.initialize()
+        session = gw.pod.sessions.get(await ext.new_session())
+        assert session is not None
+        entry = (await proxy.open(session)).entry
+        assert isinstance(entry, HttpEndpoint)
+        yield entry
+
+
 def request_frame(request_id: str, *, method: str = "katashiro/ping", params: str | None = None) -> str:
     frame = f'{{"jsonrpc":"2.0","id":{request_id},"method":"{method}"'
     return frame + (f',"params":{params}}}' if params is not None else "}")
@@ -133,6 +147,44 @@ async def test_answers_with_ids_we_never_used_are_dropped_without_a_word(gateway
         assert await Sentinel(ws).answers_to(*replies) == []
 
 
+
+@pytest.mark.parametrize("named", ["{}", "[]", '{"a":[1]}', "[[]]"])
+async def test_a_cancellation_naming_an_object_for_an_id_changes_nothing(gateway: RunningGateway, named: str) -> None:
+    # Found by tests/fuzz: an unhashable requestId made the cancellation lookup raise in the read loop, which
+    # ended the socket; on the agents' MCP endpoint the same notification got a bare 500.
+    async with raw_socket(gateway) as ws:
+        sentinel = Sentinel(ws)
+        cancel = '{"jsonrpc":"2.0","method":"$/cancel_request","params":{"requestId":' + named + "}}"
+        assert await sentinel.answers_to(cancel) == []
+        assert await sentinel.answers_to(request_frame("1")) != []  # still serving
+
+
+async def test_a_cancellation_naming_an_object_is_accepted_by_the_agents_mcp_endpoint() -> None:
+    async with agents_endpoint() as entry:
+        headers = {"Authorization": f"Bearer {entry.token}", "Accept": "application/json, text/event-stream"}
+        init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t"}}}
+        async with httpx.AsyncClient(timeout=BOUND) as http:
+            opened = await http.post(entry.url, json=init, headers=headers)
+            headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+            cancel = {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": {"a": 1}}}
+            answer = await http.post(entry.url, json=cancel, headers=headers)
+    assert answer.status_code == 202, answer.text
+
+
+
+@pytest.mark.parametrize("bad_id", [True, {"a": 1}, [1], "i" * 1025])
+async def test_the_agents_mcp_endpoint_refuses_an_id_mcp_does_not_allow_under_null(bad_id: Any) -> None:
+    # Found by tests/fuzz: a refusal of the HTTP layer (no Mcp-Session-Id here) echoed the body's id as it was.
+    async with agents_endpoint() as entry:
+        headers = {"Authorization": f"Bearer {entry.token}", "Accept": "application/json, text/event-stream"}
+        async with httpx.AsyncClient(timeout=BOUND) as http:
+            answer = await http.post(entry.url, json={"jsonrpc": "2.0", "id": bad_id, "method": "ping"},
+                                     headers=headers)
+    assert answer.status_code == 400
+    assert answer.json()["id"] is None and answer.json()["error"]["code"] == -32600, answer.text
+
+
 # -- nesting ---------------------------------------------------------------------------------------------------
 
 
@@ -164,14 +216,7 @@ async def test_nesting_is_bounded_at_128_levels_on_the_acp_socket(
 
 
 async def test_nesting_is_bounded_on_the_agents_mcp_endpoint_too() -> None:
-    async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
-        proxy = gw.pod.browser
-        assert isinstance(proxy, BrowserProxy)
-        await ext.initialize()
-        session = gw.pod.sessions.get(await ext.new_session())
-        assert session is not None
-        entry = (await proxy.open(session)).entry
-        assert isinstance(entry, HttpEndpoint)
+    async with agents_endpoint() as entry:
         headers = {
             "Authorization": f"Bearer {entry.token}", "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28",
@@ -193,7 +238,10 @@ async def test_nesting_is_bounded_on_the_agents_mcp_endpoint_too() -> None:
         assert refused["id"] == 7 and refused["error"]["code"] == -32600
         assert "nested more than 128 levels deep" in refused["error"]["message"]
     status, unreadable = answers[100_000]
-    assert status == 400 and unreadable["error"]["code"] in (-32700, -32600)
+    # Past orjson's 1024 levels nothing can be read, the id neither: the answer still names the bound (it was
+    # orjson's bare "depth limit exceeded" until tests/fuzz asked for the words every other hop uses).
+    assert status == 400 and unreadable["id"] is None and unreadable["error"]["code"] == -32600
+    assert "nested more than 128 levels deep" in unreadable["error"]["message"]
 
 
 # -- floods ----------------------------------------------------------------------------------------------------

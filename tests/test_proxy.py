@@ -335,7 +335,7 @@ async def test_the_http_gate_refuses_what_it_must() -> None:
     assert garbage.status_code == 400 and garbage.json()["error"]["code"] == -32700
     assert other_path.status_code == 404
     assert stateless.status_code == 200 and stateless.json()["result"]["resultType"] == "complete"
-    assert len(stateless.json()["result"]["tools"]) == 12 and "mcp-session-id" not in stateless.headers
+    assert len(stateless.json()["result"]["tools"]) == len(BROWSER_TOOLS) and "mcp-session-id" not in stateless.headers
     assert mismatch.status_code == 400 and mismatch.json()["error"]["code"] == -32020
     assert too_new.status_code == 400 and too_new.json()["error"]["code"] == -32022
     assert no_method.status_code == 404 and no_method.json()["error"]["code"] == -32601

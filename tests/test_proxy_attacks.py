@@ -22,6 +22,8 @@ from openab.core.mcp.proxy import BrowserProxy, ProxyEndpoint
 pytestmark = pytest.mark.anyio
 
 IDLE_SOCKETS = 300  # more than uvicorn's limit_concurrency (256) the endpoint used to have
+# The pending-socket cap under these floods: below IDLE_SOCKETS, so the gate's displacement is what they exercise.
+FLOOD_CAP = 200
 INIT_BODY = json.dumps(INIT).encode()
 
 
@@ -91,6 +93,7 @@ async def whoami(_arguments: dict[str, Any]) -> dict[str, Any]:
 async def test_300_idle_sockets_do_not_lock_the_agent_out() -> None:
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
         ext.add_tool("browser_whoami", whoami)
+        proxy.gate.max_pending = FLOOD_CAP
         url, token = await endpoint(gateway, proxy, await open_session(gateway, ext))
         async with sockets(port_of(url), IDLE_SOCKETS):
             # Answered (whatever the status), a later socket proves the server accepted the idle ones: the
@@ -98,7 +101,7 @@ async def test_300_idle_sockets_do_not_lock_the_agent_out() -> None:
             async with httpx.AsyncClient(timeout=10) as http:
                 await http.post(url, json=INIT, headers=ACCEPT)
             await agent_still_served(url, token)
-            assert len(proxy.gate.pending) <= proxy.gate.max_pending  # strangers' file descriptors stay bounded
+            assert len(proxy.gate.pending) <= FLOOD_CAP  # strangers' file descriptors stay bounded
             assert proxy.gate.trusted[listener(proxy).session_id] >= 1  # the agent's socket is never displaced
 
 
@@ -153,6 +156,23 @@ async def test_a_kept_alive_socket_owes_its_next_head_in_time_too() -> None:
     assert after == b""
 
 
+async def test_an_agents_idle_socket_outlives_its_clients_own_keep_alive() -> None:
+    # httpx drops an idle pooled socket after 5 s; a server that closed it at the same 5 s raced the client's next
+    # call, which then died with a read error. The server must be the one that waits longer.
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        reader, writer = await asyncio.open_connection("127.0.0.1", port_of(url))
+        try:
+            writer.write(head(port_of(url), f"Bearer {token}", body=INIT_BODY))
+            first, _, _ = await read_answer(reader)
+            await asyncio.sleep(6)
+            writer.write(head(port_of(url), f"Bearer {token}", body=INIT_BODY))
+            second, _, _ = await read_answer(reader)
+        finally:
+            writer.close()
+    assert (first, second) == (200, 200)
+
+
 async def test_a_huge_header_block_is_refused_before_it_reaches_the_app() -> None:
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
         ext.add_tool("browser_whoami", whoami)
@@ -181,6 +201,7 @@ async def test_a_huge_header_block_is_refused_before_it_reaches_the_app() -> Non
 async def test_300_sockets_with_a_wrong_token_each_get_401_and_the_agent_is_served() -> None:
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
         ext.add_tool("browser_whoami", whoami)
+        proxy.gate.max_pending = FLOOD_CAP
         url, token = await endpoint(gateway, proxy, await open_session(gateway, ext))
         port = port_of(url)
         statuses: list[int] = []
@@ -195,7 +216,7 @@ async def test_300_sockets_with_a_wrong_token_each_get_401_and_the_agent_is_serv
                     assert token.encode() not in body
             await agent_still_served(url, token)
     # Sockets the gate displaced for newer ones may be gone before they are read; every answer is a 401.
-    assert len(statuses) >= proxy.gate.max_pending and set(statuses) == {401}
+    assert len(statuses) >= FLOOD_CAP and set(statuses) == {401}
     assert all(challenge.startswith("Bearer") for challenge in challenges)
 
 
@@ -222,6 +243,39 @@ async def test_no_token_and_another_sessions_token_get_401() -> None:
         assert answer.headers["www-authenticate"].startswith("Bearer"), name
         assert token_a not in answer.text and token_b not in answer.text, name
     assert own.status_code == 200
+
+
+async def test_a_rebound_host_is_refused_on_a_socket_whose_loopback_host_was_served() -> None:
+    # The endpoint remembers Host values that named this machine (a lookup instead of parsing an address each
+    # call): one that was served must not let a DNS-rebound page's Host through, on the same socket or a new one,
+    # nor a doubled Host whose first copy is the remembered one; nor may made-up names fill what it remembers.
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        port = port_of(url)
+        auth = {**ACCEPT, "Authorization": f"Bearer {token}"}
+        async with httpx.AsyncClient(timeout=10) as http:
+            served = [await http.post(url, json=INIT, headers=auth) for _ in range(2)]
+            rebound = await http.post(url, json=INIT, headers={**auth, "Host": f"evil.example:{port}"})
+            loopbacks = [await http.post(url, json=INIT, headers={**auth, "Host": f"127.0.0.{n}:{port}"})
+                         for n in range(2, 30)]
+            rebound_later = await http.post(url, json=INIT, headers={**auth, "Host": f"evil.example:{port}"})
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            body = json.dumps(INIT).encode()
+            writer.write(f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nHost: evil.example\r\n"
+                         f"Authorization: Bearer {token}\r\nContent-Type: application/json\r\n"
+                         f"Accept: application/json, text/event-stream\r\nContent-Length: {len(body)}\r\n\r\n"
+                         .encode() + body)
+            await writer.drain()
+            doubled, _, _ = await asyncio.wait_for(read_answer(reader), 10)
+        finally:
+            writer.close()
+        remembered = len(listener(proxy).app._loopback_hosts)
+    assert [answer.status_code for answer in served] == [200, 200]
+    assert rebound.status_code == 403 and rebound_later.status_code == 403, rebound.text
+    assert {answer.status_code for answer in loopbacks} == {200}  # every loopback address is this machine
+    assert doubled == 400
+    assert remembered <= 8
 
 
 @pytest.mark.parametrize("scheme", ["bearer", "BEARER", "bEaReR", "Bearer "])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import stat
 import sys
 from pathlib import Path
 
@@ -41,6 +42,12 @@ async def test_the_agent_runs_in_its_own_group_directory_and_scrubbed_env(tmp_pa
         assert os.getpgid(pid) == pid, "the agent leads its own process group"
         workdir = Path(os.readlink(f"/proc/{pid}/cwd"))
         assert workdir == tmp_path / "state" / "sessions" / session.channel / "work"
+        # The folder names neither the session id nor its uuid (a local user listing it could resume it) ...
+        assert session_id.removeprefix("sess_") not in str(workdir)
+        assert session_id.removeprefix("sess_").replace("-", "") not in str(workdir)
+        # ... and nobody else can enter any folder on the way down to it.
+        for folder in (workdir, workdir.parent, workdir.parent.parent, workdir.parent.parent.parent):
+            assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700, folder
         assert env["OPENAB_BROWSER_CHANNEL"] == session.channel
         assert "GITHUB_TOKEN" not in env and "OPENAI_API_KEY" not in env
         assert env["PASS_ME"] == "yes" and env["SET_ME"] == "1"

@@ -14,12 +14,15 @@ import shutil
 import signal
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fake_extension import RemoteError, connect_extension
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt, run_pod
 
+from openab.core.agents.process import AgentProcess
 from openab.core.agents.tree import own_cgroup
+from openab.core.errors import ConnectionClosed
 from openab.core.jsonrpc import SERVER_OVERLOADED
 from openab.core.settings import Settings
 from openab.gateway.run_command import register, runtime_overrides
@@ -309,3 +312,29 @@ def test_max_agents_comes_from_the_flag_or_the_environment(source: str) -> None:
     env = {} if source == "flag" else {"OPENAB_MAX_AGENTS": "3"}
     assert Settings.from_env(env, **runtime_overrides(args)).max_agents == 3
     assert Settings().max_agents == 16
+
+
+async def test_an_agent_that_cannot_be_spoken_to_any_more_is_stopped(tmp_path: Path) -> None:
+    class Silent:
+        def handle_request(self, request: Any) -> Any:
+            return None
+
+        def handle_notification(self, notification: Any) -> None:
+            return None
+
+    # It closes its stdin and lives on: every message to it fails from then on, and it would idle forever.
+    deaf = "import os, time\nos.close(0)\nprint('ready', flush=True)\ntime.sleep(120)\n"
+    agent = AgentProcess([sys.executable, "-c", deaf], handler=Silent(), env=dict(os.environ), cwd=tmp_path,
+                         name="deaf agent")
+    await agent.start()
+    try:
+        pid = agent.pid
+        assert pid is not None
+        with pytest.raises(ConnectionClosed, match="send failed"):
+            await agent.rpc.request("session/new", {"cwd": str(tmp_path), "mcpServers": []}, timeout=10)
+        async with asyncio.timeout(15):
+            await agent.exited.wait()
+        assert not agent.alive
+        assert "its ACP connection closed" in agent.exit_message()
+    finally:
+        await agent.stop(grace=1)

@@ -29,6 +29,7 @@ from openab.core.agents.runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.assemble import assemble
+from openab.gateway.run_command import resolve_key
 
 BROWSER_SERVER = {"type": "acp", "id": "browser-1", "name": "openab_browser"}
 # A real 1x1 JPEG, so whatever decodes the screenshot gets an image.
@@ -157,6 +158,22 @@ class FakeBrowser:
 
     async def _screenshot(self, arguments: dict[str, Any]) -> dict[str, Any]:
         return {"content": [{"type": "image", "data": TINY_JPEG, "mimeType": "image/jpeg"}]}
+
+
+@contextlib.asynccontextmanager
+async def first_run(
+    settings: Settings, **assembly: Any
+) -> AsyncIterator[tuple[Pod, FakeExtension, FakeBrowser, str]]:
+    """`openab run`'s start on ``settings`` (the pairing key made and kept, as on a first run), then an extension
+    with a scripted browser and one session declaring it."""
+    assert resolve_key(settings) is not None and settings.token is not None
+    pod = assemble(settings, **assembly)
+    async with run_gateway(pod=pod) as gateway, connect_extension(gateway.ws_url, gateway.token) as ext:
+        await ext.initialize()
+        browser = FakeBrowser(ext)
+        session_id = await ext.new_session([BROWSER_SERVER])
+        await pod.tunnels.wait_attached(session_id, timeout=15)
+        yield pod, ext, browser, session_id
 
 
 async def open_session(pod: RunningPod, ext: FakeExtension, **params: Any) -> str:

@@ -17,6 +17,9 @@ import pytest
 from fake_extension import connect_extension
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt
 
+from openab.core.acp.naming import SessionNaming
+from openab.core.statedir import naming_secret
+
 pytestmark = pytest.mark.anyio
 
 OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
@@ -91,11 +94,14 @@ async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path
     assert browser.url == "https://example.org/run"
     assert "Example Domain" in turn.text
     log = "".join(pod.log)
-    assert f"session {session_id} created" in log
-    assert f"session {session_id}: prompt to openab built-in agent" in log
-    assert f"session {session_id}: turn ended (end_turn)" in log
+    # The log names the session by its tag: its id would let a reader of the log resume it.
+    assert "sess_" not in log
+    tag = SessionNaming(naming_secret(tmp_path / "state")).tag(session_id)
+    assert f"session {tag} created" in log
+    assert f"session {tag}: prompt to openab built-in agent" in log
+    assert f"session {tag}: turn ended (end_turn)" in log
     # A graceful stop (uvicorn then re-raises SIGTERM, so the exit status says how it was asked to stop).
-    assert code in (0, -signal.SIGTERM) and f"session {session_id} evicted: pod shutting down" in log
+    assert code in (0, -signal.SIGTERM) and f"session {tag} evicted: pod shutting down" in log
     pids = [int(p) for p in re.findall(r"\(pid (\d+)", log)]
     assert pids and all(not live_group(pid) for pid in pids), "no agent outlives the pod"
 

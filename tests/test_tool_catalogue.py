@@ -1,7 +1,7 @@
 """The gateway's fallback tool list and MCP revisions say what the extension really serves.
 
 Agents that list tools once at start-up, before a browser attaches, only ever see the gateway's static list
-(core/mcp/tools.py); if it drifts from extension/lib/tools.js they call tools with arguments the extension
+(core/mcp/tools.py); if it drifts from extension/lib/catalogue.js they call tools with arguments the extension
 does not take, or never learn of ones it does.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from openab.core.mcp.tools import BROWSER_TOOLS
 from openab.core.mcp.vocabulary import HANDSHAKE_VERSIONS, MODERN_VERSION, REQUESTED_HANDSHAKE_VERSION
 
-EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "tools.js"
+EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "catalogue.js"
 
 
 @pytest.fixture(scope="module")
@@ -48,6 +48,7 @@ def test_each_tool_takes_the_same_arguments(extension_tools: dict[str, dict[str,
 
 
 EXTENSION_MCP = EXTENSION_TOOLS.with_name("mcp.js")
+EXTENSION_TOOLS_JS = EXTENSION_TOOLS.with_name("tools.js")
 
 
 def _js_const(source: str, name: str) -> Any:
@@ -62,3 +63,13 @@ def test_the_extension_negotiates_the_mcp_revisions_the_gateway_does() -> None:
     assert tuple(_js_const(source, "HANDSHAKE_VERSIONS")) == HANDSHAKE_VERSIONS
     assert _js_const(source, "REQUESTED_HANDSHAKE_VERSION") == REQUESTED_HANDSHAKE_VERSION
     assert _js_const(source, "STATELESS_VERSION") == MODERN_VERSION
+
+
+def test_the_browser_serves_the_catalogue(extension_tools: dict[str, dict[str, Any]]) -> None:
+    """What BrowserTools lists to an agent (tools.js) is the catalogue the pod's copy is held to."""
+    node = shutil.which("node")
+    assert node is not None
+    script = f"import({json.dumps(EXTENSION_TOOLS_JS.as_uri())}).then(m => console.log(JSON.stringify(m.TOOLS)))"
+    out = subprocess.run([node, "-e", script], check=True, capture_output=True, text=True, timeout=30).stdout
+    assert json.loads(out) == list(extension_tools.values())
+    assert {"browser_handle_dialog", "browser_handoff"} <= set(extension_tools)

@@ -18,10 +18,14 @@ from ..jsonrpc import INVALID_PARAMS, JsonObject, RpcError
 
 __all__ = [
     "ACP_TUNNEL_META",
+    "AGENTS_META",
+    "AGENT_META",
     "AUTH_REQUIRED",
     "PERMISSION_RELAY_META",
     "PROTOCOL_VERSION",
     "AcpServerDeclaration",
+    "AgentChoice",
+    "AgentOffer",
     "CancelParams",
     "CloseParams",
     "InitializeParams",
@@ -29,7 +33,6 @@ __all__ = [
     "PromptParams",
     "ResumeSessionParams",
     "acp_declarations",
-    "channel_for",
     "checked_prompt",
     "initialize_result",
     "new_session_id",
@@ -41,6 +44,10 @@ PROTOCOL_VERSION: Final = 1
 # The client answers permission cards: sent in session/new or resume ``_meta``, advertised in initialize.
 PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
+# The agents a session may run: ``[{id, title}]`` in the initialize result's ``_meta``, the first the default.
+AGENTS_META: Final = META_PREFIX + "agents"
+# The one a session runs: chosen in session/new ``_meta``, said back in the session/new and resume results.
+AGENT_META: Final = META_PREFIX + "agent"
 # ACP's error code for an agent that needs its user to sign in first.
 AUTH_REQUIRED: Final = -32000
 # Checked with fullmatch: `$` also matches before a final newline, and "sess_<uuid>\n" would become a session
@@ -143,6 +150,55 @@ def acp_declarations(mcp_servers: Any) -> list[AcpServerDeclaration]:
     return list(seen.values())
 
 
+@dataclass(frozen=True, slots=True)
+class AgentChoice:
+    """An agent a session may run: ``id`` is what a client sends back, ``title`` what a person reads."""
+
+    id: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class AgentOffer:
+    """The agents the pod offers, the first being the default (``openab run --agent a --agent b``)."""
+
+    choices: tuple[AgentChoice, ...]
+
+    def __post_init__(self) -> None:
+        if not self.choices:
+            raise ValueError("an agent offer needs at least one agent")
+
+    @property
+    def default(self) -> str:
+        return self.choices[0].id
+
+    def meta(self) -> list[JsonObject]:
+        return [{"id": c.id, "title": c.title} for c in self.choices]
+
+    def choose(self, meta: dict[str, Any] | None) -> str:
+        """The agent session/new's ``_meta`` asks for (the default when it names none).
+
+        Raises -32602 naming the choices for one the pod does not offer.
+        """
+        wanted = (meta or {}).get(AGENT_META)
+        if wanted is None:
+            return self.default
+        ids = [c.id for c in self.choices]
+        if wanted not in ids:
+            raise RpcError(
+                INVALID_PARAMS,
+                f"Invalid params: _meta.{AGENT_META} {wanted!r} is not an agent this gateway offers; "
+                f"choose one of {', '.join(ids)} (initialize's _meta.{AGENTS_META} lists them)",
+            )
+        return str(wanted)
+
+    def resumed(self, meta: dict[str, Any] | None) -> str:
+        """The agent of a session resumed after the pod forgot it: the one ``_meta`` names if still offered
+        (a restarted pod may offer others), else the default; resuming never fails for it."""
+        wanted = (meta or {}).get(AGENT_META)
+        return str(wanted) if wanted in [c.id for c in self.choices] else self.default
+
+
 def new_session_id() -> str:
     return f"sess_{uuid.uuid4()}"
 
@@ -153,13 +209,9 @@ def validate_session_id(session_id: str) -> str:
     return session_id
 
 
-def channel_for(session_id: str) -> str:
-    """The in-pod channel name of a session: ``acp_<uuid>``, sharing the session's uuid."""
-    return "acp_" + session_id.removeprefix("sess_")
-
-
-def initialize_result(version: str) -> JsonObject:
+def initialize_result(version: str, agents: AgentOffer) -> JsonObject:
     return {
+        "_meta": {AGENTS_META: agents.meta()},
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": False,

@@ -37,9 +37,12 @@ from ..jsonrpc import (
 )
 from ..tunnel.tunnel import TunnelAddress, TunnelError, TunnelOwner, establish
 from .backend import AgentBackend, PermissionUnavailable
+from .logcontext import SESSION_TAG, log_context
 from .schema import (
+    AGENT_META,
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
+    AgentOffer,
     CancelParams,
     CloseParams,
     InitializeParams,
@@ -123,10 +126,13 @@ class _Turn:
 
 
 class AcpConnections:
-    """The pod's live `/acp` connections by id, so a socket that loses a session to another can be told."""
+    """The pod's live `/acp` connections by id, so a socket that loses a session to another can be told, and
+    the turns running on them, so a stop can let them finish."""
 
     def __init__(self) -> None:
         self._by_id: dict[str, AcpServerConnection] = {}
+        self._turn_ended = asyncio.Event()
+        self.draining = False
 
     def __len__(self) -> int:
         return len(self._by_id)
@@ -137,9 +143,38 @@ class AcpConnections:
     def discard(self, connection: AcpServerConnection) -> None:
         if self._by_id.get(connection.id) is connection:
             del self._by_id[connection.id]
+            self._turn_ended.set()
 
     def get(self, connection_id: str) -> AcpServerConnection | None:
         return self._by_id.get(connection_id)
+
+    @property
+    def turns_in_flight(self) -> int:
+        """Prompts running on the pod's live sockets."""
+        return sum(c.turns_in_flight for c in self._by_id.values())
+
+    def turn_ended(self) -> None:
+        self._turn_ended.set()
+
+    async def drain(self, timeout: float, grace: float) -> int:
+        """Refuse new prompts and let running turns end within ``timeout`` s; then cancel the rest, which answer
+        ``cancelled`` within ``grace`` s (before their sockets close, so the person sees the turn end). Returns
+        how many turns had to be cancelled."""
+        self.draining = True
+        await self._until_no_turns(timeout)
+        left = self.turns_in_flight
+        if left:
+            for connection in list(self._by_id.values()):
+                connection.cancel_turns()
+            await self._until_no_turns(grace)
+        return left
+
+    async def _until_no_turns(self, timeout: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while self.turns_in_flight:
+                    self._turn_ended.clear()
+                    await self._turn_ended.wait()
 
 
 class AcpServerConnection:
@@ -152,6 +187,7 @@ class AcpServerConnection:
         sessions: SessionStore,
         tunnels: TunnelRegistry,
         backend: AgentBackend,
+        agents: AgentOffer,
         spawn: Spawn,
         session_opened: Callable[[Session], None],
         evict: Callable[[str, str], Awaitable[None]],
@@ -162,6 +198,7 @@ class AcpServerConnection:
         self.sessions = sessions
         self.tunnels = tunnels
         self.backend = backend
+        self.agents = agents
         self.spawn = spawn
         self._session_opened = session_opened
         self._evict = evict
@@ -182,6 +219,12 @@ class AcpServerConnection:
     # -- the dispatcher ----------------------------------------------------------------------------------------
 
     def handle_request(self, request: Request) -> Any:
+        session_id = request.params.get("sessionId") if isinstance(request.params, dict) else None
+        tag = self.sessions.naming.tag(session_id) if isinstance(session_id, str) and session_id else None
+        with log_context(session_tag=tag, request_id=request.id):
+            return self._dispatch(request)
+
+    def _dispatch(self, request: Request) -> Any:
         method, params = request.method, request.params
         if method == "initialize":
             return self._initialize(params)
@@ -192,7 +235,7 @@ class AcpServerConnection:
         if method == "session/resume":
             return self._resume_session(params)
         if method == "session/prompt":
-            return self._prompt(params)
+            return self._prompt(params, request.id)
         if method == "session/close":
             return self._close_session(params)
         if method == "session/cancel":
@@ -215,7 +258,7 @@ class AcpServerConnection:
                 INVALID_PARAMS, f"Unsupported protocolVersion {parsed.protocol_version}; this agent supports 1"
             )
         self._initialized = True
-        return initialize_result(package_version())
+        return initialize_result(package_version(), self.agents)
 
     def _check_declarations(self, declared: Any) -> list[AcpServerDeclaration]:
         servers = acp_declarations(declared)
@@ -229,7 +272,9 @@ class AcpServerConnection:
         if session_id not in self._sessions and len(self._sessions) >= limit:
             raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit})")
 
-    def _open(self, session_id: str | None, meta: dict[str, Any] | None) -> Session:
+    def _open(self, session_id: str | None, meta: dict[str, Any] | None, agent: str) -> Session:
+        """Create or take over a session; ``agent`` becomes its agent unless it already has one (a resumed
+        session keeps the agent it was opened with)."""
         try:
             session, created = self.sessions.open(
                 session_id, owner=self.id, owner_generation=self.generation
@@ -237,7 +282,11 @@ class AcpServerConnection:
         except TooManySessions as exc:
             raise RpcError(SERVER_OVERLOADED, str(exc)) from None
         self._sessions.add(session.id)
+        if session.agent is None:
+            session.agent = agent
         session.permission_relay = _wants_permission_relay(meta)
+        # Inside handle_request's log_context, which puts it back: what session/new goes on to log names it.
+        SESSION_TAG.set(self.sessions.naming.tag(session.id))
         log.info("session %s %s on %s", session.id, "created" if created else "resumed", self.id)
         self._session_opened(session)
         return session
@@ -246,10 +295,11 @@ class AcpServerConnection:
         parsed = parse_params(NewSessionParams, params)
         servers = self._check_declarations(parsed.mcp_servers)
         self._hold(None)
+        agent = self.agents.choose(parsed.meta)  # before anything is made: an unknown choice makes nothing
         # `cwd` is the browser's idea of a directory, never the agent's: each session gets its own.
-        session = self._open(None, parsed.meta)
+        session = self._open(None, parsed.meta, agent)
         self._open_tunnels(session, servers)
-        return {"sessionId": session.id}
+        return {"sessionId": session.id, "_meta": {AGENT_META: session.agent}}
 
     def _resume_session(self, params: Any) -> JsonObject:
         parsed = parse_params(ResumeSessionParams, params)
@@ -260,7 +310,7 @@ class AcpServerConnection:
             raise RpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
         self._hold(session_id)
         previous_owner = existing.owner if existing is not None else None
-        session = self._open(session_id, parsed.meta)
+        session = self._open(session_id, parsed.meta, self.agents.resumed(parsed.meta))
         if previous_owner is not None and previous_owner != self.id:
             taken_from = self.connections.get(previous_owner)
             if taken_from is not None:
@@ -269,7 +319,9 @@ class AcpServerConnection:
             retired = self.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
             self._disconnect(retired)
         self._open_tunnels(session, servers)
-        return {}
+        # Said back to a client that names its agent (a restarted pod may no longer offer it); a bare ACP client
+        # gets the bare ACP answer.
+        return {"_meta": {AGENT_META: session.agent}} if parsed.meta and AGENT_META in parsed.meta else {}
 
     def session_moved(self, session_id: str) -> None:
         """Another socket resumed this socket's session: say so, and stop serving that session's browser here.
@@ -354,11 +406,14 @@ class AcpServerConnection:
             )
         return session
 
-    def _prompt(self, params: Any) -> Later:
+    def _prompt(self, params: Any, request_id: object) -> Later:
         if isinstance(params, dict) and not params.get("sessionId"):
             raise RpcError(INVALID_PARAMS, "Missing sessionId")
         parsed = parse_params(PromptParams, params)
         session = self._owned_session(parsed.session_id)
+        if self.connections.draining:
+            raise RpcError(SERVER_OVERLOADED, "The gateway is shutting down for a restart: send the prompt again "
+                                              "once the connection is back")
         if session.prompting:
             raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
         limit = self.settings.max_inflight_prompts
@@ -368,10 +423,15 @@ class AcpServerConnection:
         session.prompting = True
         turn = _Turn(self, session)
         self._turns[session.id] = turn
-        return Later(self._run_turn(turn, blocks))
+        return Later(self._run_turn(turn, blocks, request_id))
 
-    async def _run_turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
-        """Run the backend's turn under the idle timeout and the cancel grace period."""
+    async def _run_turn(self, turn: _Turn, blocks: list[JsonObject], request_id: object) -> JsonObject:
+        """Run the backend's turn under the idle timeout and the cancel grace period; what it logs (the agent's
+        work included) names its session and request."""
+        with log_context(session_tag=self.sessions.naming.tag(turn.session.id), request_id=request_id):
+            return await self._turn(turn, blocks)
+
+    async def _turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
         settings = self.settings
         session = turn.session
         work = asyncio.get_running_loop().create_task(self.backend.prompt(turn, blocks))
@@ -414,6 +474,16 @@ class AcpServerConnection:
             session.prompting = False
             self.sessions.touch(session)
             self._turns.pop(session.id, None)
+            self.connections.turn_ended()
+
+    @property
+    def turns_in_flight(self) -> int:
+        return len(self._turns)
+
+    def cancel_turns(self) -> None:
+        """Cancel every turn running on this socket, as the client's ``session/cancel`` would."""
+        for session_id, turn in list(self._turns.items()):
+            self._cancel_turn(session_id, turn)
 
     def _cancel(self, params: Any) -> None:
         try:
@@ -421,10 +491,12 @@ class AcpServerConnection:
         except RpcError:
             return  # a notification gets no error answer
         turn = self._turns.get(parsed.session_id)
-        if turn is None:
-            return
+        if turn is not None:
+            self._cancel_turn(parsed.session_id, turn)
+
+    def _cancel_turn(self, session_id: str, turn: _Turn) -> None:
         turn.cancel()
-        self.spawn(self.backend.cancel(parsed.session_id), name=f"cancel {parsed.session_id}")
+        self.spawn(self.backend.cancel(session_id), name=f"cancel {session_id}")
 
     # -- life --------------------------------------------------------------------------------------------------
 

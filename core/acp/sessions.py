@@ -14,7 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..errors import TooManySessions
-from .schema import channel_for, new_session_id
+from .naming import SessionNaming
+from .schema import new_session_id
 
 __all__ = ["Session", "SessionStore", "TooManySessions"]
 
@@ -22,8 +23,8 @@ __all__ = ["Session", "SessionStore", "TooManySessions"]
 
 @dataclass(eq=False)
 class Session:
-    """One ACP session: its id, its in-pod ``channel`` (the agent's environment names it), and which socket
-    holds it (``owner``; ``None`` while no socket does)."""
+    """One ACP session: its id, its in-pod ``channel`` (its folder; the agent's environment names it; not
+    derived from the id, see :mod:`.naming`), and which socket holds it (``owner``; ``None`` while none does)."""
 
     id: str
     channel: str
@@ -33,12 +34,21 @@ class Session:
     owner_generation: int = 0
     permission_relay: bool = False
     prompting: bool = False
+    # The offered agent it runs (``dev.openab/agent``), set when a socket first opens it and kept after.
+    agent: str | None = None
 
 
 class SessionStore:
     """The pod's sessions by id: at most ``max_sessions``, each owned by at most one socket at a time."""
 
-    def __init__(self, *, max_sessions: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        *,
+        max_sessions: int = 4096,
+        clock: Callable[[], float] = time.monotonic,
+        naming: SessionNaming | None = None,
+    ) -> None:
+        self.naming = naming or SessionNaming()
         self._sessions: dict[str, Session] = {}
         self._max = max_sessions
         self._clock = clock
@@ -72,7 +82,7 @@ class SessionStore:
             if len(self._sessions) >= self._max:
                 raise TooManySessions(f"Too many sessions in this pod (max {self._max})")
             sid = session_id or new_session_id()
-            session = Session(sid, channel_for(sid), created_at=now, last_active=now)
+            session = Session(sid, self.naming.channel(sid), created_at=now, last_active=now)
             self._sessions[sid] = session
         session.owner = owner
         session.owner_generation = owner_generation

@@ -23,9 +23,8 @@ class Conversations:
     are forgotten: upstream expired its agent sessions the same way.
     """
 
-    def __init__(self, path: Path, *, agent: str, ttl: float) -> None:
+    def __init__(self, path: Path, *, ttl: float) -> None:
         self.path = path
-        self._agent = agent
         self._ttl = ttl
         self._entries: dict[str, JsonObject] = {}
         try:
@@ -35,19 +34,20 @@ class Conversations:
         if isinstance(loaded, dict):
             self._entries = {k: v for k, v in loaded.items() if isinstance(v, dict) and isinstance(v.get("id"), str)}
 
-    def get(self, session_id: str) -> str | None:
+    def get(self, session_id: str, agent: str) -> str | None:
+        """The conversation ``agent`` had in the session (``None``: none, or another agent's)."""
         entry = self._entries.get(session_id)
-        if entry is None or entry.get("agent") != self._agent:
+        if entry is None or entry.get("agent") != agent:
             return None
         if not isinstance(entry.get("at"), (int, float)) or time.time() - entry["at"] > self._ttl:
             return None
         return str(entry["id"])
 
-    def remember(self, session_id: str, conversation: str) -> None:
+    def remember(self, session_id: str, agent: str, conversation: str) -> None:
         now = time.time()
         self._entries = {k: v for k, v in self._entries.items()
                          if isinstance(v.get("at"), (int, float)) and now - v["at"] <= self._ttl}
-        self._entries[session_id] = {"agent": self._agent, "id": conversation, "at": now}
+        self._entries[session_id] = {"agent": agent, "id": conversation, "at": now}
         try:
             self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
             write_private(self.path, json.dumps(self._entries))

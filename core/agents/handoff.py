@@ -1,23 +1,33 @@
-"""How a session's agent CLI is given its browser: in ACP ``session/new``, or in the CLI's own config file.
+"""How a session's agent CLI is given its browser: in ACP ``session/new``, in the CLI's own config file, or in a
+file of its own named on its command line.
 
 The browser access mode (:mod:`openab.core.mcp.access`) says *what* the agent needs (a URL and bearer token,
 or the relay command); the agent's recipe says *how* that CLI takes it: CLIs that honour ``mcpServers`` in
-``session/new`` get it there, the others read it from their config file, which we write for the session's
-agent and strip when it stops.
+``session/new`` get it there; those that ignore it read it from their config file, which we write for the
+session's agent and strip when it stops; and those that let their own config file win over ``mcpServers``
+(Copilot) are pointed on their command line at a file holding our server alone, written into the session's
+working directory for this one agent process and removed when it stops.
 """
 
 from __future__ import annotations
 
+import logging
+import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import ConfigError
 from ..jsonrpc import JsonObject
 from ..mcp.access import BrowserEndpoint, Entry, HttpEndpoint
 from ..mcp.vocabulary import SERVER_NAME
+from .config import remove_handoff_file, write_handoff_file
 from .config.claims import ConfigClaims
 from .recipes import Recipe
 
-__all__ = ["BrowserHandoff", "acp_server_entry"]
+__all__ = ["BrowserHandoff", "Handover", "acp_server_entry"]
+
+log = logging.getLogger(__name__)
 
 
 def acp_server_entry(entry: Entry) -> JsonObject:
@@ -32,11 +42,24 @@ def acp_server_entry(entry: Entry) -> JsonObject:
     return {"name": SERVER_NAME, "command": entry.command, "args": list(entry.args), "env": []}
 
 
+@dataclass(frozen=True)
+class Handover:
+    """What one start of a session's agent was given: ``servers`` for its ``session/new``, ``argv`` to add to its
+    command, and the ``file`` those arguments name (removed by :meth:`BrowserHandoff.take_back`)."""
+
+    session_id: str
+    servers: list[JsonObject] = field(default_factory=list, repr=False)  # may carry the bearer token
+    argv: list[str] = field(default_factory=list)
+    file: Path | None = None
+
+
 class BrowserHandoff:
     """Hands each session's browser endpoint to its agent the way ``recipe`` says, and takes it back.
 
     Config files are claimed per session (:class:`ConfigClaims`): one file never holds two live sessions'
-    entries, and :meth:`take_back` strips ours and leaves the rest of the file as it was.
+    entries, and :meth:`take_back` strips ours and leaves the rest of the file as it was. A command-line file
+    is per agent process (a fresh name each start), so the one an agent being stopped still names is never the
+    one its successor in the same session reads.
     """
 
     def __init__(self, recipe: Recipe) -> None:
@@ -47,18 +70,35 @@ class BrowserHandoff:
     def via_config(self) -> bool:
         return self.recipe.browser_via == "config" and bool(self.recipe.config_agent)
 
-    def hand_over(
-        self, session_id: str, endpoint: BrowserEndpoint, workdir: Path, env: Mapping[str, str]
-    ) -> list[JsonObject]:
-        """Give ``endpoint`` to the session's agent about to start in ``workdir`` with ``env``; returns the
-        ``mcpServers`` for its ``session/new`` (empty when the entry went into a config file)."""
-        if not self.via_config:
-            return [acp_server_entry(endpoint.entry)]
-        assert self.recipe.config_agent is not None
-        # The agent's HOME, CODEX_HOME and the like say where the CLI reads its user config.
-        home = Path(env.get("HOME") or Path.home())
-        self.claims.write(session_id, self.recipe.config_agent, endpoint.entry, workdir, home=home, env=env)
-        return []
+    @property
+    def via_flag(self) -> bool:
+        return self.recipe.browser_via == "flag" and bool(self.recipe.config_agent)
 
-    def take_back(self, session_id: str) -> None:
-        self.claims.release(session_id)
+    def hand_over(self, session_id: str, endpoint: BrowserEndpoint, workdir: Path, env: Mapping[str, str]) -> Handover:
+        """Give ``endpoint`` to the session's agent about to start in ``workdir`` with ``env``."""
+        agent = self.recipe.config_agent
+        if self.via_flag:
+            assert agent is not None
+            # Dotted, so it stays out of the agent's way in the folder it works in; the name is the file's only link
+            # to the process that reads it.
+            file = workdir / f".openab-browser-{secrets.token_hex(6)}.json"
+            write_handoff_file(agent, endpoint.entry, file)
+            argv = [arg.replace("{file}", str(file)) for arg in self.recipe.browser_flag]
+            return Handover(session_id, argv=argv, file=file)
+        if self.via_config:
+            assert agent is not None
+            # The agent's HOME, CODEX_HOME and the like say where the CLI reads its user config.
+            home = Path(env.get("HOME") or Path.home())
+            self.claims.write(session_id, agent, endpoint.entry, workdir, home=home, env=env)
+            return Handover(session_id)
+        return Handover(session_id, servers=[acp_server_entry(endpoint.entry)])
+
+    def take_back(self, handover: Handover) -> None:
+        """Remove what :meth:`hand_over` wrote for that agent: its command-line file, or its config entries."""
+        if handover.file is not None:
+            try:
+                remove_handoff_file(handover.file)
+            except (ConfigError, OSError) as exc:
+                log.warning("could not remove the browser file of session %s: %s", handover.session_id, exc)
+        if self.via_config:
+            self.claims.release(handover.session_id)

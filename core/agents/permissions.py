@@ -1,4 +1,10 @@
-"""Answering an agent's ``session/request_permission`` when the person cannot be asked.
+"""Answering an agent's ``session/request_permission`` in the pod: always for our own browser tools, and for
+everything else when the person cannot be asked.
+
+A request for a tool of our ``openab_browser`` server (as the agent's runtime identifies it, see
+:mod:`openab.core.agents.recipes`) is decided here by the policy and never becomes a card in the panel: the
+browser's guard is what stops a risky action, with its own card. Only requests for anything else (shell, file
+edits, other MCP servers) go to the person, with every option the agent offers.
 
 Three policies (``--permissions``):
 
@@ -22,7 +28,7 @@ from ..jsonrpc import JsonObject
 from .config import SERVER_NAME
 from .recipes import Identify
 
-__all__ = ["Policy", "approve_auto", "cancelled", "decide", "is_browser_tool", "reject", "select"]
+__all__ = ["Policy", "approve_auto", "browser_identity", "cancelled", "decide", "decide_ours", "reject", "select"]
 
 Policy = Literal["auto", "browser-only", "deny"]
 
@@ -87,14 +93,33 @@ def decide(
     """
     if policy == "auto":
         return approve_auto(params)
-    if policy == "browser-only" and is_browser_tool(tool_call or _tool_call(params), identify, browser_tools):
-        return _approve_once(params)
+    if policy == "browser-only":
+        tool = browser_identity(params, identify, tool_call)
+        if tool is not None and tool in browser_tools:
+            return _approve_once(params)
     return reject(params)
 
 
-def is_browser_tool(tool_call: JsonObject, identify: Identify, browser_tools: Collection[str]) -> bool:
-    identity = identify(tool_call)
-    return identity is not None and identity[0] == SERVER_NAME and identity[1] in browser_tools
+def decide_ours(
+    policy: Policy,
+    params: JsonObject,
+    *,
+    identify: Identify,
+    tool_call: JsonObject | None = None,
+    browser_tools: Collection[str] = (),
+) -> JsonObject | None:
+    """The policy's outcome for a request about one of our own browser tools; ``None`` for any other request,
+    which is the person's to answer."""
+    if browser_identity(params, identify, tool_call) is None:
+        return None
+    return decide(policy, params, identify=identify, tool_call=tool_call, browser_tools=browser_tools)
+
+
+def browser_identity(params: JsonObject, identify: Identify, tool_call: JsonObject | None = None) -> str | None:
+    """The name of our server's tool the request is about, as the agent's runtime identifies it, else ``None``."""
+    offered = {str(o["optionId"]) for o in _options(params)}
+    identity = identify(tool_call or _tool_call(params), offered)
+    return identity[1] if identity is not None and identity[0] == SERVER_NAME else None
 
 
 def _tool_call(params: JsonObject) -> JsonObject:

@@ -146,6 +146,7 @@ class AgentProcess:
             loop.create_task(self._drain_stderr(), name=f"{self.name} stderr"),
             loop.create_task(self.rpc.run(self._write), name=f"{self.name} stdin"),
             loop.create_task(self._watch(), name=f"{self.name} wait"),
+            loop.create_task(self._stop_when_unreachable(), name=f"{self.name} rpc watch"),
         ]
 
     async def _spawn(self, preexec: Callable[[], object] | None) -> asyncio.subprocess.Process:
@@ -160,6 +161,15 @@ class AgentProcess:
             preexec_fn=preexec,
             limit=self._max_line,
         )
+
+    async def _stop_when_unreachable(self) -> None:
+        """An agent whose ACP connection closed while it runs (it closed its stdin, stopped reading it until the
+        send buffer overflowed) can never be spoken to again: it goes, rather than idling as a live agent."""
+        reason = await self.rpc.wait_closed()
+        if self.alive:
+            self._exit_reason = f"its ACP connection closed: {reason}"
+            log.warning("%s: %s; stopping it", self.name, self._exit_reason)
+            await self.stop()
 
     async def _write(self, message: bytes) -> None:
         assert self._process is not None and self._process.stdin is not None

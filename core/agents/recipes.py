@@ -6,33 +6,45 @@ A recipe holds what differs between agent CLIs, and nothing else:
 * ``browser_via``: ``"acp"`` hands the ``openab_browser`` server over in ``session/new.mcpServers``;
   ``"config"`` writes it into the CLI's own config file in the session's working directory, for CLIs that
   ignore or choke on ACP-passed servers (Cursor ignores them, zed#50924; kiro-cli closes the connection on
-  an http entry, openab#903);
+  an http entry, openab#903); ``"flag"`` writes a file of the CLI's config format holding only our server into
+  the session's working directory and names it with ``browser_flag`` (``{file}`` is its path) on the command
+  line, for CLIs whose own config file wins over ACP-passed servers of the same name (Copilot), so a stale
+  entry there would take the session's browser calls;
 * ``env``: switches that turn off telemetry, update checks and other calls home;
-* ``identify``: where the CLI's *own runtime* writes the MCP server and tool of a permission request, for the
-  ``browser-only`` policy. The model writes titles and arguments, so those are never read; a CLI with no
-  verified field gets ``None`` and none of its requests is approved by that policy.
+* ``identify``: where the CLI's *own runtime* writes the MCP server and tool of a permission request, so the
+  pod decides requests for our own browser tools by its policy and only the rest reach the person. The model
+  writes arguments, call ids and most titles, so only fields the runtime builds from its tool registry are read
+  (a title only where the runtime alone builds it, and only with a second runtime-set field that proves it
+  did); a CLI with no verified field gets ``None`` for every request;
+* ``allow_browser``, ``allow_browser_argv``, ``allow_browser_env``: what tells the CLI up front to run our server's
+  tools without asking, by its own allow-list (a ``session/new`` ``_meta``, extra arguments, or environment
+  values that replace the recipe's own ``env`` entry unless the operator set that variable). None is used when
+  the policy is ``deny``.
 
 The facts, per CLI, with the traps that motivated them: docs/runtime.md and docs/agents.md.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import ConfigurationError
 from ..jsonrpc import JsonObject
+from ..mcp.vocabulary import SERVER_NAME
 from .names import AGENT_NAMES, canonical_agent
 
 __all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "running_as_root"]
 
 # (MCP server name, tool name) as the agent's runtime reports them.
 ToolIdentity = tuple[str, str]
-Identify = Callable[[JsonObject], ToolIdentity | None]
+# The request's tool call and the optionIds the agent offered with it (the runtime sets those per kind of request).
+Identify = Callable[[JsonObject, Collection[str]], ToolIdentity | None]
 
 _QUIET_NODE = {"NO_UPDATE_NOTIFIER": "1", "NPM_CONFIG_UPDATE_NOTIFIER": "false", "DO_NOT_TRACK": "1"}
 
@@ -45,11 +57,11 @@ def _dig(value: Any, *path: str) -> Any:
     return value
 
 
-def _unverified(tool_call: JsonObject) -> ToolIdentity | None:
+def _unverified(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
     return None
 
 
-def _claude_identity(tool_call: JsonObject) -> ToolIdentity | None:
+def _claude_identity(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
     # claude-agent-acp copies the SDK's own tool name and serving MCP server into _meta.claudeCode.
     meta = _dig(tool_call, "_meta", "claudeCode")
     name = _dig(meta, "toolName")
@@ -66,7 +78,7 @@ def _claude_identity(tool_call: JsonObject) -> ToolIdentity | None:
 _CODEX_APPROVAL = re.compile(r'Allow the ([A-Za-z0-9_-]+) MCP server to run tool "([A-Za-z0-9_.-]+)"\?')
 
 
-def _codex_identity(tool_call: JsonObject) -> ToolIdentity | None:
+def _codex_identity(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
     raw = tool_call.get("rawInput")
     request = _dig(raw, "request")
     if _dig(request, "_meta", "codex_approval_kind") == "mcp_tool_call":
@@ -91,6 +103,44 @@ def _codex_identity(tool_call: JsonObject) -> ToolIdentity | None:
     return None
 
 
+# gemini-cli 0.61 titles an MCP tool's request "<tool> (<server> MCP Server)" from its registry; a shell request's
+# title is the model's command, so the title alone proves nothing. Only an MCP confirmation offers the
+# "allow all server tools" option, which the runtime adds by the kind of confirmation, never from the model.
+_GEMINI_MCP_TITLE = re.compile(r"([A-Za-z0-9_.-]+) \(([A-Za-z0-9_.-]+) MCP Server\)")
+_GEMINI_MCP_OPTION = "proceed_always_server"
+
+
+def _gemini_identity(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
+    title, call_id = tool_call.get("title"), tool_call.get("toolCallId")
+    if _GEMINI_MCP_OPTION not in options or tool_call.get("kind") != "other" or not isinstance(title, str):
+        return None
+    match = _GEMINI_MCP_TITLE.fullmatch(title)
+    if match is None or not isinstance(call_id, str):
+        return None
+    server, tool = match.group(2), match.group(1)
+    # The call id starts with the registry name of the tool that runs ("mcp_<server>_<tool>__<model's id>"): the
+    # title must name that same tool, not merely one that exists.
+    return (server, tool) if call_id.startswith(f"mcp_{server}_{tool}__") else None
+
+
+def _opencode_identity(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
+    # opencode 1.18 titles a request by its permission name, which for an MCP tool is the registry key
+    # "<server>_<tool>" with empty metadata as rawInput. Every other permission carries runtime metadata
+    # (external_directory's title can be the model's description, but its rawInput names the directory).
+    title = tool_call.get("title")
+    if tool_call.get("kind") != "other" or tool_call.get("rawInput") != {} or not isinstance(title, str):
+        return None
+    prefix = f"{SERVER_NAME}_"
+    if not title.startswith(prefix) or not re.fullmatch(r"[A-Za-z0-9_-]+", title[len(prefix):]):
+        return None
+    return SERVER_NAME, title[len(prefix):]
+
+
+# The opencode permissions that read the session's working directory; everything else asks.
+_OPENCODE_ASK = {"*": "ask", "read": "allow", "list": "allow", "glob": "allow", "grep": "allow",
+                 "todoread": "allow", "todowrite": "allow"}
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What differs in running one agent CLI in the pod (the module docstring says what each field means).
@@ -102,12 +152,21 @@ class Recipe:
     name: str
     title: str
     argv: tuple[str, ...]
-    browser_via: Literal["acp", "config"] = "acp"
-    config_agent: str | None = None  # the openab.core.agents.config writer for browser_via="config"
+    browser_via: Literal["acp", "config", "flag"] = "acp"
+    config_agent: str | None = None  # the openab.core.agents.config writer for browser_via="config" or "flag"
+    browser_flag: tuple[str, ...] = ()  # for browser_via="flag": the arguments naming the file, "{file}" its path
     env: Mapping[str, str] = field(default_factory=dict)
     identify: Identify = _unverified
+    allow_browser: JsonObject = field(default_factory=dict)
+    allow_browser_argv: tuple[str, ...] = ()
+    allow_browser_env: Mapping[str, str] = field(default_factory=dict)
     install: str = ""
     root_env: Mapping[str, str] = field(default_factory=dict)  # added only when the pod runs as root
+
+    def __post_init__(self) -> None:
+        if self.browser_via == "flag" and not (self.config_agent and any("{file}" in a for a in self.browser_flag)):
+            raise ValueError(f"recipe {self.name!r}: browser_via='flag' needs config_agent and a browser_flag "
+                             "naming '{file}'")
 
     def command(self, override: list[str] | None = None) -> list[str]:
         """The argv to start: ``override`` (``--agent-cmd``) when given, else the recipe's own."""
@@ -130,6 +189,8 @@ RECIPES: dict[str, Recipe] = {
             "ENABLE_TOOL_SEARCH": "false",
         },
         identify=_claude_identity,
+        # "mcp__<server>" is Claude Code's rule for every tool of one server: ours run without a request.
+        allow_browser={"claudeCode": {"options": {"allowedTools": [f"mcp__{SERVER_NAME}"]}}},
         install="npm install -g @agentclientprotocol/claude-agent-acp",
         # claude-agent-acp always starts claude with --dangerously-skip-permissions, which claude refuses as
         # root unless told it is sandboxed (a pod is).
@@ -150,12 +211,18 @@ RECIPES: dict[str, Recipe] = {
     "gemini": Recipe(
         "gemini", "Gemini CLI", ("gemini", "--acp"),
         env={**_QUIET_NODE, "GEMINI_CLI_NO_RELAUNCH": "true"},
+        identify=_gemini_identity,
         install="npm install -g @google/gemini-cli",
     ),
     "opencode": Recipe(
         "opencode", "OpenCode", ("opencode", "acp"),
+        # OpenCode asks for nothing by default (its shell runs unasked), which would leave the policy nothing to
+        # decide and the person nothing to answer: the pod has it ask for everything but reading the workdir.
+        # OPENCODE_PERMISSION is merged over its config files, and its rules are read last match first.
         env={"OPENCODE_DISABLE_AUTOUPDATE": "true", "OPENCODE_DISABLE_SHARE": "true",
-             "OPENCODE_DISABLE_LSP_DOWNLOAD": "true"},
+             "OPENCODE_DISABLE_LSP_DOWNLOAD": "true", "OPENCODE_PERMISSION": json.dumps(_OPENCODE_ASK)},
+        identify=_opencode_identity,
+        allow_browser_env={"OPENCODE_PERMISSION": json.dumps({**_OPENCODE_ASK, f"{SERVER_NAME}_*": "allow"})},
         install="npm install -g opencode-ai",
     ),
     "cursor": Recipe(
@@ -168,7 +235,16 @@ RECIPES: dict[str, Recipe] = {
         install="see https://kiro.dev/docs/cli/installation",
     ),
     "copilot": Recipe(
-        "copilot", "GitHub Copilot CLI", ("copilot", "--acp", "--stdio"), env=_QUIET_NODE,
+        "copilot", "GitHub Copilot CLI", ("copilot", "--acp", "--stdio"),
+        # Copilot lets an openab_browser entry of its own config (~/.copilot/mcp-config.json, a trusted folder's
+        # .mcp.json) win over the server of that name in session/new, so a stale entry would take the session's
+        # browser calls. --additional-mcp-config is merged over every other source, and from a file the token
+        # stays out of the argv that `ps` shows. (--disable-mcp-server drops the name from every source, ours too.)
+        browser_via="flag", config_agent="copilot", browser_flag=("--additional-mcp-config", "@{file}"),
+        env={**_QUIET_NODE, "COPILOT_AUTO_UPDATE": "false"},
+        # Copilot's permission request names an MCP tool by its bare name and no server, so no request is ours by
+        # its fields; its own allow-list (by server, checked inside the CLI) runs our tools unasked instead.
+        allow_browser_argv=(f"--allow-tool={SERVER_NAME}",),
         install="npm install -g @github/copilot",
     ),
     "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/"),

@@ -26,15 +26,18 @@ import os
 import shutil
 import time
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..acp.backend import PromptTurn
+from ..acp.schema import AgentChoice, AgentOffer
 from ..acp.sessions import Session, SessionStore
 from ..errors import AgentExited, AgentNotFound, ConfigError
 from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObject, RpcError
 from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from ..settings import Settings
+from ..statedir import session_workdir
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
 from .handoff import BrowserHandoff
@@ -46,7 +49,7 @@ from .tree import REAPER, own_cgroup
 if TYPE_CHECKING:
     from ..pod import Spawn
 
-__all__ = ["AgentRuntime", "operator_env"]
+__all__ = ["AgentRuntime", "OfferedAgent", "operator_env"]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +66,27 @@ def operator_env(entries: list[str], base: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+@dataclass(frozen=True, slots=True)
+class OfferedAgent:
+    """One agent a session may choose: its recipe, the command that starts it, and how it gets the browser."""
+
+    recipe: Recipe
+    argv: list[str]
+    handoff: BrowserHandoff
+
+    @classmethod
+    def of(cls, recipe: Recipe, command: list[str] | None) -> OfferedAgent:
+        argv = recipe.command(command)
+        if not argv:
+            raise ValueError(f"agent {recipe.name!r} has no command: give --agent-cmd")
+        return cls(recipe, argv, BrowserHandoff(recipe))
+
+
 class AgentRuntime:
-    """The pod's :class:`AgentBackend` for real agent CLIs (and the built-in agent, run the same way)."""
+    """The pod's :class:`AgentBackend` for real agent CLIs (and the built-in agent, run the same way).
+
+    It offers every agent of ``settings.agent``; each session runs the one it chose (``session.agent``).
+    """
 
     def __init__(
         self,
@@ -82,12 +104,14 @@ class AgentRuntime:
         self.sessions = sessions
         self.tunnels = tunnels
         self.spawn = spawn
-        self.recipe = recipe or recipe_for(settings.agent, settings.agent_cmd)
-        self.argv = self.recipe.command(settings.agent_cmd)
-        if not self.argv:
-            raise ValueError(f"agent {self.recipe.name!r} has no command: give --agent-cmd")
+        # Keyed by the offered name (what session/new sends), which a recipe override need not share.
+        self._offered: dict[str, OfferedAgent] = {
+            name: OfferedAgent.of(recipe_for(name, settings.agent_command(name)), settings.agent_command(name))
+            for name in settings.agent
+        }
+        if recipe is not None:  # a test's or operator's own recipe, in place of the default agent's
+            self._offered[settings.agent[0]] = OfferedAgent.of(recipe, settings.agent_command(settings.agent[0]))
         self.browser = browser
-        self.handoff = BrowserHandoff(self.recipe)
         self.policy = settings.permissions
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._extra_env = dict(env or {})
@@ -97,19 +121,36 @@ class AgentRuntime:
         # Session id -> the agent's own session id, so a fresh process (after an idle stop, a crash, or a pod
         # restart: the file outlives the pod) can take the conversation up again.
         self._conversations = Conversations(
-            settings.state_dir / "conversations.json", agent=self.recipe.name, ttl=settings.agent_conversation_ttl
+            settings.state_dir / "conversations.json", ttl=settings.agent_conversation_ttl
         )
         self._sweeper: asyncio.Task[Any] | None = None
         self._reaper: asyncio.Task[Any] | None = None
+
+    # -- which agent -------------------------------------------------------------------------------------
+
+    @property
+    def offer(self) -> AgentOffer:
+        """The agents on offer, for the ACP handshake (the first is the default)."""
+        return AgentOffer(tuple(AgentChoice(name, o.recipe.title) for name, o in self._offered.items()))
+
+    @property
+    def recipe(self) -> Recipe:
+        """The default agent's recipe."""
+        return self._offered[self.settings.agent[0]].recipe
+
+    def offered(self, session: Session) -> OfferedAgent:
+        """The agent ``session`` chose (the default for a session that chose none, as a test's pod may open)."""
+        return self._offered.get(session.agent or "") or self._offered[self.settings.agent[0]]
 
     # -- what the agent gets -----------------------------------------------------------------------------
 
     def agent_env(self, session: Session, endpoint: BrowserEndpoint) -> dict[str, str]:
         settings = self.settings
-        extra: dict[str, str] = dict(self.recipe.env)
+        recipe = self.offered(session).recipe
+        extra: dict[str, str] = dict(recipe.env)
         if running_as_root():
-            extra.update(self.recipe.root_env)
-        if self.recipe.name == "builtin":
+            extra.update(recipe.root_env)
+        if recipe.name == "builtin":
             extra.update(self._builtin_env())
         extra.update(operator_env(settings.agent_env, self._base_env))
         extra.update(self._extra_env)
@@ -137,8 +178,9 @@ class AgentRuntime:
             if isinstance(tool.get("name"), str)
         }
 
-    def workdir(self, session: Session) -> Path:
-        return self.settings.state_dir / "sessions" / session.channel / "work"
+    def workdir(self, session: Session, *, create: bool = False) -> Path:
+        """The session's working folder (made, 0700, with ``create``): the agent's cwd."""
+        return session_workdir(self.settings.state_dir, session.channel, create=create)
 
     @property
     def cgroups(self) -> Path | None:
@@ -174,7 +216,7 @@ class AgentRuntime:
         session_id = turn.session.id
         with self._claim(session_id):
             agent = await self._ensure(turn.session)
-            log.info("session %s: prompt to %s", session_id, self.recipe.title)
+            log.info("session %s: prompt to %s", session_id, self.offered(turn.session).recipe.title)
             try:
                 stop_reason = await agent.run_turn(turn, prompt)
             except RpcError as exc:
@@ -262,15 +304,16 @@ class AgentRuntime:
         if victim is not None:
             await victim.close()  # its memory is free before the next CLI boots
         agent = SessionAgent(self, session, self.workdir(session))
+        recipe = agent.offered.recipe
         try:
-            await agent.start(self._conversations.get(session.id))
+            await agent.start(self._conversations.get(session.id, recipe.name))
         except AgentExited as exc:
             await agent.close()
-            how = f" ({self.recipe.install})" if isinstance(exc, AgentNotFound) and self.recipe.install else ""
-            raise RpcError(INTERNAL_ERROR, f"Could not start {self.recipe.title}: {exc}{how}") from None
+            how = f" ({recipe.install})" if isinstance(exc, AgentNotFound) and recipe.install else ""
+            raise RpcError(INTERNAL_ERROR, f"Could not start {recipe.title}: {exc}{how}") from None
         except (ConfigError, OSError) as exc:
             await agent.close()
-            raise RpcError(INTERNAL_ERROR, f"Could not prepare {self.recipe.title}: {exc}") from None
+            raise RpcError(INTERNAL_ERROR, f"Could not prepare {recipe.title}: {exc}") from None
         except BaseException:
             await agent.close()
             raise
@@ -279,7 +322,7 @@ class AgentRuntime:
             raise RpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
         self._agents[session.id] = agent
         if agent.acp_session_id is not None:
-            self._conversations.remember(session.id, agent.acp_session_id)
+            self._conversations.remember(session.id, recipe.name, agent.acp_session_id)
         return agent
 
     def _forget(self, session_id: str, agent: SessionAgent) -> None:

@@ -18,8 +18,9 @@ from ..acp.sessions import Session
 from ..errors import AgentExited, PermissionUnavailable, TransportError
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, Notification, Request, RpcError
 from ..mcp.access import BrowserEndpoint
+from .handoff import Handover
 from .permissions import cancelled as cancelled_outcome
-from .permissions import decide, reject
+from .permissions import decide, decide_ours, reject
 from .process import AgentProcess
 
 if TYPE_CHECKING:
@@ -41,10 +42,13 @@ class SessionAgent:
     def __init__(self, runtime: AgentRuntime, session: Session, cwd: Path) -> None:
         self.runtime = runtime
         self.session = session
+        # The agent the session chose at session/new; it stays the session's across restarts and resumes.
+        self.offered = runtime.offered(session)
         self.cwd = cwd
         self.process: AgentProcess | None = None
         self.acp_session_id: str | None = None
         self.endpoint: BrowserEndpoint | None = None
+        self.handover: Handover | None = None
         self.turn: PromptTurn | None = None
         self.cancelling = False
         self.last_used = time.monotonic()
@@ -112,6 +116,15 @@ class SessionAgent:
         call_id = raw_call.get("toolCallId")
         # Codex sends sparse requests: what it streamed earlier for the same call fills the gaps.
         tool_call = {**self._tool_calls.get(call_id, {}), **raw_call} if isinstance(call_id, str) else raw_call
+        recipe = self.offered.recipe
+        ours = decide_ours(runtime.policy, params, identify=recipe.identify, tool_call=tool_call,
+                           browser_tools=runtime.browser_tools(self.session.id))
+        if ours is not None:
+            # Our own browser tool: the policy decides here and the browser's guard stops what is risky, so the
+            # person is not asked twice for one click.
+            log.info("%s: permission for %r: %s by the %s policy (a browser tool)", self.name, _title(tool_call),
+                     ours["outcome"].get("optionId", "cancelled"), runtime.policy)
+            return ours
         if turn.can_ask_permission:
             relayed = {k: v for k, v in params.items() if k != "sessionId"}
             ask = asyncio.ensure_future(
@@ -139,7 +152,7 @@ class SessionAgent:
                 self._heard()
         log.debug("%s: permission request %s over %s", self.name, _preview(params, 4000), _preview(tool_call, 4000))
         outcome = decide(
-            runtime.policy, params, identify=runtime.recipe.identify, tool_call=tool_call,
+            runtime.policy, params, identify=recipe.identify, tool_call=tool_call,
             browser_tools=runtime.browser_tools(self.session.id),
         )
         log.info("%s: permission for %r: %s by the %s policy", self.name, _title(tool_call),
@@ -151,12 +164,20 @@ class SessionAgent:
     async def start(self, previous: str | None = None) -> None:
         runtime = self.runtime
         settings = runtime.settings
-        recipe = runtime.recipe
-        self.cwd.mkdir(mode=0o700, parents=True, exist_ok=True)
+        recipe = self.offered.recipe
+        runtime.workdir(self.session, create=True)
         self.endpoint = await runtime.browser.open(self.session)
         env = runtime.agent_env(self.session, self.endpoint)
-        servers = runtime.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
-        self.process = AgentProcess(runtime.argv, handler=self, env=env, cwd=self.cwd, name=self.name,
+        argv = list(self.offered.argv)
+        if runtime.policy != "deny":
+            # The CLI's own allow-list runs our browser tools unasked (the guard in the browser still stops what
+            # is risky); a variable the operator set is theirs, not replaced.
+            argv += recipe.allow_browser_argv
+            env.update({k: v for k, v in recipe.allow_browser_env.items() if env.get(k) == recipe.env.get(k)})
+        self.handover = self.offered.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
+        argv += self.handover.argv
+        servers = self.handover.servers
+        self.process = AgentProcess(argv, handler=self, env=env, cwd=self.cwd, name=self.name,
                                     cgroups=runtime.cgroups)
         await self.process.start()
         if self.process.pid is not None:
@@ -204,6 +225,9 @@ class SessionAgent:
         assert self.process is not None
         rpc, timeout = self.process.rpc, self.runtime.settings.agent_start_timeout
         params: JsonObject = {"cwd": str(self.cwd), "mcpServers": servers}
+        allow_browser = self.offered.recipe.allow_browser
+        if allow_browser and self.runtime.policy != "deny":
+            params["_meta"] = allow_browser
         capabilities = init.get("agentCapabilities") if isinstance(init.get("agentCapabilities"), dict) else {}
         assert isinstance(capabilities, dict)
         resumable = isinstance((capabilities.get("sessionCapabilities") or {}).get("resume"), dict)
@@ -300,8 +324,9 @@ class SessionAgent:
 
     async def close(self) -> None:
         await self.stop("its session was closed")
-        if self.endpoint is not None:
-            self.runtime.handoff.take_back(self.session.id)
+        if self.handover is not None:
+            self.offered.handoff.take_back(self.handover)
+            self.handover = None
 
 
 def _consume(future: asyncio.Future[Any]) -> None:

@@ -58,10 +58,12 @@ __all__ = [
     "error_message",
     "id_key",
     "notification_message",
+    "reply_id",
     "request_message",
     "result_message",
     "too_deep",
     "too_deep_error",
+    "unreadable_error",
 ]
 
 JsonObject = dict[str, Any]
@@ -259,6 +261,24 @@ def _nested_past(data: bytes | str, message: Any, limit: int) -> bool:
     return too_deep(message, limit)
 
 
+def utf8_size(data: bytes | str) -> int:
+    """The size of a frame on the wire, in bytes. A str is encoded to count it only when it is not ASCII:
+    ``isascii`` reads a flag CPython keeps on every str, while encoding copies the frame (6 MiB for a
+    screenshot, every time one arrives)."""
+    if isinstance(data, bytes) or data.isascii():
+        return len(data)
+    return len(data.encode("utf-8", "surrogatepass"))
+
+
+def unreadable_error(error: orjson.JSONDecodeError, limit: int = MAX_DEPTH) -> RpcError:
+    """The answer (under ``null``) to a message orjson could not read: the nesting bound's -32600 when it stopped
+    nested past ``limit`` (orjson gives up at 1024 levels), else -32700 with orjson's reason. Every hop that
+    parses on its own (the proxy, the bridge) answers with it, so a client hears the same words everywhere."""
+    if _failed_deep(error, limit):
+        return too_deep_error(limit)
+    return RpcError(PARSE_ERROR, f"Parse error: {error}")
+
+
 def _failed_deep(error: orjson.JSONDecodeError, limit: int) -> bool:
     """Whether a document orjson refused was nested past ``limit`` where it stopped reading.
 
@@ -279,8 +299,14 @@ def _preview(value: Any, limit: int = 120) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def id_key(request_id: RequestId) -> tuple[str, RequestId]:
-    """A hashable identity for an id: 1 and "1" are different ids on the wire."""
+def id_key(request_id: Any) -> tuple[str, RequestId]:
+    """A hashable identity for an id: 1 and "1" are different ids on the wire.
+
+    Total: a cancellation names its request by whatever the peer wrote, and an object or an array (which no
+    request can have as its id) gets a key no request holds, rather than a TypeError in the read loop.
+    """
+    if request_id is not None and not isinstance(request_id, str | int | float):
+        return ("not an id", None)
     return (type(request_id).__name__, request_id)
 
 
@@ -356,6 +382,13 @@ def classify(
     return Request(request_id, method, message.get("params"), size)
 
 
+def reply_id(message: Any, *, ids: IdRule = "json-rpc") -> RequestId:
+    """The id an error answer to ``message`` goes under: its own when ``ids`` allows it, else ``null`` (an answer
+    must never echo an id no request may have, such as ``true`` or an object)."""
+    kind = classify(message, ids=ids)
+    return kind.id if isinstance(kind, Request | Invalid) else None
+
+
 class Peer:
     """State of one JSON-RPC conversation, for either side of any hop.
 
@@ -391,13 +424,11 @@ class Peer:
 
     def receive(self, data: bytes | str) -> list[Event]:
         """Take one whole message (a text frame, a line) and say what it means."""
-        size = len(data) if isinstance(data, bytes) else len(data.encode("utf-8", "surrogatepass"))
+        size = utf8_size(data)
         try:
             message = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
-            deep = size > self._deep_size and _failed_deep(exc, self._max_depth)
-            error = too_deep_error(self._max_depth) if deep else RpcError(PARSE_ERROR, f"Parse error: {exc}")
-            self._send_error_reply(None, error)
+            self._send_error_reply(None, unreadable_error(exc, self._max_depth))
             return []
         kind = classify(message, size=size)
         if kind is None:

@@ -23,7 +23,7 @@ import orjson
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
-from ..addresses import is_loopback
+from ..addresses import is_loopback_host
 from ..jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -34,6 +34,7 @@ from ..jsonrpc import (
     RpcError,
     error_message,
 )
+from ..jsonrpc.protocol import reply_id, unreadable_error
 from .server import BrowserMcp, modern_version
 from .vocabulary import (
     HANDSHAKE_VERSIONS,
@@ -49,10 +50,12 @@ __all__ = ["MCP_PATH", "McpHttpApp"]
 log = logging.getLogger(__name__)
 
 MCP_PATH: Final = "/mcp"
+# Host values already found to name this machine (127.0.0.1:<port>, localhost:<port>, [::1]:<port>).
+_MAX_KNOWN_HOSTS: Final = 8
 _ALLOWED_METHODS: Final = "GET, POST, DELETE"
 # Headers whose second copy would let a client and a check disagree about which one counts.
-_SINGLE_HEADERS: Final = (b"host", b"origin", b"authorization", b"mcp-session-id", b"mcp-protocol-version",
-                          b"mcp-method", b"mcp-name", b"content-type")
+_SINGLE_HEADERS: Final = frozenset((b"host", b"origin", b"authorization", b"mcp-session-id",
+                                    b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"content-type"))
 # 2026-07-28 over HTTP: JSON-RPC error codes that are also HTTP statuses.
 _MODERN_STATUS: Final = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
                          UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404}
@@ -111,6 +114,7 @@ class McpHttpApp:
         self.keepalive_interval = keepalive_interval
         self.body_timeout = body_timeout
         self.sessions: OrderedDict[str, _McpSession] = OrderedDict()
+        self._loopback_hosts: set[str] = set()
         # Stateless (2026-07-28) requests share one server: it keeps no state between them.
         self._stateless = server_factory(None)
         self.closed = asyncio.Event()
@@ -150,13 +154,21 @@ class McpHttpApp:
 
     def _admit(self, scope: Scope) -> Headers:
         raw: list[tuple[bytes, bytes]] = scope["headers"]
-        for name in _SINGLE_HEADERS:
-            if sum(1 for key, _ in raw if key == name) > 1:
-                raise _Refusal(400, f"Header {name.decode()} given more than once")
+        seen: set[bytes] = set()
+        for key, _ in raw:  # one pass over the head: this runs for every call
+            if key in _SINGLE_HEADERS:
+                if key in seen:
+                    raise _Refusal(400, f"Header {key.decode()} given more than once")
+                seen.add(key)
         headers = Headers(scope=scope)
         host = headers.get("host", "")
-        if not is_loopback(_host_name(host)):
-            raise _Refusal(403, f"Host {host!r} is not a loopback name: this endpoint serves this machine only")
+        if host not in self._loopback_hosts:
+            if not is_loopback_host(host):
+                raise _Refusal(403, f"Host {host!r} is not a loopback name: this endpoint serves this machine only")
+            # Parsing the address is most of this check's cost, and an agent sends the same Host every call.
+            # Only names that passed are kept, and at most a few: a client cannot grow the set without end.
+            if len(self._loopback_hosts) < _MAX_KNOWN_HOSTS:
+                self._loopback_hosts.add(host)
         if "origin" in headers:
             raise _Refusal(403, "Requests from web pages (with an Origin) are refused: this endpoint is for agents")
         if scope["path"] != MCP_PATH:
@@ -198,7 +210,8 @@ class McpHttpApp:
         try:
             message = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            raise _Refusal(400, f"Parse error: {exc}", PARSE_ERROR) from None
+            unreadable = unreadable_error(exc)
+            raise _Refusal(400, unreadable.message, unreadable.code) from None
         if not isinstance(message, dict):
             raise _Refusal(400, "Invalid Request: one JSON-RPC message per POST, no batches")
         server, session, status_of = self._route(headers, message)
@@ -231,14 +244,14 @@ class McpHttpApp:
             session = self._session(session_id)
             if version is not None and version not in HANDSHAKE_VERSIONS:
                 raise _Refusal(400, f"Unsupported MCP-Protocol-Version {version!r} for this session",
-                               request_id=message.get("id"))
+                               request_id=reply_id(message, ids="mcp"))
             return session.server, session, _always_ok
         if message.get("method") == "initialize":
             return self._stateless, None, _always_ok
         meta_version = modern_version(message)
         if meta_version is None and version != MODERN_VERSION:
             raise _Refusal(400, "Bad Request: Mcp-Session-Id header is required; send initialize first",
-                           request_id=message.get("id"))
+                           request_id=reply_id(message, ids="mcp"))
         _check_modern_headers(headers, message, meta_version)
         return self._stateless, None, _modern_status
 
@@ -380,7 +393,7 @@ def _modern_status(response: JsonObject) -> int:
 
 def _check_modern_headers(headers: Headers, message: JsonObject, meta_version: str | None) -> None:
     """2026-07-28: the routing headers must say what the body says."""
-    request_id = message.get("id")
+    request_id = reply_id(message, ids="mcp")
     version = headers.get(PROTOCOL_VERSION_HEADER)
     if meta_version is None:
         raise _Refusal(400, "2026-07-28 requests carry _meta io.modelcontextprotocol/protocolVersion",
@@ -401,12 +414,6 @@ def _check_modern_headers(headers: Headers, message: JsonObject, meta_version: s
 # -- HTTP pieces ---------------------------------------------------------------------------------------
 
 
-def _host_name(host: str) -> str:
-    if host.startswith("["):
-        return host[: host.find("]") + 1] if "]" in host else host
-    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
-
-
 def _media_type(value: str) -> str:
     return value.split(";", 1)[0].strip().lower()
 
@@ -424,7 +431,7 @@ def _acceptable(accept: str | None) -> tuple[bool, bool]:
 async def _read_body(headers: Headers, receive: Receive, limit: int) -> bytes:
     too_big = _Refusal(413, f"Request body over {limit} bytes")
     declared = headers.get("content-length")
-    if declared is not None and declared.isdigit() and int(declared) > limit:
+    if declared is not None and declared.isascii() and declared.isdigit() and int(declared) > limit:
         raise too_big
     chunks: list[bytes] = []
     size = 0

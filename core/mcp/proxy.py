@@ -31,6 +31,7 @@ from ..jsonrpc import JsonObject
 from ..sockets import ClosedSockets, HeadTimedHttp
 from ..tunnel.registry import TunnelRegistry
 from .access import BrowserEndpoint, HttpEndpoint
+from .audit import AuditLog
 from .http import MCP_PATH, McpHttpApp
 from .server import BrowserMcp, Limits
 
@@ -161,7 +162,9 @@ class BrowserProxy:
     (where its calls go). At most ``max_mcp_sessions`` MCP sessions per endpoint and ``max_body_bytes`` per
     request; a closing listener gets ``shutdown_timeout`` seconds to finish its answers. Sockets that have not
     shown a token: at most ``max_pending`` in the pod, each owing a whole request head within
-    ``head_timeout`` seconds; sockets that have: ``max_trusted`` per endpoint (see :class:`_Gate`).
+    ``head_timeout`` seconds; sockets that have: ``max_trusted`` per endpoint (see :class:`_Gate`), idle between
+    requests for up to ``keep_alive_timeout`` seconds. Every
+    tool call is recorded in ``audit`` when given.
     """
 
     def __init__(
@@ -171,12 +174,19 @@ class BrowserProxy:
         *,
         host: str = "127.0.0.1",
         limits: Limits | None = None,
+        audit: AuditLog | None = None,
         max_body_bytes: int = 1 << 20,
         max_mcp_sessions: int = 16,
         shutdown_timeout: float = 5.0,
         head_timeout: float = 5.0,
-        max_pending: int = 256,
+        # Not 256: 200 sessions' agents opening a few sockets each at once displaced each other before their
+        # first request was read (tests/test_load.py, 200 x 500 calls).
+        max_pending: int = 1024,
         max_trusted: int = 256,
+        # Longer than the clients' own idle expiry (httpx 5 s, Node 4 s, Go and reqwest 90 s), so the agent's side
+        # closes an idle keep-alive socket first: at uvicorn's 5 s default, a call sent as the server closed the
+        # socket died with a read error (1 run in 2 of 240 calls after 5 s pauses, tests/test_proxy_attacks.py).
+        keep_alive_timeout: int = 120,
     ) -> None:
         if not is_loopback(host):
             raise ValueError(f"the proxy serves loopback only (127.0.0.1 or ::1), not {host!r}: agents run in this pod")
@@ -184,9 +194,11 @@ class BrowserProxy:
         self.tunnels = tunnels
         self.host = host
         self.limits = limits or Limits()
+        self.audit = audit
         self.max_body_bytes = max_body_bytes
         self.max_mcp_sessions = max_mcp_sessions
         self.shutdown_timeout = shutdown_timeout
+        self.keep_alive_timeout = keep_alive_timeout
         self.gate = _Gate(max_pending=max_pending, max_trusted=max_trusted, head_timeout=head_timeout)
         self._endpoints: dict[str, ProxyEndpoint] = {}
 
@@ -250,10 +262,10 @@ class BrowserProxy:
         import uvicorn
 
         token = secrets.token_urlsafe(32)
-        registry, limits = self.tunnels, self.limits
+        registry, limits, audit = self.tunnels, self.limits, self.audit
 
         def new_server(send: Callable[[JsonObject], None] | None) -> BrowserMcp:
-            return BrowserMcp(registry, session_id, send=send, limits=limits)
+            return BrowserMcp(registry, session_id, send=send, limits=limits, audit=audit)
 
         app = McpHttpApp(new_server, token, max_body_bytes=self.max_body_bytes, max_sessions=self.max_mcp_sessions)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -275,6 +287,7 @@ class BrowserProxy:
         config = uvicorn.Config(
             app, http=http, lifespan="off", ws="none", log_config=None, access_log=False, server_header=False,
             proxy_headers=False, timeout_graceful_shutdown=int(self.shutdown_timeout),
+            timeout_keep_alive=self.keep_alive_timeout,
         )
         config.load()
         server = uvicorn.Server(config)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -57,6 +58,7 @@ from ..jsonrpc import (
 from ..jsonrpc.protocol import too_deep, too_deep_error
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
+from .audit import AuditLog
 from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
 from .vocabulary import (
     HANDSHAKE_VERSIONS,
@@ -105,7 +107,9 @@ def _tool_failure(text: str) -> JsonObject:
 
 def _lost_call(name: str, error: TunnelError) -> JsonObject:
     """The result for a call the tunnel could not carry to its end, worded so that no action is done twice."""
-    if error.reason is TunnelFailure.OVERLOADED:  # refused before it was sent: it did not run
+    if isinstance(error, BrowserNotConnected):
+        return _tool_failure(BROWSER_NOT_CONNECTED)
+    if error.reason in (TunnelFailure.OVERLOADED, TunnelFailure.SHUTTING_DOWN):  # refused before it was sent
         return _tool_failure(f"{name} was not run: {error.detail}.")
     if name in _READ_ONLY_TOOLS:
         return _tool_failure(f"{name} did not finish: {error.detail}. It only reads the page, so calling it again "
@@ -122,8 +126,8 @@ class BrowserMcp:
     """One agent-facing MCP conversation with one session's browser.
 
     ``send`` receives server->client notifications (``list_changed``; progress when a request has no sink of
-    its own). Call :meth:`close` when the conversation ends: running calls are cancelled and the tunnel
-    listener is removed.
+    its own); ``audit``, when given, gets one record per ``tools/call``. Call :meth:`close` when the
+    conversation ends: running calls are cancelled and the tunnel listener is removed.
     """
 
     def __init__(
@@ -134,8 +138,10 @@ class BrowserMcp:
         send: Send | None = None,
         limits: Limits | None = None,
         server_version: str | None = None,
+        audit: AuditLog | None = None,
     ) -> None:
         self.registry = registry
+        self.audit = audit
         self.session_id = session_id
         self.limits = limits or Limits()
         self._send = send
@@ -348,6 +354,25 @@ class BrowserMcp:
             self._running.pop(key, None)
 
     async def _call_tool(self, params: JsonObject, progress: Send | None) -> JsonObject:
+        """One ``tools/call``, recorded in the audit log however it ends (cancelled included)."""
+        started = time.monotonic()
+        ended: JsonObject | BaseException | None = None
+        try:
+            try:
+                result = await self._call_browser(params, progress)
+            except TunnelError as exc:  # BrowserNotConnected too: the audit keeps why, the agent gets a result
+                ended = exc
+                return _lost_call(str(params.get("name")), exc)
+            ended = result
+            return result
+        except BaseException as exc:
+            ended = exc
+            raise
+        finally:
+            if self.audit is not None:
+                self.audit.tool_call(self.session_id, params, ended, time.monotonic() - started)
+
+    async def _call_browser(self, params: JsonObject, progress: Send | None) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise RpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
@@ -360,15 +385,9 @@ class BrowserMcp:
             raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         original = await self._browser_name(name)
         meta, on_progress = self._progress_route(params, progress)
-        try:
-            result = await self.registry.call_tool(
-                self.session_id, original, arguments, meta=meta, progress=on_progress,
-                timeout=self.limits.call_timeout,
-            )
-        except BrowserNotConnected:
-            return _tool_failure(BROWSER_NOT_CONNECTED)
-        except TunnelError as exc:
-            return _lost_call(name, exc)
+        result = await self.registry.call_tool(
+            self.session_id, original, arguments, meta=meta, progress=on_progress, timeout=self.limits.call_timeout,
+        )
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
             raise RpcError(INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)")
         return bound_result(result, name, self.limits.max_text_chars)

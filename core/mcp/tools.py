@@ -2,7 +2,7 @@
 
 While no browser is attached an agent still lists these tools (calls then answer "browser not connected"), so
 an agent started before the person opened the side panel knows what it will be able to do.
-``tests/test_tool_catalogue.py`` holds this list equal to what ``extension/lib/tools.js`` serves.
+``tests/test_tool_catalogue.py`` holds this list equal to what ``extension/lib/catalogue.js`` serves.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ _INVALID_NAME_CHARS: Final = re.compile(r"[^a-zA-Z0-9_-]")
 
 INSTRUCTIONS: Final = (
     "These tools act in the user's own Chrome, in the tab group of the openab side panel. "
-    "Use browser_snapshot for refs, then act by ref. If a tool says the browser is not connected, "
-    "ask the user to open the openab side panel."
+    "Use browser_snapshot for refs, then act by ref. A JavaScript dialog blocks its page: answer it with "
+    "browser_handle_dialog. Sign-ins, CAPTCHAs, one-time codes and payments are the user's: use browser_handoff. "
+    "If a tool says the browser is not connected, ask the user to open the openab side panel."
 )
 
 
@@ -40,16 +41,21 @@ _PAGING: Final[JsonObject] = {
     "offset": {"type": "integer", "minimum": 0, "description": "character offset to continue from (paging)"},
 }
 
-# What the openab extension serves (extension/lib/tools.js), advertised while no browser is attached.
+# What the openab extension serves (extension/lib/catalogue.js), advertised while no browser is attached.
 BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
     _tool(
         "browser_snapshot",
-        "Outline of the agent tab as accessibility-style lines with refs, e.g. `- button \"Sign in\" [ref=e6]`. "
-        "Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.",
+        "Outline of the agent tab as accessibility-style lines with refs, e.g. `- button \"Sign in\" [ref=e6]`; "
+        "a link inside a sentence reads `[its words](ref=e7 /where)`. Use the refs with browser_click, "
+        "browser_type and friends. Take a new snapshot after the page changes; since=true shows only what changed.",
         {
             "interactive_only": {
                 "type": "boolean",
                 "description": "only elements with refs, and headings (much shorter)",
+            },
+            "since": {
+                "type": "boolean",
+                "description": "only the lines that changed since the last snapshot of this tab, as a diff",
             },
             **_PAGING,
         },
@@ -124,6 +130,32 @@ BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
             "tab_id": {"type": "integer", "description": "tab for switch and close"},
         },
         ["action"],
+    ),
+    _tool(
+        "browser_handle_dialog",
+        'Answer the JavaScript dialog (alert, confirm, prompt, or "leave this page?") open in the agent tab: '
+        "accept (OK / Leave) or dismiss (Cancel / Stay). prompt_text is what a prompt dialog gets typed into it.",
+        {
+            "accept": {"type": "boolean", "description": "true for OK (or Leave), false for Cancel (or Stay)"},
+            "prompt_text": {"type": "string", "description": "the answer to a prompt dialog (when accepting it)"},
+        },
+        ["accept"],
+    ),
+    _tool(
+        "browser_handoff",
+        "Hand the agent tab to the person for a step only they should do: signing in, a CAPTCHA, a one-time code, "
+        'a payment. The side panel shows them a "your turn" card with your reason; the call returns when they press '
+        "Done or Cancel (or after timeout_s), with a fresh snapshot. What they type is never shown to you.",
+        {
+            "reason": {"type": "string", "description": 'what the person should do, e.g. "Sign in to example.com"'},
+            "timeout_s": {
+                "type": "integer",
+                "minimum": 5,
+                "maximum": 160,
+                "description": "seconds to wait for the person (default 150)",
+            },
+        },
+        ["reason"],
     ),
 )
 STATIC_NAMES: Final = frozenset(t["name"] for t in BROWSER_TOOLS)

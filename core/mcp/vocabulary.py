@@ -17,6 +17,7 @@ __all__ = [
     "LATEST_HANDSHAKE_VERSION",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
+    "META_GUARD",
     "META_SERVER_INFO",
     "META_SPEC_PREFIX",
     "META_SUBSCRIPTION_ID",
@@ -50,6 +51,8 @@ META_CLIENT_CAPABILITIES: Final = META_SPEC_PREFIX + "clientCapabilities"
 META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
 # Ours: a text result cut to its bound carries {"shownChars", "totalChars"} here.
 META_TRUNCATED: Final = META_PREFIX + "truncated"
+# Ours: what the extension's guard decided for a tool call ("allowed", "asked-allowed", "denied"), on its result.
+META_GUARD: Final = META_PREFIX + "guard"
 
 # Streamable HTTP headers, lower-case as ASGI gives them.
 SESSION_ID_HEADER: Final = "mcp-session-id"

@@ -16,6 +16,7 @@ with :meth:`add_listener`. Tool payloads are returned exactly as the browser sen
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import logging
 from collections.abc import Callable, Iterable
@@ -103,6 +104,10 @@ class TunnelRegistry:
         self._generations = itertools.count(1)
         self._listeners: list[Listener] = []
         self._changed = asyncio.Event()
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._draining = False
 
     # -- bookkeeping (sync: called from the read loop) -------------------------------------------------------
 
@@ -244,13 +249,39 @@ class TunnelRegistry:
         Raises :class:`openab.core.jsonrpc.RpcError` for an MCP error from the browser and
         :class:`TunnelError` (or :class:`BrowserNotConnected`) when the call could not be carried.
         """
+        if self._draining:
+            # Refused before it is sent, so the agent knows it did not run and the drain is not prolonged.
+            raise TunnelError.build("the gateway is shutting down; call it again once the side panel has "
+                                    "reconnected", reason=TunnelFailure.SHUTTING_DOWN, session_id=session_id,
+                                    server="browser")
         tunnel = self._route(session_id, name)
         params: JsonObject = {"name": name, "arguments": arguments if arguments is not None else {}}
         if meta:
             params["_meta"] = meta
-        return await tunnel.request(
-            "tools/call", params, timeout=timeout or self.call_timeout, progress=progress
-        )
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            return await tunnel.request(
+                "tools/call", params, timeout=timeout or self.call_timeout, progress=progress
+            )
+        finally:
+            self._in_flight -= 1
+            if not self._in_flight:
+                self._idle.set()
+
+    @property
+    def calls_in_flight(self) -> int:
+        """Tool calls sent to a browser and not yet answered, in the whole pod."""
+        return self._in_flight
+
+    async def drain(self, timeout: float) -> int:
+        """Refuse new tool calls and wait up to ``timeout`` s for those in flight to be answered; returns how many
+        are still running (the caller then closes the sockets, and those end with an outcome-unknown result)."""
+        self._draining = True
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._idle.wait()
+        return self._in_flight
 
     def _route(self, session_id: str, tool_name: str) -> Tunnel:
         tunnels = self.tunnels(session_id)

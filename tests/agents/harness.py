@@ -16,7 +16,7 @@ import json
 import os
 import signal
 import subprocess
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, cast
@@ -38,6 +38,7 @@ NODE_BIN = HERE / "node_modules" / ".bin"
 # (the warning reaches the ACP client as agent text), so it gets a name it knows.
 CODEX_MODEL = "gpt-5.4"
 CLAUDE_MODEL = "claude-sonnet-4-5"
+COPILOT_MODEL = "gpt-4.1"  # a model Copilot knows the limits of; the fake answers whatever it is called
 GEMINI_MODEL = "gemini-2.5-flash"  # pinned: "auto" routes through a JSON classifier first
 
 # The command that runs each CLI as an ACP agent on stdio.
@@ -46,6 +47,7 @@ ACP_COMMANDS: dict[str, list[str]] = {
     "claude": ["claude-agent-acp"],
     "gemini": ["gemini", "--acp"],
     "opencode": ["opencode", "acp"],
+    "copilot": ["copilot", "--acp", "--stdio"],
 }
 
 
@@ -68,6 +70,7 @@ def tool_name(cli: str, server: str, tool: str) -> str:
         "claude": f"mcp__{server}__{tool}",
         "gemini": f"mcp_{server}_{tool}",
         "opencode": f"{server}_{tool}",
+        "copilot": f"{server}-{tool}",
     }[cli]
 
 
@@ -127,13 +130,15 @@ def _write_json(path: Path, value: Any) -> Path:
 
 
 def agent_env(cli: str, model_url: str, root: Path) -> AgentEnv:
-    """Set up ``cli`` (codex, claude, gemini or opencode) against the fake model under ``root``."""
+    """Set up ``cli`` (codex, claude, gemini, opencode or copilot) against the fake model under ``root``."""
     home, cwd = root / "home", root / "work"
     home.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
     env = _base_env(home)
     agent = AgentEnv(cli, env, home, cwd)
-    {"codex": _codex, "claude": _claude, "gemini": _gemini, "opencode": _opencode}[cli](agent, model_url)
+    {"codex": _codex, "claude": _claude, "gemini": _gemini, "opencode": _opencode, "copilot": _copilot}[cli](
+        agent, model_url
+    )
     return agent
 
 
@@ -244,6 +249,20 @@ def _opencode(agent: AgentEnv, model_url: str) -> None:
     agent.files["config"] = config
 
 
+def _copilot(agent: AgentEnv, model_url: str) -> None:
+    # Copilot CLI's BYOK provider: with COPILOT_OFFLINE it needs no GitHub account and calls home for nothing
+    # (no sign-in, telemetry, web tools, GitHub MCP server or update); the fake model speaks Chat Completions.
+    agent.env.update(
+        COPILOT_OFFLINE="true",
+        COPILOT_PROVIDER_BASE_URL=f"{model_url}/v1",
+        COPILOT_PROVIDER_TYPE="openai",
+        COPILOT_PROVIDER_API_KEY="sk-fake",
+        COPILOT_MODEL=COPILOT_MODEL,
+        COPILOT_HOME=str(agent.home / ".copilot"),
+        COPILOT_AUTO_UPDATE="false",
+    )
+
+
 # -- running an ACP agent --------------------------------------------------------------------------------
 
 
@@ -263,15 +282,17 @@ class StreamingClient(Protocol):
 
 @contextlib.asynccontextmanager
 async def acp_agent(
-    agent: AgentEnv, client: StreamingClient, relay: HostRelay | None = None
+    agent: AgentEnv, client: StreamingClient, relay: HostRelay | None = None, extra_argv: Sequence[str] = ()
 ) -> AsyncIterator[tuple[ClientSideConnection, asyncio.subprocess.Process]]:
-    """Run ``agent`` as an ACP agent on stdio (offline through ``relay``) and connect ``client``.
+    """Run ``agent`` as an ACP agent on stdio (offline through ``relay``), with ``extra_argv`` after its ACP
+    command (what the pod adds, such as Copilot's ``--additional-mcp-config``), and connect ``client``.
 
     The agent runs in its own process group, killed as a whole on exit: codex-acp and gemini
     --acp do not exit at stdin EOF, and the npm launchers leave their native binary behind when
     only they are signalled. stderr goes to ``<root>/<cli>.stderr`` for post-mortems.
     """
-    argv = agent.acp_argv if relay is None else relay.wrap(agent.acp_argv)
+    command = [*agent.acp_argv, *extra_argv]
+    argv = command if relay is None else relay.wrap(command)
     stderr_path = agent.home.parent / f"{agent.cli}.stderr"
     with stderr_path.open("wb") as stderr:
         process = await asyncio.create_subprocess_exec(

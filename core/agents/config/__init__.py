@@ -6,11 +6,11 @@ from ...errors import ConfigError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint, StdioCommand
 from ...mcp.vocabulary import SERVER_NAME
-from .files import Written, config_write, strip, write, write_private
-from .formats import AGENTS, KIRO_GRANT, ConfigFile, agent_name, config_files, entry, expands_token
+from .files import Written, config_write, remove_handoff_file, strip, write, write_handoff_file, write_private
+from .formats import AGENTS, KIRO_GRANT, ConfigFile, agent_name, config_files, document, entry, expands_token
 
 __all__ = [
     "AGENTS", "KIRO_GRANT", "SERVER_NAME", "ConfigError", "ConfigFile", "Endpoint", "HttpEndpoint", "StdioCommand",
-    "Written", "agent_name", "config_files", "config_write", "entry", "expands_token", "strip", "write",
-    "write_private",
+    "Written", "agent_name", "config_files", "config_write", "document", "entry", "expands_token",
+    "remove_handoff_file", "strip", "write", "write_handoff_file", "write_private",
 ]

@@ -46,9 +46,19 @@ from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint, StdioCommand
 from ...mcp.vocabulary import SERVER_NAME
 from . import goose_yaml, merge
-from .formats import ConfigFile, Format, Json, agent_name, check_command, config_files, entry, expands_token
+from .formats import (
+    ConfigFile,
+    Format,
+    Json,
+    agent_name,
+    check_command,
+    config_files,
+    document,
+    entry,
+    expands_token,
+)
 
-__all__ = ["Written", "config_write", "strip", "write", "write_private"]
+__all__ = ["Written", "config_write", "remove_handoff_file", "strip", "write", "write_handoff_file", "write_private"]
 
 # As many links as the kernel follows in one path lookup (MAXSYMLINKS) before it gives up with ELOOP.
 _MAX_LINKS: Final = 40
@@ -221,6 +231,56 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
+def write_handoff_file(agent: str, endpoint: Endpoint, path: Path) -> None:
+    """Put a file at ``path`` holding only ``agent``'s ``openab_browser`` entry, for a CLI that is pointed at it on
+    its command line (Copilot's ``--additional-mcp-config @FILE``), so the bearer token is never in an argv.
+
+    The folder must exist, be ours and be closed to other users: someone who can write there could swap the
+    file for one naming their server. It is opened one component at a time without following a link, and the
+    file is put in place by a rename from a new 0600 file, which replaces whatever is at ``path`` (a link
+    included) and never writes through it. Raises :class:`ConfigError` saying what to fix.
+    """
+    doc, fmt = document(agent, endpoint)
+    data = _dump(doc, fmt).encode("utf-8")
+    with _private_folder(path.parent) as folder:
+        _replace(folder, path, data)
+
+
+def remove_handoff_file(path: Path) -> bool:
+    """Remove what :func:`write_handoff_file` put at ``path`` (a link there is removed, never followed); returns
+    whether there was anything to remove. Raises :class:`ConfigError` when its folder is not what it was (a link
+    on the way)."""
+    folder = _open_folder(path.parent, create=False)
+    if folder is None:
+        return False
+    try:
+        os.unlink(path.name, dir_fd=folder)
+    except FileNotFoundError:
+        return False
+    finally:
+        os.close(folder)
+    return True
+
+
+@contextlib.contextmanager
+def _private_folder(folder: Path) -> Iterator[int]:
+    fd = _open_folder(folder, create=False)
+    if fd is None:
+        raise ConfigError(f"{folder} does not exist; the session's working folder is made before its agent starts")
+    try:
+        st = os.fstat(fd)
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid != os.geteuid() or mode & 0o077:
+            raise ConfigError(
+                f"{folder} (uid {st.st_uid}, mode {mode:04o}) is not a folder only this user can enter, and the file "
+                f"for the agent would hold its browser's bearer token there: `chmod 700 {folder}`, or choose a "
+                "--state-dir of your own"
+            )
+        yield fd
+    finally:
+        os.close(fd)
+
+
 # -- the disk, without following links nobody vouched for -----------------------------------------------------
 
 
@@ -338,7 +398,8 @@ def _open_folder(folder: Path, *, create: bool) -> int | None:
                     os.close(fd)
                     return None
                 with contextlib.suppress(FileExistsError):
-                    os.mkdir(part, 0o777, dir_fd=fd)
+                    # 0700, not the umask's mode: a folder others can write lets them swap the file for theirs.
+                    os.mkdir(part, 0o700, dir_fd=fd)
                 inner = os.open(part, flags, dir_fd=fd)
             os.close(fd)
             fd = inner

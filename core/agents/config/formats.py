@@ -32,6 +32,7 @@ __all__ = [
     "agent_name",
     "check_command",
     "config_files",
+    "document",
     "entry",
     "expands_token",
 ]
@@ -204,6 +205,13 @@ def expands_token(agent: str, token_env: str | None) -> bool:
 def entry(agent: str, endpoint: Endpoint) -> Json:
     """The ``openab_browser`` entry exactly as ``agent`` wants it in its config file."""
     return _AGENTS[agent_name(agent)].entry(endpoint)
+
+
+def document(agent: str, endpoint: Endpoint) -> tuple[Json, Format]:
+    """A whole config file of ``agent``'s, holding the ``openab_browser`` entry and nothing else, and its format:
+    for a file the CLI is pointed at on its command line (Copilot's ``--additional-mcp-config @FILE``)."""
+    spec = _AGENTS[agent_name(agent)]
+    return {spec.servers_key: {SERVER_NAME: spec.entry(endpoint)}}, spec.format
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,6 @@ def _value(raw: str) -> Any:
         return [_value(x.strip()) for x in inner.split(",")] if inner else []
     if raw.startswith('"'):
         return json.loads(raw)
-    if raw.lstrip("-").isdigit():
+    if raw.lstrip("-").isascii() and raw.lstrip("-").isdigit():  # int() refuses "²", which isdigit() accepts
         return int(raw)
     return raw.strip("'")

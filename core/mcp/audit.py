@@ -1,0 +1,332 @@
+"""The audit log: one JSONL record per browser tool call, kept 0600 in the state dir and rotated by size.
+
+A record says when a call started, in which session, which tool, how it ended, how long it took, what the
+extension's guard decided, and a digest of its arguments::
+
+    {"time": "2026-11-30T23:40:01.123Z", "session": "s-3f9a0c12be", "tool": "browser_type",
+     "outcome": "ok", "ms": 41.7, "guard": "asked-allowed", "args": "9c0d5e1f2a3b4c5d"}
+
+The session is its tag (:class:`~openab.core.acp.naming.SessionNaming`), never its id: the id is the
+capability to resume the session, and with it the person's browser. The arguments are a digest only (what
+the agent typed may be a password): it tells two calls apart and matches a call the agent's own log shows,
+and reveals nothing else. A JSON-RPC error keeps its code and the code's meaning, not its message, which
+may quote the arguments.
+
+``outcome`` is ``ok``; ``tool-error`` (an ``isError`` result: the tool ran, or was refused, and said why);
+``error`` (a JSON-RPC error); ``outcome-unknown`` (the answer was lost: the socket dropped, the call timed
+out; the browser may have acted); ``cancelled`` (the agent cancelled it, or its transport went away).
+``guard`` is ``allowed`` (the guard let it run), ``asked-allowed`` (the person was asked and said yes),
+``denied`` (a site rule or the person refused) or ``none`` (a tool the guard does not look at, or no answer).
+
+The same place counts each call for ``/metrics`` (:class:`CallStats`: by tool and outcome, and how long calls
+took), whether or not the records are kept (``keep=False``: the operator turned the audit file off).
+
+Writing never fails a tool call and never blocks the event loop for long: each record is one short
+``write`` on a file opened for it (so a log an operator moved or removed is started afresh); a failure is
+logged, at most once a minute, with how many records were lost.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import logging
+import os
+import stat
+import time
+from bisect import bisect_left
+from collections import Counter
+from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from ..errors import TunnelError, TunnelFailure
+from ..jsonrpc import RpcError
+from ..statedir import make_private_dir
+from .tools import STATIC_NAMES
+from .vocabulary import META_GUARD
+
+__all__ = [
+    "AUDIT_FILE",
+    "CALL_SECONDS_BUCKETS",
+    "GUARD_DECISIONS",
+    "OTHER_TOOL",
+    "AuditLog",
+    "CallStats",
+    "args_digest",
+    "audit_files",
+    "call_record",
+    "read_records",
+]
+
+log = logging.getLogger(__name__)
+
+AUDIT_FILE: Final = "audit.jsonl"
+GUARD_DECISIONS: Final = frozenset({"allowed", "asked-allowed", "denied"})
+_NO_GUARD: Final = "none"
+_DIGEST_HEX: Final = 16
+_MAX_TOOL_CHARS: Final = 128
+_WARN_INTERVAL: Final = 60.0
+# The meaning of each JSON-RPC code, said in the record instead of the message (which may quote arguments).
+_ERROR_MEANINGS: Final[Mapping[int, str]] = {
+    -32700: "parse error",
+    -32600: "invalid request",
+    -32601: "method not found",
+    -32602: "invalid params",
+    -32603: "internal error",
+    -32000: "server error",
+}
+
+Ended = Mapping[str, Any] | BaseException | None
+"""How a call ended: its result, the exception it ended with, or ``None`` when it never got that far."""
+
+
+def args_digest(arguments: Any) -> str:
+    """sha256 of the arguments' canonical JSON (keys sorted), 16 hex digits: equal arguments, equal digests."""
+    value = {} if arguments is None else arguments
+    try:
+        canonical = orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # what orjson will not write (an integer past 64 bits) still gets a stable digest
+        canonical = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    return hashlib.sha256(canonical).hexdigest()[:_DIGEST_HEX]
+
+
+def _outcome(ended: Ended) -> tuple[str, str | None]:
+    if isinstance(ended, TunnelError):
+        # Refused before it was sent, or no browser: it did not run. Otherwise the browser may have acted.
+        if ended.reason in (TunnelFailure.NOT_CONNECTED, TunnelFailure.OVERLOADED, TunnelFailure.SHUTTING_DOWN):
+            return "tool-error", ended.reason.value
+        return "outcome-unknown", ended.reason.value
+    if isinstance(ended, RpcError):
+        return "error", f"{ended.code} {_ERROR_MEANINGS.get(ended.code, 'error')}"
+    if isinstance(ended, BaseException):
+        # CancelledError is a BaseException: the agent's notifications/cancelled, or its transport closing.
+        if not isinstance(ended, Exception):
+            return "cancelled", None
+        return "error", "internal error"
+    if ended is None:
+        return "cancelled", None
+    return ("tool-error" if ended.get("isError") is True else "ok"), None
+
+
+def _guard(ended: Ended) -> str:
+    if not isinstance(ended, Mapping):
+        return _NO_GUARD
+    meta = ended.get("_meta")
+    decision = meta.get(META_GUARD) if isinstance(meta, Mapping) else None
+    return decision if isinstance(decision, str) and decision in GUARD_DECISIONS else _NO_GUARD
+
+
+def call_record(
+    *, started: float, session: str, tool: Any, arguments: Any, ended: Ended, seconds: float
+) -> dict[str, Any]:
+    """The audit record of one call that started at ``started`` (epoch seconds) and took ``seconds``."""
+    outcome, reason = _outcome(ended)
+    record: dict[str, Any] = {
+        "time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "session": session,
+        "tool": tool[:_MAX_TOOL_CHARS] if isinstance(tool, str) else "",
+        "outcome": outcome,
+        "ms": round(seconds * 1000, 1),
+        "guard": _guard(ended),
+        "args": args_digest(arguments),
+    }
+    if reason is not None:
+        record["reason"] = reason
+    return record
+
+
+CALL_SECONDS_BUCKETS: Final = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 180.0)
+"""Upper bounds (seconds) of the latency buckets: a snapshot takes tens of ms, a wait for a page up to minutes."""
+OTHER_TOOL: Final = "other"
+
+
+class CallStats:
+    """Tool calls by tool and outcome, and their latency by tool, for ``/metrics``: plain counts, read at scrape.
+
+    A tool is counted under its own name only if it is one of ``names`` (the catalogue's), else as
+    :data:`OTHER_TOOL`: the name is the agent's or a hostile extension's choice, and every distinct name would
+    be a new series for the operator's Prometheus to keep.
+    """
+
+    def __init__(self, names: frozenset[str] = STATIC_NAMES) -> None:
+        self.names = names
+        self.calls: Counter[tuple[str, str]] = Counter()  # (tool, outcome) -> calls
+        # tool -> calls per bucket (not cumulative; the last counts those past every bound), and their sum.
+        self.buckets: dict[str, list[int]] = {}
+        self.seconds: dict[str, float] = {}
+
+    def observe(self, tool: object, outcome: str, seconds: float) -> None:
+        name = tool if isinstance(tool, str) and tool in self.names else OTHER_TOOL
+        self.calls[(name, outcome)] += 1
+        counts = self.buckets.get(name)
+        if counts is None:
+            counts = self.buckets[name] = [0] * (len(CALL_SECONDS_BUCKETS) + 1)
+        counts[bisect_left(CALL_SECONDS_BUCKETS, seconds)] += 1
+        self.seconds[name] = self.seconds.get(name, 0.0) + seconds
+
+
+class AuditLog:
+    """The pod's audit log: ``audit.jsonl`` in ``state_dir`` and up to ``backups`` rotated files beside it.
+
+    ``tag`` names a session in the records (``SessionNaming.tag``). When the file would grow past
+    ``max_bytes`` it becomes ``audit.jsonl.1`` (``.1`` becomes ``.2`` ... the oldest past ``backups`` is
+    dropped) and a new one starts. Every file is opened without following a link, created 0600, and used only
+    if it is a plain file of ours that no other user can read. One instance per pod: two writers to the same
+    files would rotate each other's records away.
+
+    ``stats`` counts every call (:class:`CallStats`); with ``keep=False`` that is all: no file is written.
+    """
+
+    def __init__(
+        self,
+        state_dir: Path,
+        *,
+        tag: Callable[[str], str],
+        max_bytes: int = 10 << 20,
+        backups: int = 3,
+        clock: Callable[[], float] = time.time,
+        keep: bool = True,
+    ) -> None:
+        if max_bytes < 1024 or backups < 0:
+            raise ValueError("the audit log needs max_bytes of at least 1024 and backups of 0 or more")
+        self.keep = keep
+        self.stats = CallStats()
+        self.path = (make_private_dir(state_dir) if keep else state_dir) / AUDIT_FILE
+        self.max_bytes = max_bytes
+        self.backups = backups
+        self._tag = tag
+        self._clock = clock
+        self._lost = 0
+        self._warned_at: float | None = None
+
+    def tool_call(self, session_id: str, params: Mapping[str, Any], ended: Ended, seconds: float) -> None:
+        """Record one ``tools/call`` (its ``params``) of session ``session_id`` that ended as ``ended``."""
+        try:
+            self.stats.observe(params.get("name"), _outcome(ended)[0], seconds)
+        except Exception:  # as below: a count lost, never the call
+            log.exception("audit log: could not count a call")
+        if not self.keep:
+            return
+        try:
+            record = call_record(
+                started=self._clock() - seconds, session=self._tag(session_id), tool=params.get("name"),
+                arguments=params.get("arguments"), ended=ended, seconds=seconds,
+            )
+        except Exception:  # a bug here must cost a record, never the call
+            log.exception("audit log: could not make the record of a call")
+            return
+        self.write(record)
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record; a failure is logged (rate-limited) and the record is lost, nothing is raised."""
+        line = orjson.dumps(record) + b"\n"
+        try:
+            fd, held = self._open_for(len(line))
+        except OSError as exc:
+            self._lose(exc)
+            return
+        try:
+            # A writer killed mid-record (a pod that was, or a disk that filled) left a line with no end: end it,
+            # so only that record is lost and not this one too.
+            if held and os.pread(fd, 1, held - 1) != b"\n":
+                line = b"\n" + line
+            written = os.write(fd, line)
+            if written < len(line):
+                raise OSError(errno.ENOSPC, f"only {written} of {len(line)} bytes written")
+        except OSError as exc:
+            self._lose(exc)
+        finally:
+            os.close(fd)
+
+    def _open_for(self, size: int) -> tuple[int, int]:
+        """The current file and its size, rotated first when ``size`` more bytes would take it past the bound."""
+        fd, held = _open_private(self.path)
+        if held == 0 or held + size <= self.max_bytes:
+            return fd, held
+        os.close(fd)
+        self._rotate()
+        return _open_private(self.path)
+
+    def _rotate(self) -> None:
+        # os.replace moves a name, never writes through it: a link planted at a rotated name is replaced too.
+        if self.backups == 0:
+            os.unlink(self.path)
+            return
+        for n in range(self.backups - 1, 0, -1):
+            older = self.path.with_name(f"{AUDIT_FILE}.{n}")
+            if os.path.lexists(older):
+                os.replace(older, self.path.with_name(f"{AUDIT_FILE}.{n + 1}"))
+        os.replace(self.path, self.path.with_name(f"{AUDIT_FILE}.1"))
+
+    def _lose(self, exc: OSError) -> None:
+        self._lost += 1
+        now = time.monotonic()
+        if self._warned_at is not None and now - self._warned_at < _WARN_INTERVAL:
+            return
+        self._warned_at = now
+        log.error(
+            "audit log %s cannot be written (%s): %d tool call record(s) lost so far. Fix or remove the file; "
+            "the next call tries again",
+            self.path, exc.strerror or exc, self._lost,
+        )
+
+
+def _open_private(path: Path) -> tuple[int, int]:
+    """``path`` opened to append, and its size: created 0600, never through a link, only if it is a private plain
+    file of ours."""
+    try:
+        # Read too: a line left without its end is found by reading the file's last byte.
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "it is a symbolic link, which is never followed; remove it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+            raise OSError(errno.EPERM, "it is not a plain file of ours; remove it")
+        if stat.S_IMODE(st.st_mode) & 0o077:
+            raise OSError(errno.EPERM, f"other users can read it: `chmod 600 {path}`")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def audit_files(state_dir: Path) -> list[Path]:
+    """The audit files in ``state_dir`` that exist, oldest first (the rotated ones, then ``audit.jsonl``)."""
+    current = state_dir / AUDIT_FILE
+    rotated = sorted(
+        (p for p in state_dir.glob(AUDIT_FILE + ".*") if p.suffix[1:].isdigit()),
+        key=lambda p: -int(p.suffix[1:]),
+    )
+    return [p for p in (*rotated, current) if os.path.lexists(p)]
+
+
+def read_records(state_dir: Path) -> Iterator[dict[str, Any]]:
+    """Every record in the audit files, oldest first; a line that is not a whole JSON object is skipped.
+
+    Links are not followed: a link in place of a file is skipped, as is anything but a plain file.
+    """
+    for path in audit_files(state_dir):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            log.warning("audit file %s skipped: %s", path, exc.strerror or exc)
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                log.warning("audit file %s skipped: not a plain file", path)
+                continue
+            for line in f:
+                try:
+                    record = orjson.loads(line)
+                except orjson.JSONDecodeError:  # a torn write, or a line cut where two records met
+                    continue
+                if isinstance(record, dict):
+                    yield record

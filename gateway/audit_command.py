@@ -1,0 +1,155 @@
+"""`openab audit`: read the pod's audit log of browser tool calls (docs/runtime.md, "Audit log").
+
+With no session, one line per session: its tag, its first and last call, how many calls and how many did not
+end ``ok``. With a session (its tag as listed, or its id, which is turned into the tag with the pod's kept
+naming secret), its calls in order. ``--json`` prints the same as JSON lines, for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+__all__ = ["register", "render_table"]
+
+_TAG = re.compile(r"s-[0-9a-f]{10}")
+_CALL_COLUMNS = ("time", "tool", "outcome", "ms", "guard", "args")
+_SESSION_COLUMNS = ("session", "first", "last", "calls", "errors")
+
+
+def register(commands: Any) -> None:
+    audit = commands.add_parser(
+        "audit",
+        help="show the audit log of browser tool calls: the sessions, or one session's calls",
+        description=(
+            "Show the pod's audit log (<state dir>/audit.jsonl and its rotated files). With no SESSION, one line "
+            "per session; with SESSION (a tag such as s-3f9a0c12be, or a session id), that session's calls: time "
+            "(UTC), tool, outcome, duration, the guard's decision and a digest of the arguments (never their values)."
+        ),
+    )
+    audit.add_argument("session", nargs="?", metavar="SESSION", help="a session's tag (s-...) or its id (sess_...)")
+    audit.add_argument("--state-dir", type=Path,
+                       help="the pod's state dir (default: $OPENAB_STATE_DIR, else ~/.local/state/openab)")
+    audit.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
+    audit.set_defaults(handler=_audit)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from openab.core.errors import ConfigurationError
+    from openab.core.mcp.audit import audit_files, read_records
+
+    out = sys.stdout
+    state_dir: Path = args.state_dir or _default_state_dir()
+    if not audit_files(state_dir):
+        print(f"openab audit: no audit log in {state_dir} (is it the pod's --state-dir?)", file=sys.stderr)
+        return 1
+    records = read_records(state_dir)
+    if args.session is None:
+        rows = _sessions(records)
+        _print(rows, _SESSION_COLUMNS, args.json, out)
+        return 0
+    try:
+        tag = _tag_of(args.session, state_dir)
+    except ConfigurationError as exc:
+        print(f"openab audit: {exc}", file=sys.stderr)
+        return 2
+    # Written as each call ended: in the order they started, a long call comes before those it overlapped.
+    calls = sorted((record for record in records if record.get("session") == tag), key=lambda r: str(r.get("time")))
+    if not calls:
+        print(f"openab audit: no calls of session {tag} in {state_dir}; `openab audit` lists the sessions",
+              file=sys.stderr)
+        return 1
+    if args.json:
+        _print(calls, (), True, out)
+    else:
+        _print([_call_row(record) for record in calls], _CALL_COLUMNS, False, out)
+    return 0
+
+
+def _default_state_dir() -> Path:
+    import os
+
+    from openab.core.settings import Settings
+
+    given = os.environ.get("OPENAB_STATE_DIR")
+    if given:
+        return Path(given)
+    default = Settings.model_fields["state_dir"].get_default(call_default_factory=True)
+    return Path(default)
+
+
+def _tag_of(session: str, state_dir: Path) -> str:
+    """The tag the records name ``session`` by: as given if it is one, else derived with the pod's secret."""
+    if _TAG.fullmatch(session):
+        return session
+    from openab.core.acp.naming import SessionNaming
+    from openab.core.errors import ConfigurationError
+    from openab.core.statedir import NAMING_SECRET_FILE, naming_secret
+
+    if not (state_dir / NAMING_SECRET_FILE).exists():  # never make one here: it would name nothing recorded
+        raise ConfigurationError(
+            f"{state_dir / NAMING_SECRET_FILE} is missing, so a session id cannot be turned into its tag; give the "
+            "tag (s-...) as `openab audit` lists it"
+        )
+    return SessionNaming(naming_secret(state_dir)).tag(session)
+
+
+def _sessions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One row per session, in the order their first record was written."""
+    rows: dict[str, dict[str, Any]] = {}
+    for record in records:
+        tag, when = str(record.get("session", "?")), str(record.get("time", ""))
+        row = rows.setdefault(tag, {"session": tag, "first": when, "last": when, "calls": 0, "errors": 0})
+        # Records are written as calls end; their times are when they started (ISO strings order as times).
+        row["first"], row["last"] = min(row["first"], when), max(row["last"], when)
+        row["calls"] += 1
+        row["errors"] += record.get("outcome") != "ok"
+    return [{**row, "first": _when(row["first"]), "last": _when(row["last"])} for row in rows.values()]
+
+
+def _call_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    outcome = str(record.get("outcome", "?"))
+    reason = record.get("reason")
+    return {
+        "time": _when(str(record.get("time", ""))),
+        "tool": record.get("tool", "?"),
+        "outcome": f"{outcome} ({reason})" if reason else outcome,
+        "ms": record.get("ms", ""),
+        "guard": record.get("guard", "none"),
+        "args": record.get("args", ""),
+    }
+
+
+def _when(iso: str) -> str:
+    return iso.replace("T", " ").removesuffix("Z")
+
+
+def _print(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], as_json: bool, out: TextIO) -> None:
+    if as_json:
+        import orjson
+
+        for row in rows:
+            out.write(orjson.dumps(row).decode() + "\n")
+        return
+    out.write(render_table(rows, columns))
+
+
+def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
+    """``rows`` as left-aligned columns under a header, numbers aligned right."""
+    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    widths = [max([len(column), *(len(line[i]) for line in cells)]) for i, column in enumerate(columns)]
+    numeric = [all(_is_number(row.get(column)) for row in rows) and bool(rows) for column in columns]
+
+    def line(values: Sequence[str]) -> str:
+        padded = (v.rjust(w) if right else v.ljust(w) for v, w, right in zip(values, widths, numeric, strict=True))
+        return "  ".join(padded).rstrip() + "\n"
+
+    return line([c.upper() for c in columns]) + "".join(line(values) for values in cells)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

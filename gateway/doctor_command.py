@@ -1,0 +1,358 @@
+"""`openab doctor`: check an installation the way `openab run` would use it, and say what to fix.
+
+It reads the same settings `openab run` does (``OPENAB_*`` variables, and the flags given here), then checks the
+agent CLIs (found, and their versions), the ``openab_browser`` entries written into their config files, the state
+dir and the bridge's socket and their modes, the key's strength and its file's mode, TLS, and a running gateway
+(``/healthz`` and an authenticated ``/acp`` handshake). Each finding is one line, ``ok``/``warn``/``FAIL``, with a
+``fix:`` line under what is wrong. Exit code 1 when anything failed, else 0. The key is never printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
+    from openab.core.settings import Settings
+
+__all__ = ["Finding", "register"]
+
+VERSION_TIMEOUT = 15.0
+GATEWAY_TIMEOUT = 8.0
+
+
+@dataclass
+class Finding:
+    status: Literal["ok", "warn", "FAIL"]
+    what: str
+    fix: str = ""
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    secrets: list[str] = field(default_factory=list)
+
+    def add(self, status: Literal["ok", "warn", "FAIL"], what: str, fix: str = "") -> None:
+        finding = Finding(status, self._redact(what), self._redact(fix))
+        self.findings.append(finding)
+        print(f"{finding.status:<5} {finding.what}", flush=True)
+        if finding.fix:
+            print(f"      fix: {finding.fix}", flush=True)
+
+    def _redact(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "<key>")
+        return text
+
+    @property
+    def failed(self) -> bool:
+        return any(f.status == "FAIL" for f in self.findings)
+
+
+def register(commands: Any) -> None:
+    doctor = commands.add_parser(
+        "doctor", help="check this installation (agent CLIs, configs, socket, key, TLS, the gateway) and say "
+                       "what to fix",
+        description="Check the installation `openab run` would use (OPENAB_* variables and these flags) and print "
+                    "what to fix. Exit code 1 when something is wrong.",
+    )
+    doctor.add_argument("--agent", action="append", metavar="AGENT",
+                        help="the agent CLI(s) to check (default: OPENAB_AGENT, else builtin); repeatable")
+    doctor.add_argument("--state-dir", help="the pod's state dir (env OPENAB_STATE_DIR)")
+    doctor.add_argument("--token-file", metavar="PATH", help="the key file `openab run` is given")
+    doctor.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
+    doctor.add_argument("--dir", help="the project directory whose agent config files to check (default: here)")
+    doctor.add_argument("--url", help="the gateway to reach, e.g. wss://host/acp (default: the local pod's "
+                                      "--host/--port; `none` skips it)")
+    doctor.add_argument("--ca-file", help="trust this CA bundle (PEM) for a wss:// gateway")
+    doctor.add_argument("--tls-cert", metavar="PEM", help="the pod's certificate (env OPENAB_TLS_CERT)")
+    doctor.add_argument("--tls-key", metavar="PEM", help="its key (env OPENAB_TLS_KEY)")
+    doctor.set_defaults(handler=_doctor)
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    from openab.core.settings import Settings
+
+    report = Report()
+    try:
+        settings = Settings.from_env(agent=args.agent, state_dir=args.state_dir, token_file=args.token_file,
+                                     browser_mode=args.browser_mode, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    except ValueError as exc:
+        report.add("FAIL", f"settings: {exc}", "correct the OPENAB_* variable or flag it names")
+        return 1
+    key = _check_key(settings, report)
+    _check_agents(settings, report)
+    _check_configs(settings, Path(args.dir) if args.dir else Path.cwd(), report)
+    _check_state(settings, report)
+    _check_tls(settings, report)
+    if args.url != "none":
+        _check_gateway(settings, args.url or _local_url(settings), key, args.ca_file, report)
+    problems = sum(f.status == "FAIL" for f in report.findings)
+    warnings = sum(f.status == "warn" for f in report.findings)
+    print(f"\n{problems} problem(s), {warnings} warning(s)" + (": fix the FAIL lines above" if problems else ""))
+    return 1 if report.failed else 0
+
+
+def _local_url(settings: Settings) -> str:
+    host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    shown = f"[{host}]" if ":" in host else host
+    return f"{'wss' if settings.tls_cert else 'ws'}://{shown}:{settings.port}/acp"
+
+
+# -- the key -------------------------------------------------------------------------------------------------
+
+
+def _check_key(settings: Settings, report: Report) -> str | None:
+    from openab.core.addresses import is_loopback
+    from openab.core.errors import ConfigurationError
+
+    from .pairing import KEY_FILE, MIN_KEY_CHARS, read_key_file
+
+    if settings.insecure_no_key:
+        status: Literal["ok", "warn", "FAIL"] = "warn" if is_loopback(settings.host) else "FAIL"
+        report.add(status, "key: none (--insecure-no-key): any local process can take a session",
+                   "drop --insecure-no-key / OPENAB_INSECURE_NO_KEY; the pod then makes a key itself")
+        return None
+    if settings.token is not None:
+        key = settings.token.get_secret_value()
+        report.secrets.append(key)
+        source = "OPENAB_ACP_AUTH_KEY"
+    else:
+        path = settings.token_file or settings.state_dir / KEY_FILE
+        if not path.exists():
+            if settings.token_file is None:
+                report.add("ok", f"key: none kept yet; `openab run` makes one in {path} on first start")
+            else:
+                report.add("FAIL", f"key: the key file {path} does not exist",
+                           f"write one: `openssl rand -hex 32 > {path} && chmod 600 {path}`")
+            return None
+        try:
+            key = read_key_file(path)
+        except (ConfigurationError, OSError) as exc:
+            report.add("FAIL", f"key: {exc}", f"`chmod 600 {path}`, owned by this user, at least {MIN_KEY_CHARS} "
+                                              "random characters (`openssl rand -hex 32`)")
+            return None
+        report.secrets.append(key)
+        source = str(path)
+    distinct = len(set(key))
+    if len(key) < MIN_KEY_CHARS or distinct < 8:
+        report.add("FAIL", f"key: the key from {source} is weak ({len(key)} characters, {distinct} distinct)",
+                   f"use at least {MIN_KEY_CHARS} random characters: `openssl rand -hex 32`")
+    else:
+        report.add("ok", f"key: {len(key)} characters, from {source}")
+    return key
+
+
+# -- the agent CLIs ------------------------------------------------------------------------------------------
+
+
+def _check_agents(settings: Settings, report: Report) -> None:
+    import shutil
+    import subprocess
+
+    from openab.core.agents.recipes import recipe_for
+
+    for agent in settings.agent:
+        try:
+            recipe = recipe_for(agent, settings.agent_cmds.get(agent) or settings.agent_cmd)
+        except ValueError as exc:
+            report.add("FAIL", f"agent {agent}: {exc}", "choose an agent `openab run --help` lists")
+            continue
+        argv = recipe.command(settings.agent_cmds.get(agent) or settings.agent_cmd)
+        found = shutil.which(argv[0])
+        if found is None:
+            report.add("FAIL", f"agent {agent}: `{argv[0]}` is not on PATH",
+                       recipe.install or f"install {argv[0]}, or give its path with --agent-cmd")
+            continue
+        version = "(built in)" if recipe.name == "builtin" else _version(found, subprocess)
+        report.add("ok", f"agent {agent}: {found} {version}".rstrip())
+
+
+def _version(executable: str, subprocess: Any) -> str:
+    try:
+        done = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
+                              stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return "(its --version did not answer)"
+    line = (done.stdout.strip() or done.stderr.strip()).splitlines()
+    return line[0][:120] if done.returncode == 0 and line else "(its --version failed)"
+
+
+# -- the MCP config files ------------------------------------------------------------------------------------
+
+
+def _check_configs(settings: Settings, project: Path, report: Report) -> None:
+    import json
+    import tomllib
+
+    from openab.core.agents.config import SERVER_NAME, ConfigError
+    from openab.core.agents.config.formats import check_command, config_files
+
+    for agent in dict.fromkeys(settings.agent):
+        try:
+            files = config_files(agent, dir=project)
+        except ConfigError:
+            continue  # builtin and custom agents get the browser in session/new, never from a file
+        for config in files:
+            if config.kind != "servers" or not config.path.exists():
+                continue
+            text = config.path.read_text(encoding="utf-8", errors="replace")
+            try:
+                if config.format == "json":
+                    doc: Any = json.loads(text) if text.strip() else {}
+                elif config.format == "toml":
+                    doc = tomllib.loads(text)
+                else:
+                    doc = {config.servers_key: {SERVER_NAME: {}}} if SERVER_NAME in text else {}
+            except ValueError as exc:
+                report.add("FAIL", f"config {config.path}: not valid {config.format} ({exc})",
+                           f"repair or remove it; `openab config write --agent {agent}` writes a fresh entry")
+                continue
+            servers = doc.get(config.servers_key) if isinstance(doc, dict) else None
+            check = check_command(agent)
+            if isinstance(servers, dict) and SERVER_NAME in servers:
+                report.add("ok", f"config {config.path}: holds {SERVER_NAME}"
+                           + (f" (check: `{check}`)" if check else ""))
+            else:
+                report.add("warn", f"config {config.path}: no {SERVER_NAME} entry; the pod writes one per "
+                                   "session, so this matters only for an agent run by hand",
+                           f"`openab config write --agent {agent}`")
+
+
+# -- the state dir and the bridge's socket -------------------------------------------------------------------
+
+
+def _check_state(settings: Settings, report: Report) -> None:
+    import os
+    import stat
+
+    state = settings.state_dir
+    if not state.exists():
+        report.add("ok", f"state dir {state}: not made yet (`openab run` makes it 0700)")
+    else:
+        mode = stat.S_IMODE(state.stat().st_mode)
+        if state.stat().st_uid != os.getuid():
+            report.add("FAIL", f"state dir {state}: owned by uid {state.stat().st_uid}, not this user",
+                       f"run as its owner, or `chown -R {os.getuid()} {state}`")
+        elif mode & 0o077:
+            report.add("FAIL", f"state dir {state}: mode {mode:04o}, other users can reach the sessions' files",
+                       f"`chmod 700 {state}`")
+        else:
+            report.add("ok", f"state dir {state}: mode {mode:04o}")
+    if settings.browser_mode != "bridge":
+        report.add("ok", "browser: proxy mode (a loopback endpoint per session; no socket to check)")
+        return
+    sock = settings.socket_path
+    if not sock.exists():
+        report.add("ok", f"bridge socket {sock}: not there (made when `openab run --browser-mode bridge` starts)")
+        return
+    info = sock.lstat()
+    parent_mode = stat.S_IMODE(sock.parent.stat().st_mode)
+    if not stat.S_ISSOCK(info.st_mode):
+        report.add("FAIL", f"bridge socket {sock}: not a socket", f"remove {sock}; the pod makes the socket itself")
+    elif stat.S_IMODE(info.st_mode) & 0o077 or parent_mode & 0o077:
+        report.add("FAIL", f"bridge socket {sock}: mode {stat.S_IMODE(info.st_mode):04o} in a {parent_mode:04o} "
+                           "folder: other users could reach the browser",
+                   f"`chmod 600 {sock} && chmod 700 {sock.parent}`, or restart the pod, which makes them so")
+    else:
+        report.add("ok", f"bridge socket {sock}: mode {stat.S_IMODE(info.st_mode):04o}, folder {parent_mode:04o}")
+
+
+# -- TLS -----------------------------------------------------------------------------------------------------
+
+
+def _check_tls(settings: Settings, report: Report) -> None:
+    from openab.core.addresses import is_loopback
+    from openab.core.errors import ConfigurationError
+
+    if settings.tls_cert is None or settings.tls_key is None:
+        if is_loopback(settings.host):
+            report.add("ok", f"TLS: none, bound to loopback ({settings.host})")
+        elif settings.behind_proxy:
+            report.add("ok", f"TLS: terminated by the proxy at {', '.join(settings.behind_proxy)}")
+        else:
+            report.add("FAIL", f"TLS: none, and bound to {settings.host}: the key would cross the network in clear",
+                       "give --tls-cert/--tls-key, or --behind-proxy ADDRESS for an ingress that terminates TLS")
+        return
+    from .server import ReloadingTls
+
+    try:
+        ReloadingTls(settings.tls_cert, settings.tls_key)
+    except ConfigurationError as exc:
+        report.add("FAIL", f"TLS: {exc}", "give the PEM chain and its unencrypted key, readable by this user")
+        return
+    report.add("ok", f"TLS: {settings.tls_cert} loads with its key")
+
+
+# -- the gateway ---------------------------------------------------------------------------------------------
+
+
+def _check_gateway(settings: Settings, url: str, key: str | None, ca_file: str | None, report: Report) -> None:
+    import asyncio
+
+    try:
+        asyncio.run(_reach(url, key, ca_file, report))
+    except TimeoutError:
+        report.add("FAIL", f"gateway {url}: no answer within {GATEWAY_TIMEOUT:g} s",
+                   "check the pod runs and the address, port and any ingress in between")
+
+
+async def _reach(url: str, key: str | None, ca_file: str | None, report: Report) -> None:
+    import asyncio
+    import json
+    import ssl
+    from urllib.parse import urlsplit
+
+    import httpx
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidHandshake, InvalidStatus
+    from websockets.typing import Subprotocol
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("ws", "wss"):
+        report.add("FAIL", f"gateway {url}: not a ws:// or wss:// URL", "give --url wss://HOST/acp")
+        return
+    context = ssl.create_default_context(cafile=ca_file) if parts.scheme == "wss" else None
+    health = parts._replace(scheme="https" if context else "http", path="/healthz", query="").geturl()
+    try:
+        async with httpx.AsyncClient(verify=context or True, timeout=GATEWAY_TIMEOUT, trust_env=False) as http:
+            answer = await http.get(health)
+    except httpx.HTTPError as exc:
+        fix = ("trust its CA with --ca-file, or give the pod a certificate from a CA this machine trusts"
+               if "CERTIFICATE_VERIFY_FAILED" in str(exc) else "start it (`openab run`), or give --url where it runs")
+        report.add("FAIL", f"gateway {health}: {type(exc).__name__}: {exc}", fix)
+        return
+    if answer.status_code != 200:
+        report.add("FAIL", f"gateway {health}: HTTP {answer.status_code}",
+                   "the address answers but is not an openab pod, or the ingress does not route /healthz")
+        return
+    report.add("ok", f"gateway {health}: alive")
+    if key is None:
+        report.add("warn", f"gateway {url}: /acp not tried, no key known here",
+                   "set OPENAB_ACP_AUTH_KEY or --token-file to the pod's key to check the handshake too")
+        return
+    protocols = [Subprotocol(f"openab.bearer.{key}"), Subprotocol("acp.v1")]
+    try:
+        async with asyncio.timeout(GATEWAY_TIMEOUT), connect(url, subprotocols=protocols, ssl=context,
+                                                             open_timeout=GATEWAY_TIMEOUT, ping_interval=None) as ws:
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": 1, "clientCapabilities": {}}}))
+            reply = json.loads(await ws.recv())
+    except InvalidStatus as exc:
+        status = exc.response.status_code
+        report.add("FAIL", f"gateway {url}: the handshake was refused with HTTP {status}",
+                   "the key here is not the pod's: pair with the key the pod printed (or its kept acp.key)"
+                   if status == 401 else "an ingress or the Origin/Host checks refused it: see docs/troubleshooting.md")
+        return
+    except (OSError, InvalidHandshake) as exc:
+        report.add("FAIL", f"gateway {url}: {type(exc).__name__}: {exc}",
+                   "the ingress must pass WebSocket upgrades on /acp: see docs/deploy.md")
+        return
+    if (reply.get("result") or {}).get("protocolVersion") != 1:
+        report.add("FAIL", f"gateway {url}: initialize answered {json.dumps(reply)[:200]}",
+                   "this is not an openab gateway, or a different version: `openab --version` on both ends")
+        return
+    report.add("ok", f"gateway {url}: key accepted, ACP protocol 1")

@@ -1,0 +1,335 @@
+"""The audit log end to end: the official `mcp` client calls browser tools through a real gateway (the proxy and
+the bridge) to a fake extension, and every call lands as one JSONL record in the state dir, named by its
+session's tag, with its outcome and the guard's decision, and a digest of its arguments, never their values.
+`openab audit` reads it back as a table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import stat
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fake_extension import FakeExtension, RemoteError, ToolFunction, text_result
+from gateway_harness import RunningGateway, eventually, run_gateway
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+from test_bridge import bridge_pod, browser_session, relay_params, text_of
+from test_proxy import endpoint, extension, first_text, mcp_client, open_session
+
+from openab.core.acp.naming import SessionNaming
+from openab.core.mcp.audit import AUDIT_FILE, AuditLog, read_records
+from openab.core.mcp.proxy import BrowserProxy
+from openab.core.statedir import naming_secret
+from openab.gateway.cli import main
+
+pytestmark = pytest.mark.anyio
+
+GUARD = "dev.openab/guard"
+PASSWORD = "hunter2-correct-horse-battery"  # what must never reach the log
+OPENAB = str(Path(sys.executable).parent / "openab")
+LONG = bool(os.environ.get("OPENAB_LONG"))
+
+
+def digest(arguments: dict[str, Any]) -> str:
+    """The argument digest, computed here independently: sha256 of the canonical JSON, 16 hex digits."""
+    canonical = json.dumps(arguments, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def audit_names(state_dir: Path) -> list[str]:
+    return sorted(path.name for path in state_dir.glob(AUDIT_FILE + "*"))
+
+
+def audit_bytes(state_dir: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(state_dir.glob(AUDIT_FILE + "*")))
+
+
+def tag_of(state_dir: Path, session_id: str) -> str:
+    return SessionNaming(naming_secret(state_dir)).tag(session_id)
+
+
+@contextlib.asynccontextmanager
+async def proxied_session(
+    state_dir: Path, tools: dict[str, ToolFunction], **settings: Any
+) -> AsyncIterator[tuple[RunningGateway, FakeExtension, str]]:
+    """A gateway keeping its state in ``state_dir``, and a session whose browser has ``tools``."""
+    async with run_gateway(state_dir=state_dir, **settings) as gateway, extension(gateway) as ext:
+        for name, function in tools.items():
+            ext.add_tool(name, function)
+        yield gateway, ext, await open_session(gateway, ext)
+
+
+async def typed(_arguments: dict[str, Any]) -> dict[str, Any]:
+    # What the extension answers once the person allowed typing into a password field.
+    return {**text_result("typed into [ref=e1]"), "_meta": {GUARD: "asked-allowed"}}
+
+
+class EveryOutcome:
+    """One call ending each way a call can end, in this order: ok (asked), tool-error (denied), ok (no guard),
+    error, cancelled, outcome-unknown (the extension's socket drops mid-call)."""
+
+    def __init__(self) -> None:
+        self.started = asyncio.Event()
+        self.tools: dict[str, ToolFunction] = {
+            "browser_type": typed, "browser_click": denied, "browser_snapshot": lambda _a: _text("- page"),
+            "browser_select_option": failing, "browser_wait_for": self.hang, "browser_navigate": self.hang,
+        }
+
+    async def hang(self, _arguments: dict[str, Any]) -> dict[str, Any]:
+        self.started.set()
+        await asyncio.Event().wait()
+        raise AssertionError("unreachable")
+
+    async def run(self, gateway: RunningGateway, ext: FakeExtension, session_id: str) -> None:
+        started = self.started
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        url, token = await endpoint(gateway, gateway.pod.browser, session_id)
+        state_dir = gateway.pod.settings.state_dir
+        async with mcp_client(url, token) as client:
+            result = await client.call_tool("browser_type", {"ref": "e1", "text": PASSWORD})
+            assert first_text(result) == "typed into [ref=e1]"
+            assert (await client.call_tool("browser_click", {"ref": "e2"})).is_error
+            await client.call_tool("browser_snapshot", {})
+            with pytest.raises(MCPError, match="no option"):
+                await client.call_tool("browser_select_option", {"ref": "e3", "value": PASSWORD})
+            call = asyncio.create_task(client.call_tool("browser_wait_for", {"text": "never"}))
+            async with asyncio.timeout(10):
+                await started.wait()
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
+            await eventually(lambda: len(list(read_records(state_dir))) == 5, 10)
+            started.clear()
+            call = asyncio.create_task(client.call_tool("browser_navigate", {"url": "https://example.org/"}))
+            async with asyncio.timeout(10):
+                await started.wait()
+            await ext.ws.close()
+            lost = await asyncio.wait_for(call, 10)
+        assert lost.is_error and "outcome is unknown" in first_text(lost)
+
+
+async def denied(_arguments: dict[str, Any]) -> dict[str, Any]:
+    return {**text_result("not allowed by the user"), "isError": True, "_meta": {GUARD: "denied"}}
+
+
+async def failing(arguments: dict[str, Any]) -> dict[str, Any]:
+    raise RemoteError({"code": -32602, "message": f"no option {arguments['value']}"})
+
+
+async def _text(text: str) -> dict[str, Any]:
+    return text_result(text)
+
+
+# -- what is recorded -----------------------------------------------------------------------------------------
+
+
+async def test_every_tool_call_is_one_record_with_its_outcome_and_no_argument_value(tmp_path: Path) -> None:
+    calls = EveryOutcome()
+    async with proxied_session(tmp_path, calls.tools) as (gateway, ext, session_id):
+        await calls.run(gateway, ext, session_id)
+        await eventually(lambda: len(list(read_records(tmp_path))) == 6, 10)
+    records = list(read_records(tmp_path))
+    assert [(r["tool"], r["outcome"], r.get("reason"), r["guard"]) for r in records] == [
+        ("browser_type", "ok", None, "asked-allowed"),
+        ("browser_click", "tool-error", None, "denied"),
+        ("browser_snapshot", "ok", None, "none"),
+        ("browser_select_option", "error", "-32602 invalid params", "none"),
+        ("browser_wait_for", "cancelled", None, "none"),
+        ("browser_navigate", "outcome-unknown", "browser disconnected", "none"),
+    ]
+    tag = tag_of(tmp_path, session_id)
+    assert {r["session"] for r in records} == {tag}
+    assert records[0]["args"] == digest({"ref": "e1", "text": PASSWORD})
+    assert records[2]["args"] == digest({})
+    assert records[0]["args"] != records[3]["args"]
+    for record in records:
+        assert set(record) <= {"time", "session", "tool", "outcome", "ms", "guard", "args", "reason"}
+        assert record["ms"] >= 0
+        assert datetime.fromisoformat(record["time"]).tzinfo is not None
+    raw = audit_bytes(tmp_path)
+    # Neither the typed password (nor the browser's error quoting it) nor the session's id, its resume capability.
+    assert PASSWORD.encode() not in raw
+    assert session_id.encode() not in raw
+    assert stat.S_IMODE((tmp_path / AUDIT_FILE).stat().st_mode) == 0o600
+
+
+async def test_the_audit_log_can_be_turned_off(tmp_path: Path) -> None:
+    async with proxied_session(tmp_path, {"browser_type": typed}, audit_log=False) as (gateway, _ext, session_id):
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
+            await client.call_tool("browser_type", {"ref": "e1", "text": "x"})
+    assert not (tmp_path / AUDIT_FILE).exists()
+
+
+async def test_a_bridge_call_is_recorded_too() -> None:
+    async with bridge_pod() as pod, browser_session(pod, "alice") as (session_id, _extension):
+        state_dir = pod.gateway.pod.settings.state_dir
+        async with Client(relay_params(pod.channel(session_id), pod.socket), mode="legacy") as client:
+            result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})
+            assert text_of(result) == "alice navigated to https://example.org/"
+        await eventually(lambda: len(list(read_records(state_dir))) == 1, 10)
+        (record,) = read_records(state_dir)
+        assert (record["tool"], record["outcome"], record["session"]) == (
+            "browser_navigate", "ok", tag_of(state_dir, session_id)
+        )
+        assert record["args"] == digest({"url": "https://example.org/"})
+
+
+# -- the file ---------------------------------------------------------------------------------------------------
+
+
+async def test_a_link_planted_at_the_log_is_not_followed_and_calls_still_work(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    (tmp_path / AUDIT_FILE).symlink_to(target)
+    caplog.set_level(logging.ERROR, logger="openab.core.mcp.audit")
+    async with proxied_session(tmp_path, {"browser_type": typed}) as (gateway, _ext, session_id):
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
+            for _ in range(2):
+                result = await client.call_tool("browser_type", {"ref": "e1", "text": PASSWORD})
+                assert first_text(result) == "typed into [ref=e1]"  # the call is never failed by its record
+            assert target.read_bytes() == b""
+            assert (tmp_path / AUDIT_FILE).is_symlink()
+            # Said once, with what to do, not once per call.
+            said = [r.getMessage() for r in caplog.records if r.name == "openab.core.mcp.audit"]
+            assert len(said) == 1 and "symbolic link" in said[0] and "remove it" in said[0], said
+            # Once the operator removes the link, the next call is recorded, in a file of its own.
+            (tmp_path / AUDIT_FILE).unlink()
+            await client.call_tool("browser_type", {"ref": "e1", "text": PASSWORD})
+    assert len(list(read_records(tmp_path))) == 1
+    assert not (tmp_path / AUDIT_FILE).is_symlink()
+
+
+@pytest.mark.parametrize("backups", [3, 0])
+def test_rotation_at_the_size_bound_keeps_the_count_of_files(tmp_path: Path, backups: int) -> None:
+    log = AuditLog(tmp_path, tag=SessionNaming().tag, max_bytes=4096, backups=backups)
+    for n in range(200):  # about 40 KiB of records: the bound is crossed ten times
+        log.tool_call("sess_x", {"name": "browser_click", "arguments": {"n": n}}, {"content": []}, 0.001)
+    assert audit_names(tmp_path) == [AUDIT_FILE, *(f"{AUDIT_FILE}.{n}" for n in range(1, backups + 1))]
+    for path in tmp_path.glob(AUDIT_FILE + "*"):
+        assert path.stat().st_size <= 4096
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    # What is kept is the newest records, in order, none torn.
+    kept = [record["args"] for record in read_records(tmp_path)]
+    newest = [digest({"n": n}) for n in range(200)]
+    assert kept == newest[len(newest) - len(kept):]
+    assert len(kept) > (backups + 1) * 10
+
+
+def test_a_torn_line_costs_only_its_own_record(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, tag=SessionNaming().tag)
+    log.tool_call("sess_x", {"name": "browser_back"}, {"content": []}, 0.001)
+    with open(tmp_path / AUDIT_FILE, "ab") as f:
+        f.write(b'{"time": "2026-')  # a writer that died mid-record
+    # The next record starts a line of its own: only the torn one is lost.
+    log.tool_call("sess_x", {"name": "browser_forward"}, {"content": []}, 0.001)
+    assert [record["tool"] for record in read_records(tmp_path)] == ["browser_back", "browser_forward"]
+
+
+# -- `openab audit` ---------------------------------------------------------------------------------------------
+
+
+async def test_openab_audit_shows_the_sessions_and_a_sessions_calls(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    calls = EveryOutcome()
+    async with proxied_session(tmp_path, calls.tools) as (gateway, ext, session_id):
+        await calls.run(gateway, ext, session_id)
+        await eventually(lambda: len(list(read_records(tmp_path))) == 6, 10)
+    tag = tag_of(tmp_path, session_id)
+    capsys.readouterr()
+
+    assert main(["audit", "--state-dir", str(tmp_path)]) == 0
+    header, row = capsys.readouterr().out.splitlines()
+    assert header.split() == ["SESSION", "FIRST", "LAST", "CALLS", "ERRORS"]
+    assert row.split()[0] == tag and row.split()[-2:] == ["6", "4"]
+
+    # By its id (turned into the tag with the pod's kept secret) or by its tag: the same calls.
+    assert main(["audit", session_id, "--state-dir", str(tmp_path)]) == 0
+    by_id = capsys.readouterr().out
+    assert main(["audit", tag, "--state-dir", str(tmp_path)]) == 0
+    assert capsys.readouterr().out == by_id
+    lines = by_id.splitlines()
+    assert lines[0].split() == ["TIME", "TOOL", "OUTCOME", "MS", "GUARD", "ARGS"]
+    assert len(lines) == 7
+    assert lines[1].split()[2:4] == ["browser_type", "ok"] and lines[1].split()[-2:] == [
+        "asked-allowed", digest({"ref": "e1", "text": PASSWORD})
+    ]
+    assert "outcome-unknown (browser disconnected)" in lines[6]
+    assert len({line.index("TOOL") if i == 0 else None for i, line in enumerate(lines)} - {None}) == 1
+    assert {line.find("browser_") for line in lines[1:]} == {lines[0].index("TOOL")}  # aligned
+    assert PASSWORD not in by_id
+
+    assert main(["audit", tag, "--json", "--state-dir", str(tmp_path)]) == 0
+    as_json = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert as_json == list(read_records(tmp_path))
+
+    assert main(["audit", "s-0000000000", "--state-dir", str(tmp_path)]) == 1
+    assert "openab audit" in capsys.readouterr().err
+
+
+def test_openab_audit_orders_calls_by_when_they_started(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    now = [1_800_000_000.0]
+    log = AuditLog(tmp_path, tag=SessionNaming(naming_secret(tmp_path)).tag, clock=lambda: now[0])
+    # A long wait written when it ended, after a short click that started later.
+    log.tool_call("sess_x", {"name": "browser_click"}, {"content": []}, 0.5)
+    now[0] += 10
+    log.tool_call("sess_x", {"name": "browser_wait_for"}, {"content": []}, 30.0)
+    assert main(["audit", "sess_x", "--state-dir", str(tmp_path)]) == 0
+    assert [line.split()[2] for line in capsys.readouterr().out.splitlines()[1:]] == ["browser_wait_for",
+                                                                                      "browser_click"]
+    assert main(["audit", "--state-dir", str(tmp_path)]) == 0
+    row = capsys.readouterr().out.splitlines()[1].split()
+    assert (row[2], row[4]) == ("07:59:40.000", "07:59:59.500")  # first and last, whatever the order written
+
+
+def test_a_log_other_users_can_read_is_not_written(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    log = AuditLog(tmp_path, tag=SessionNaming().tag)
+    (tmp_path / AUDIT_FILE).write_bytes(b"")
+    (tmp_path / AUDIT_FILE).chmod(0o644)
+    log.tool_call("sess_x", {"name": "browser_back"}, {"content": []}, 0.001)
+    assert (tmp_path / AUDIT_FILE).read_bytes() == b""
+    assert any("chmod 600" in record.getMessage() for record in caplog.records)
+
+
+def test_openab_audit_without_a_log_says_where_it_looked(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [OPENAB, "audit"], env={**os.environ, "OPENAB_STATE_DIR": str(tmp_path)},
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert done.returncode == 1
+    assert f"no audit log in {tmp_path}" in done.stderr
+
+
+# -- long ----------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not LONG, reason="the full-size run: OPENAB_LONG=1")
+async def test_many_calls_through_the_proxy_rotate_and_keep_the_newest(tmp_path: Path) -> None:
+    async with proxied_session(
+        tmp_path, {"browser_type": typed}, audit_max_bytes=4096, audit_backups=2
+    ) as (gateway, _ext, session_id):
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
+            for n in range(1000):
+                await client.call_tool("browser_type", {"ref": "e1", "text": f"{PASSWORD}-{n}"})
+    assert audit_names(tmp_path) == [AUDIT_FILE, f"{AUDIT_FILE}.1", f"{AUDIT_FILE}.2"]
+    kept = [record["args"] for record in read_records(tmp_path)]
+    assert kept[-1] == digest({"ref": "e1", "text": f"{PASSWORD}-999"})
+    assert PASSWORD.encode() not in audit_bytes(tmp_path)

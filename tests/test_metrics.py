@@ -1,0 +1,201 @@
+"""`/metrics` against a real gateway: what an operator's Prometheus scrapes, and what it must never get.
+
+One whole flow (the built-in agent driven by the scripted model, a scripted browser over a real `/acp`
+socket) fills every series; the scrape is parsed with prometheus-client's own parser, as Prometheus reads it.
+The attacks: no key, a wrong key, a key in the URL, a page of another origin on a keyless pod, and a hostile
+extension offering hundreds of tool names the agent then calls.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import socket
+import tempfile
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
+from fake_extension import FakeExtension, ToolFunction, text_result
+from gateway_harness import eventually, run_gateway
+from prometheus_client.parser import text_string_to_metric_families
+from test_runtime_pod import first_run, prompt
+
+from openab.core.mcp.tools import STATIC_NAMES
+from openab.core.settings import Settings
+
+pytestmark = pytest.mark.anyio
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+HOSTILE_TOOLS = 300
+
+
+def samples(text: str) -> Samples:
+    """Every sample of a scrape by name and labels."""
+    found: Samples = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def value(found: Samples, name: str, **labels: str) -> float:
+    return found[(name, tuple(sorted(labels.items())))]
+
+
+async def scrape(base_url: str, key: str | None, **headers: str) -> httpx.Response:
+    sent = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    async with httpx.AsyncClient(timeout=10) as client:
+        return await client.get(f"{base_url}/metrics", headers={**sent, **headers})
+
+
+@pytest.fixture
+def state() -> Iterator[Path]:
+    root = Path(tempfile.mkdtemp(prefix="oab-"))
+    try:
+        yield root / "state"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+async def test_a_whole_flow_shows_in_every_series_and_nothing_of_the_session_leaks(state: Path) -> None:
+    password = f"hunter2-{uuid.uuid4().hex}"
+    hostile = [f"evil_{i}_{uuid.uuid4().hex[:8]}" for i in range(HOSTILE_TOOLS)]
+    with serving(FakeModel()) as model:
+        model.set_script(Script(calls=[
+            Call("browser_type", {"ref": "e2", "text": password}),
+            Call("browser_click", {"ref": "e3"}),
+            *(Call(name, {}) for name in hostile[:12]),
+        ]))
+        settings = Settings(port=0, state_dir=state, model_url=f"{model.url}/v1")
+        base_env = {"PATH": os.environ["PATH"], "HOME": str(state.parent)}
+        async with first_run(settings, base_env=base_env) as (pod, ext, browser, session_id):
+            for name in hostile:  # a hostile extension: a new tool name for every call an agent might make
+                ext.add_tool(name, _answer_with(password))
+            await ext.tools_changed()
+            await eventually(lambda: len(pod.tunnels.tunnels(session_id)[0].tools or ()) > HOSTILE_TOOLS, timeout=10)
+            turn = await prompt(ext, session_id, "Sign in with my password, please.")
+            assert turn.result == {"stopReason": "end_turn"}, turn
+            assert browser.typed == {"Name": password}
+            base_url = _base_url(ext)
+            assert pod.settings.token is not None
+            key = pod.settings.token.get_secret_value()
+            response = await scrape(base_url, key)
+            openmetrics = await scrape(base_url, key, Accept="application/openmetrics-text; version=1.0.0")
+            tag = pod.sessions.naming.tag(session_id)
+    assert response.status_code == 200, response.text
+    # What a scraper that names no format reads.
+    assert response.headers["content-type"].startswith("text/plain; version=0.0.4")
+    body = response.text
+    for secret in (session_id, tag, key, password, "hunter2", "e2"):
+        assert secret not in body, f"{secret[:12]}... is in /metrics"
+    found = samples(body)
+    assert value(found, "openab_sessions") == 1
+    assert value(found, "openab_sessions_connected") == 1
+    assert value(found, "openab_sessions_with_browser") == 1
+    assert value(found, "openab_tunnels_attached") == 1
+    assert value(found, "openab_acp_connections") == 1
+    assert value(found, "openab_agent_processes") == 1
+    assert value(found, "openab_tool_calls_total", tool="browser_type", outcome="ok") == 1
+    assert value(found, "openab_tool_calls_total", tool="browser_click", outcome="ok") == 1
+    # Twelve distinct hostile names: one series between them, whatever the names.
+    assert value(found, "openab_tool_calls_total", tool="other", outcome="ok") == 12
+    tools = {dict(labels).get("tool") for (name, labels) in found if name.startswith("openab_tool_call")}
+    assert tools <= {*STATIC_NAMES, "other", None}, tools
+    assert value(found, "openab_tool_call_seconds_count", tool="other") == 12
+    assert value(found, "openab_tool_call_seconds_bucket", tool="browser_click", le="+Inf") == 1
+    assert value(found, "openab_tool_call_seconds_sum", tool="browser_type") > 0
+    assert value(found, "openab_websocket_bytes_total", direction="received") > 1000
+    assert value(found, "openab_websocket_bytes_total", direction="sent") > 1000
+    assert value(found, "process_resident_memory_bytes") > 0
+    assert len(body) < 64 * 1024, "the scrape grew with the hostile tool names"
+    assert openmetrics.headers["content-type"].startswith("application/openmetrics-text")
+    assert openmetrics.text.rstrip().endswith("# EOF")
+
+
+def _answer_with(text: str) -> ToolFunction:
+    async def tool(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return text_result(f"page text {text}")  # page content: must never become a label
+
+    return tool
+
+
+def _base_url(ext: FakeExtension) -> str:
+    # first_run serves on port 0: the socket the extension holds says which port it got.
+    return f"http://127.0.0.1:{ext.ws.remote_address[1]}"
+
+
+async def test_metrics_need_the_key_and_each_refusal_is_counted() -> None:
+    async with run_gateway() as gateway:
+        assert gateway.token is not None
+        nothing = await scrape(gateway.base_url, None)
+        wrong = await scrape(gateway.base_url, secrets.token_urlsafe(24))
+        async with httpx.AsyncClient(timeout=10) as client:
+            in_url = await client.get(f"{gateway.base_url}/metrics", params={"token": gateway.token})
+            as_basic = await client.get(f"{gateway.base_url}/metrics", auth=("openab", gateway.token))
+        # The subprotocol form a browser uses on /acp is a WebSocket header: a scrape presents the key as a bearer.
+        for refused in (nothing, wrong, in_url, as_basic):
+            assert refused.status_code == 401, refused.text
+            assert refused.headers["www-authenticate"] == "Bearer"
+            assert "Authorization: Bearer <key>" in refused.text and "# TYPE" not in refused.text
+        # /acp's refusals count in the same series.
+        async with httpx.AsyncClient(timeout=10) as client:
+            assert (await client.get(f"{gateway.base_url}/acp")).status_code == 401
+        found = samples((await scrape(gateway.base_url, gateway.token)).text)
+    assert value(found, "openab_refused_connections_total", reason="key") == 5
+    assert value(found, "openab_refused_connections_total", reason="host") == 0
+    assert value(found, "openab_sessions") == 0
+
+
+async def test_a_keyless_pod_serves_metrics_to_loopback_names_and_allowed_origins_only() -> None:
+    async with run_gateway(keyless=True, allowed_origins=["chrome-extension://ours"]) as gateway:
+        assert (await scrape(gateway.base_url, None)).status_code == 200
+        assert (await scrape(gateway.base_url, None, Origin="chrome-extension://ours")).status_code == 200
+        # A page of another site (its fetch carries its Origin), and a rebound name (its Host is the page's).
+        other = await scrape(gateway.base_url, None, Origin="https://evil.example")
+        rebound = await scrape(gateway.base_url, None, Host="evil.example")
+        found = samples((await scrape(gateway.base_url, None)).text)
+    assert other.status_code == 403 and "Origin" in other.text
+    assert rebound.status_code == 403 and "Host" in rebound.text
+    assert value(found, "openab_refused_connections_total", reason="origin") == 1
+    assert value(found, "openab_refused_connections_total", reason="host") == 1
+
+
+async def test_the_socket_guards_refusals_are_counted_by_reason() -> None:
+    async with run_gateway(max_connections_per_peer=3, handshake_timeout=0.3) as gateway:
+        port = int(gateway.base_url.rsplit(":", 1)[1])
+        held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
+        try:
+            # All three send nothing: each is closed when its head is late, and a fourth over the cap at once.
+            extra = socket.create_connection(("127.0.0.1", port), timeout=5)
+            extra.close()
+            await eventually(lambda: gateway.guard.refused_by_kind["address-cap"] >= 1)
+            await eventually(lambda: gateway.guard.refused_by_kind["head-timeout"] >= 3)
+        finally:
+            for sock in held:
+                sock.close()
+        await eventually(lambda: len(gateway.guard) == 0)
+        found = samples((await scrape(gateway.base_url, gateway.token)).text)
+    assert value(found, "openab_refused_connections_total", reason="address-cap") >= 1
+    assert value(found, "openab_refused_connections_total", reason="head-timeout") >= 3
+    assert value(found, "openab_refused_connections_total", reason="connection-cap") == 0
+
+
+async def test_the_audit_file_off_still_counts_the_calls(state: Path) -> None:
+    with serving(FakeModel()) as model:
+        model.set_script(Script(calls=[Call("browser_snapshot", {})]))
+        settings = Settings(port=0, state_dir=state, model_url=f"{model.url}/v1", audit_log=False)
+        base_env = {"PATH": os.environ["PATH"], "HOME": str(state.parent)}
+        async with first_run(settings, base_env=base_env) as (pod, ext, _browser, session_id):
+            await prompt(ext, session_id, "What is on the page?")
+            assert pod.settings.token is not None
+            found = samples((await scrape(_base_url(ext), pod.settings.token.get_secret_value()))
+                            .text)
+    assert value(found, "openab_tool_calls_total", tool="browser_snapshot", outcome="ok") == 1
+    assert not (state / "audit.jsonl").exists()
+
