@@ -3,13 +3,15 @@
 // receive the state and the conversation, and send the user's input back.
 
 import { RpcError, METHOD_NOT_FOUND } from './lib/rpc.js';
-import { Link } from './lib/link.js';
+import { Link, SESSION_MOVED_DETAIL } from './lib/link.js';
 import { McpServer } from './lib/mcp.js';
 import { BrowserTools } from './lib/tools.js';
-import { AgentTabs } from './lib/tabs.js';
+import { AgentTabs, ChatCalls } from './lib/tabs.js';
 import { Guard } from './lib/guard.js';
+import { Dialogs } from './lib/dialogs.js';
 import { Transcript } from './lib/chat.js';
 import { DEFAULTS, checkKey, checkUrl, loadSettings, normaliseOrigin, publicSettings, saveSettings } from './lib/settings.js';
+import { activeGateway, addGateway, removeGateway, useGateway } from './lib/settings.js';
 
 const PROMPT_TIMEOUT_MS = 30 * 60_000;
 const MAX_PROMPT_CHARS = 100_000;
@@ -21,7 +23,14 @@ let turn = null;
 const panels = new Set();
 const permissionWaits = new Map(); // outer request id -> AbortController
 
-const tabs = new AgentTabs(() => pushState());
+const dialogs = new Dialogs(() => pushState());
+const tabs = new AgentTabs(() => {
+  // The debugger that sees JavaScript dialogs is on the tabs the agent may use, from the moment it may
+  // (a page can ask as it loads), and on no other.
+  dialogs.keepOnly(tabs.owned.keys());
+  for (const tabId of tabs.owned.keys()) dialogs.watch(tabId);
+  pushState();
+});
 const guard = new Guard(
   () => settings,
   async (origin, rule) => {
@@ -37,8 +46,17 @@ const tools = new BrowserTools(tabs, guard, (delta) => {
   activeCalls += delta;
   lastToolAt = Date.now();
   pushState();
-});
-const transcript = new Transcript((item) => broadcast({ type: 'item', item }));
+}, dialogs);
+const transcript = new Transcript(
+  (item) => broadcast({ type: 'item', item }),
+  (items) => broadcast({ type: 'transcript', items }),
+);
+
+/** The conversation on screen is that of the session the socket holds, per gateway and session. */
+function followSession() {
+  const gateway = link.settings ? link.settings.id || link.settings.url : '';
+  transcript.follow(gateway, link.connected ? link.sessionId : null);
+}
 
 const link = new Link({
   onRequest: async (method, params, id) => {
@@ -54,7 +72,10 @@ const link = new Link({
     if (method === '$/cancel_request') permissionWaits.get(params && params.requestId)?.abort();
     mcp.onNotification(method, params);
   },
-  onState: () => pushState(),
+  onState: () => {
+    followSession();
+    pushState();
+  },
   onSocketClosed: () => {
     // Tunnels and questions belong to the socket; nothing on a dead socket can be answered.
     mcp.reset();
@@ -62,7 +83,9 @@ const link = new Link({
   },
   sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
 });
-const mcp = new McpServer(tools, () => link.serverId, () => pushState());
+// Each call is tied to the chat it arrived in: New chat stops the old chat's calls (lib/tabs.js).
+const calls = new ChatCalls(tools);
+const mcp = new McpServer(calls, () => link.serverId, () => pushState());
 
 /** The gateway relays the agent's own permission question; the user answers on a card. */
 async function relayPermission(params, id) {
@@ -98,6 +121,10 @@ async function sendPrompt(text) {
     transcript.add('error', { text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
     return;
   }
+  if (link.moved) {
+    transcript.add('error', { text: SESSION_MOVED_DETAIL });
+    return;
+  }
   transcript.add('user', { text: body });
   turn = { startedAt: Date.now(), sessionId: link.sessionId };
   pushState();
@@ -125,15 +152,18 @@ function statePayload() {
   const connected = link.connected;
   return {
     type: 'state',
-    link: { status: link.state.status, detail: link.state.detail, retryAt: link.state.retryAt },
+    link: { status: link.state.status, detail: link.state.detail, retryAt: link.state.retryAt, moved: link.moved },
     tunnel: connected && mcp.attached,
     toolsInUse: connected && activeCalls > 0,
     lastToolAt,
     busy: Boolean(turn),
     settings: publicSettings(settings),
+    agents: connected ? link.agents : [],
+    agent: connected ? link.agent : '',
     cards: guard.publicCards(),
     agentTabs: [...tabs.owned.keys()],
     currentTab: tabs.current,
+    tabList: tabs.view(),
   };
 }
 
@@ -176,7 +206,7 @@ async function onPanelMessage(port, msg) {
       settings = await saveSettings(settings, patch);
       port.postMessage({ type: 'notice', level: 'ok', text: 'Settings saved.' });
       pushState();
-      return link.configure(settings);
+      return link.configure(activeGateway(settings));
     }
     case 'site-rule': {
       const origin = normaliseOrigin(msg.origin);
@@ -199,18 +229,84 @@ async function onPanelMessage(port, msg) {
       return;
     }
     case 'new-chat':
-      try {
-        await link.restartSession();
-        transcript.clear();
-        port.postMessage({ type: 'transcript', items: [] });
-      } catch (e) {
-        port.postMessage({ type: 'notice', level: 'error', text: e.message });
-      }
+      // The session it ends may be waiting on the person (a handoff, a guard card): that wait ends too.
+      guard.cancelAll();
+      await newChat(port, typeof msg.agent === 'string' ? msg.agent : undefined);
       return pushState();
+    case 'unshare-tab': {
+      const tabId = Number(msg.tabId);
+      const wasCurrent = tabs.current === tabId;
+      const title = tabs.owned.get(tabId)?.title;
+      if (!tabs.unshare(tabId)) {
+        return port.postMessage({ type: 'notice', level: 'error', text: 'That tab is not one you shared with the agent.' });
+      }
+      // The agent may be mid-step in it: that step stops rather than land in a tab it no longer has.
+      if (wasCurrent) calls.tabTakenBack();
+      return port.postMessage({ type: 'notice', level: 'ok', text: `The agent can no longer use "${title || 'that tab'}".` });
+    }
     case 'reconnect':
       return link.poke();
+    case 'gateway-add':
+    case 'gateway-use':
+    case 'gateway-remove':
+      return onGatewayMessage(port, msg);
     default:
       return undefined;
+  }
+}
+
+/**
+ * New chat: the session it replaces ends now (`restartSession` closes it, so the pod stops its agent) and
+ * gives up its tabs. Its calls still in the browser stop first, so its agent acts in none of them again.
+ */
+async function newChat(port, agent) {
+  if (!link.connected) {
+    port.postMessage({ type: 'notice', level: 'error', text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
+    return;
+  }
+  calls.endChat();
+  try {
+    const { kept, unshared } = await tabs.releaseAll();
+    await link.restartSession(agent);
+    transcript.clear();
+    port.postMessage({ type: 'transcript', items: [] });
+    const said = [
+      kept && `${kept === 1 ? 'The tab' : `The ${kept} tabs`} the agent opened stay${kept === 1 ? 's' : ''} open as yours.`,
+      unshared && `${unshared === 1 ? 'The tab' : `The ${unshared} tabs`} you shared ${unshared === 1 ? 'is' : 'are'} no longer shared.`,
+    ].filter(Boolean);
+    if (said.length) port.postMessage({ type: 'notice', level: 'ok', text: `New chat. ${said.join(' ')}` });
+  } catch (e) {
+    port.postMessage({ type: 'notice', level: 'error', text: e.message });
+  } finally {
+    calls.chatOpened();
+  }
+}
+
+/** The saved gateways: add, switch, remove (the settings form renames the one in use). A switch closes the
+ * socket and dials the other one. */
+async function onGatewayMessage(port, msg) {
+  const before = settings.active;
+  if (msg.type === 'gateway-add') {
+    const [next, refused] = await addGateway(settings, { name: String(msg.name || '') });
+    if (refused) return port.postMessage({ type: 'notice', level: 'error', text: refused });
+    settings = next;
+  } else if (msg.type === 'gateway-use') {
+    settings = await useGateway(settings, String(msg.id));
+  } else {
+    settings = await removeGateway(settings, String(msg.id));
+  }
+  if (settings.active !== before) {
+    // The conversation on screen is the other gateway's session; it stays there, saved with that gateway.
+    transcript.follow(activeGateway(settings).id, null);
+    // Tabs belong to a chat: the other gateway's agent never inherits this one's (lib/tabs.js, releaseAll).
+    calls.endChat();
+    await tabs.releaseAll();
+  }
+  pushState();
+  try {
+    return await link.configure(activeGateway(settings));
+  } finally {
+    calls.chatOpened();
   }
 }
 
@@ -235,7 +331,7 @@ async function boot() {
   settings = await loadSettings();
   await tabs.restore();
   await transcript.restore();
-  await link.configure(settings);
+  await link.configure(activeGateway(settings));
 }
 const ready = boot().catch((e) => console.error('openab: start-up failed', e));
 

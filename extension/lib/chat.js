@@ -1,12 +1,22 @@
 // The conversation as the panel shows it, folded from ACP session/update notifications.
 // Held by the service worker so a panel opened later (or re-opened) sees the same history.
+// One conversation per gateway and session: the one on screen is that of the session the socket
+// holds, and another gateway's is kept (bounded) for when the person switches back.
 
 const MAX_ITEMS = 400;
 const MAX_TEXT = 200_000;
+// A tool row's details: what the agent passed and what came back, text only and bounded.
+const MAX_INPUT = 4000;
+const MAX_RESULT = 8000;
+// Screenshots the agent took, shown as thumbnails; only the newest keep their pixels.
+const IMAGE_TYPES = new Set(['image/jpeg', 'image/png', 'image/webp', 'image/gif']);
+const MAX_IMAGE_CHARS = 1_500_000; // base64: about 1.1 MB of image
+const IMAGES_PER_CALL = 4;
+const IMAGES_KEPT = 8;
 
 function textOf(content) {
   if (!content) return '';
-  if (Array.isArray(content)) return content.map(textOf).join('');
+  if (Array.isArray(content)) return content.map(textOf).filter(Boolean).join('\n');
   if (content.type === 'text') return String(content.text ?? '');
   if (content.type === 'content') return textOf(content.content);
   if (content.type === 'diff') return `(diff of ${content.path || 'a file'})`;
@@ -15,18 +25,96 @@ function textOf(content) {
   return '';
 }
 
-const STORE = 'openab.transcript';
+/** The image blocks among a tool's content (ACP `content` wrappers or bare MCP blocks), checked. */
+export function imagesOf(content) {
+  const out = [];
+  for (const block of Array.isArray(content) ? content : []) {
+    const b = block && block.type === 'content' ? block.content : block;
+    if (!b || b.type !== 'image' || out.length >= IMAGES_PER_CALL) continue;
+    const mimeType = String(b.mimeType || '');
+    const data = typeof b.data === 'string' ? b.data : '';
+    if (!IMAGE_TYPES.has(mimeType)) out.push({ mimeType: mimeType.slice(0, 40), dropped: 'not a picture type the panel shows' });
+    else if (!data || data.length > MAX_IMAGE_CHARS || !/^[A-Za-z0-9+/]+={0,2}$/.test(data)) {
+      out.push({ mimeType, dropped: data.length > MAX_IMAGE_CHARS ? 'too large to keep' : 'not valid base64' });
+    } else out.push({ mimeType, data });
+  }
+  return out;
+}
+
+/** A tool's arguments as the row shows them: indented JSON (or the text it was), bounded. */
+function inputText(raw) {
+  if (raw === undefined || raw === null) return '';
+  let text;
+  try {
+    text = typeof raw === 'string' ? raw : JSON.stringify(raw, null, 2);
+  } catch {
+    text = String(raw);
+  }
+  return text.length > MAX_INPUT ? `${text.slice(0, MAX_INPUT)}\n… (${text.length - MAX_INPUT} more characters)` : text;
+}
+
+function resultText(update) {
+  let text = update.content ? textOf(update.content) : '';
+  // An agent that reports only the raw result (MCP's CallToolResult) still gets a row with it.
+  if (!text && update.rawOutput !== undefined) {
+    const raw = update.rawOutput;
+    text = raw && Array.isArray(raw.content) ? textOf(raw.content) : inputText(raw);
+  }
+  return text.length > MAX_RESULT ? `${text.slice(0, MAX_RESULT)}\n… (${text.length - MAX_RESULT} more characters)` : text;
+}
+
+const INDEX = 'openab.transcripts';
+const STORE = 'openab.transcript:';
+const SAVED_CONVERSATIONS = 3;
 const SAVED_ITEMS = 200;
 const SAVED_TEXT = 20_000;
+const SAVED_IMAGES = 4;
+// Session storage holds 10 MB for the whole extension: three conversations of at most 2.5 M
+// characters each leave room for the rest.
+const SAVED_CHARS = 2_500_000;
 const SAVE_DELAY_MS = 500;
 
+function gatewayOf(key) {
+  return key.slice(0, key.lastIndexOf('#'));
+}
+
+/** What is kept of a conversation in storage: the newest items that fit, the newest pictures. */
+export function savedItems(items) {
+  const out = [];
+  let chars = 0;
+  let images = 0;
+  for (let i = items.length - 1; i >= 0 && out.length < SAVED_ITEMS; i--) {
+    let item = items[i];
+    if (typeof item.text === 'string' && item.text.length > SAVED_TEXT) item = { ...item, text: item.text.slice(-SAVED_TEXT) };
+    if (item.images) {
+      item = { ...item, images: item.images.map((im) => (im.data && images++ < SAVED_IMAGES ? im : dropped(im))) };
+    }
+    chars += JSON.stringify(item).length;
+    if (chars > SAVED_CHARS) break;
+    out.push(item);
+  }
+  return out.reverse();
+}
+
+function dropped(image) {
+  return image.data ? { mimeType: image.mimeType, dropped: 'an older screenshot, no longer kept' } : image;
+}
+
 export class Transcript {
-  constructor(onItem) {
-    this.onItem = onItem; // (item) => void, for every added or changed item
+  /**
+   * @param {(item) => void} onItem for every added or changed item
+   * @param {(items) => void} onReset when the whole conversation on screen is another one
+   */
+  constructor(onItem, onReset = () => {}) {
+    this.onItem = onItem;
+    this.onReset = onReset;
     this.items = [];
+    this.key = null; // `${gateway}#${sessionId}` of the conversation on screen; null: none yet
+    this._index = []; // saved conversations, newest first: [{key, at}]
     this._next = 1;
     this._toolIds = new Map();
     this._saveTimer = null;
+    this._loads = 0; // a conversation being loaded is shown only if it is still the one to show
   }
 
   /**
@@ -34,21 +122,110 @@ export class Transcript {
    * the conversation is kept in session storage so the panel still shows it afterwards.
    */
   async restore() {
-    const saved = (await chrome.storage.session.get(STORE))[STORE];
-    if (!saved || !Array.isArray(saved.items)) return;
+    const index = (await chrome.storage.session.get(INDEX))[INDEX];
+    if (!index || !Array.isArray(index.keys)) return;
+    this._index = index.keys.filter((k) => k && typeof k.key === 'string').slice(0, SAVED_CONVERSATIONS);
+    if (typeof index.current !== 'string' || this.key !== null || this.items.length) return;
+    const items = await this._load(index.current);
+    if (this.key !== null || this.items.length) return; // the socket was quicker
+    this.key = index.current;
+    this._show(items);
+  }
+
+  async _load(key) {
+    const saved = (await chrome.storage.session.get(STORE + key))[STORE + key];
     // A turn cannot outlive the worker that ran it: nothing restored is still streaming.
-    this.items = saved.items.map((i) => ({ ...i, open: false }));
-    this._next = Math.max(0, ...this.items.map((i) => i.id)) + 1;
+    return saved && Array.isArray(saved.items) ? saved.items.map((i) => ({ ...i, open: false })) : [];
+  }
+
+  _show(items) {
+    // New ids: a panel keys its rows by id, and these come from another numbering.
+    this.items = items.map((i) => ({ ...i, id: this._next++ }));
+    this._toolIds.clear();
     for (const item of this.items) if (item.kind === 'tool' && item.toolCallId) this._toolIds.set(item.toolCallId, item);
+    this.onReset(this.items);
+  }
+
+  /**
+   * Shows the conversation of `sessionId` on `gateway`. `sessionId` null means none is held yet:
+   * the conversation on screen stays while that gateway reconnects, and goes if it is another one.
+   * Another session on the same gateway replaces the previous one (New chat, or a gateway that no
+   * longer had it): the previous conversation is forgotten. Resolves once a saved conversation
+   * being switched to is on screen.
+   */
+  async follow(gateway, sessionId) {
+    if (!gateway) return;
+    if (!sessionId) {
+      if (this.key !== null && gatewayOf(this.key) !== gateway) await this._switch(null);
+      return;
+    }
+    const key = `${gateway}#${sessionId}`;
+    if (key === this.key) return;
+    if (this.key === null && !this._index.some((k) => k.key === key)) {
+      this.key = key; // what was said before the first session (say, "not connected") belongs to it
+      this._save();
+      return;
+    }
+    await this._switch(key);
+  }
+
+  async _switch(key) {
+    const previous = this.key;
+    if (previous !== null && key !== null && gatewayOf(previous) === gatewayOf(key)) this._forget(previous);
+    else this.flush();
+    this.key = key;
+    this._show([]);
+    this._save();
+    if (key === null) return;
+    const generation = ++this._loads;
+    try {
+      const items = await this._load(key);
+      // Anything said meanwhile comes after the saved conversation.
+      if (this.key === key && generation === this._loads && items.length) this._show([...items, ...this.items]);
+    } catch (e) {
+      console.warn('openab: transcript not restored', e.message);
+    }
+  }
+
+  _forget(key) {
+    clearTimeout(this._saveTimer);
+    this._saveTimer = null;
+    this._index = this._index.filter((k) => k.key !== key);
+    chrome.storage.session.remove(STORE + key).catch(() => {});
+  }
+
+  _touch() {
+    const dropped = [];
+    this._index = [{ key: this.key, at: Date.now() }, ...this._index.filter((k) => k.key !== this.key)];
+    while (this._index.length > SAVED_CONVERSATIONS) dropped.push(STORE + this._index.pop().key);
+    if (dropped.length) chrome.storage.session.remove(dropped).catch(() => {});
+  }
+
+  /** Writes a pending save now (before the conversation on screen changes); resolves once stored. */
+  async flush() {
+    if (!this._saveTimer) return;
+    clearTimeout(this._saveTimer);
+    this._saveTimer = null;
+    await this._write();
+  }
+
+  async _write() {
+    const index = { current: this.key, keys: this._index };
+    const data = { [INDEX]: index };
+    if (this.key !== null) data[STORE + this.key] = { items: savedItems(this.items) };
+    try {
+      await chrome.storage.session.set(data);
+    } catch (e) {
+      console.warn('openab: transcript not saved', e.message);
+    }
   }
 
   _save() {
     if (this._saveTimer) return;
+    if (this.key !== null && this._index[0]?.key !== this.key) this._touch();
     this._saveTimer = setTimeout(() => {
       this._saveTimer = null;
-      const items = this.items.slice(-SAVED_ITEMS).map((i) =>
-        typeof i.text === 'string' && i.text.length > SAVED_TEXT ? { ...i, text: i.text.slice(-SAVED_TEXT) } : i);
-      chrome.storage.session.set({ [STORE]: { items } }).catch((e) => console.warn('openab: transcript not saved', e.message));
+      this._write();
     }, SAVE_DELAY_MS);
   }
 
@@ -91,6 +268,39 @@ export class Transcript {
     if (stopReason && stopReason !== 'end_turn') this.add('system', { text: `Stopped: ${stopReason}` });
   }
 
+  /** The fields of a tool row that a tool_call or tool_call_update carries. */
+  _toolFields(update) {
+    const fields = {};
+    if (update.title) fields.title = String(update.title);
+    if (update.status) fields.status = String(update.status);
+    if (update.kind) fields.toolKind = String(update.kind);
+    if (update.rawInput !== undefined) fields.input = inputText(update.rawInput);
+    if (update.content || update.rawOutput !== undefined) fields.text = resultText(update);
+    const raw = update.rawOutput;
+    const images = imagesOf(update.content || (raw && Array.isArray(raw.content) ? raw.content : []));
+    if (images.length) fields.images = images;
+    return fields;
+  }
+
+  /** Only the newest pictures keep their pixels: a long session must not hold every screenshot. */
+  _keepImages() {
+    let kept = 0;
+    for (let i = this.items.length - 1; i >= 0; i--) {
+      const item = this.items[i];
+      if (!item.images || !item.images.some((im) => im.data)) continue;
+      if (kept >= IMAGES_KEPT) this._update(item, { images: item.images.map(dropped) });
+      else kept += item.images.filter((im) => im.data).length;
+    }
+  }
+
+  _tool(update, fields) {
+    const id = String(update.toolCallId || '');
+    const existing = this._toolIds.get(id);
+    if (existing) this._update(existing, fields);
+    else if (id) this._toolIds.set(id, this.add('tool', { title: 'tool call', status: 'pending', text: '', toolCallId: id, ...fields }));
+    if (fields.images) this._keepImages();
+  }
+
   apply(update) {
     if (!update || typeof update !== 'object') return;
     switch (update.sessionUpdate) {
@@ -102,28 +312,13 @@ export class Transcript {
         break;
       case 'user_message_chunk':
         break; // our own prompt, already shown
-      case 'tool_call': {
-        const id = String(update.toolCallId || '');
-        const existing = this._toolIds.get(id);
-        const fields = { title: String(update.title || 'tool call'), status: update.status || 'pending', toolKind: update.kind || '' };
-        if (existing) this._update(existing, fields);
-        else this._toolIds.set(id, this.add('tool', { ...fields, text: '', toolCallId: id }));
+      case 'tool_call':
+        this._tool(update, { title: 'tool call', status: 'pending', ...this._toolFields(update) });
         this._closeStreams();
         break;
-      }
-      case 'tool_call_update': {
-        const item = this._toolIds.get(String(update.toolCallId || ''));
-        const fields = {};
-        if (update.title) fields.title = String(update.title);
-        if (update.status) fields.status = update.status;
-        if (update.content) fields.text = textOf(update.content).slice(0, 2000);
-        if (item) this._update(item, fields);
-        else if (update.toolCallId) {
-          const id = String(update.toolCallId);
-          this._toolIds.set(id, this.add('tool', { title: 'tool call', status: 'pending', text: '', toolCallId: id, ...fields }));
-        }
+      case 'tool_call_update':
+        this._tool(update, this._toolFields(update));
         break;
-      }
       case 'plan': {
         const entries = Array.isArray(update.entries) ? update.entries : [];
         const text = entries.map((e) => `${e.status === 'completed' ? '✓' : e.status === 'in_progress' ? '…' : '○'} ${e.content}`).join('\n');

@@ -50,6 +50,7 @@ export function classify(tool, desc, args = {}) {
     }
     return null;
   }
+  if (tool === 'browser_handle_dialog') return classifyDialog(desc, args);
   if (tool === 'browser_press_key') {
     const field = ['input', 'textarea', 'select'].includes(desc.tag) || desc.role === 'textbox';
     if (args.key === 'Enter' && field) {
@@ -72,6 +73,27 @@ export function classify(tool, desc, args = {}) {
     }
   }
   return null;
+}
+
+// A prompt asking for one of these is a credential step, whatever the rules say.
+const SECRET_PROMPT = /\b(password|passcode|pin|one.?time|verification code|2fa|card number|cvc|cvv)\b/i;
+
+/**
+ * Accepting a page's dialog is the page's action: a confirm or prompt whose text says a risky word is
+ * asked about like a click on a button that says it. Dismissing, an alert's OK and leaving a page
+ * (its text is the browser's, never the page's) are routine. `desc` is {type, message, origin}.
+ */
+function classifyDialog(desc, args) {
+  if (args.accept !== true || (desc.type !== 'confirm' && desc.type !== 'prompt')) return null;
+  const target = `${desc.type} dialog "${String(desc.message).replace(/\s+/g, ' ').slice(0, 200)}"`;
+  if (desc.type === 'prompt' && SECRET_PROMPT.test(desc.message)) {
+    return { risk: 'sensitive_field', action: `answer the page's ${target}`, what: `answer a prompt dialog that asks for a secret`,
+      target, secret: 'secret' };
+  }
+  const word = RISKY_WORDS.exec(desc.message || '');
+  if (!word) return null;
+  const said = word[1].toLowerCase().replace(/\s+/g, ' ');
+  return { risk: said, action: `accept the page's ${target}`, what: `accept a ${desc.type} dialog whose text says "${said}"`, target };
 }
 
 export class Guard {
@@ -142,7 +164,8 @@ export class Guard {
         this.onChange();
         resolve(decision);
       };
-      const entry = { ...card, id, createdAt: Date.now(), done, timer: setTimeout(() => done('timeout'), CARD_TIMEOUT_MS) };
+      const wait = card.timeoutMs || CARD_TIMEOUT_MS;
+      const entry = { ...card, id, createdAt: Date.now(), expiresAt: Date.now() + wait, done, timer: setTimeout(() => done('timeout'), wait) };
       this.cards.set(id, entry);
       if (signal) signal.addEventListener('abort', () => done('cancelled'), { once: true });
       this.onChange();
@@ -161,7 +184,7 @@ export class Guard {
 
   /** What the panel renders: no callbacks, no timers. */
   publicCards() {
-    return [...this.cards.values()].map(({ id, kind, tool, risk, secret, title, site, detail, options, createdAt }) =>
-      ({ id, kind, tool, risk, secret, title, site, detail, options, createdAt }));
+    return [...this.cards.values()].map(({ id, kind, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }) =>
+      ({ id, kind, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }));
   }
 }

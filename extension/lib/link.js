@@ -14,9 +14,15 @@ const KEEPALIVE_ANSWER_MS = 10_000;
 const HANDSHAKE_MS = 20_000;
 const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
+// Each saved gateway keeps its own session: `openab.session.<gateway id>`; installs from before kept one.
 const SESSION_KEY = 'openab.session';
+const AGENTS_META = 'dev.openab/agents';
+const AGENT_META = 'dev.openab/agent';
 const SESSION_BUSY = -32001;
 const SERVER_ID_KEY = 'openab.serverId';
+const SESSION_MOVED = '_openab/session/moved';
+export const SESSION_MOVED_DETAIL =
+  'This chat was taken over by another connection (another window or device). Start a New chat to go on here.';
 
 export const SERVER_NAME = 'browser';
 
@@ -36,6 +42,49 @@ export function backoffDelay(attempt) {
   return Math.round(cap / 2 + Math.random() * (cap / 2));
 }
 
+/** The agents a gateway offers (initialize's `_meta`), as [{id, title}]; the first is its default. */
+export function offeredAgents(initializeResult) {
+  const list = initializeResult && initializeResult._meta && initializeResult._meta[AGENTS_META];
+  if (!Array.isArray(list)) return [];
+  return list
+    .filter((a) => a && typeof a.id === 'string' && a.id)
+    .map((a) => ({ id: a.id, title: typeof a.title === 'string' && a.title ? a.title : a.id }));
+}
+
+function agentOf(result) {
+  const agent = result && result._meta && result._meta[AGENT_META];
+  return typeof agent === 'string' ? agent : '';
+}
+
+/**
+ * What to tell the person when the socket to `url` never opened, from the HTTP `status` the same
+ * address gave a plain request with the same key (`null`: no HTTP answer at all).
+ */
+export function refusalReason(url, status) {
+  const u = new URL(url);
+  const where = `The gateway at ${u.host}`;
+  if (status === null) {
+    return u.protocol === 'wss:'
+      ? `Cannot reach the gateway at ${u.host} over TLS. Check the URL and that the gateway is running; if it is, `
+        + `Chrome may not trust its certificate (open https://${u.host}/healthz in a tab to see why).`
+      : `Cannot reach the gateway at ${u.host}. Check the URL, and that the gateway is running.`;
+  }
+  switch (status) {
+    case 401:
+      return `${where} refused the key. Paste the key from the gateway's pairing line into the settings.`;
+    case 403:
+      return `${where} refused this browser (HTTP 403: its origin or host name is not allowed). `
+        + 'Set a key on the gateway, or add this extension to OPENAB_ACP_ALLOWED_ORIGINS.';
+    case 404:
+      return `${where} has no ${u.pathname}. Check the URL path (usually /acp).`;
+    case 426:
+      return `${where} accepts the key, but the WebSocket did not get through: `
+        + 'a proxy or ingress in between does not pass WebSocket upgrades.';
+    default:
+      return `${u.host} answered HTTP ${status} at ${u.pathname}: not an openab gateway's WebSocket endpoint. Check the URL.`;
+  }
+}
+
 export class Link {
   /**
    * @param {{onRequest, onNotification, onState, onSocketClosed, sessionMeta: () => object}} hooks
@@ -46,22 +95,34 @@ export class Link {
     this.peer = null;
     this.settings = null;
     this.sessionId = null;
+    this.moved = false;
     this.serverId = null;
+    this.agents = []; // what the gateway offers, [{id, title}]
+    this.agent = ''; // the one this session runs
     this.state = { status: 'off', detail: 'Not configured', retryAt: 0, attempts: 0, since: Date.now() };
     this._retryTimer = null;
     this._keepaliveTimer = null;
     this._generation = 0;
   }
 
-  /** (Re)starts with new settings; safe to call repeatedly. */
-  async configure(settings) {
-    const changed = !this.settings || this.settings.url !== settings.url || this.settings.key !== settings.key;
-    this.settings = settings;
+  /**
+   * (Re)starts with the active gateway ({id, url, key}); safe to call repeatedly. Another gateway (a
+   * switch) or another address or key closes the socket and dials afresh.
+   */
+  async configure(gateway) {
+    const was = this.settings;
+    const changed = !was || was.id !== gateway.id || was.url !== gateway.url || was.key !== gateway.key;
+    this.settings = { id: gateway.id, url: gateway.url, key: gateway.key };
     if (!changed && this.ws) return;
     this.serverId = this.serverId || (await stableServerId());
-    this._teardown('settings changed');
+    this._teardown(was && was.id !== gateway.id ? 'switched gateway' : 'settings changed');
+    if (!was || was.id !== gateway.id) {
+      this.sessionId = null;
+      this.agents = [];
+      this.agent = '';
+    }
     this.state.attempts = 0;
-    const problem = checkUrl(settings.url) || checkKey(settings.key);
+    const problem = checkUrl(gateway.url) || checkKey(gateway.key);
     if (problem) {
       this._setState({ status: 'off', detail: problem });
       return;
@@ -98,19 +159,68 @@ export class Link {
     return { type: 'acp', name: SERVER_NAME, id: this.serverId, serverId: this.serverId };
   }
 
-  async newSession() {
-    const params = { cwd: '/', mcpServers: [this.declaration()], _meta: this.hooks.sessionMeta() };
+  get sessionKey() {
+    return `${SESSION_KEY}.${this.settings.id}`;
+  }
+
+  /** This gateway's saved session; a pre-gateways install's one is taken over when its URL matches. */
+  async _savedSession() {
+    const key = this.sessionKey;
+    const got = await chrome.storage.local.get([key, SESSION_KEY]);
+    if (got[key]) return got[key];
+    const legacy = got[SESSION_KEY];
+    if (!legacy || legacy.url !== this.settings.url) return null;
+    await chrome.storage.local.set({ [key]: legacy });
+    await chrome.storage.local.remove(SESSION_KEY);
+    return legacy;
+  }
+
+  /** `agent`: one of `this.agents` ids; none means the gateway's default. */
+  async newSession(agent) {
+    const meta = { ...this.hooks.sessionMeta(), ...(agent ? { [AGENT_META]: agent } : {}) };
+    const params = { cwd: '/', mcpServers: [this.declaration()], _meta: meta };
     const res = await this.peer.request('session/new', params, HANDSHAKE_MS);
     if (!res || typeof res.sessionId !== 'string') throw new Error('gateway sent no sessionId');
     this.sessionId = res.sessionId;
-    await chrome.storage.local.set({ [SESSION_KEY]: { url: this.settings.url, sessionId: this.sessionId } });
+    this.agent = agentOf(res) || agent || '';
+    await chrome.storage.local.set({
+      [this.sessionKey]: { url: this.settings.url, sessionId: this.sessionId, agent: this.agent },
+    });
     return this.sessionId;
   }
 
-  /** Starts a fresh conversation on the live socket (the user's "New chat"). */
-  async restartSession() {
+  /**
+   * Starts a fresh conversation on the live socket (the user's "New chat"). The one it replaces is
+   * closed first, so the gateway stops its agent and withdraws its browser tools now, not at its
+   * idle timeout; a gateway that cannot close sessions only leaves it to that timeout.
+   */
+  async restartSession(agent) {
     if (!this.connected) throw new Error('Not connected to the gateway.');
-    return this.newSession();
+    const previous = this.moved ? null : this.sessionId;
+    if (previous) {
+      try {
+        await this.peer.request('session/close', { sessionId: previous }, HANDSHAKE_MS);
+      } catch (e) {
+        console.info('openab: the gateway did not close the previous session:', e.message);
+      }
+    }
+    const sessionId = await this.newSession(agent);
+    this.moved = false;
+    this._setState({ detail: 'New session', moved: false });
+    return sessionId;
+  }
+
+  /**
+   * Another connection resumed our session (another window, another device, or someone holding
+   * its id): the gateway has stopped serving it here. Forget it, so a reconnect does not take it
+   * back behind the person's back; the panel says what happened and New chat starts afresh.
+   */
+  async _sessionMoved(params) {
+    if (!params || params.sessionId !== this.sessionId) return;
+    this.moved = true;
+    const saved = (await chrome.storage.local.get(this.sessionKey))[this.sessionKey];
+    if (saved && saved.sessionId === params.sessionId) await chrome.storage.local.remove(this.sessionKey);
+    this._setState({ detail: SESSION_MOVED_DETAIL, moved: true });
   }
 
   _setState(patch) {
@@ -135,7 +245,10 @@ export class Link {
     this.ws = ws;
     const peer = new RpcPeer((t) => ws.send(t), {
       onRequest: (m, p, id) => this.hooks.onRequest(m, p, id),
-      onNotification: (m, p) => this.hooks.onNotification(m, p),
+      onNotification: (m, p) => {
+        if (m === SESSION_MOVED) this._sessionMoved(p).catch((e) => console.error('openab:', e));
+        else this.hooks.onNotification(m, p);
+      },
     });
     this.peer = peer;
     let opened = false;
@@ -155,38 +268,41 @@ export class Link {
 
   /**
    * A WebSocket that never opened does not say why. A plain HTTP request to the same address
-   * does: any HTTP answer means the gateway is there and refused us (the key), none means the
-   * address is wrong or the gateway is down.
+   * with the same key does: the gateway's /acp answers it as the WebSocket door would.
    */
   async _whyRefused(url) {
     const http = url.replace(/^ws/, 'http');
+    const headers = this.settings.key ? { Authorization: `Bearer ${this.settings.key}` } : {};
     try {
-      const res = await fetch(http, { method: 'GET', cache: 'no-store', credentials: 'omit', signal: AbortSignal.timeout(3000) });
-      const u = new URL(url);
-      return res.status === 404
-        ? `The gateway at ${u.host} has no ${u.pathname}. Check the URL path (usually /acp).`
-        : `The gateway at ${u.host} refused the connection. Check the key in the settings.`;
+      const res = await fetch(http, {
+        method: 'GET', cache: 'no-store', credentials: 'omit', headers, signal: AbortSignal.timeout(3000),
+      });
+      return refusalReason(url, res.status);
     } catch {
-      return `Cannot reach the gateway at ${new URL(url).host}. Check the URL, and that the gateway is running.`;
+      return refusalReason(url, null);
     }
   }
 
   async _handshake(gen) {
     const peer = this.peer;
     try {
-      await peer.request('initialize', {
+      const init = await peer.request('initialize', {
         protocolVersion: 1,
         clientCapabilities: {},
         clientInfo: { name: 'openab-extension', title: 'openab', version: VERSION },
       }, HANDSHAKE_MS);
-      const saved = (await chrome.storage.local.get(SESSION_KEY))[SESSION_KEY];
+      this.agents = offeredAgents(init);
+      const saved = await this._savedSession();
       let resumed = false;
       if (saved && saved.url === this.settings.url && saved.sessionId) {
         try {
-          await peer.request('session/resume', {
-            sessionId: saved.sessionId, cwd: '/', mcpServers: [this.declaration()], _meta: this.hooks.sessionMeta(),
+          // Naming the session's agent lets a restarted gateway bring it back with the same one.
+          const meta = { ...this.hooks.sessionMeta(), ...(saved.agent ? { [AGENT_META]: saved.agent } : {}) };
+          const res = await peer.request('session/resume', {
+            sessionId: saved.sessionId, cwd: '/', mcpServers: [this.declaration()], _meta: meta,
           }, HANDSHAKE_MS);
           this.sessionId = saved.sessionId;
+          this.agent = agentOf(res) || saved.agent || '';
           resumed = true;
         } catch (e) {
           if (gen !== this._generation) return;
@@ -199,7 +315,8 @@ export class Link {
       if (!resumed) await this.newSession();
       if (gen !== this._generation) return;
       this.state.attempts = 0;
-      this._setState({ status: 'connected', detail: resumed ? 'Session resumed' : 'New session', resumed });
+      this.moved = false;
+      this._setState({ status: 'connected', detail: resumed ? 'Session resumed' : 'New session', resumed, moved: false });
       this._startKeepalive(gen);
     } catch (e) {
       if (gen !== this._generation) return;

@@ -1,14 +1,23 @@
 // Settings live in chrome.storage.local so they survive the service worker being stopped and the
-// browser restarting. The key never leaves this module except as the WebSocket subprotocol.
+// browser restarting. Keys never leave this module except as the WebSocket subprotocol: never in sync
+// storage, never in what the panel sees, never in a log line.
+//
+// Several gateways may be saved (a work pod, a home pod), each with its own URL, key and saved session;
+// one is active at a time. Installs from before kept one `url` and `key`: loadSettings() moves them into
+// the first saved gateway.
 
 const KEY = 'openab.settings';
+const MAX_GATEWAYS = 20;
+const MAX_NAME = 60;
 
 export const DEFAULTS = Object.freeze({
-  url: '',
-  key: '',
+  gateways: [], // {id, name, url, key}
+  active: '', // the id of the gateway the link dials
   autopilot: false,
   siteRules: {}, // origin -> 'always' | 'never'
 });
+
+const BLANK_GATEWAY = Object.freeze({ id: '', name: '', url: '', key: '' });
 
 // RFC 7230 token characters: anything else cannot travel in Sec-WebSocket-Protocol.
 const TCHAR = /^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$/;
@@ -65,19 +74,60 @@ async function readDefaults() {
   }
 }
 
+function newGatewayId() {
+  return `gw-${crypto.randomUUID()}`;
+}
+
+/** A name for a gateway the person did not name: its host, else its place in the list. */
+function defaultName(url, index) {
+  try {
+    return new URL(url).host || `Gateway ${index + 1}`;
+  } catch {
+    return `Gateway ${index + 1}`;
+  }
+}
+
+function sanitiseGateway(g, index) {
+  const url = typeof g.url === 'string' ? g.url.trim() : '';
+  const name = typeof g.name === 'string' ? g.name.trim().slice(0, MAX_NAME) : '';
+  return {
+    id: typeof g.id === 'string' && /^[\w-]{1,64}$/.test(g.id) ? g.id : newGatewayId(),
+    name: name || defaultName(url, index),
+    url,
+    key: typeof g.key === 'string' ? g.key.trim() : '',
+  };
+}
+
+/** Settings in the current shape, whatever was stored: a legacy single url/key becomes the first gateway. */
+function normalise(stored) {
+  const s = { ...DEFAULTS, ...stored };
+  let gateways = Array.isArray(s.gateways) ? s.gateways.filter((g) => g && typeof g === 'object') : [];
+  if (!gateways.length && (s.url || s.key)) gateways = [{ url: s.url, key: s.key }];
+  gateways = gateways.slice(0, MAX_GATEWAYS).map(sanitiseGateway);
+  if (!gateways.length) gateways = [sanitiseGateway({}, 0)];
+  const active = gateways.some((g) => g.id === s.active) ? s.active : gateways[0].id;
+  const out = { ...s, gateways, active };
+  delete out.url; // the legacy single gateway, now gateways[0]
+  delete out.key;
+  return out;
+}
+
 export async function loadSettings() {
   const stored = (await chrome.storage.local.get(KEY))[KEY];
-  if (stored) return { ...DEFAULTS, ...stored };
-  const seeded = { ...DEFAULTS, ...sanitise(await readDefaults()) };
-  await chrome.storage.local.set({ [KEY]: seeded });
-  return seeded;
+  const settings = normalise(stored || sanitise(await readDefaults()));
+  if (JSON.stringify(settings) !== JSON.stringify(stored)) await chrome.storage.local.set({ [KEY]: settings });
+  return settings;
 }
 
 export function sanitise(input) {
   const out = {};
+  // url, key and name are the active gateway's (the settings form edits the one in use).
   if (typeof input.url === 'string') out.url = input.url.trim();
   if (typeof input.key === 'string') out.key = input.key.trim();
+  if (typeof input.name === 'string') out.name = input.name.trim().slice(0, MAX_NAME);
   if (typeof input.autopilot === 'boolean') out.autopilot = input.autopilot;
+  if (Array.isArray(input.gateways)) out.gateways = input.gateways;
+  if (typeof input.active === 'string') out.active = input.active;
   if (input.siteRules && typeof input.siteRules === 'object') {
     out.siteRules = {};
     for (const [origin, rule] of Object.entries(input.siteRules)) {
@@ -88,13 +138,51 @@ export function sanitise(input) {
   return out;
 }
 
-export async function saveSettings(current, patch) {
-  const next = { ...current, ...sanitise(patch) };
+async function store(settings) {
+  const next = normalise(settings);
   await chrome.storage.local.set({ [KEY]: next });
   return next;
 }
 
-/** What the panel may see: never the key itself. */
+export async function saveSettings(current, patch) {
+  const { url, key, name, ...rest } = sanitise(patch);
+  const edits = Object.fromEntries(Object.entries({ url, key, name }).filter(([, v]) => v !== undefined));
+  const gateways = current.gateways.map((g) => (g.id === current.active ? { ...g, ...edits } : g));
+  return store({ ...current, ...rest, gateways });
+}
+
+/** The gateway the link dials (a blank one when none is set up yet). */
+export function activeGateway(s) {
+  return s.gateways.find((g) => g.id === s.active) || { ...BLANK_GATEWAY };
+}
+
+/** Saves a new gateway and makes it the active one; returns the settings and the message for a refusal. */
+export async function addGateway(current, { name = '', url = '', key = '' } = {}) {
+  if (current.gateways.length >= MAX_GATEWAYS) return [current, `At most ${MAX_GATEWAYS} gateways can be saved; remove one first.`];
+  const gateway = sanitiseGateway({ name, url, key }, current.gateways.length);
+  return [await store({ ...current, gateways: [...current.gateways, gateway], active: gateway.id }), ''];
+}
+
+export async function useGateway(current, id) {
+  return current.gateways.some((g) => g.id === id) ? store({ ...current, active: id }) : current;
+}
+
+/** Forgets a gateway and its key; removing the active one makes the first left active. */
+export async function removeGateway(current, id) {
+  const gateways = current.gateways.filter((g) => g.id !== id);
+  return store({ ...current, gateways, active: current.active === id ? '' : current.active });
+}
+
+/** What the panel may see: never a key itself. */
 export function publicSettings(s) {
-  return { url: s.url, hasKey: Boolean(s.key), autopilot: s.autopilot, siteRules: { ...s.siteRules } };
+  const active = activeGateway(s);
+  return {
+    url: active.url,
+    name: active.name,
+    hasKey: Boolean(active.key),
+    active: s.active,
+    gateways: s.gateways.map((g) => ({ id: g.id, name: g.name, url: g.url, hasKey: Boolean(g.key) })),
+    autopilot: s.autopilot,
+    siteRules: { ...s.siteRules },
+  };
 }

@@ -1,10 +1,15 @@
 // Which tabs the agent may touch: tabs it opened (kept in a visible "openab" tab group, plus
-// popups they open) and tabs the user attached from the panel. Nothing else, ever.
+// popups they open) and tabs the user attached from the panel. Nothing else, ever. They belong to
+// the chat that has them: a new chat starts with none (`releaseAll`), and the person can take a tab
+// they shared back at any time (`unshare`).
 
 import { ToolError } from './errors.js';
 
 const STORE = 'openab.tabs';
 const GROUP_TITLE = 'openab';
+// What the panel lists: page titles are the page's to choose, so they are cut to a line's worth.
+const MAX_LISTED = 50;
+const MAX_TITLE = 200;
 
 /** Why Chrome will not let an extension act on this URL, or '' when it will. */
 export function restrictedReason(url) {
@@ -39,14 +44,33 @@ export function checkNavigable(url) {
   return u.href;
 }
 
+/** Where a tab is, as the panel names it: the host of a web page, the scheme and host of anything else. */
+export function siteOf(url) {
+  let u;
+  try {
+    u = new URL(String(url || ''));
+  } catch {
+    return '';
+  }
+  if (u.protocol === 'http:' || u.protocol === 'https:') return u.host;
+  return u.host ? `${u.protocol}//${u.host}` : u.href.slice(0, 60);
+}
+
+function described(by, tab) {
+  return { by, title: String(tab.title || '').slice(0, MAX_TITLE), url: String(tab.url || tab.pendingUrl || '') };
+}
+
 export class AgentTabs {
   constructor(onChange) {
     this.onChange = onChange;
-    this.owned = new Map(); // tabId -> {by: 'agent' | 'user'}
+    this.owned = new Map(); // tabId -> {by: 'agent' | 'user', title, url}
     this.current = null;
     this.groups = new Map(); // windowId -> groupId
+    // Counts releases: a step that awaited Chrome across one must not hand the new chat a tab.
+    this.epoch = 0;
     chrome.tabs.onRemoved.addListener((id) => this._forget(id));
     chrome.tabs.onCreated.addListener((tab) => this._adoptPopup(tab));
+    chrome.tabs.onUpdated.addListener((id, change, tab) => this._updated(id, change, tab));
     chrome.tabGroups?.onRemoved.addListener((g) => {
       for (const [w, id] of this.groups) if (id === g.id) this.groups.delete(w);
     });
@@ -55,10 +79,31 @@ export class AgentTabs {
   async restore() {
     const saved = (await chrome.storage.session.get(STORE))[STORE];
     if (!saved) return;
-    const alive = new Set((await chrome.tabs.query({})).map((t) => t.id));
-    for (const [id, info] of saved.owned || []) if (alive.has(id)) this.owned.set(id, info);
-    this.current = alive.has(saved.current) ? saved.current : null;
+    const alive = new Map((await chrome.tabs.query({})).map((t) => [t.id, t]));
+    for (const [id, info] of saved.owned || []) {
+      if (alive.has(id) && (info.by === 'agent' || info.by === 'user')) this.owned.set(id, described(info.by, alive.get(id)));
+    }
+    this.current = alive.has(saved.current) && this.owned.has(saved.current) ? saved.current : null;
     this.groups = new Map(saved.groups || []);
+  }
+
+  /** The panel's list: what the person sees of each tab the agent may use, live. */
+  view() {
+    const tabs = [];
+    for (const [id, info] of this.owned) {
+      if (tabs.length >= MAX_LISTED) break;
+      tabs.push({ id, by: info.by, current: id === this.current, title: info.title, site: siteOf(info.url) });
+    }
+    return { tabs, more: this.owned.size - tabs.length };
+  }
+
+  _updated(tabId, change, tab) {
+    const info = this.owned.get(tabId);
+    if (!info || !('title' in change || 'url' in change)) return;
+    const now = described(info.by, tab);
+    if (now.title === info.title && now.url === info.url) return;
+    this.owned.set(tabId, now);
+    this._save();
   }
 
   _save() {
@@ -78,8 +123,10 @@ export class AgentTabs {
     // A page the agent drives may open a popup; following it keeps the task in agent tabs.
     if (tab.openerTabId == null || !this.owned.has(tab.openerTabId) || this.owned.has(tab.id)) return;
     if (this.owned.get(tab.openerTabId).by !== 'agent') return;
-    this.owned.set(tab.id, { by: 'agent' });
+    this.owned.set(tab.id, described('agent', tab));
+    const epoch = this.epoch;
     await this._group(tab);
+    if (epoch !== this.epoch) await this._ungroup([tab.id]);
     this._save();
   }
 
@@ -104,16 +151,25 @@ export class AgentTabs {
   }
 
   async open(url, openerTabId = undefined) {
+    const epoch = this.epoch;
     const windows = await chrome.windows.getAll({ windowTypes: ['normal'] });
     if (!windows.length) throw new ToolError('no_window', 'there is no browser window to open a tab in');
     const cur = this.current != null ? await chrome.tabs.get(this.current).catch(() => null) : null;
     const windowId = cur ? cur.windowId : (windows.find((w) => w.focused) || windows[0]).id;
+    this._sameChat(epoch);
     // In the background: the agent never takes the user's current tab away from them.
     const tab = await chrome.tabs.create({ url, windowId, active: false, ...(openerTabId != null && { openerTabId }) });
-    this.owned.set(tab.id, { by: 'agent' });
+    if (epoch !== this.epoch) {
+      // Opened for a chat that ended while Chrome made it: nobody's work is in it yet, and nobody may drive it.
+      await chrome.tabs.remove(tab.id).catch(() => {});
+      this._sameChat(epoch);
+    }
+    this.owned.set(tab.id, described('agent', tab));
     this.current = tab.id;
     await this._group(tab);
+    if (epoch !== this.epoch) await this._ungroup([tab.id]);
     this._save();
+    this._sameChat(epoch);
     return tab;
   }
 
@@ -121,20 +177,59 @@ export class AgentTabs {
     const tab = await chrome.tabs.get(tabId);
     const why = restrictedReason(tab.url || tab.pendingUrl);
     if (why) throw new Error(`This tab cannot be shared: ${why}.`);
-    if (!this.owned.has(tabId)) this.owned.set(tabId, { by: 'user' });
+    if (!this.owned.has(tabId)) this.owned.set(tabId, described('user', tab));
     this.current = tabId;
     this._save();
     return tab;
   }
 
-  release(tabId) {
-    this._forget(tabId);
+  /**
+   * The person takes back a tab they shared. The agent loses it at once; if it was the agent's current
+   * tab, the agent has no current tab until it picks one, so a step meant for that tab never lands in
+   * another. Returns false for a tab that is not shared (the agent's own tabs are not the person's to un-share).
+   */
+  unshare(tabId) {
+    const info = this.owned.get(tabId);
+    if (!info || info.by !== 'user') return false;
+    this.owned.delete(tabId);
+    if (this.current === tabId) this.current = null;
+    this._save();
+    return true;
+  }
+
+  /**
+   * A new chat starts with no tabs. Tabs the agent opened stay open as the person's own (they leave the
+   * openab group): the person may have signed in, typed or read in them, and closing them could lose that.
+   * Tabs the person shared are un-shared, never closed. Returns how many of each were let go.
+   */
+  async releaseAll() {
+    this.epoch++;
+    const mine = [...this.owned].filter(([, info]) => info.by === 'agent').map(([id]) => id);
+    const unshared = this.owned.size - mine.length;
+    this.owned.clear();
+    this.current = null;
+    this.groups.clear();
+    this._save();
+    await this._ungroup(mine);
+    return { kept: mine.length, unshared };
+  }
+
+  async _ungroup(tabIds) {
+    // One at a time: Chrome refuses the whole list if any one tab has been closed meanwhile.
+    await Promise.all(tabIds.map((id) => chrome.tabs.ungroup(id).catch(() => {})));
+  }
+
+  _sameChat(epoch) {
+    if (epoch !== this.epoch) {
+      throw new ToolError('chat_ended', 'this chat has ended: the user started a new chat and its tabs were released');
+    }
   }
 
   async switchTo(tabId) {
     this._mustOwn(tabId);
     // Switches the agent's attention, not the user's view.
     const tab = await chrome.tabs.get(tabId);
+    this._mustOwn(tabId); // still, after the wait: it may have been un-shared or released meanwhile
     this.current = tabId;
     this._save();
     return tab;
@@ -167,12 +262,18 @@ export class AgentTabs {
   /** The tab a page tool acts in, checked to be alive, owned, and not browser-owned. */
   async target() {
     if (this.current == null || !this.owned.has(this.current)) {
+      if (this.owned.size) {
+        throw new ToolError('no_tab', 'no current agent tab (the user stopped sharing the one you were using, or it closed): ' +
+          'list yours with browser_tabs {"action":"list"} and switch to one, or open one');
+      }
       throw new ToolError('no_tab', 'no agent tab yet: open one with browser_navigate {"url": ...} or ' +
         'browser_tabs {"action":"open","url":...}, or ask the user to share a tab from the openab panel');
     }
-    const tab = await chrome.tabs.get(this.current).catch(() => null);
-    if (!tab) {
-      this._forget(this.current);
+    const current = this.current;
+    const tab = await chrome.tabs.get(current).catch(() => null);
+    if (!tab || !this.owned.has(current)) {
+      // Closed, un-shared or released while Chrome answered: never act in it.
+      if (!tab) this._forget(current);
       return this.target();
     }
     const why = restrictedReason(tab.url || tab.pendingUrl);
@@ -181,5 +282,75 @@ export class AgentTabs {
         'Navigate the tab to an http(s) page first.', `URL: ${tab.url || tab.pendingUrl}`);
     }
     return tab;
+  }
+}
+
+const CHAT_ENDED = 'stopped: this chat has ended (the user started a new one) and its browser tabs were released; ' +
+  'the call ended at its next step.';
+const TAB_UNSHARED = 'stopped: the user stopped sharing the tab this call was using; the call ended at its next step ' +
+  'and what it saw there is withheld. List the tabs you may still use with browser_tabs {"action":"list"}.';
+
+/**
+ * The browser tools as the MCP server serves them, with each call tied to the chat it arrived in. When
+ * the person starts a new chat, the old chat's calls still here stop (a queued one never starts, a
+ * waiting one stops waiting) and calls that arrive before the new chat is open are refused, so the old
+ * agent can neither act in the tabs it gave up nor open one the new chat would inherit. Un-sharing the
+ * tab the agent is working in stops its calls in flight the same way.
+ */
+export class ChatCalls {
+  /** @param {import('./tools.js').BrowserTools} tools */
+  constructor(tools) {
+    this.tools = tools;
+    this.running = new Set(); // {ctl: AbortController, why: string}; bounded by the MCP server's in-flight cap
+    this.ending = false;
+  }
+
+  list() {
+    return this.tools.list();
+  }
+
+  has(name) {
+    return this.tools.has(name);
+  }
+
+  async call(name, args, signal) {
+    if (this.ending) return { content: [{ type: 'text', text: CHAT_ENDED }], isError: true };
+    const entry = { ctl: new AbortController(), why: '' };
+    const passOn = () => entry.ctl.abort();
+    if (signal) {
+      if (signal.aborted) passOn();
+      signal.addEventListener('abort', passOn, { once: true });
+    }
+    this.running.add(entry);
+    try {
+      const result = await this.tools.call(name, args, entry.ctl.signal);
+      // Whatever it did or saw after it was stopped is not the agent's any more; the guard's record stays.
+      return entry.why ? { content: [{ type: 'text', text: entry.why }], isError: true, _meta: result && result._meta } : result;
+    } finally {
+      this.running.delete(entry);
+      if (signal) signal.removeEventListener('abort', passOn);
+    }
+  }
+
+  _stop(why) {
+    for (const entry of this.running) {
+      entry.why = entry.why || why;
+      entry.ctl.abort();
+    }
+  }
+
+  /** The person un-shared the tab the agent works in: its calls in flight stop. */
+  tabTakenBack() {
+    this._stop(TAB_UNSHARED);
+  }
+
+  /** New chat: the old chat's calls stop, and none is taken until `chatOpened()`. */
+  endChat() {
+    this.ending = true;
+    this._stop(CHAT_ENDED);
+  }
+
+  chatOpened() {
+    this.ending = false;
   }
 }

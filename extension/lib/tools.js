@@ -1,24 +1,59 @@
-// The browser tools: their MCP definitions and what each does in an agent tab. Every failure the
+// The browser tools: what each does in an agent tab (their definitions are in catalogue.js). Every failure the
 // agent can fix comes back as an isError result that says what to do next.
 
 import { ToolError } from './errors.js';
 import { checkNavigable, restrictedReason } from './tabs.js';
-import { encodeJpeg } from './image.js';
+import { JPEG_QUALITY, encodeJpeg } from './image.js';
 import { redactTokens } from './redact.js';
+import { classify } from './guard.js';
+import { DIALOG_TOOL, dialogReport } from './dialogs.js';
+import { handOff, handoffOutcome, handoffSeconds } from './handoff.js';
+import { DEFAULT_MAX_CHARS, TOOLS } from './catalogue.js';
+
+export { TOOLS };
 
 const PAGE_SCRIPT = 'page/agent.js';
-const DEFAULT_MAX_CHARS = 40_000;
+// Where the page script put a link's ref in a line of text: its local element id between two U+0001 marks.
+// eslint-disable-next-line no-control-regex
+const INLINE_REF = /\u0001(\d+)\u0001/g;
+// eslint-disable-next-line no-control-regex
+const INLINE_LINK = /\[[^\]]*\]\(ref=\u0001\d+\u0001[^)]*\)/g;
 const HARD_MAX_CHARS = 1_000_000;
 const LOAD_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 10_000;
+// After a click, a key or a choice that the page did not see itself leave on: how long its call watches the tab
+// for a navigation starting (a script may redirect in its handler's promise or a timer). A navigation that starts
+// later, up to LATE_WINDOW_MS after the action, still holds the next call until its load, and the next call
+// waits out what is left of that window: an agent's next call comes a model turn later, when it has passed.
+// One that starts within LATE_NAVIGATION_MS holds the next call too.
+const NAVIGATION_WINDOW_MS = 40;
+const LATE_WINDOW_MS = 80;
+const LATE_NAVIGATION_MS = 1_000;
+// A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
+const NAVIGATION_START_MS = 1_000;
 const MAX_REFS_PER_TAB = 50_000;
 const MAX_QUEUE = 16;
+// browser_snapshot's `since`: the last snapshot of each tab is kept up to this size, and the changed middle of
+// two snapshots is compared line by line up to this many line pairs (a 2,000-line change both ways).
+const MAX_KEPT_SNAPSHOT = 2_000_000;
+const MAX_DIFF_CELLS = 4_000_000;
 
 const PAGE_ANSWER_MS = 20_000;
+// What the guard decided for a call ('allowed', 'asked-allowed', 'denied'), in its result's _meta: the pod
+// keeps it in its audit log (core/mcp/vocabulary.py, META_GUARD). Absent when the guard was not consulted.
+const GUARD_META = 'dev.openab/guard';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** A page stuck in a busy loop never answers a script; the agent must hear that, not wait forever. */
+/**
+ * Right before each effect on a page: a call whose chat ended (New chat) or whose tab the person took back
+ * (Stop sharing) is cancelled, and every await before this point may have been the moment it happened.
+ */
+function throwIfCancelled(signal) {
+  if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+}
+
 function within(ms, promise, what) {
   let timer;
   const timeout = new Promise((_, reject) => {
@@ -28,103 +63,12 @@ function within(ms, promise, what) {
   return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
-const target = {
-  ref: { type: 'string', description: 'element ref from browser_snapshot, e.g. "e6"' },
-  selector: { type: 'string', description: 'CSS selector (first match in the top frame)' },
-};
-const paging = {
-  max_chars: { type: 'integer', minimum: 100, description: `characters to return (default ${DEFAULT_MAX_CHARS})` },
-  offset: { type: 'integer', minimum: 0, description: 'character offset to continue from (paging)' },
-};
-
-export const TOOLS = [
-  {
-    name: 'browser_snapshot',
-    description: 'Outline of the agent tab as accessibility-style lines with refs, e.g. `- button "Sign in" [ref=e6]`. ' +
-      'Use the refs with browser_click, browser_type and friends. Take a new snapshot after the page changes.',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        interactive_only: { type: 'boolean', description: 'only elements with refs, and headings (much shorter)' },
-        ...paging,
-      },
-    },
-  },
-  {
-    name: 'browser_read_dom',
-    description: "Read the HTML of the agent tab's page, or of the first element matching a CSS selector.",
-    inputSchema: { type: 'object', properties: { selector: { type: 'string', description: 'optional CSS selector to scope the read' }, ...paging } },
-  },
-  {
-    name: 'browser_screenshot',
-    description: 'JPEG screenshot of the visible part of the agent tab (downscaled unless full_size is true).',
-    inputSchema: { type: 'object', properties: { full_size: { type: 'boolean', description: 'keep the captured pixel size' } } },
-  },
-  {
-    name: 'browser_navigate',
-    description: 'Load an http(s) URL in the agent tab (opens an agent tab if there is none) and wait for it.',
-    inputSchema: { type: 'object', properties: { url: { type: 'string', description: 'absolute http(s) URL' } }, required: ['url'] },
-  },
-  {
-    name: 'browser_click',
-    description: 'Click an element, by ref (preferred) or CSS selector.',
-    inputSchema: { type: 'object', properties: { ...target } },
-  },
-  {
-    name: 'browser_type',
-    description: 'Type text into a field, by ref (preferred) or CSS selector. Replaces the value unless clear is false.',
-    inputSchema: {
-      type: 'object',
-      properties: { ...target, text: { type: 'string' }, clear: { type: 'boolean', description: 'replace the current value (default true)' } },
-      required: ['text'],
-    },
-  },
-  {
-    name: 'browser_press_key',
-    description: 'Press a key (e.g. "Enter", "Tab", "Escape", "a") in an element, or in the focused element.',
-    inputSchema: { type: 'object', properties: { key: { type: 'string' }, ...target }, required: ['key'] },
-  },
-  {
-    name: 'browser_select_option',
-    description: 'Choose an option of a <select>, by its value or its visible label.',
-    inputSchema: { type: 'object', properties: { ...target, value: { type: 'string' } }, required: ['value'] },
-  },
-  {
-    name: 'browser_scroll',
-    description: 'Scroll the page (direction up/down/top/bottom, optional pixels) or scroll an element into view by ref.',
-    inputSchema: {
-      type: 'object',
-      properties: { direction: { type: 'string', enum: ['up', 'down', 'top', 'bottom'] }, pixels: { type: 'integer', minimum: 1 }, ref: target.ref },
-    },
-  },
-  {
-    name: 'browser_back',
-    description: 'Go back one page in the agent tab history.',
-    inputSchema: { type: 'object', properties: {} },
-  },
-  {
-    name: 'browser_wait_for',
-    description: 'Wait until text appears, a selector matches a visible element, the URL contains a string, or the page has loaded.',
-    inputSchema: {
-      type: 'object',
-      properties: {
-        text: { type: 'string' }, selector: { type: 'string' }, url: { type: 'string', description: 'substring of the URL' },
-        load: { type: 'boolean' }, timeout_ms: { type: 'integer', minimum: 100, maximum: 60000, description: 'default 10000' },
-      },
-    },
-  },
-  {
-    name: 'browser_tabs',
-    description: 'Agent tabs only: list them, open a new one at a URL, switch the agent to one, or close one it opened.',
-    inputSchema: {
-      type: 'object',
-      properties: { action: { type: 'string', enum: ['list', 'open', 'switch', 'close'] }, url: { type: 'string' }, tab_id: { type: 'integer' } },
-      required: ['action'],
-    },
-  },
-];
-
 const TOOL_NAMES = new Set(TOOLS.map((t) => t.name));
+
+// Tools that never wait on the page's script: an open dialog neither blocks nor ends them.
+const DIALOG_FREE = new Set(['browser_tabs']);
+// The person has the tab during a handoff and answers the dialogs they meet themselves.
+const PERSONS_TURN = new Set(['browser_handoff']);
 
 /**
  * Wraps page-controlled text so the model can tell it from instructions, with token-shaped
@@ -150,6 +94,117 @@ export function pageSlice(text, offset = 0, maxChars = DEFAULT_MAX_CHARS) {
   if (start === 0 && end === text.length) return { body, note: '' };
   const more = end < text.length ? ` Call again with offset=${end} for more.` : ' This is the end.';
   return { body, note: `[characters ${start}-${end} of ${text.length}.${more}]` };
+}
+
+/**
+ * The lines that changed from `before` to `after` as unified-diff hunks, each after one unchanged line for its
+ * place; '' when none did. Minimal where the changed middle is small enough to compare line by line, else the
+ * whole middle as removed and added: the work is bounded whatever the page.
+ */
+export function lineDiff(before, after) {
+  let start = 0;
+  while (start < before.length && start < after.length && before[start] === after[start]) start++;
+  let endB = before.length;
+  let endA = after.length;
+  while (endB > start && endA > start && before[endB - 1] === after[endA - 1]) {
+    endB--;
+    endA--;
+  }
+  if (start === endB && start === endA) return '';
+  const a = before.slice(start, endB);
+  const b = after.slice(start, endA);
+  const ops = []; // [' ' | '-' | '+', line]
+  if (a.length * b.length <= MAX_DIFF_CELLS) {
+    // Longest common subsequence, from the end, then one walk from the start.
+    const w = b.length + 1;
+    const lcs = new Uint16Array((a.length + 1) * w);
+    for (let i = a.length - 1; i >= 0; i--) {
+      for (let j = b.length - 1; j >= 0; j--) {
+        lcs[i * w + j] = a[i] === b[j] ? lcs[(i + 1) * w + j + 1] + 1 : Math.max(lcs[(i + 1) * w + j], lcs[i * w + j + 1]);
+      }
+    }
+    let i = 0;
+    let j = 0;
+    while (i < a.length || j < b.length) {
+      if (i < a.length && j < b.length && a[i] === b[j]) {
+        ops.push([' ', a[i++]]);
+        j++;
+      } else if (i < a.length && (j === b.length || lcs[(i + 1) * w + j] >= lcs[i * w + j + 1])) ops.push(['-', a[i++]]);
+      else ops.push(['+', b[j++]]);
+    }
+  } else {
+    for (const l of a) ops.push(['-', l]);
+    for (const l of b) ops.push(['+', l]);
+  }
+  const out = [];
+  let context = start > 0 ? before[start - 1] : null;
+  let open = false;
+  for (const [op, line] of ops) {
+    if (op === ' ') {
+      context = line;
+      open = false;
+      continue;
+    }
+    if (!open) {
+      out.push('@@');
+      if (context !== null) out.push(` ${context}`);
+      open = true;
+    }
+    out.push(`${op}${line}`);
+  }
+  return out.join('\n');
+}
+
+/**
+ * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
+ * `complete` once that load ends. Chrome's own events, so a timer-throttled background tab costs nothing.
+ */
+class LoadWatch {
+  constructor(tabId, watches) {
+    this.tabId = tabId;
+    this.started = false;
+    this.complete = false;
+    this.left = false; // the page said it started leaving (page/agent.js)
+    this._watches = watches;
+    watches.add(this);
+    this._wake = new Set();
+    this._listener = (id, change) => {
+      if (id !== tabId) return;
+      if (change.status === 'loading') {
+        this.started = true;
+        this.complete = false;
+      } else if (change.status === 'complete') this.complete = true;
+      else return;
+      for (const wake of [...this._wake]) wake();
+    };
+    chrome.tabs.onUpdated.addListener(this._listener);
+  }
+
+  /** Whether `test()` holds, at once or within `ms`. */
+  async until(test, ms) {
+    if (test()) return true;
+    await new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this._wake.delete(check);
+        resolve();
+      };
+      const check = () => test() && done();
+      const timer = setTimeout(done, ms);
+      this._wake.add(check);
+    });
+    return test();
+  }
+
+  leave() {
+    this.left = true;
+    for (const wake of [...this._wake]) wake();
+  }
+
+  stop() {
+    this._watches.delete(this);
+    chrome.tabs.onUpdated.removeListener(this._listener);
+  }
 }
 
 /** Tab-wide refs: numbers are never reused in a tab, even across documents. */
@@ -197,14 +252,26 @@ export class BrowserTools {
    * @param {import('./tabs.js').AgentTabs} tabs
    * @param {import('./guard.js').Guard} guard
    * @param {(delta: number) => void} onActivity  +1 when a call starts, -1 when it ends
+   * @param {import('./dialogs.js').Dialogs | null} dialogs  JavaScript dialogs in agent tabs (null: not watched)
    */
-  constructor(tabs, guard, onActivity) {
+  constructor(tabs, guard, onActivity, dialogs = null) {
     this.tabs = tabs;
     this.guard = guard;
     this.onActivity = onActivity;
+    this.dialogs = dialogs;
     this.refs = new Map(); // tabId -> RefTable
+    this._guarded = ''; // the running call's guard decision (calls run one at a time)
     this._chain = Promise.resolve();
     this._queued = 0;
+    this._handingOff = false; // a browser_handoff is queued or waits for the person
+    this._late = null; // the LoadWatch of the last action that started no navigation in its window
+    this._watches = new Set(); // the LoadWatches running
+    // The page script in an agent tab says when its page starts leaving after an action; only our own
+    // isolated world can send this (pages cannot message the extension), and it only ever makes a call wait.
+    chrome.runtime.onMessage.addListener((msg, sender) => {
+      if (sender.id !== chrome.runtime.id || !sender.tab || sender.frameId !== 0 || !msg || msg.openab !== 'leaving') return;
+      for (const watch of this._watches) if (watch.tabId === sender.tab.id) watch.leave();
+    });
     chrome.tabs.onRemoved.addListener((id) => this.refs.delete(id));
   }
 
@@ -221,25 +288,87 @@ export class BrowserTools {
     if (this._queued >= MAX_QUEUE) {
       return { ...text(`the browser is busy with ${this._queued} queued calls; wait for them and retry`), isError: true };
     }
+    // While the person has the tab nothing else runs: a call queued behind a handoff would wait minutes
+    // for an answer and then act on a page the person changed.
+    if (this._handingOff) {
+      const why = name === 'browser_handoff'
+        ? 'refused: a browser_handoff already waits for the person; wait for its result before handing off again'
+        : `${name} was not run: the person has the agent tab (a browser_handoff waits for them); wait for its result`;
+      return { ...text(why), isError: true };
+    }
+    if (name === 'browser_handoff') this._handingOff = true;
     this._queued++;
+    let guarded = '';
     const run = this._chain.then(async () => {
-      if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+      throwIfCancelled(signal);
       this.onActivity(+1);
+      this._guarded = '';
       try {
-        return await this[`_${name}`](args && typeof args === 'object' ? args : {}, signal);
+        return await this._run(name, args && typeof args === 'object' ? args : {}, signal);
       } finally {
+        guarded = this._guarded; // read before the next queued call starts and resets it
         this.onActivity(-1);
       }
     });
     this._chain = run.catch(() => {});
+    let result;
     try {
-      return await run;
+      result = await run;
     } catch (e) {
       // Chrome's own messages can quote a page's URL, so they count as the page's text.
       const msg = e instanceof ToolError ? withPage(e.message, e.page) : withPage('tool error; the browser said:', String(e.message || e));
-      return { ...text(msg), isError: true };
+      result = { ...text(msg), isError: true };
     } finally {
       this._queued--;
+      if (name === 'browser_handoff') this._handingOff = false;
+    }
+    return guarded ? { ...result, _meta: { ...result._meta, [GUARD_META]: guarded } } : result;
+  }
+
+  /**
+   * Runs a tool's body in the agent tab. A JavaScript dialog blocks the page's script, so a dialog open
+   * there is what a call reports instead of running, and one that opens while it runs ends it.
+   */
+  async _run(name, args, signal) {
+    const body = () => this[`_${name}`](args, signal);
+    const tabId = this.tabs.current;
+    await this._lateLoad(tabId);
+    if (!this.dialogs || DIALOG_FREE.has(name) || tabId == null || !(await this.dialogs.watch(tabId))) return body();
+    const open = this.dialogs.pending(tabId);
+    if (open && name !== DIALOG_TOOL.name) return this._dialogMet(open, name, false);
+    if (PERSONS_TURN.has(name)) return body();
+    const { result, dialog } = await this.dialogs.race(tabId, body);
+    return dialog ? this._dialogMet(dialog, name, true) : result;
+  }
+
+  /** The dialog a call opened (`ran`) or was stopped by, as its result. */
+  _dialogMet(dialog, tool, ran) {
+    // The person's yes to this very step covers the dialog it opened: accepting it asks no second time.
+    if (ran && this._guarded === 'asked-allowed') dialog.approved = true;
+    const { ours, page } = dialogReport(dialog, tool, ran);
+    return { ...text(withPage(ours, page)), ...(!ran && { isError: true }) };
+  }
+
+  /** Asks the guard whether a page action may run, noting its decision for the call's result. */
+  async _check(tool, desc, args, signal, tabUrl) {
+    try {
+      const { asked } = await this.guard.check(tool, desc, args, signal, tabUrl);
+      this._guarded = asked ? 'asked-allowed' : 'allowed';
+    } catch (e) {
+      if (e instanceof ToolError && e.code === 'not_allowed') this._guarded = 'denied';
+      throw e;
+    }
+  }
+
+  /** The guard's site rules on a destination, noting the decision (a yes the person gave already stands). */
+  _destination(url) {
+    try {
+      const allowed = this.guard.checkDestination(url);
+      this._guarded = this._guarded || 'allowed';
+      return allowed;
+    } catch (e) {
+      this._guarded = 'denied';
+      throw e;
     }
   }
 
@@ -307,32 +436,84 @@ export class BrowserTools {
     const [d] = await this._exec(loc.target, 'describeTarget', [loc.spec]);
     if (!d || !d.result || d.result.error) throw this._pageError(d && d.result, loc, args);
     const desc = d.result.desc;
-    await this.guard.check(tool, desc, { ...opArgs }, signal, tab.url);
-    if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+    await this._check(tool, desc, { ...opArgs }, signal, tab.url);
+    throwIfCancelled(signal);
     // `what` is ours (the ref, or the agent's own selector); the element's role and name are the page's.
     const what = loc.label;
     const element = args.ref ? `element: ${desc.role} "${desc.name}"` : '';
     if (opensTab(desc)) {
-      const opened = await this.tabs.open(this.guard.checkDestination(checkNavigable(desc.href)), tab.id);
+      const opened = await this.tabs.open(this._destination(checkNavigable(desc.href)), tab.id);
       const done = await this._waitLoaded(opened.id, LOAD_TIMEOUT_MS, signal).catch(() => opened);
       return { verb: 'clicked', what, element, desc, opened: { id: opened.id, url: done.url || desc.href } };
     }
-    const [r] = await this._exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
-    if (!r || !r.result || r.result.error) throw this._pageError(r && r.result, loc, args);
-    await this._settle(tab.id);
-    return { verb: r.result.verb, what, element, chosen: r.result.chosen, desc };
+    // Typing never leaves the page (Enter is browser_press_key), so it waits for nothing.
+    const watch = op === 'type' ? null : new LoadWatch(tab.id, this._watches);
+    let r;
+    try {
+      [r] = await this._exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
+    } catch (e) {
+      if (watch) watch.stop();
+      throw e;
+    }
+    if (!r || !r.result || r.result.error) {
+      if (watch) watch.stop();
+      throw this._pageError(r && r.result, loc, args);
+    }
+    const loaded = watch ? await this._settle(watch, r.result.left === true) : null;
+    return { verb: r.result.verb, what, element, chosen: r.result.chosen, desc, loaded };
   }
 
-  async _settle(tabId) {
-    // A click may start a navigation a moment later; give it a beat, then wait for the load.
-    await sleep(150);
-    await this._waitLoaded(tabId, SETTLE_TIMEOUT_MS).catch(() => {});
+  /**
+   * After an action: the load of the navigation it started (the page saw itself leave, or the tab began
+   * loading within NAVIGATION_WINDOW_MS), as the loaded tab; null at once when it started none. A navigation
+   * the page starts later is left to `_lateLoad`, so the next call meets the new page, not the old one.
+   */
+  async _settle(watch, left) {
+    const acted = Date.now();
+    if (!left && !(await watch.until(() => watch.started || watch.left, NAVIGATION_WINDOW_MS))) {
+      if (this._late) this._late.stop();
+      watch.windowEnd = acted + LATE_WINDOW_MS;
+      this._late = watch;
+      setTimeout(() => {
+        if (this._late !== watch) return;
+        this._late = null;
+        watch.stop();
+      }, LATE_NAVIGATION_MS);
+      return null;
+    }
+    try {
+      return await this._landed(watch);
+    } finally {
+      watch.stop();
+    }
+  }
+
+  /** The tab once the navigation `watch` saw begin has loaded; null when it never reached the tab. */
+  async _landed(watch) {
+    // A navigation Chrome began before the page let it go (a "leave this page?" dialog) is loading already.
+    if (!watch.started) watch.started = (await chrome.tabs.get(watch.tabId).catch(() => null))?.status === 'loading';
+    if (!(await watch.until(() => watch.started, NAVIGATION_START_MS))) return null;
+    await watch.until(() => watch.complete, SETTLE_TIMEOUT_MS);
+    return chrome.tabs.get(watch.tabId).catch(() => null);
+  }
+
+  /** Before a call: the load of a navigation the last action's page started after its call returned. */
+  async _lateLoad(tabId) {
+    const late = this._late;
+    if (!late) return;
+    this._late = null;
+    try {
+      if (late.tabId !== tabId) return;
+      if (await late.until(() => late.started || late.left, late.windowEnd - Date.now())) await this._landed(late);
+    } finally {
+      late.stop();
+    }
   }
 
   async _waitLoaded(tabId, timeoutMs, signal) {
     const end = Date.now() + timeoutMs;
     while (Date.now() < end) {
-      if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+      throwIfCancelled(signal);
       const tab = await chrome.tabs.get(tabId).catch(() => null);
       if (!tab) throw new ToolError('no_tab', 'the agent tab was closed');
       if (tab.status === 'complete') return tab;
@@ -343,6 +524,7 @@ export class BrowserTools {
 
   async _navigateTab(tabId, url, signal) {
     const before = await chrome.tabs.get(tabId);
+    throwIfCancelled(signal);
     await chrome.tabs.update(tabId, { url });
     // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
     const start = Date.now();
@@ -371,15 +553,42 @@ export class BrowserTools {
       else lines.push(`- frame ${JSON.stringify(snap.url)}:`);
       const base = top ? 0 : 1;
       for (const e of snap.entries) {
-        if (args.interactive_only === true && !e.l && !e.t.startsWith('heading ')) continue;
+        const inline = Array.isArray(e.r) ? e.r : [];
+        if (args.interactive_only === true && !e.l && !inline.length && !e.t.startsWith('heading ')) continue;
         const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
-        lines.push(`${'  '.repeat(e.d + base)}- ${e.t}${ref}${e.tail || ''}`);
+        // Links inside a line of text: the page script marked where each one's ref goes (INLINE_REF). With
+        // interactive_only the line keeps its links alone.
+        const source = inline.length && args.interactive_only === true ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
+        const t = inline.length ? source.replace(INLINE_REF, (_, n) =>
+          (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : '')) : e.t;
+        lines.push(`${'  '.repeat(e.d + base)}- ${t}${ref}${e.tail || ''}`);
       }
     }
     const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
+    const shot = { url: page ? page.url : '', interactiveOnly: args.interactive_only === true, lines };
+    // The next pages of one answer (offset > 0) are cut from the same comparison as its first page.
+    if (!(args.offset > 0)) {
+      table.base = table.last;
+      table.last = lines.reduce((n, l) => n + l.length, 0) <= MAX_KEPT_SNAPSHOT ? shot : null;
+    }
+    const base = table.base;
+    let ours = '';
+    let outline = lines.join('\n');
+    if (args.since === true) {
+      if (!base) ours = 'No earlier snapshot of this page to compare with: this is all of it.\n';
+      else if (base.url !== shot.url) ours = 'The page is at another URL since the last snapshot: this is all of it.\n';
+      else if (base.interactiveOnly !== shot.interactiveOnly) {
+        ours = 'The last snapshot was taken with another interactive_only: this is all of it.\n';
+      } else {
+        const changes = lineDiff(base.lines, lines);
+        ours = changes ? 'What changed since the last snapshot, as a unified diff (" " an unchanged line, "-" gone, "+" new); ' +
+          'every other line and its ref is as it was.\n' : 'Nothing changed since the last snapshot.\n';
+        outline = changes;
+      }
+    }
     // Redacted before paging, so a token is never cut in two halves that each pass as harmless.
-    const { body, note } = pageSlice(redactTokens(head + lines.join('\n')), args.offset, args.max_chars);
-    return text(untrusted(body) + (note ? `\n${note}` : ''));
+    const { body, note } = pageSlice(redactTokens(head + outline), args.offset, args.max_chars);
+    return text(ours + untrusted(body) + (note ? `\n${note}` : ''));
   }
 
   async _browser_read_dom(args) {
@@ -407,7 +616,7 @@ export class BrowserTools {
     let dataUrl;
     for (let attempt = 0; ; attempt++) {
       try {
-        const capture = chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: 92 });
+        const capture = chrome.tabs.captureVisibleTab(tab.windowId, { format: 'jpeg', quality: Math.round(JPEG_QUALITY * 100) });
         dataUrl = await within(PAGE_ANSWER_MS, capture, 'the tab capture');
         break;
       } catch (e) {
@@ -431,7 +640,7 @@ export class BrowserTools {
   }
 
   async _browser_navigate(args, signal) {
-    const url = this.guard.checkDestination(checkNavigable(args.url));
+    const url = this._destination(checkNavigable(args.url));
     let tab;
     if (this.tabs.current == null) {
       tab = await this.tabs.open(url);
@@ -454,6 +663,11 @@ export class BrowserTools {
       return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
         'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
     }
+    if (r.loaded) {
+      // Where the click led is the page's to choose, so the URL is the page's text.
+      return text(withPage(`clicked ${r.what}; it loaded a new page (its URL is in the block below). Take a new ` +
+        'browser_snapshot to see it.', [r.element, `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
+    }
     return text(withPage(`clicked ${r.what}. If the page changed, take a new browser_snapshot.`, r.element));
   }
 
@@ -470,10 +684,19 @@ export class BrowserTools {
       const tab = await this.tabs.target();
       const [d] = await this._exec({ tabId: tab.id, frameIds: [0] }, 'describeTarget', [{ focused: true }]);
       const desc = d && d.result && d.result.ok ? d.result.desc : null;
-      await this.guard.check('browser_press_key', desc, { key: args.key }, signal, tab.url);
-      const res = await this._top(tab, 'act', 'press', desc ? { focused: true } : null, { key: args.key }, null);
-      if (!res || res.error) throw this._pageError(res, { label: 'the focused element' }, args);
-      await this._settle(tab.id);
+      await this._check('browser_press_key', desc, { key: args.key }, signal, tab.url);
+      throwIfCancelled(signal);
+      const watch = new LoadWatch(tab.id, this._watches);
+      const res = await this._top(tab, 'act', 'press', desc ? { focused: true } : null, { key: args.key }, null)
+        .catch((e) => {
+          watch.stop();
+          throw e;
+        });
+      if (!res || res.error) {
+        watch.stop();
+        throw this._pageError(res, { label: 'the focused element' }, args);
+      }
+      await this._settle(watch, res.left === true);
       return text(`pressed ${args.key}`);
     }
     const r = await this._action('browser_press_key', 'press', args, { key: args.key }, signal);
@@ -487,8 +710,9 @@ export class BrowserTools {
     return text(withPage(`${r.verb} ${r.what}`, [r.element, chosen].filter(Boolean).join('\n')));
   }
 
-  async _browser_scroll(args) {
+  async _browser_scroll(args, signal) {
     const tab = await this.tabs.target();
+    throwIfCancelled(signal);
     let spec = null;
     let t = { tabId: tab.id, frameIds: [0] };
     if (args.ref != null) {
@@ -505,6 +729,7 @@ export class BrowserTools {
 
   async _browser_back(args, signal) {
     const tab = await this.tabs.target();
+    throwIfCancelled(signal);
     try {
       await chrome.tabs.goBack(tab.id);
     } catch {
@@ -532,7 +757,7 @@ export class BrowserTools {
     if (!conds.length && args.load !== true) throw new ToolError('bad_args', 'give text, selector, url, or load: true');
     const end = Date.now() + timeout;
     for (;;) {
-      if (signal && signal.aborted) throw new ToolError('cancelled', 'the call was cancelled');
+      throwIfCancelled(signal);
       const tab = await this.tabs.target();
       let ok = tab.status === 'complete' || args.load !== true;
       if (ok && args.url) ok = (tab.url || '').includes(args.url);
@@ -550,6 +775,52 @@ export class BrowserTools {
     }
   }
 
+  async _browser_handle_dialog(args, signal) {
+    if (typeof args.accept !== 'boolean') throw new ToolError('bad_args', '"accept" must be true (OK, Leave) or false (Cancel, Stay)');
+    const tab = await this.tabs.target();
+    const dialog = this.dialogs && this.dialogs.pending(tab.id);
+    if (!dialog) throw new ToolError('no_dialog', 'no JavaScript dialog is open in the agent tab; take a browser_snapshot to see the page');
+    const desc = { type: dialog.type, message: dialog.message, origin: dialog.origin, url: dialog.url };
+    const risky = classify(DIALOG_TOOL.name, desc, { accept: args.accept });
+    if (dialog.approved && !(risky && risky.secret)) {
+      this._guarded = 'allowed';
+    } else {
+      try {
+        await this._check(DIALOG_TOOL.name, desc, { accept: args.accept }, signal, tab.url);
+      } catch (e) {
+        // A dialog left open blocks the page: what the person did not allow is answered Cancel.
+        if (e instanceof ToolError && e.code === 'not_allowed' && (await this.dialogs.answer(tab.id, false).then(() => true, () => false))) {
+          e.message += ' The dialog was dismissed (Cancel).';
+        }
+        throw e;
+      }
+    }
+    throwIfCancelled(signal);
+    // Leave on a "leave this page?" dialog goes on with the navigation it held.
+    const watch = new LoadWatch(tab.id, this._watches);
+    try {
+      await this.dialogs.answer(tab.id, args.accept, args.accept && dialog.type === 'prompt' ? String(args.prompt_text ?? '') : undefined);
+    } catch (e) {
+      watch.stop();
+      throw e;
+    }
+    await this._settle(watch, args.accept && dialog.type === 'beforeunload');
+    return text(`${args.accept ? 'accepted' : 'dismissed'} the ${dialog.type} dialog. If the page changed, take a new browser_snapshot.`);
+  }
+
+  async _browser_handoff(args, signal) {
+    const tab = await this.tabs.target();
+    const seconds = handoffSeconds(args.timeout_s);
+    const answer = await handOff({
+      guard: this.guard, tab, reason: args.reason, seconds, signal,
+      personTurn: () => this._exec({ tabId: tab.id, allFrames: true }, 'personTurn', []).catch(() => {}),
+    });
+    const outcome = handoffOutcome(answer, seconds);
+    const open = this.dialogs && this.dialogs.pending(tab.id);
+    const page = open ? this._dialogMet(open, 'browser_handoff', true) : await this._browser_snapshot({});
+    return { content: [{ type: 'text', text: outcome.text }, ...page.content], ...(outcome.isError && { isError: true }) };
+  }
+
   async _browser_tabs(args, signal) {
     switch (args.action) {
       case 'list': {
@@ -559,7 +830,7 @@ export class BrowserTools {
         return text(untrusted(lines.join('\n')));
       }
       case 'open': {
-        const url = this.guard.checkDestination(checkNavigable(args.url));
+        const url = this._destination(checkNavigable(args.url));
         const tab = await this.tabs.open(url);
         const done = await this._waitLoaded(tab.id, LOAD_TIMEOUT_MS, signal).catch(() => tab);
         if (!done.url || done.url === url) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab`);

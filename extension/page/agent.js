@@ -34,6 +34,12 @@
   const BLOCKS = new Set(['DIV', 'P', 'LI', 'UL', 'OL', 'DL', 'DT', 'DD', 'TABLE', 'TBODY', 'THEAD', 'TR', 'TD', 'TH',
     'SECTION', 'ARTICLE', 'HEADER', 'FOOTER', 'NAV', 'MAIN', 'ASIDE', 'FIGURE', 'FORM', 'FIELDSET', 'PRE',
     'BLOCKQUOTE', 'H1', 'H2', 'H3', 'H4', 'H5', 'H6', 'DETAILS', 'DIALOG', 'HR']);
+  // Phrasing elements: text in them flows on within its sentence.
+  const INLINE = new Set(['A', 'ABBR', 'B', 'BDI', 'BDO', 'BR', 'CITE', 'CODE', 'DATA', 'DEL', 'DFN', 'EM', 'FONT', 'I',
+    'INS', 'KBD', 'MARK', 'Q', 'S', 'SAMP', 'SMALL', 'SPAN', 'STRONG', 'SUB', 'SUP', 'TIME', 'U', 'VAR', 'WBR']);
+  // Where a link's ref goes in a line of text: the service worker puts the tab-wide ref there. Page text never
+  // carries the marker (inlineText strips it), so a page cannot forge one.
+  const REF_MARK = '\u0001';
 
   // Element ids are local to this document and never reused in it; the service worker maps them
   // to the tab-wide refs (e1, e2, ...) it shows the agent.
@@ -140,8 +146,22 @@
     return null;
   }
 
+  // Fields the person typed into after a handoff (browser_handoff) gave them the tab: what they type is
+  // theirs, whatever the field is, so it never reaches the agent. Only trusted input counts, and the
+  // agent's own typing into an editable region (execCommand, which is trusted) is left out.
+  const typedByPerson = new WeakSet();
+  let personsTurn = false;
+  let agentTyping = false;
+  document.addEventListener('input', (e) => {
+    if (!personsTurn || agentTyping || !e.isTrusted || !(e.target instanceof Element)) return;
+    typedByPerson.add(editableHost(e.target) || e.target);
+  }, true);
+
+  const personTyped = (el) => typedByPerson.has(el) || typedByPerson.has(editableHost(el));
+
   /** Whether the element's value must never leave the page. */
   function redacts(el) {
+    if (personTyped(el)) return true;
     const kind = sensitiveKind(el);
     return Boolean(kind && kind !== 'file');
   }
@@ -232,7 +252,9 @@
 
   function flags(el) {
     const out = [];
-    if (el.checked) out.push('[checked]');
+    if (el.checked || el.getAttribute('aria-checked') === 'true') out.push('[checked]');
+    if (el.getAttribute('aria-selected') === 'true') out.push('[selected]');
+    if (el.getAttribute('aria-pressed') === 'true') out.push('[pressed]');
     if (el.disabled || el.getAttribute('aria-disabled') === 'true') out.push('[disabled]');
     if (el.readOnly) out.push('[readonly]');
     if (el.required) out.push('[required]');
@@ -243,6 +265,67 @@
     const kind = sensitiveKind(el);
     if (kind) out.push(`[${kind}]`);
     return out.join(' ');
+  }
+
+  /**
+   * A link's destination as short as it stays unambiguous: `#part` within this document, the path on this
+   * page's origin, else the whole URL.
+   */
+  function shortUrl(a) {
+    const href = a.href;
+    let url;
+    try {
+      url = new URL(href);
+    } catch {
+      return href;
+    }
+    if (url.origin !== location.origin) return href;
+    if (url.hash && url.pathname === location.pathname && url.search === location.search) return url.hash;
+    return `${url.pathname}${url.search}${url.hash}`;
+  }
+
+  /**
+   * A paragraph-like element with links inside its sentences, as one line of text that keeps them in place:
+   * "See [our guide](ref=… /guide.html) for schedules". `refs` are the links' local ids, in order. Null when
+   * the element holds anything that needs its own line (a control, a block, an image, a shadow root), or when
+   * it is only links (each then reads best on its own line).
+   */
+  function inlineText(el) {
+    const refs = [];
+    let out = '';
+    let prose = false;
+    const clean = (s) => String(s || '').replaceAll(REF_MARK, '');
+    const add = (node) => {
+      for (const child of node.childNodes) {
+        if (child.nodeType === 3) {
+          const t = clean(child.textContent);
+          if (t.trim()) prose = true;
+          out += t;
+          continue;
+        }
+        if (child.nodeType !== 1 || SKIP.has(child.tagName)) continue;
+        if (!INLINE.has(child.tagName) || child.shadowRoot) return false;
+        if (child.tagName === 'BR') {
+          out += ' ';
+          continue;
+        }
+        if (!visible(child)) continue;
+        if (child.tagName === 'A' && child.getAttribute('href')) {
+          if (child.querySelector(`${INTERACTIVE},img`)) return false;
+          const local = idFor(child);
+          refs.push(local);
+          const tab = /^_blank$/i.test(child.getAttribute('target') || '') ? ', new tab' : '';
+          out += ` [${clean(nameOf(child)).replace(/[[\]]/g, '')}](ref=${REF_MARK}${local}${REF_MARK} ${shortUrl(child)}${tab}) `;
+          continue;
+        }
+        if (child.matches(INTERACTIVE) || editableHost(child) === child) return false;
+        if (add(child) === false) return false;
+      }
+      return true;
+    };
+    if (add(el) === false || !prose || !refs.length) return null;
+    const text = out.replace(/\s+/g, ' ').replace(/ ([.,;:!?)])/g, '$1').trim();
+    return text.length > MAX_TEXT ? null : { text, refs };
   }
 
   /** Accessibility-style outline. Entries carry a local element id where an action can target. */
@@ -257,6 +340,9 @@
       }
     };
     collect(document);
+    // The last text line made of a phrasing element, and whose children it was among.
+    let flowing = null;
+    let flowingIn = null;
     const walk = (node, depth) => {
       for (const el of node.children) {
         if (SKIP.has(el.tagName)) continue;
@@ -267,10 +353,14 @@
         if (!visible(el)) continue;
         const interactive = el.matches(INTERACTIVE) || editableHost(el) === el;
         if (interactive && !(el.tagName === 'A' && !el.getAttribute('href'))) {
-          const sensitive = sensitiveKind(el);
+          const sensitive = sensitiveKind(el) || (personTyped(el) ? 'typed by the person' : null);
           const role = roleOf(el);
           let tail = flags(el);
-          if (el.tagName === 'A') tail += ` [url=${el.href}]`;
+          if (sensitive === 'typed by the person') tail += ` [${sensitive}]`;
+          if (el.tagName === 'A') {
+            const short = shortUrl(el);
+            tail += ` [url=${short.startsWith('#') ? short : el.href}]`;
+          }
           if (el.tagName === 'SELECT') {
             const opts = Array.from(el.options).slice(0, 30).map((o) => q(squash(o.label || o.text, 60)));
             tail += ` options: ${opts.join(', ')}`;
@@ -296,11 +386,27 @@
           walk(el, depth);
           continue;
         }
+        if (el.tagName === 'LEGEND' && el.parentElement?.tagName === 'FIELDSET' && !holders.has(el)) {
+          continue; // the group's line carries it as its name
+        }
         const container = el.getAttribute('role') || CONTAINERS[el.tagName];
         if (container) {
-          const label = labelText(el) || el.getAttribute('name') || '';
-          entries.push({ d: depth, t: `${container}${label ? ` ${q(squash(label, MAX_NAME))}` : ''}:` });
+          const legend = el.tagName === 'FIELDSET' ? el.querySelector(':scope > legend') : null;
+          const label = labelText(el) || el.getAttribute('name') || (legend ? legend.innerText : '');
+          const line = { d: depth, t: `${container}${label ? ` ${q(squash(label, MAX_NAME))}` : ''}:` };
+          entries.push(line);
+          if (!el.children.length && !el.shadowRoot) {
+            // Text alone (a status, an alert) reads on its container's line.
+            const text = squash(el.innerText, MAX_TEXT);
+            if (text) line.t += ` ${text}`;
+            continue;
+          }
+          // Text directly inside, beside elements, would otherwise be lost.
+          const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
+          if (own.trim()) entries.push({ d: depth + 1, t: `text: ${squash(own, MAX_TEXT)}` });
           walk(el, depth + 1);
+          // A container with nothing to show and no name tells the agent nothing.
+          if (!label && entries[entries.length - 1] === line) entries.pop();
           continue;
         }
         if (el.tagName === 'TR' && !holders.has(el)) {
@@ -312,8 +418,25 @@
         const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
         if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
           const text = squash(el.innerText, MAX_TEXT);
-          if (text) entries.push({ d: depth, t: `text: ${text}` });
+          if (!text) continue;
+          const last = entries[entries.length - 1];
+          if (INLINE.has(el.tagName) && last && last === flowing && flowingIn === node && last.t.length + text.length < MAX_TEXT) {
+            // Phrasing siblings (a task's name, its project, its date) read on as one line, as on the page.
+            last.t += ` ${text}`;
+          } else {
+            entries.push({ d: depth, t: `text: ${text}` });
+            flowing = INLINE.has(el.tagName) ? entries[entries.length - 1] : null;
+            flowingIn = node;
+          }
           continue;
+        }
+        if (!hasBlocks && !el.shadowRoot) {
+          // Links inside a sentence stay in it, so the text reads as written.
+          const line = inlineText(el);
+          if (line) {
+            entries.push({ d: depth, t: `text: ${line.text}`, r: line.refs });
+            continue;
+          }
         }
         // Text directly inside a mixed container would otherwise be lost.
         const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
@@ -423,8 +546,13 @@
         return 'typed into';
       }
       if (el.isContentEditable) {
-        if (clear) document.execCommand('selectAll', false);
-        document.execCommand('insertText', false, text);
+        agentTyping = true;
+        try {
+          if (clear) document.execCommand('selectAll', false);
+          document.execCommand('insertText', false, text);
+        } finally {
+          agentTyping = false;
+        }
         return 'typed into';
       }
       throw new Refusal('this element cannot take text; target an input, textarea or editable element');
@@ -462,6 +590,35 @@
     },
   };
 
+  // A page may leave a moment after an action (a script redirects once its request is answered): for this long
+  // after one, the service worker hears of it, and holds the agent's next call until the next page has loaded.
+  const LEAVE_WATCH_MS = 1000;
+  let acting = false;
+  let leftNow = false;
+  let watchUntil = 0;
+  let leaveSent = false;
+  let watchingLeaves = false;
+
+  function leaving() {
+    if (acting) leftNow = true;
+    else if (!leaveSent && performance.now() < watchUntil) {
+      leaveSent = true;
+      chrome.runtime.sendMessage({ openab: 'leaving' }).catch(() => {});
+    }
+  }
+
+  function watchLeaving() {
+    if (watchingLeaves) return;
+    watchingLeaves = true;
+    const nav = globalThis.navigation;
+    if (nav) {
+      nav.addEventListener('navigate', (e) => {
+        if (!(e.destination && e.destination.sameDocument)) leaving();
+      });
+    }
+    addEventListener('beforeunload', leaving);
+  }
+
   function act(op, target, args, expected) {
     const found = target ? resolve(target) : { el: null };
     if (found.error) return found;
@@ -469,14 +626,29 @@
     if (el && expected && describe(el).fingerprint !== expected) {
       return { error: 'stale_ref', message: 'the element changed after it was checked' };
     }
+    // `left`: the action made this document start leaving (a link, a form, a script setting location), so the
+    // service worker waits for the next page's load instead of watching for one.
+    watchLeaving();
+    leftNow = false;
+    acting = true;
+    // A form's submission navigates in the page's next task: its submit event, if no script cancels it, says so.
+    const submits = [];
+    const submitting = (e) => submits.push(e);
+    addEventListener('submit', submitting, true);
     try {
       const done = ACTIONS[op](el, args || {});
       const { verb, chosen } = typeof done === 'string' ? { verb: done } : done;
-      return { ok: true, verb, chosen, desc: el ? describe(el) : null };
+      const left = leftNow || submits.some((e) => !e.defaultPrevented);
+      return { ok: true, verb, chosen, left, desc: el ? describe(el) : null };
     } catch (e) {
       // Only our own refusals speak in our words; anything else the page's DOM threw is its text.
       if (e instanceof Refusal) return { error: 'action_failed', message: e.message, page: e.page };
       return { error: 'action_failed', message: 'the action failed in the page', page: String((e && e.message) || e) };
+    } finally {
+      acting = false;
+      leaveSent = false;
+      watchUntil = performance.now() + LEAVE_WATCH_MS;
+      removeEventListener('submit', submitting, true);
     }
   }
 
@@ -528,6 +700,10 @@
       return found.error ? found : { ok: true, desc: describe(found.el) };
     },
     act,
+    personTurn() {
+      personsTurn = true;
+      return { ok: true };
+    },
     readDom(selector) {
       let el = document.body || document.documentElement;
       if (selector) {

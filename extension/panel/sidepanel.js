@@ -1,9 +1,10 @@
 // The side panel is a view over the service worker: it renders state and conversation and sends
 // the user's input back. Page and model text only ever reach the DOM through textContent.
 
+import { TranscriptView } from './render.js';
+
 const $ = (id) => document.getElementById(id);
-const rows = new Map(); // transcript item id -> element
-const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed' };
+const transcript = new TranscriptView($('log'));
 let port = null;
 let state = null;
 let windowId = null;
@@ -16,36 +17,11 @@ function el(tag, cls, text) {
 }
 
 function renderItem(item) {
-  let row = rows.get(item.id);
-  const fresh = !row;
-  if (item.kind === 'tool') {
-    if (fresh) {
-      row = el('div');
-      row.append(el('span', 'title'), el('span', 'status'));
-    }
-    row.className = `step ${item.status || ''}`;
-    row.querySelector('.title').textContent = item.title || 'tool call';
-    row.querySelector('.status').textContent = STATUS_WORDS[item.status] || item.status || '';
-    row.title = item.text || '';
-  } else {
-    if (fresh) row = el('div');
-    row.className = `msg ${item.kind}`;
-    row.textContent = item.text || '';
-  }
-  row.dataset.kind = item.kind;
-  if (fresh) {
-    rows.set(item.id, row);
-    const log = $('log');
-    const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
-    log.append(row);
-    if (stick) log.scrollTop = log.scrollHeight;
-  }
+  transcript.show(item);
 }
 
 function renderTranscript(items) {
-  rows.clear();
-  $('log').replaceChildren();
-  for (const item of items) renderItem(item);
+  transcript.showAll(items);
 }
 
 function seg(id, text, cls) {
@@ -57,7 +33,8 @@ function seg(id, text, cls) {
 function renderState(s) {
   state = s;
   const st = s.link.status;
-  seg('pill-link', st === 'connected' ? 'connected' : st === 'off' ? 'offline' : st, st === 'connected' ? 'on' : st === 'off' ? '' : 'wait');
+  if (st === 'connected' && s.link.moved) seg('pill-link', 'chat moved', 'wait');
+  else seg('pill-link', st === 'connected' ? 'connected' : st === 'off' ? 'offline' : st, st === 'connected' ? 'on' : st === 'off' ? '' : 'wait');
   seg('pill-tunnel', s.tunnel ? 'tools attached' : 'no tools', s.tunnel ? 'on' : '');
   seg('pill-tools', s.toolsInUse ? 'browser in use' : 'idle', s.toolsInUse ? 'busy' : '');
   $('pill').dataset.status = st;
@@ -72,7 +49,10 @@ function renderState(s) {
   $('send').disabled = s.busy;
 
   const cfg = s.settings;
+  renderGateways(cfg);
+  renderAgents(s.agents || [], s.agent || '');
   if (document.activeElement !== $('set-url')) $('set-url').value = cfg.url;
+  if (document.activeElement !== $('set-name')) $('set-name').value = cfg.name || '';
   $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
   $('set-autopilot').checked = cfg.autopilot;
   if (st === 'off' && !cfg.url) showSettings(true);
@@ -88,6 +68,75 @@ function renderState(s) {
     rules.append(li);
   }
   renderCards(s.cards);
+  renderAgentTabs(s.tabList || { tabs: [], more: 0 });
+}
+
+/** The tabs the agent may use, as the worker keeps them live (opened, closed, navigated, shared). */
+function renderAgentTabs({ tabs, more }) {
+  const box = $('agent-tabs');
+  box.hidden = !tabs.length;
+  const total = tabs.length + more;
+  $('agent-tabs-count').textContent = total === 1 ? '1 tab' : `${total} tabs`;
+  const list = $('agent-tab-list');
+  list.replaceChildren(...tabs.map((t) => {
+    // Titles and sites are the pages' own words: text nodes only.
+    const li = el('li', t.current ? 'agent-tab current' : 'agent-tab');
+    li.dataset.tabId = String(t.id);
+    li.dataset.by = t.by;
+    const label = el('span', 'tab-label');
+    label.title = `${t.title}\n${t.site}`;
+    label.append(el('span', 'tab-title', t.title || t.site || 'Untitled'), el('span', 'tab-site', t.site));
+    li.append(label, el('span', 'tab-by', t.by === 'user' ? 'shared by you' : 'opened by the agent'));
+    if (t.by === 'user') {
+      const b = el('button', 'quiet unshare', 'Stop sharing');
+      b.type = 'button';
+      b.addEventListener('click', () => send({ type: 'unshare-tab', tabId: t.id }));
+      li.append(b);
+    }
+    return li;
+  }));
+  if (more > 0) list.append(el('li', 'agent-tab more', `and ${more} more`));
+}
+
+function renderGateways(cfg) {
+  const list = $('gateways');
+  list.replaceChildren();
+  for (const g of cfg.gateways || []) {
+    const li = el('li', g.id === cfg.active ? 'gateway active' : 'gateway');
+    li.dataset.id = g.id;
+    const label = el('span', 'gateway-label');
+    label.append(el('strong', '', g.name), el('span', 'where', ` ${g.url || 'no URL yet'}${g.hasKey ? '' : ' · no key'}`));
+    li.append(label);
+    const button = (text, type, cls) => {
+      const b = el('button', cls || 'quiet', text);
+      b.type = 'button';
+      b.addEventListener('click', () => send({ type, id: g.id }));
+      li.append(b);
+    };
+    if (g.id === cfg.active) li.append(el('span', 'badge', 'in use'));
+    else button('Use', 'gateway-use', '');
+    button('Remove', 'gateway-remove');
+    list.append(li);
+  }
+}
+
+function renderAgents(agents, agent) {
+  // The header names the agent answering; the picker offers the gateway's agents for the next chat.
+  const title = (agents.find((a) => a.id === agent) || {}).title || agent;
+  $('agent-name').textContent = title;
+  $('agent-name').hidden = !title;
+  const picker = $('new-chat-agent');
+  const ids = agents.map((a) => a.id).join('\n');
+  if (picker.dataset.ids !== ids) {
+    picker.replaceChildren(...agents.map((a) => {
+      const o = el('option', '', a.title);
+      o.value = a.id;
+      return o;
+    }));
+    picker.dataset.ids = ids;
+    if (agents.some((a) => a.id === agent)) picker.value = agent;
+  }
+  picker.hidden = agents.length < 2;
 }
 
 function renderCards(cards) {
@@ -110,7 +159,15 @@ function renderCards(cards) {
       b.addEventListener('click', () => send({ type: 'decide', id: c.id, decision }));
       row.append(b);
     };
-    if (c.kind === 'permission') {
+    if (c.kind === 'handoff') {
+      // The agent's words, shown as its request to the person; they act in the tab, not on this card.
+      card.insertBefore(el('div', 'reason', c.reason || ''), card.querySelector('.where'));
+      const until = c.expiresAt ? new Date(c.expiresAt).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+      card.append(el('div', 'note', 'Do it in the agent\'s tab, then press Done. The agent does not see what you type' +
+        `${until ? `; it waits until ${until}` : ''}.`));
+      button('Done', 'done', 'allow');
+      button('Cancel', 'cancel');
+    } else if (c.kind === 'permission') {
       for (const o of c.options || []) button(o.name, o.optionId, o.kind.startsWith('allow') ? 'allow' : '');
     } else {
       button('Allow', 'allow', 'allow');
@@ -183,7 +240,7 @@ $('stop').addEventListener('click', () => send({ type: 'cancel' }));
 $('toggle-settings').addEventListener('click', () => showSettings($('settings').hidden));
 $('settings-form').addEventListener('submit', (e) => {
   e.preventDefault();
-  send({ type: 'settings', patch: { url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked } });
+  send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked } });
   $('set-key').value = '';
 });
 $('clear-key').addEventListener('click', () => send({ type: 'settings', patch: { clearKey: true } }));
@@ -193,7 +250,15 @@ $('rule-form').addEventListener('submit', (e) => {
   $('rule-origin').value = '';
 });
 $('share-tab').addEventListener('click', () => send({ type: 'share-tab', windowId }));
-$('new-chat').addEventListener('click', () => send({ type: 'new-chat' }));
+$('new-chat').addEventListener('click', () => {
+  const picker = $('new-chat-agent');
+  send({ type: 'new-chat', ...(picker.hidden || !picker.value ? {} : { agent: picker.value }) });
+});
+$('add-gateway').addEventListener('click', () => send({ type: 'gateway-add' }));
+window.addEventListener('keydown', (e) => {
+  // Escape closes an enlarged screenshot first; only then does it mean Stop.
+  if (e.key === 'Escape' && transcript.closeEnlarged()) e.stopPropagation();
+}, true);
 document.addEventListener('keydown', (e) => {
   if (e.key === 'Escape' && state && (state.busy || state.cards.length)) send({ type: 'cancel' });
 });

@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+from gateway_harness import eventually
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
 
 REPO = Path(__file__).resolve().parents[2]
@@ -135,7 +136,8 @@ def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = 
 
 
 @contextlib.asynccontextmanager
-async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str) -> AsyncIterator[BrowserContext]:
+async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str,
+                             extra: tuple[str, ...] = ()) -> AsyncIterator[BrowserContext]:
     """The same Chromium and extension under Playwright, for tests that need a person's clicks.
 
     DevTools is attached here, which keeps the service worker alive: lifetime tests use `chromium()`.
@@ -145,7 +147,7 @@ async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str) -> 
         ctx = await p.chromium.launch_persistent_context(
             str(user_data_dir), executable_path=CHROMIUM, headless=True, no_viewport=True,
             ignore_default_args=["--disable-extensions"],
-            args=[*flags, f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
+            args=[*flags, *extra, f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
         )
         # Generous bounds, not speed targets: a loaded 2-core machine must not fail a correct UI.
         ctx.set_default_timeout(30_000)
@@ -174,6 +176,40 @@ async def open_panel(ctx: BrowserContext) -> Page:
     await page.set_viewport_size({"width": 400, "height": 720})
     await page.goto(f"chrome-extension://{extension_id()}/panel/sidepanel.html")
     return page
+
+
+# For `side_panel()`: a DevTools port beside Playwright's pipe, written to <profile>/DevToolsActivePort.
+SIDE_PANEL_FLAGS = ("--remote-debugging-port=0",)
+
+
+@contextlib.asynccontextmanager
+async def side_panel(ctx: BrowserContext, user_data_dir: Path) -> AsyncIterator[Page]:
+    """The panel opened as Chrome's own side panel of the first window, as a Playwright page.
+
+    `chrome.sidePanel.open()` needs a user gesture: Playwright's evaluate in an extension page is one
+    (a tab opened for it and closed again). Playwright does not list a side panel among a launched
+    context's pages, but a second connection over the DevTools port (the browser must have been
+    started with SIDE_PANEL_FLAGS) does.
+    """
+    url = f"chrome-extension://{extension_id()}/panel/sidepanel.html"
+    opener = await ctx.new_page()
+    try:
+        await opener.goto(url)
+        await opener.evaluate("""async () => {
+            const [w] = await chrome.windows.getAll({windowTypes: ['normal']});
+            await chrome.sidePanel.open({windowId: w.id});
+        }""")
+    finally:
+        await opener.close()
+    port = (user_data_dir / "DevToolsActivePort").read_text().split()[0]
+    async with async_playwright() as p:
+        browser = await p.chromium.connect_over_cdp(f"http://127.0.0.1:{port}")
+
+        def panels() -> list[Page]:
+            return [pg for c in browser.contexts for pg in c.pages if pg.url == url]
+
+        await eventually(lambda: bool(panels()), 30)
+        yield panels()[0]
 
 
 def jpeg_size(data: bytes) -> tuple[int, int]:

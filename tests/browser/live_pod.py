@@ -32,7 +32,7 @@ from openab.core.settings import Settings
 from openab.core.tunnel.tunnel import Tunnel
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab.gateway.server import ReloadingTls, running_server
 
 from .harness import extension_id
 
@@ -52,6 +52,11 @@ class TappedSocket:
     received: list[Json] = field(default_factory=list)  # from the extension
     sent: list[Json] = field(default_factory=list)  # from the gateway
     closed: asyncio.Event = field(default_factory=asyncio.Event)
+    # What the gateway reads next: the extension's frames, and any a test slips in beside them.
+    inbound: asyncio.Queue[Message] = field(default_factory=lambda: asyncio.Queue(maxsize=256), repr=False)
+    # Half-open: the extension's end is gone but the gateway has not noticed; what it writes goes nowhere.
+    severed: bool = False
+    _held: list[Message] = field(default_factory=list, repr=False)
 
     @property
     def subprotocols(self) -> list[str]:
@@ -97,6 +102,23 @@ class TappedSocket:
         """A frame on the gateway's socket that did not come from the gateway's own writer."""
         await self._send({"type": "websocket.send", "text": raw})
 
+    async def inject(self, message: Json) -> None:
+        """A frame to the gateway as if the extension had sent it (the extension itself never sees it)."""
+        await self.inbound.put({"type": "websocket.receive", "text": json.dumps(message)})
+
+    async def go_half_open(self) -> None:
+        """The network drops the socket under the extension (a Wi-Fi switch, a sleeping laptop) while the
+        gateway, with nothing sent back to it, still believes the socket alive."""
+        self.severed = True
+        await self._send({"type": "websocket.close", "code": 1011})
+
+    async def gateway_notices(self) -> None:
+        """What a half-open socket becomes once the gateway finds out: closed on its side too."""
+        self.severed = False
+        for message in self._held:
+            await self.inbound.put(message)
+        self._held.clear()
+
     async def drop(self, code: int = 1011) -> None:
         """Closes the socket from the pod's end, as a failing gateway or network would."""
         await self._send({"type": "websocket.close", "code": code})
@@ -119,8 +141,19 @@ class Tap:
             return
         sock = TappedSocket(scope, send)
 
+        async def pump() -> None:
+            while True:
+                message = await receive()
+                if message["type"] == "websocket.disconnect":
+                    if sock.severed:
+                        sock._held.append(message)
+                    else:
+                        await sock.inbound.put(message)
+                    return
+                await sock.inbound.put(message)
+
         async def tapped_receive() -> Message:
-            message = await receive()
+            message = await sock.inbound.get()
             if message["type"] == "websocket.receive" and message.get("text"):
                 _keep(sock.received, message["text"])
             elif message["type"] == "websocket.disconnect":
@@ -135,12 +168,16 @@ class Tap:
             elif message["type"] == "websocket.http.response.start":
                 self.refused.append(message["status"])
             elif message["type"] == "websocket.send" and message.get("text"):
+                if sock.severed:
+                    return  # into a dead connection, as TCP would until it gives up
                 _keep(sock.sent, message["text"])
             await send(message)
 
+        pumping = asyncio.create_task(pump())
         try:
             await self.app(scope, tapped_receive, tapped_send)
         finally:
+            pumping.cancel()
             sock.closed.set()
 
 
@@ -152,11 +189,16 @@ def _keep(into: list[Json], text: str) -> None:
 
 
 class LiveGateway:
-    """The real gateway on 127.0.0.1 with the proxy; stoppable, and restartable on the same port and key."""
+    """The real gateway on 127.0.0.1 with the proxy; stoppable, and restartable on the same port and key.
 
-    def __init__(self, state_dir: Path, backend: AgentBackend | None = None, **settings: Any) -> None:
+    With ``tls`` it serves its own TLS, as `openab run --tls-cert/--tls-key` does, and is dialled at ``wss://``.
+    """
+
+    def __init__(self, state_dir: Path, backend: AgentBackend | None = None, *, tls: ReloadingTls | None = None,
+                 **settings: Any) -> None:
         self.state_dir = state_dir
         self.backend = backend
+        self.tls = tls
         self.settings = settings
         self.port = 0
         self.pod = self._assemble()
@@ -165,7 +207,7 @@ class LiveGateway:
 
     @property
     def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/acp"
+        return f"{'wss' if self.tls is not None else 'ws'}://127.0.0.1:{self.port}/acp"
 
     async def start(self) -> None:
         """A fresh pod: on a restart nothing survives but the address and the key."""
@@ -174,7 +216,7 @@ class LiveGateway:
         self.tap = Tap(create_app(self.pod))
         self._stack = contextlib.AsyncExitStack()
         base = await self._stack.enter_async_context(
-            running_server(self.tap, port=self.port, max_frame_bytes=settings.max_frame_bytes)
+            running_server(self.tap, port=self.port, max_frame_bytes=settings.max_frame_bytes, tls=self.tls)
         )
         self.port = int(base.rsplit(":", 1)[1])
 

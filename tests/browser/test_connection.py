@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from fake_extension import connect_extension
 from gateway_harness import eventually
+from scripted_agent import ScriptedAgent
 
 from openab.core.tunnel.tunnel import Tunnel
 
@@ -66,7 +66,9 @@ async def test_stays_connected_through_a_minute_of_silence(gateway: LiveGateway,
     await tools_work(gateway, sock, site)
 
 
-async def test_a_dropped_socket_is_redialled_and_the_session_resumed(gateway: LiveGateway, site: str) -> None:
+async def test_a_dropped_socket_is_redialled_and_the_session_resumed(
+    gateway: LiveGateway, tunnel: Tunnel, site: str
+) -> None:
     old = gateway.browser_sockets[-1]
     old_tunnel = await gateway.attached(old)
     index = len(gateway.browser_sockets)
@@ -78,7 +80,7 @@ async def test_a_dropped_socket_is_redialled_and_the_session_resumed(gateway: Li
 
 
 async def test_a_busy_session_is_resumed_later_not_replaced(
-    gateway: LiveGateway, site: str
+    gateway: LiveGateway, tunnel: Tunnel, agent: ScriptedAgent, site: str
 ) -> None:
     old = gateway.browser_sockets[-1]
     session_id = (await gateway.attached(old)).session_id
@@ -88,27 +90,18 @@ async def test_a_busy_session_is_resumed_later_not_replaced(
         answers = [sock.answer(r) for r in sock.requests("session/resume")]
         return any(a is not None and a.get("error", {}).get("code") == -32001 for a in answers)
 
-    # The session is busy while a turn runs on it, which takes another live socket: the gateway
-    # cancels a turn whose own socket is gone. A second ACP client takes the session over (keeping
-    # the browser's tunnel: no mcpServers) and starts a turn that works until cancelled.
-    async with connect_extension(gateway.url, KEY) as other:
-        await other.initialize()
-        await other.request("session/resume", {"sessionId": session_id, "cwd": "/"})
-        prompt = {"sessionId": session_id, "prompt": [{"type": "text", "text": "wait"}]}
-        async with anyio.create_task_group() as tg:
-            outcome: dict[str, object] = {}
-
-            async def turn() -> None:
-                outcome["result"] = await other.request("session/prompt", prompt, timeout=120)
-
-            tg.start_soon(turn)
-            await eventually(lambda: any(m.get("method") == "session/update" for m in other.notifications))
-            await old.drop(1011)
-            # Refused twice, then the turn ends; the next try (backoff: a second or more) finds it free.
-            await eventually(lambda: sum(map(refused, gateway.browser_sockets[index:])) >= 2, 60)
-            await other.notify("session/cancel", {"sessionId": session_id})
-        assert outcome["result"] == {"stopReason": "cancelled"}
+    # The person's turn is running (the panel's prompt, put on the wire here) when the network drops
+    # the socket under the extension. The gateway has not noticed: to it the turn is still going.
+    await old.inject({"jsonrpc": "2.0", "id": "turn-1", "method": "session/prompt",
+                      "params": {"sessionId": session_id, "prompt": [{"type": "text", "text": "wait"}]}})
+    await eventually(lambda: any(sid == session_id for sid, _ in agent.prompts))
+    await old.go_half_open()
+    # The redialled extension finds its session busy: refused twice, and it keeps the conversation.
+    await eventually(lambda: sum(map(refused, gateway.browser_sockets[index:])) >= 2, 60)
+    # The gateway finds out, cancels the turn of a socket that is gone, and the next try finds it free.
+    await old.gateway_notices()
     tunnel = await gateway.attached(await gateway.browser_socket(index + 2))
+    assert session_id in agent.cancelled
     tries = gateway.browser_sockets[index:]
     assert len(tries) == 3  # refused twice, then resumed
     assert all(refused(t) for t in tries[:2])

@@ -9,11 +9,15 @@ not the agent's words about it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import pytest
+from fake_extension import connect_extension
+from gateway_harness import eventually
 from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from pydantic import SecretStr
 
 from openab.core.pod import Pod
@@ -65,7 +69,9 @@ async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel:
     """Each test starts where a person opening the panel would: no turn or question left over from another
     test, no agent tab, and a new chat (an empty transcript, a new session with its browser tools attached)."""
     if await panel.locator("#stop").is_enabled():  # an earlier test stopped mid-turn
-        await panel.locator("#stop").click()
+        # Its turn may end on its own between the look and the click: then there is nothing left to stop.
+        with contextlib.suppress(PlaywrightTimeoutError):
+            await panel.locator("#stop").click(timeout=2_000)
     await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
     await expect(panel.locator(".card")).to_have_count(0)
     # The agent's tabs go (the person's first tab and the panel stay): its next `open` starts afresh.
@@ -146,3 +152,56 @@ async def test_a_declined_step_does_not_happen(context: BrowserContext, panel: P
     await card.locator("button[data-decision=deny]").click()
     await expect(panel.locator("#log")).to_contain_text("not allowed by the user", timeout=30_000)
     await expect(page.locator("#out")).to_have_text("nothing yet")  # unchanged: the form was not sent
+
+
+def held_session(flow_gateway: FlowGateway) -> str:
+    """The session the panel's socket holds now."""
+    [session_id] = [s.id for s in flow_gateway.pod.sessions.all() if s.owner is not None]
+    return session_id
+
+
+async def test_new_chat_ends_the_chat_it_replaces_and_stops_its_agent(flow_gateway: FlowGateway,
+                                                                      context: BrowserContext, panel: Page,
+                                                                      site: str) -> None:
+    await say(panel, f"open {site}/form.html")
+    await opened(context, panel, f"{site}/form.html")
+    old = held_session(flow_gateway)
+    agents = flow_gateway.pod.backend.agents  # type: ignore[attr-defined]
+    pid = agents[old]
+    assert pid is not None
+    await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+    await panel.locator("#new-chat").click()
+    await expect(panel.locator("#log > *")).to_have_count(0, timeout=30_000)
+    # Gone now, not after the idle timeout: the session, its agent process and its browser tools.
+    await eventually(lambda: flow_gateway.pod.sessions.get(old) is None and not _alive(pid), 30)
+    assert not flow_gateway.pod.tunnels.tunnels(old)
+    assert held_session(flow_gateway) != old
+
+
+async def test_a_chat_taken_over_elsewhere_says_so_and_new_chat_goes_on_here(flow_gateway: FlowGateway,
+                                                                            panel: Page) -> None:
+    taken = held_session(flow_gateway)
+    # Another connection (another window, or anyone holding the id and the key) resumes the panel's session.
+    async with connect_extension(flow_gateway.url, KEY) as other:
+        await other.initialize()
+        await other.request("session/resume", {"sessionId": taken, "cwd": "/", "mcpServers": []})
+        await expect(panel.locator("#link-detail")).to_contain_text("taken over by another connection",
+                                                                    timeout=30_000)
+        await expect(panel.locator("#pill-link")).to_contain_text("chat moved")
+        # A prompt now would go to a chat the panel no longer holds: it is refused with the same words.
+        await say(panel, "hello")
+        await expect(panel.locator(".msg.error").last).to_contain_text("taken over by another connection")
+        # New chat starts afresh here, and leaves the other connection's session alone.
+        await panel.locator("#new-chat").click()
+        await expect(panel.locator("#pill-link")).to_contain_text("connected", timeout=30_000)
+        await expect(panel.locator("#link-detail")).not_to_contain_text("taken over")
+        owned = {s.id for s in flow_gateway.pod.sessions.all() if s.owner is not None}
+        assert taken in owned and len(owned) == 2, "the other connection keeps the chat it took"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False

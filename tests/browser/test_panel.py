@@ -24,6 +24,8 @@ from scripted_agent import ScriptedAgent, chunk
 
 from openab.core.acp.backend import PromptTurn
 from openab.core.jsonrpc import RpcError
+from openab.core.mcp.audit import read_records
+from openab.core.mcp.vocabulary import META_GUARD
 from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import (
@@ -172,8 +174,13 @@ async def test_stop_cancels_the_turn(gateway: LiveGateway, agent: ScriptedAgent,
     assert tunnel.session_id in agent.cancelled
 
 
+def guard_said(result: Any) -> Any:
+    """What the extension's guard decided for a call, as its result says (for the pod's audit log)."""
+    return (result.meta or {}).get(META_GUARD)
+
+
 async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
-    panel: Page, client: Client, site: str
+    panel: Page, client: Client, site: str, gateway: LiveGateway
 ) -> None:
     res = await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
     assert not res.is_error
@@ -189,6 +196,9 @@ async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
         await snap(panel, "panel-confirm.png")
         await card.locator("button[data-decision=allow]").click()
     assert not out["result"].is_error, result_text(out["result"])
+    # The guard's decision travels with the result into the pod's audit log.
+    assert guard_said(out["result"]) == "asked-allowed"
+    assert [r["guard"] for r in read_records(gateway.state_dir) if r["tool"] == "browser_click"][-1] == "asked-allowed"
     assert await panel.evaluate("chrome.action.getBadgeText({})") == ""
     page = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert "posted" in result_text(page)
@@ -207,6 +217,7 @@ async def test_a_declined_submit_tells_the_agent_it_was_not_allowed(
     text = result_text(out["result"])
     assert out["result"].is_error
     assert "not allowed by the user" in text
+    assert guard_said(out["result"]) == "denied"
     page = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert "submitted" not in result_text(page)
 
@@ -214,6 +225,7 @@ async def test_a_declined_submit_tells_the_agent_it_was_not_allowed(
 async def test_typing_a_password_asks_and_routine_typing_does_not(panel: Page, client: Client) -> None:
     res = await client.call_tool("browser_type", {"selector": "#user", "text": "ada"})
     assert not res.is_error  # routine: no card
+    assert guard_said(res) == "allowed"
     async with in_background(client.call_tool("browser_type", {"selector": "#pw", "text": "pw"})) as out:
         card = panel.locator(".card")
         await expect(card.locator(".title")).to_contain_text("fill the password field")
@@ -512,7 +524,7 @@ async def test_a_wrong_key_is_reported_and_a_right_one_reconnects(context: Brows
     await page.locator("#toggle-settings").click()
     await page.locator("#set-key").fill("not-the-key")
     await page.locator("#save-settings").click()
-    await expect(page.locator("#link-detail")).to_contain_text("refused the connection. Check the key")
+    await expect(page.locator("#link-detail")).to_contain_text("refused the key. Paste the key from the gateway")
     await expect(page.locator("#pill-tunnel")).to_have_text("no tools")
     assert len(gateway.tap.refused) > refused and set(gateway.tap.refused[refused:]) == {401}
     await snap(page, "panel-wrong-key.png")

@@ -44,7 +44,7 @@ async def test_tools_have_names_every_client_accepts(client: Client, tunnel: Tun
     assert names == {
         "browser_read_dom", "browser_screenshot", "browser_navigate", "browser_click", "browser_type",
         "browser_snapshot", "browser_tabs", "browser_wait_for", "browser_press_key",
-        "browser_select_option", "browser_scroll", "browser_back",
+        "browser_select_option", "browser_scroll", "browser_back", "browser_handle_dialog", "browser_handoff",
     }
     assert all(NAME_RULE.match(n) for n in names)
     assert all(t.input_schema.get("type") == "object" for t in tools)
@@ -280,7 +280,7 @@ async def test_stateless_form_answers_with_carriers(tunnel: Tunnel) -> None:
     assert found["result"]["capabilities"] == {"tools": {"listChanged": True}}
     listed = await message({"serverId": server_id, "requestId": "r-2", "method": "tools/list",
                             "params": {"_meta": meta}})
-    assert len(listed["result"]["tools"]) == 12
+    assert len(listed["result"]["tools"]) == 14
     called = await message({"serverId": server_id, "requestId": "r-3", "method": "tools/call",
                             "params": {"name": "browser_tabs", "arguments": {"action": "list"}, "_meta": meta}})
     assert "- tab " in called["result"]["content"][0]["text"]
@@ -314,8 +314,8 @@ async def test_connections_open_and_close_independently(tunnel: Tunnel, client: 
         await conn.request("mcp/message", {"connectionId": second, "method": "tools/list"}, timeout=TIMEOUT)
     assert "unknown connection" in err.value.message
     # The gateway's own connection is untouched: asked afresh, not from the gateway's cache.
-    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 12
-    assert len((await client.list_tools()).tools) == 12
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 14
+    assert len((await client.list_tools()).tools) == 14
     with pytest.raises(RpcError) as err:
         await conn.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"}, timeout=TIMEOUT)
     assert "unknown MCP server" in err.value.message
@@ -350,8 +350,8 @@ async def test_bad_input_gets_errors_and_breaks_nothing(gateway: LiveGateway, tu
         await tunnel.conn.request("mcp/message", {"nothing": "useful"}, timeout=TIMEOUT)
     assert err.value.code == -32602
     assert not sock.closed.is_set() and not tunnel.conn.closed
-    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 12
-    assert len((await client.list_tools()).tools) == 12
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 14
+    assert len((await client.list_tools()).tools) == 14
 
 
 async def test_a_link_to_a_new_tab_opens_an_agent_tab(client: Client, site: str) -> None:

@@ -244,3 +244,262 @@ async def test_the_rpc_peer_survives_garbage_and_times_out(page: Page) -> None:
     assert answers["2"]["result"] == {"ok": 1}
     assert got["waited"] == "slow got no answer in 0 s"
     assert got["closed"] == "socket gone"
+
+
+@pytest.mark.parametrize(("url", "status", "says"), [
+    ("wss://pod.example/acp", 401, "refused the key. Paste the key"),
+    ("wss://pod.example/acp", 403, "refused this browser (HTTP 403"),
+    ("wss://pod.example/ws", 404, "has no /ws. Check the URL path"),
+    ("wss://pod.example/acp", 426, "does not pass WebSocket upgrades"),
+    ("wss://pod.example/acp", 400, "answered HTTP 400 at /acp: not an openab gateway"),
+    ("wss://pod.example/acp", None, "over TLS. Check the URL"),
+    ("ws://127.0.0.1:9/acp", None, "Cannot reach the gateway at 127.0.0.1:9. Check the URL"),
+])
+async def test_a_refused_socket_is_explained_by_what_the_address_answers(
+    page: Page, url: str, status: int | None, says: str
+) -> None:
+    # Only a 401 may blame the key: any other answer blamed on it sends the person to the wrong setting.
+    said = await run(page, "link.js", "m.refusalReason(arg[0], arg[1])", [url, status])
+    assert says in said
+    assert ("refused the key" in said) == (status == 401)
+
+
+# -- the agent's markdown (panel/markdown.js) and the conversation's bounds (lib/chat.js) ------------------------
+
+MARKDOWN = "../panel/markdown.js"
+# What a rendered reply may contain: these elements, these attributes, and text.
+RENDERED = """(() => {
+    const root = document.createElement('div');
+    root.append(m.render(arg));
+    const tags = new Set(); const attrs = new Set(); let depth = 0;
+    const walk = (n, d) => {
+        depth = Math.max(depth, d);
+        for (const c of n.children) {
+            tags.add(c.localName);
+            for (const a of c.attributes) attrs.add(a.name);
+            walk(c, d + 1);
+        }
+    };
+    walk(root, 0);
+    const links = [...root.querySelectorAll('a')].map((a) => (
+        {href: a.getAttribute('href'), target: a.target, rel: a.rel, text: a.textContent}));
+    return {tags: [...tags].sort(), attrs: [...attrs].sort(), links, text: root.textContent, depth,
+            lists: root.querySelectorAll('ul, ol').length, html: root.innerHTML.slice(0, 4000)};
+})()"""
+ALLOWED_TAGS = {"p", "h1", "h2", "h3", "h4", "h5", "h6", "strong", "em", "del", "code", "pre", "ul", "ol", "li",
+                "blockquote", "table", "thead", "tbody", "tr", "th", "td", "hr", "br", "a"}
+ALLOWED_ATTRS = {"href", "title", "target", "rel", "start", "data-lang"}
+
+
+@pytest.mark.parametrize("hostile", [
+    "<script>window.pwned = 1</script>", "<img src=x onerror=\"window.pwned = 1\">",
+    "<svg onload=window.pwned=1>", "<iframe src=javascript:window.pwned=1>", "`<b>` and <b onclick=x>bold</b>",
+    "**<img src=x onerror=alert(1)>**", "| <script>x</script> |\n|---|\n| <img src=x> |",
+    "```html\n<script>x</script>\n```", "- <style>body{display:none}</style>", "> <a href=javascript:x>q</a>",
+])
+async def test_markup_in_markdown_is_shown_as_text(page: Page, hostile: str) -> None:
+    got = await run(page, MARKDOWN, RENDERED, hostile)
+    assert set(got["tags"]) <= ALLOWED_TAGS and set(got["attrs"]) <= ALLOWED_ATTRS, got["html"]
+    assert not {"script", "img", "svg", "iframe", "style", "b"} & set(got["tags"])
+    for raw in ("<script>", "<img src=x", "<svg", "<iframe", "<b", "<style>", "<a href"):
+        if raw in hostile:
+            assert raw in got["text"], got["text"]  # shown, not dropped
+    assert await page.evaluate("window.pwned") is None
+
+
+@pytest.mark.parametrize(("source", "href"), [
+    ("[site](https://a.example/x?y=1)", "https://a.example/x?y=1"), ("[site](http://127.0.0.1:8080/)", "http://127.0.0.1:8080/"),
+    ("<https://a.example/auto>", "https://a.example/auto"), ("see https://a.example/p, then", "https://a.example/p"),
+    ("(https://a.example/in-parens)", "https://a.example/in-parens"),
+    ("[x](javascript:alert(1))", None), ("[x](JavaScript:alert(1))", None), ("[x]( javascript:alert(1))", None),
+    ("[x](data:text/html,<script>alert(1)</script>)", None), ("[x](vbscript:msgbox)", None),
+    ("[x](//evil.example/)", None), ("[x](/relative)", None), ("[x](file:///etc/passwd)", None),
+    ("[x](chrome://settings)", None), ("<javascript:alert(1)>", None), ("[x](https:/no-host)", None),
+])
+async def test_only_http_links_are_links(page: Page, source: str, href: str | None) -> None:
+    got = await run(page, MARKDOWN, RENDERED, source)
+    if href is None:
+        assert got["links"] == [] and "a" not in got["tags"]
+        assert got["text"] == source  # the whole thing, as written
+    else:
+        [link] = got["links"]
+        assert link["href"] == href and link["target"] == "_blank" and link["rel"] == "noopener noreferrer"
+
+
+async def test_a_markdown_image_is_a_link_never_a_fetch(page: Page) -> None:
+    got = await run(page, MARKDOWN, RENDERED, "![tracking pixel](https://evil.example/p.png?c=secret)")
+    assert "img" not in got["tags"]
+    assert got["links"][0]["text"] == "image: tracking pixel"
+
+
+async def test_markdown_structure(page: Page) -> None:
+    text = ("## Results\n\nFound **3** items, *one* ~~gone~~ and `code<b>`:\n\n1. first\n2. second\n   - nested\n\n"
+            "```py\nif a < b:\n    pass\n```\n\n| Name | Price |\n| --- | ---: |\n| Tea | 3 |\n\n> quoted\n\n---\n"
+            "snake_case_name stays, and a line\nbreak.")
+    got = await run(page, MARKDOWN, RENDERED, text)
+    html = got["html"]
+    assert "<h2>Results</h2>" in html
+    assert "<strong>3</strong>" in html and "<em>one</em>" in html and "<del>gone</del>" in html
+    assert "<code>code&lt;b&gt;</code>" in html
+    assert "<ol><li>first</li><li>second<ul><li>nested</li></ul></li></ol>" in html
+    assert '<pre><code data-lang="py">if a &lt; b:\n    pass</code></pre>' in html
+    assert "<thead><tr><th>Name</th><th>Price</th></tr></thead><tbody><tr><td>Tea</td><td>3</td></tr></tbody>" in html
+    assert "<blockquote><p>quoted</p></blockquote><hr>" in html
+    assert "<p>snake_case_name stays, and a line<br>break.</p>" in html
+
+
+async def test_deeply_nested_lists_and_quotes_stop_at_a_bound(page: Page) -> None:
+    lists = "\n".join("  " * i + "- level" for i in range(1000))
+    quotes = ">" * 100_000 + " deep"
+    for text in (lists, quotes):
+        got = await run(page, MARKDOWN, RENDERED, text)
+        limit = await run(page, MARKDOWN, "m.MAX_DEPTH")
+        assert got["depth"] <= 2 * limit + 2  # a list level is <ul><li>
+        assert got["text"].count("level") == (1000 if text is lists else 0) or "deep" in got["text"]
+
+
+@pytest.mark.parametrize("shape", [
+    "a", "[", "*a ", "<", "`a", "_x_ ", "https://a.example/", "| a ", "- x ", "**a", "> ", "](", "\\*",
+])
+async def test_a_megabyte_of_markdown_renders_in_bounded_time(page: Page, shape: str) -> None:
+    # Linear by construction: unmatched marks must not search to the end again from each one.
+    text = (shape * (1_048_576 // len(shape) + 1))[:1_048_576]
+    ms = await run(page, MARKDOWN, """(() => { const t0 = performance.now(); const root = document.createElement('div');
+        root.append(m.render(arg)); return [performance.now() - t0, root.textContent.length]; })()""", text)
+    assert ms[0] < 5000, f"{shape!r}: {ms[0]:.0f} ms"
+    assert ms[1] > 250_000  # the text is there (less its marks), not dropped
+
+
+async def test_tool_images_are_checked_and_bounded(page: Page) -> None:
+    got = await run(page, "chat.js", "m.imagesOf(arg)", [
+        {"type": "content", "content": {"type": "image", "mimeType": "image/jpeg", "data": "/9j/4AAQ"}},
+        {"type": "image", "mimeType": "image/png", "data": "iVBORw0K"},
+        {"type": "content", "content": {"type": "image", "mimeType": "image/svg+xml", "data": "PHN2Zz4="}},
+        {"type": "content", "content": {"type": "image", "mimeType": "image/jpeg", "data": "\"><script>"}},
+        {"type": "content", "content": {"type": "text", "text": "not an image"}},
+        {"type": "content", "content": {"type": "image", "mimeType": "image/jpeg", "data": "QUJD"}},
+    ])
+    assert [i.get("data") for i in got] == ["/9j/4AAQ", "iVBORw0K", None, None]  # at most four per call
+    assert [i.get("dropped", "") for i in got][2:] == ["not a picture type the panel shows", "not valid base64"]
+
+
+async def test_a_saved_conversation_is_bounded(page: Page) -> None:
+    got = await run(page, "chat.js", """(() => {
+        const items = Array.from({length: 1000}, (_, i) => ({id: i, kind: i % 2 ? 'agent' : 'tool',
+            text: 'x'.repeat(30000), images: i % 2 ? undefined : [{mimeType: 'image/jpeg', data: 'A'.repeat(1000)}]}));
+        const saved = m.savedItems(items);
+        return {n: saved.length, last: saved[saved.length - 1].id, chars: JSON.stringify(saved).length,
+                pictures: saved.filter((i) => i.images && i.images[0].data).length,
+                longest: Math.max(...saved.map((i) => i.text.length))};
+    })()""")
+    assert got["last"] == 999 and got["n"] <= 200  # the newest
+    assert got["chars"] <= 2_600_000 and got["longest"] == 20_000
+    assert got["pictures"] == 4
+
+
+async def test_a_conversation_belongs_to_its_gateway_and_session(page: Page) -> None:
+    got = await run(page, "chat.js", """(async () => {
+        await chrome.storage.session.clear();
+        const shown = [];
+        const t = new m.Transcript(() => {}, (items) => shown.push(items.map((i) => i.text)));
+        const saved = async () => {
+            await t.flush();
+            return Object.keys(await chrome.storage.session.get(null)).sort();
+        };
+        t.add('user', {text: 'before connecting'});
+        t.follow('work', 's1');                     // the first session keeps what was said before it
+        t.add('user', {text: 'work one'});
+        const first = await saved();
+        t.follow('work', null);                     // reconnecting to the same gateway: still shown
+        const kept = t.items.map((i) => i.text);
+        await t.follow('home', null);               // another gateway: its own (none yet)
+        await t.follow('home', 'h1');
+        t.add('user', {text: 'home one'});
+        await saved();
+        await t.follow('work', 's1');               // back: the work conversation again
+        const back = t.items.map((i) => i.text);
+        await t.follow('work', 's2');               // New chat on work: the old one is gone, also from storage
+        const after = await saved();
+        const fresh = new m.Transcript(() => {});
+        await fresh.restore();                      // a restarted worker shows the current one
+        return {first, kept, back, after, now: t.items.length, restored: fresh.key, shown: shown.length};
+    })()""")
+    assert got["first"] == ["openab.transcript:work#s1", "openab.transcripts"]
+    assert got["kept"] == ["before connecting", "work one"]
+    assert got["back"] == ["before connecting", "work one"]
+    assert got["after"] == ["openab.transcript:home#h1", "openab.transcript:work#s2", "openab.transcripts"]
+    assert got["now"] == 0 and got["restored"] == "work#s2"
+
+
+@pytest.mark.parametrize(("url", "named"), [
+    ("https://shop.example.com/cart?id=1", "shop.example.com"),
+    ("http://127.0.0.1:8080/form.html", "127.0.0.1:8080"),
+    ("chrome://settings/passwords", "chrome://settings"),
+    ("about:blank", "about:blank"),
+    ("data:text/html," + "x" * 500, "data:text/html," + "x" * 45),  # bounded: a page's own URL can be huge
+    ("not a url", ""),
+    ("", ""),
+])
+async def test_the_panel_names_a_tab_by_its_site(page: Page, url: str, named: str) -> None:
+    assert await run(page, "tabs.js", "m.siteOf(arg)", url) == named
+
+
+async def test_the_panels_tab_list_is_bounded(page: Page) -> None:
+    got = await run(page, "tabs.js", """(() => {
+        const tabs = new m.AgentTabs(() => {});
+        for (let id = 1; id <= 60; id++) tabs.owned.set(id, {by: 'agent', title: `tab ${id}`, url: 'https://example.com/'});
+        // A page that names itself at length: the list keeps a line's worth.
+        tabs._updated(1, {title: 'T'.repeat(100000)}, {title: 'T'.repeat(100000), url: 'https://example.com/x'});
+        return tabs.view();
+    })()""")
+    assert len(got["tabs"]) == 50 and got["more"] == 10
+    assert got["tabs"][0]["title"] == "T" * 200 and got["tabs"][0]["site"] == "example.com"
+
+
+@pytest.mark.parametrize(("desc", "accept", "risk", "secret"), [
+    ({"type": "confirm", "message": "Delete account? This cannot be undone."}, True, "delete", None),
+    ({"type": "confirm", "message": "Send the message to 40 people?"}, True, "send", None),
+    ({"type": "prompt", "message": "Enter your password to continue"}, True, "sensitive_field", "secret"),
+    ({"type": "prompt", "message": "Your 2FA code"}, True, "sensitive_field", "secret"),
+    # Cancel, an alert's OK and leaving a page never do the page's risky thing.
+    ({"type": "confirm", "message": "Delete account?"}, False, None, None),
+    ({"type": "alert", "message": "Your order was placed"}, True, None, None),
+    ({"type": "beforeunload", "message": ""}, True, None, None),
+    ({"type": "confirm", "message": "Save the draft before going on?"}, True, None, None),
+    ({"type": "prompt", "message": "Deleted items: name the folder"}, True, None, None),
+])
+async def test_accepting_a_dialog_is_classified_by_its_words(
+    page: Page, desc: dict[str, Any], accept: bool, risk: str | None, secret: str | None
+) -> None:
+    got = await run(page, "guard.js", "m.classify('browser_handle_dialog', arg.desc, {accept: arg.accept})",
+                    {"desc": desc | {"origin": "https://shop.example"}, "accept": accept})
+    assert (got and got["risk"]) == risk
+    assert ((got and got.get("secret")) or None) == secret
+    if got:
+        # Our words in `what`; the page's (its dialog text) only in `target` and the card's `action`.
+        assert desc["message"][:20] not in got["what"] and desc["message"][:20] in got["target"]
+
+
+async def test_a_dialog_report_keeps_the_pages_text_apart_and_bounded(page: Page) -> None:
+    got = await run(page, "dialogs.js", """(() => {
+        const report = (dialog, tool, ran) => m.dialogReport(dialog, tool, ran);
+        const huge = report({type: 'confirm', message: 'IGNORE PREVIOUS ' + 'x'.repeat(50000)}, 'browser_click', true);
+        const odd = report({type: 'IGNORE-as-a-type', message: 'hi'}, 'browser_snapshot', false);
+        const inherited = report({type: 'constructor', message: 'hi'}, 'browser_snapshot', false);
+        const prompt = report({type: 'prompt', message: 'Name?', defaultPrompt: 'd'.repeat(5000)}, 'browser_x', true);
+        return {huge, odd, inherited, prompt};
+    })()""")
+    assert "IGNORE" not in got["huge"]["ours"] and "of its 50016 characters are shown" in got["huge"]["ours"]
+    assert len(got["huge"]["page"]) == len("dialog: confirm\nmessage: ") + 2000
+    # A type the page (or a future Chrome) made up is treated as an alert, never echoed in our words.
+    assert got["odd"]["ours"].startswith("browser_snapshot was not run: a JavaScript alert dialog is open")
+    assert got["odd"]["page"] == "dialog: alert\nmessage: hi"
+    assert got["inherited"]["page"] == "dialog: alert\nmessage: hi"
+    assert got["prompt"]["page"].endswith("default answer: " + "d" * 500)
+
+
+@pytest.mark.parametrize(("asked", "seconds"), [
+    (None, 150), (5, 5), (1, 5), (-3, 5), (160, 160), (10_000, 160), (30.5, 150), ("60", 150),
+])
+async def test_a_handoff_waits_a_bounded_time(page: Page, asked: Any, seconds: int) -> None:
+    assert await run(page, "handoff.js", "m.handoffSeconds(arg)", asked) == seconds

@@ -1,0 +1,85 @@
+// Handing the agent tab to the person: signing in, a CAPTCHA, a one-time code, a payment are theirs to do.
+// The panel shows a "your turn" card with the agent's reason; the call waits for Done or Cancel, or for
+// its bounded timeout. What the person types is marked in the page (page/agent.js, personTurn) so no
+// later snapshot or read shows it to the agent.
+
+import { ToolError } from './errors.js';
+
+// Under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise end the
+// call first and tell the agent its outcome is unknown.
+const DEFAULT_TIMEOUT_S = 150;
+const MIN_TIMEOUT_S = 5;
+const MAX_TIMEOUT_S = 160;
+const MAX_REASON = 300;
+
+export const HANDOFF_TOOL = {
+  name: 'browser_handoff',
+  description: 'Hand the agent tab to the person for a step only they should do: signing in, a CAPTCHA, a ' +
+    'one-time code, a payment. The side panel shows them a "your turn" card with your reason; the call returns ' +
+    'when they press Done or Cancel (or after timeout_s), with a fresh snapshot. What they type is never shown to you.',
+  inputSchema: {
+    type: 'object',
+    properties: {
+      reason: { type: 'string', description: 'what the person should do, e.g. "Sign in to example.com"' },
+      timeout_s: {
+        type: 'integer', minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S,
+        description: `seconds to wait for the person (default ${DEFAULT_TIMEOUT_S})`,
+      },
+    },
+    required: ['reason'],
+  },
+};
+
+function originOf(url) {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '';
+  }
+}
+
+/** The bounded wait, in seconds, for what the agent asked. */
+export function handoffSeconds(asked) {
+  const n = Number.isInteger(asked) ? asked : DEFAULT_TIMEOUT_S;
+  return Math.min(Math.max(n, MIN_TIMEOUT_S), MAX_TIMEOUT_S);
+}
+
+/**
+ * Shows the person the tab and the card, and waits: resolves 'done' | 'cancel' | 'timeout', throws when
+ * the call is cancelled (Stop, the socket lost). `personTurn` marks the page so the person's typing stays
+ * theirs; it runs again on every page the tab loads while the person has it.
+ */
+export async function handOff({ guard, tab, reason, seconds, signal, personTurn }) {
+  const said = String(reason || '').replace(/\s+/g, ' ').trim().slice(0, MAX_REASON);
+  if (!said) throw new ToolError('bad_args', '"reason" must say what the person should do, e.g. "Sign in to example.com"');
+  const reloaded = (tabId, info) => {
+    if (tabId === tab.id && info.status === 'complete') personTurn();
+  };
+  chrome.tabs.onUpdated.addListener(reloaded);
+  try {
+    await personTurn();
+    // The person acts in the tab itself: bring it to the front of its window, and the window forward.
+    await chrome.tabs.update(tab.id, { active: true }).catch(() => {});
+    await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
+    const answer = await guard.ask({
+      kind: 'handoff', tool: 'browser_handoff', title: 'Your turn', reason: said, site: originOf(tab.url),
+      detail: String(tab.title || '').slice(0, 200), tabId: tab.id, timeoutMs: seconds * 1000,
+    }, signal);
+    if (answer === 'cancelled') throw new ToolError('cancelled', 'the call was cancelled');
+    if (answer === 'deny') throw new ToolError('busy', 'too many questions wait in the panel; try again once they are answered');
+    return answer === 'done' || answer === 'timeout' ? answer : 'cancel';
+  } finally {
+    chrome.tabs.onUpdated.removeListener(reloaded);
+  }
+}
+
+/** Our words for the person's answer, before the fresh snapshot. */
+export function handoffOutcome(answer, seconds) {
+  if (answer === 'done') return { isError: false, text: 'The person says they are done. The page as it is now:' };
+  if (answer === 'timeout') {
+    return { isError: true, text: `The person did not answer in ${seconds} s and the card was taken away. ` +
+      'Ask them in the chat before handing off again. The page as it is now:' };
+  }
+  return { isError: true, text: 'The person cancelled: they did not do it. Do not hand off again unless they ask; ' +
+    'say in the chat what is needed. The page as it is now:' };
+}

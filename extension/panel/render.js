@@ -1,0 +1,147 @@
+// The conversation's rows in the panel. Everything in an item came from the agent, and through it
+// from web pages: it reaches the DOM as text nodes (the agent's markdown through markdown.js, which
+// builds elements, never HTML), and pictures only as data: URLs of the types chat.js checked.
+
+import { render as markdown } from './markdown.js';
+
+const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed' };
+const MARKDOWN_KINDS = new Set(['agent', 'thought']);
+// A streamed reply is parsed again as it grows: at most this often, not on every chunk.
+const RENDER_EVERY_MS = 40;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined) e.textContent = text;
+  return e;
+}
+
+function imageUrl(image) {
+  return `data:${image.mimeType};base64,${image.data}`;
+}
+
+export class TranscriptView {
+  constructor(log) {
+    this.log = log;
+    this.rows = new Map(); // transcript item id -> element
+    this._pending = new Map(); // row -> markdown text not rendered yet
+    this._timer = null;
+    this._lightbox = null;
+  }
+
+  /** Renders every item afresh: another conversation, or the same one after the panel reopened. */
+  showAll(items) {
+    this.rows.clear();
+    this._pending.clear();
+    this.log.replaceChildren();
+    for (const item of items) this.show(item);
+  }
+
+  show(item) {
+    let row = this.rows.get(item.id);
+    const fresh = !row;
+    if (item.kind === 'tool') {
+      if (fresh) row = this._toolRow();
+      this._fillTool(row, item);
+    } else {
+      if (fresh) row = el('div');
+      const md = MARKDOWN_KINDS.has(item.kind);
+      row.className = `msg ${item.kind}${md ? ' md' : ''}`;
+      if (!md) row.textContent = item.text || '';
+      else if (fresh) row.replaceChildren(markdown(item.text || ''));
+      else this._later(row, item.text || '');
+    }
+    row.dataset.kind = item.kind;
+    if (fresh) {
+      this.rows.set(item.id, row);
+      this._keepBottom(() => this.log.append(row));
+    }
+  }
+
+  /** Runs `change` and, if the log was scrolled to its end before, keeps it there. */
+  _keepBottom(change) {
+    const log = this.log;
+    const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+    change();
+    if (stick) log.scrollTop = log.scrollHeight;
+  }
+
+  _later(row, text) {
+    this._pending.set(row, text);
+    if (this._timer) return;
+    this._timer = setTimeout(() => {
+      this._timer = null;
+      const pending = [...this._pending];
+      this._pending.clear();
+      this._keepBottom(() => {
+        for (const [r, t] of pending) r.replaceChildren(markdown(t));
+      });
+    }, RENDER_EVERY_MS);
+  }
+
+  _toolRow() {
+    const row = el('div');
+    const details = el('details', 'step-details');
+    const summary = el('summary', 'step-head');
+    summary.append(el('span', 'title'), el('span', 'status'));
+    const body = el('div', 'step-body');
+    body.append(el('div', 'step-label', 'Arguments'), el('pre', 'step-input'),
+      el('div', 'step-label', 'Result'), el('pre', 'step-result'));
+    details.append(summary, body);
+    row.append(details, el('div', 'shots'));
+    return row;
+  }
+
+  _fillTool(row, item) {
+    row.className = `step ${item.status || ''}`;
+    row.querySelector('.title').textContent = item.title || 'tool call';
+    row.querySelector('.status').textContent = STATUS_WORDS[item.status] || item.status || '';
+    row.querySelector('.step-input').textContent = item.input || '(none reported)';
+    row.querySelector('.step-result').textContent = item.text || (item.status === 'completed' || item.status === 'failed'
+      ? '(no text)' : '(not finished)');
+    const images = Array.isArray(item.images) ? item.images : [];
+    const signature = images.map((im) => (im.data ? `${im.data.length}:${im.data.slice(-16)}` : im.dropped)).join('|');
+    const shots = row.querySelector('.shots');
+    if (shots.dataset.signature === signature) return;
+    shots.dataset.signature = signature;
+    shots.replaceChildren(...images.map((im, n) => this._thumbnail(item, im, n)));
+  }
+
+  _thumbnail(item, image, n) {
+    if (!image.data) return el('span', 'shot-gone', `(screenshot: ${image.dropped || 'not shown'})`);
+    const button = el('button', 'thumb');
+    button.type = 'button';
+    button.title = 'Show this screenshot larger';
+    const img = el('img');
+    img.src = imageUrl(image);
+    img.alt = `Screenshot ${n + 1} from ${item.title || 'a tool call'}`;
+    button.append(img);
+    button.addEventListener('click', () => this.enlarge(image, img.alt));
+    return button;
+  }
+
+  /** The picture over the panel, until a click or Escape. */
+  enlarge(image, alt) {
+    this.closeEnlarged();
+    const box = el('div', 'lightbox');
+    box.setAttribute('role', 'dialog');
+    box.setAttribute('aria-label', alt);
+    const img = el('img');
+    img.src = imageUrl(image);
+    img.alt = alt;
+    const close = el('button', 'lightbox-close', 'Close');
+    close.type = 'button';
+    box.append(img, close);
+    box.addEventListener('click', () => this.closeEnlarged());
+    document.body.append(box);
+    this._lightbox = box;
+    close.focus();
+  }
+
+  closeEnlarged() {
+    if (!this._lightbox) return false;
+    this._lightbox.remove();
+    this._lightbox = null;
+    return true;
+  }
+}

@@ -1,0 +1,95 @@
+"""When a page action's call returns: after the load of a navigation it started, and at once when it started none.
+
+The real extension in Chromium, called by the official MCP client at the pod, on tests/site/settle.html. A call
+that did not navigate used to sleep a fixed 150 ms; these tests fail on that sleep (a non-navigating click or a
+typed text is not held for it) as much as on a click that returns before the page it led to has loaded.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+from mcp import Client
+
+from .live_pod import call
+
+pytestmark = pytest.mark.anyio
+
+TRIES = 3
+# The old fixed wait after every action: a call that waits for nothing returns well before it, whatever the load.
+FIXED_WAIT_S = 0.150
+
+
+async def timed_call(client: Client, name: str, args: dict[str, object]) -> tuple[str, bool, float]:
+    start = time.perf_counter()
+    text, is_error = await call(client, name, args)
+    return text, is_error, time.perf_counter() - start
+
+
+async def out_text(client: Client) -> str:
+    html, is_error = await call(client, "browser_read_dom", {"selector": "#out"})
+    assert not is_error, html
+    m = re.search(r'<p id="out">([^<]*)</p>', html)
+    assert m, html
+    return m.group(1)
+
+
+async def test_a_click_that_does_not_navigate_is_not_held(client: Client, site: str) -> None:
+    # The page changes again 100 ms after the click, without leaving: nothing the click's call should wait for.
+    took = []
+    for _ in range(TRIES):
+        await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+        text, is_error, seconds = await timed_call(client, "browser_click", {"selector": "#stay"})
+        assert not is_error and "new page" not in text, text
+        took.append(seconds)
+        assert await out_text(client) in ("clicked", "changed later")
+    assert min(took) < FIXED_WAIT_S, took
+
+
+async def test_typing_is_not_held(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+    took = []
+    for i in range(TRIES):
+        text, is_error, seconds = await timed_call(client, "browser_type", {"selector": "#name", "text": f"Ada {i}"})
+        assert not is_error and text.startswith("typed into #name"), text
+        took.append(seconds)
+    assert min(took) < FIXED_WAIT_S / 2, took
+
+
+async def test_a_link_click_returns_with_the_loaded_page(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+    text, is_error = await call(client, "browser_click", {"selector": "#next"})
+    assert not is_error, text
+    assert text.startswith("clicked #next; it loaded a new page"), text
+    # The URL is the page's to choose, so it comes inside the untrusted block.
+    assert re.search(rf"<<<page-content (\w+)\nURL: {re.escape(site)}/page2.html\n>>>page-content \1$", text), text
+    snap, _ = await call(client, "browser_snapshot")
+    assert 'heading "Page two"' in snap
+
+
+async def test_a_form_submission_is_waited_for(client: Client, site: str) -> None:
+    # A submission navigates in the page's next task, after the click's own script has returned.
+    await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+    await call(client, "browser_type", {"selector": "#user", "text": "ada"})
+    text, is_error = await call(client, "browser_click", {"selector": "#signin"})
+    assert not is_error and "it loaded a new page" in text and f"URL: {site}/signed-in" in text, text
+
+
+async def test_a_navigation_the_page_starts_a_moment_later_is_waited_for(client: Client, site: str) -> None:
+    for _ in range(TRIES):
+        await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+        text, is_error = await call(client, "browser_click", {"selector": "#later"})
+        assert not is_error, text
+        # Whether the click's call or the next one met it, the next call sees the new page, loaded.
+        snap, _ = await call(client, "browser_snapshot")
+        assert 'heading "Page two"' in snap, (text, snap)
+
+
+async def test_a_page_that_only_pretends_to_leave_holds_the_call_a_bounded_time(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/settle.html"})
+    text, is_error, seconds = await timed_call(client, "browser_click", {"selector": "#fake"})
+    assert not is_error and "new page" not in text, text
+    assert seconds < 5, seconds
+    assert await out_text(client) == "still here"

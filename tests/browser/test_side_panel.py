@@ -1,0 +1,142 @@
+"""The panel as Chrome's own side panel, not a tab: connect, prompt, a card, and closing and reopening it.
+
+Chrome opens the side panel only on a user gesture (`chrome.sidePanel.open` from a Playwright
+evaluate in an extension page); the panel is then found over the DevTools port and driven as a page
+(`harness.side_panel`). The pod is the real gateway with a scripted agent; the risky call comes
+from the official MCP client at the session's proxy endpoint, as an agent's would.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+from playwright.async_api import BrowserContext, Page, expect
+from scripted_agent import ScriptedAgent, chunk
+
+from openab.core.acp.backend import PromptTurn
+from openab.core.tunnel.tunnel import Tunnel
+
+from .harness import SIDE_PANEL_FLAGS, extension_id, playwright_browser, screenshot_dir, side_panel, stage_extension
+from .live_pod import KEY, LiveGateway
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("side-panel")
+
+
+@pytest.fixture(scope="module")
+async def context(gateway: LiveGateway, site: str, profile: Path) -> AsyncIterator[BrowserContext]:
+    # Autopilot off: the risky step must come to the panel as a card.
+    ext = stage_extension(profile / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
+    async with playwright_browser(ext, profile / "chrome", f"{site}/index.html", extra=SIDE_PANEL_FLAGS) as ctx:
+        yield ctx
+
+
+@pytest.fixture(scope="module")
+async def panel(context: BrowserContext, profile: Path) -> AsyncIterator[Page]:
+    async with side_panel(context, profile / "chrome") as page:
+        yield page
+
+
+@pytest.fixture(scope="module")
+async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
+    return await gateway.attached(await gateway.browser_socket(0))
+
+
+async def contexts(page: Page) -> list[str]:
+    """The extension's documents as Chrome counts them: the worker, tabs, side panels."""
+    return list(await page.evaluate("chrome.runtime.getContexts({}).then((cs) => cs.map((c) => c.contextType))"))
+
+
+async def test_it_is_the_real_side_panel_and_it_connects(context: BrowserContext, panel: Page,
+                                                         tunnel: Tunnel) -> None:
+    assert panel.url == f"chrome-extension://{extension_id()}/panel/sidepanel.html"
+    # Chrome's side panel, beside the page: no tab of the extension's is open.
+    assert sorted(await contexts(panel)) == ["BACKGROUND", "SIDE_PANEL"]
+    assert not [p for p in context.pages if p.url.startswith("chrome-extension://")]
+    width = await panel.evaluate("innerWidth")
+    assert 300 <= width <= 500, width
+    await expect(panel.locator("#pill-link")).to_have_text("connected")
+    await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached")
+    await panel.screenshot(path=str(screenshot_dir() / "side-panel-connected.png"))
+
+
+async def test_a_prompt_typed_in_the_side_panel_gets_its_answer_there(agent: ScriptedAgent, panel: Page,
+                                                                        tunnel: Tunnel) -> None:
+    async def hello(turn: PromptTurn, text: str) -> str:
+        turn.send_update(chunk("Hello from the agent. Here is a **list**:\n\n- one\n- two\n"))
+        return "end_turn"
+
+    agent.scripts["hello"] = hello
+    await panel.locator("#prompt").fill("hello side panel")
+    await panel.locator("#prompt").press("Enter")
+    await expect(panel.locator(".msg.user")).to_have_text("hello side panel")
+    await expect(panel.locator(".msg.agent li")).to_have_text(["one", "two"])
+    await expect(panel.locator(".msg.agent strong")).to_have_text("list")
+    assert agent.prompts[-1] == (tunnel.session_id, [{"type": "text", "text": "hello side panel"}])
+    await expect(panel.locator("#send")).to_be_enabled()
+    await panel.screenshot(path=str(screenshot_dir() / "side-panel-chat.png"))
+
+
+@contextlib.asynccontextmanager
+async def in_background(call: Any) -> AsyncIterator[dict[str, Any]]:
+    out: dict[str, Any] = {}
+
+    async def run() -> None:
+        out["result"] = await call
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        yield out
+
+
+async def test_a_risky_step_is_a_card_in_the_side_panel(context: BrowserContext, panel: Page, client: Client,
+                                                        site: str) -> None:
+    assert not (await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})).is_error
+    async with in_background(client.call_tool("browser_click", {"selector": "#post"})) as out:
+        card = panel.locator(".card")
+        await expect(card.locator(".title")).to_have_text('The agent wants to click button "Post a review"')
+        assert "result" not in out
+        await panel.screenshot(path=str(screenshot_dir() / "side-panel-confirm.png"))
+        await card.locator("button[data-decision=allow]").click()
+    assert not out["result"].is_error
+    await expect(panel.locator(".card")).to_have_count(0)
+    [page] = [p for p in context.pages if p.url == f"{site}/form.html"]
+    await expect(page.locator("#out")).to_have_text("posted")
+
+
+async def test_closing_and_reopening_the_side_panel_shows_the_same_conversation(
+    context: BrowserContext, panel: Page, profile: Path, gateway: LiveGateway
+) -> None:
+    sockets = len(gateway.browser_sockets)
+    async with panel.expect_event("close"):
+        await panel.evaluate("setTimeout(() => window.close(), 0)")
+    assert await _side_panels(context) == 0
+    async with side_panel(context, profile / "chrome") as again:
+        await expect(again.locator(".msg.user")).to_have_text("hello side panel")
+        await expect(again.locator(".msg.agent li")).to_have_text(["one", "two"])
+        await expect(again.locator("#pill-link")).to_have_text("connected")
+    # The socket lives in the service worker: the panel closing did not drop it.
+    assert len(gateway.browser_sockets) == sockets and not gateway.browser_sockets[-1].closed.is_set()
+
+
+async def _side_panels(context: BrowserContext) -> int:
+    """How many side panels Chrome has open, as the extension's service worker sees them."""
+    [worker] = [w for w in context.service_workers if extension_id() in w.url]
+    return int(await worker.evaluate(
+        "chrome.runtime.getContexts({contextTypes: ['SIDE_PANEL']}).then((cs) => cs.length)"))
+
+
+def test_screenshots_were_written() -> None:
+    for name in ("side-panel-connected.png", "side-panel-chat.png", "side-panel-confirm.png"):
+        data = (screenshot_dir() / name).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
