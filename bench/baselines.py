@@ -1,0 +1,178 @@
+"""The bare servers the paths are measured against: what the wire itself costs, with nothing of ours on it.
+
+- :func:`bare_http`: a Starlette endpoint on uvicorn that answers a JSON-RPC POST with a fixed ``tools/call``
+  result (the size of the proxy's answer), so a client sends and reads what it would through the proxy;
+- :func:`bare_ws`: a ``websockets`` server that echoes each frame, or answers every frame with ``payload``
+  (compressed when the client offers permessage-deflate);
+- :class:`BareHttpProcess`: :func:`bare_http` in a process of its own (``python bench/baselines.py``), for the
+  throughput runs where the gateway runs in one too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import socket
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx2
+import orjson
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from websockets.asyncio.server import ServerConnection, serve
+
+_SCRIPT = str(Path(__file__).resolve())
+_RESULT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
+
+
+async def _answer(request: Request) -> Response:
+    message = orjson.loads(await request.body())
+    body = orjson.dumps({"jsonrpc": "2.0", "id": message.get("id"), "result": _RESULT})
+    return Response(body, media_type="application/json")
+
+
+def bare_http_app() -> Starlette:
+    return Starlette(routes=[Route("/mcp", _answer, methods=["POST"])])
+
+
+@contextlib.asynccontextmanager
+async def bare_http() -> AsyncIterator[str]:
+    """uvicorn on 127.0.0.1 with the bare endpoint, configured as the proxy's listeners are; yields its URL."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(1024)
+    config = uvicorn.Config(bare_http_app(), lifespan="off", ws="none", log_config=None, access_log=False,
+                            server_header=False, proxy_headers=False)
+    config.load()
+    server = uvicorn.Server(config)
+    server.lifespan = config.lifespan_class(config)
+    await server.startup(sockets=[sock])
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
+    finally:
+        await server.shutdown(sockets=[sock])
+        sock.close()
+
+
+@contextlib.asynccontextmanager
+async def bare_ws(payload: str | None = None) -> AsyncIterator[str]:
+    """A ``websockets`` server on 127.0.0.1 echoing each frame (or sending ``payload`` for each); its URL."""
+
+    async def handler(connection: ServerConnection) -> None:
+        async for frame in connection:
+            await connection.send(frame if payload is None else payload)
+
+    # permessage-deflate is accepted, as the gateway accepts it: a client that offers it (Chrome does) gets it.
+    async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
+        port = next(iter(server.sockets)).getsockname()[1]
+        yield f"ws://127.0.0.1:{port}/"
+
+
+class McpPoster:
+    """An MCP client over Streamable HTTP spelled by hand on ``httpx2`` (the mcp SDK's own HTTP library), so a
+    path and its bare baseline are driven by the same few lines: one keep-alive connection, one POST a call."""
+
+    def __init__(self, url: str, token: str | None = None, *, timeout: float = 60.0) -> None:
+        headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = f"Bearer {token}"
+        limits = httpx2.Limits(max_connections=1, max_keepalive_connections=1)
+        self.http = httpx2.AsyncClient(headers=headers, timeout=timeout, limits=limits)
+        self.url = url
+        self._next_id = 0
+
+    async def __aenter__(self) -> McpPoster:
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        await self.http.aclose()
+
+    async def post(self, method: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self._next_id, "method": method}
+        if params is not None:
+            message["params"] = params
+        response = await self.http.post(self.url, content=orjson.dumps(message))
+        response.raise_for_status()
+        answer: dict[str, Any] = orjson.loads(response.content)
+        if "error" in answer:
+            raise RuntimeError(f"{method}: {answer['error']}")
+        return answer
+
+    async def initialize(self) -> None:
+        """The MCP handshake; later requests carry the session id it gives."""
+        self._next_id += 1
+        hello = {"jsonrpc": "2.0", "id": self._next_id, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "bench", "version": "1"}}}
+        response = await self.http.post(self.url, content=orjson.dumps(hello))
+        response.raise_for_status()
+        self.http.headers["Mcp-Session-Id"] = response.headers["mcp-session-id"]
+        self.http.headers["MCP-Protocol-Version"] = "2025-06-18"
+        done = await self.http.post(self.url, content=b'{"jsonrpc":"2.0","method":"notifications/initialized"}')
+        done.raise_for_status()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+        result: dict[str, Any] = (await self.post("tools/call", {"name": name, "arguments": arguments or {}}))["result"]
+        return result
+
+
+class BareHttpProcess:
+    """:func:`bare_http` in a child process; ``url`` once entered, ``pid`` for its CPU and memory."""
+
+    def __init__(self) -> None:
+        self._child: asyncio.subprocess.Process | None = None
+        self.url = ""
+        self.pid = 0
+
+    async def __aenter__(self) -> BareHttpProcess:
+        self._child = await asyncio.create_subprocess_exec(
+            sys.executable, _SCRIPT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
+        assert self._child.stdout is not None
+        line = await asyncio.wait_for(self._child.stdout.readline(), 30)
+        if not line:
+            raise RuntimeError("the bare HTTP server ended before it said its address (its stderr says why)")
+        hello = json.loads(line)
+        self.url, self.pid = hello["url"], hello["pid"]
+        return self
+
+    async def __aexit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        child = self._child
+        if child is None:
+            return
+        assert child.stdin is not None
+        child.stdin.close()
+        try:
+            await asyncio.wait_for(child.wait(), 30)
+        except TimeoutError:
+            child.kill()
+            await child.wait()
+
+
+async def _serve_until_stdin_closes() -> None:
+    import os
+
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    async with bare_http() as url:
+        sys.stdout.write(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
+        sys.stdout.flush()
+        await reader.read()
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve_until_stdin_closes())

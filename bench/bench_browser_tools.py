@@ -1,0 +1,233 @@
+"""The extension's browser tools in real headless Chromium against Playwright driving the same Chromium over CDP.
+
+One Chromium runs the real extension, attached to the real gateway (`openab.gateway` on uvicorn, as
+tests/browser/test_tools.py runs it); the extension's tools are called by the official `mcp` client at the
+session's proxy endpoint, as an agent calls them, so every figure includes the whole path (HTTP, the pod, the
+tunnel, the WebSocket, the service worker, the page script). Playwright connects to the same Chromium over its
+DevTools port and drives a tab of its own on the same local pages. Each tool and its Playwright counterpart
+alternate in rounds, so both see the same machine at the same moments; the figure is the ratio of the medians.
+
+| tool | openab (MCP call) | Playwright (CDP) |
+| --- | --- | --- |
+| navigate | browser_navigate, to the page's load | page.goto (load) |
+| snapshot | browser_snapshot | locator("body").aria_snapshot(mode="ai"), what @playwright/mcp shows |
+| click | browser_click by ref, a button that changes text | page.click by selector |
+| type | browser_type by ref into a text field | page.fill by selector |
+| screenshot | browser_screenshot (JPEG) | page.screenshot(type="jpeg") |
+
+Chrome lets an extension capture a tab at most twice a second, so screenshot samples are spaced 0.6 s apart
+(untimed) on both sides.
+
+Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR]`` (from the repository, venv active).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import re
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from browser.harness import CHROMIUM, chromium, site_server, stage_extension
+from browser.live_pod import KEY, LiveGateway
+from gateway_harness import eventually
+from mcp import Client
+from playwright.async_api import Browser, Page, async_playwright
+
+from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+
+NAME = "browser_tools"
+TOOLS = ("navigate", "snapshot", "click", "type", "screenshot")
+TARGET = 1.5  # each median <= 1.5x Playwright's
+CALL_TIMEOUT = 60.0
+# The pages bench/ compares on, served from tests/site/bench/.
+PAGES = ("form", "article", "table", "app")
+
+
+@dataclass
+class Rig:
+    """One Chromium with the extension attached to a live pod, and the site both sides browse."""
+
+    site: str  # base URL of tests/site
+    client: Client  # the session's agent: the official MCP client at the proxy endpoint
+    cdp: str  # the same Chromium's DevTools endpoint (http://127.0.0.1:PORT)
+
+
+@contextlib.asynccontextmanager
+async def browser_rig() -> AsyncIterator[Rig]:
+    """The real gateway, the real extension in headless Chromium (with a DevTools port), and the agent's client."""
+    if not CHROMIUM:
+        raise SystemExit("Debian chromium is not installed: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix="openab-bench-browser-") as tmp_name, site_server() as site:
+        tmp = Path(tmp_name)
+        (tmp / "state").mkdir(mode=0o700)
+        gateway = LiveGateway(tmp / "state")
+        await gateway.start()
+        try:
+            # Autopilot: the guard's questions are the person's time, not the tools'.
+            ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": True})
+            with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log",
+                          extra=("--remote-debugging-port=0",)):
+                port_file = tmp / "profile" / "DevToolsActivePort"
+                await eventually(lambda: port_file.exists() and bool(port_file.read_text().split()), 30)
+                port = port_file.read_text().split()[0]
+                tunnel = await gateway.attached(await gateway.browser_socket(0))
+                async with gateway.agent_client(tunnel.session_id) as client:
+                    yield Rig(site=site, client=client, cdp=f"http://127.0.0.1:{port}")
+        finally:
+            await gateway.stop()
+
+
+async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> str:
+    """A tool call's text; an error result stops the benchmark, since its timing would measure a failure."""
+    result = await asyncio.wait_for(client.call_tool(name, args or {}), CALL_TIMEOUT)
+    text = "\n".join(getattr(c, "text", "") for c in result.content)
+    if result.is_error:
+        raise RuntimeError(f"{name} failed: {text[:500]}")
+    return text
+
+
+def ref_of(snapshot: str, contains: str) -> str:
+    """The ref on the first snapshot line that contains `contains`."""
+    for line in snapshot.splitlines():
+        if contains in line and (m := re.search(r"\[ref=(e\d+)\]", line)):
+            return m.group(1)
+    raise RuntimeError(f"no ref for {contains!r} in the snapshot:\n{snapshot[:2000]}")
+
+
+@contextlib.asynccontextmanager
+async def playwright_page(cdp: str) -> AsyncIterator[Page]:
+    """A tab of Playwright's own in the same Chromium, driven over the DevTools protocol."""
+    async with async_playwright() as p:
+        browser: Browser = await p.chromium.connect_over_cdp(cdp)
+        page = await browser.contexts[0].new_page()
+        try:
+            yield page
+        finally:
+            await page.close()
+
+
+async def timed(action: Callable[[], Awaitable[Any]]) -> float:
+    start = time.perf_counter()
+    await action()
+    return time.perf_counter() - start
+
+
+async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str, dict[str, list[float]]]:
+    """Samples in seconds, by tool, then by side ('openab', 'playwright')."""
+    form = f"{rig.site}/bench/form.html"
+    client = rig.client
+    counter = 0
+
+    def fresh(url: str) -> str:
+        # A new query each time: a real load, never a same-document no-op.
+        nonlocal counter
+        counter += 1
+        return f"{url}?n={counter}"
+
+    async def openab_ready() -> tuple[str, str]:
+        await call(client, "browser_navigate", {"url": fresh(form)})
+        snap = await call(client, "browser_snapshot")
+        return ref_of(snap, 'button "Back to cart"'), ref_of(snap, 'textbox "Email address *"')
+
+    await page.goto(fresh(form))
+    back, email = await openab_ready()
+    pages = [f"{rig.site}/bench/{name}.html" for name in PAGES]
+
+    async def o_navigate() -> list[float]:
+        urls = [fresh(pages[i % len(pages)]) for i in range(per_round)]
+        return [await timed(lambda: call(client, "browser_navigate", {"url": url})) for url in urls]  # noqa: B023
+
+    async def p_navigate() -> list[float]:
+        urls = [fresh(pages[i % len(pages)]) for i in range(per_round)]
+        return [await timed(lambda: page.goto(url)) for url in urls]  # noqa: B023
+
+    async def o_snapshot() -> list[float]:
+        return [await timed(lambda: call(client, "browser_snapshot")) for _ in range(per_round)]
+
+    async def p_snapshot() -> list[float]:
+        return [await timed(lambda: page.locator("body").aria_snapshot(mode="ai")) for _ in range(per_round)]
+
+    async def o_click() -> list[float]:
+        return [await timed(lambda: call(client, "browser_click", {"ref": back})) for _ in range(per_round)]
+
+    async def p_click() -> list[float]:
+        return [await timed(lambda: page.click("#back")) for _ in range(per_round)]
+
+    # The lambdas run at once, inside the same iteration: the loop variable cannot have moved on.
+    async def o_type() -> list[float]:
+        texts = [f"ada{i}@example.com" for i in range(per_round)]
+        return [await timed(lambda: call(client, "browser_type", {"ref": email, "text": t})) for t in texts]  # noqa: B023
+
+    async def p_type() -> list[float]:
+        texts = [f"ada{i}@example.com" for i in range(per_round)]
+        return [await timed(lambda: page.fill("#email", t)) for t in texts]  # noqa: B023
+
+    async def spaced(shot: Callable[[], Awaitable[Any]]) -> list[float]:
+        out = []
+        for _ in range(per_round):
+            await asyncio.sleep(0.6)  # Chrome's quota: two captures a second per extension
+            out.append(await timed(shot))
+        return out
+
+    async def o_screenshot() -> list[float]:
+        return await spaced(lambda: call(client, "browser_screenshot"))
+
+    async def p_screenshot() -> list[float]:
+        return await spaced(lambda: page.screenshot(type="jpeg", quality=92))
+
+    results: dict[str, dict[str, list[float]]] = {}
+    plan: Sequence[tuple[str, Callable[[], Awaitable[list[float]]], Callable[[], Awaitable[list[float]]]]] = [
+        ("navigate", o_navigate, p_navigate), ("snapshot", o_snapshot, p_snapshot), ("click", o_click, p_click),
+        ("type", o_type, p_type), ("screenshot", o_screenshot, p_screenshot),
+    ]
+    for tool, mine, theirs in plan:
+        if tool != "navigate":
+            await page.goto(fresh(form))
+            back, email = await openab_ready()
+        # Warm both sides once (page script injected, CDP sessions up), then the timed rounds.
+        await mine()
+        await theirs()
+        samples = await interleaved(rounds, {"openab": mine, "playwright": theirs})
+        results[tool] = samples
+    return results
+
+
+async def run(quick: bool, out: Path) -> Path:
+    rounds, per_round = (2, 2) if quick else (15, 4)
+    async with browser_rig() as rig, playwright_page(rig.cdp) as page:
+        samples = await measure(rig, page, rounds, per_round)
+    figures: dict[str, Any] = {}
+    flat: dict[str, list[float]] = {}
+    for tool, sides in samples.items():
+        mine, theirs = summary(sides["openab"]), summary(sides["playwright"])
+        r = ratio(mine, theirs)
+        figures[tool] = {"openab": mine, "playwright": theirs, "ratio": r, "met": r["p50"] <= TARGET}
+        for side, values in sides.items():
+            flat[f"{side} {tool}"] = values
+    result = {
+        "target": f"each tool's median <= {TARGET}x Playwright's over CDP, same Chromium, same run",
+        "rounds": rounds, "per_round": per_round, "quick": quick, "chromium": CHROMIUM, "tools": figures,
+    }
+    path = write_result(NAME, result, out)
+    plot_latencies(NAME, flat, out, title="browser tools: openab extension vs Playwright (CDP), same Chromium")
+    return path
+
+
+def main(argv: Sequence[str] | None = None) -> Path:
+    args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv)
+    out: Path = args.out
+    return asyncio.run(run(bool(args.quick), out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,149 @@
+"""Issue 12, target 4: what idle extensions cost the gateway, in memory and in a busy neighbour's latency.
+
+The gateway runs in a process of its own (``bench/pod_process.py``, its memory read from ``/proc``); the idle
+extensions in another (each its own WebSocket and one attached session, agents started lazily: none runs);
+the busy session's extension and its agent's client (``httpx2`` at the session's endpoint, ``browser_small``
+answered at once) in this one. Stages: the busy session alone, then with 1,000 idle sessions attached, then
+4,000 (a pod holds at most 4,096 sessions, so 10,000 cannot attach), then alone again after they left; RSS
+after each stage, settled. Target:
+<= 100 KiB of gateway RSS per idle session, and the busy session's p99 with them <= 1.2x its p99 alone.
+
+Run: ``python bench/bench_idle.py [--quick] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import resource
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fake_extension import connect_extension, text_result
+
+from bench.baselines import McpPoster
+from bench.common import arguments, plot_latencies, ratio, summary, write_result
+from bench.pod_process import ExtensionsProcess, PodProcess
+
+NAME = "idle"
+TOOL = "browser_small"
+KiB = 1024
+# Sockets the pod's front door takes from one address (all of ours are 127.0.0.1): above the most we open.
+_POD = {"max_connections": 20_000, "max_connections_per_peer": 20_000}
+
+
+def stages_allowed(wanted: Sequence[int]) -> tuple[list[int], str | None]:
+    """The stages this machine's open-file limit allows (two descriptors per session: each end, one per
+    process, plus headroom), and why a larger one was left out."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:  # children inherit the raised limit
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    allowed = [count for count in wanted if count + 512 <= soft]
+    skipped = [count for count in wanted if count not in allowed]
+    return allowed, (f"ulimit -n is {soft}: {skipped} idle sessions need more" if skipped else None)
+
+
+async def settled_rss(pod: PodProcess) -> int:
+    """The gateway's RSS once it has stopped moving (sockets' buffers freed, the last frames handled)."""
+    last = pod.status("VmRSS")
+    for _ in range(20):
+        await asyncio.sleep(0.5)
+        now = pod.status("VmRSS")
+        if abs(now - last) < 64 * KiB:
+            return now
+        last = now
+    return last
+
+
+async def busy_calls(client: McpPoster, calls: int) -> list[float]:
+    latencies = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        await client.call_tool(TOOL)
+        latencies.append(time.perf_counter() - start)
+    return latencies
+
+
+async def measure(stages: Sequence[int], calls: int, skipped: str | None) -> dict[str, Any]:
+    async def small(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return text_result("ok")
+
+    samples: dict[str, list[float]] = {"alone": []}
+    measured: dict[str, Any] = {}
+    async with contextlib.AsyncExitStack() as stack:
+        pod = await stack.enter_async_context(PodProcess(**_POD))
+        ext = await stack.enter_async_context(connect_extension(pod.ws_url, pod.token))
+        ext.add_tool(TOOL, small)
+        await ext.initialize()
+        busy_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
+        endpoint = await pod.ask({"endpoint": busy_id})
+        client = await stack.enter_async_context(McpPoster(endpoint["url"], endpoint["token"]))
+        await client.initialize()
+        await busy_calls(client, calls // 4)  # warm
+        samples["alone"] += await busy_calls(client, calls)
+        rss_alone = await settled_rss(pod)
+        idle = 0
+        async with contextlib.AsyncExitStack() as idle_stack:
+            for count in stages:
+                started = time.perf_counter()
+                extensions = await idle_stack.enter_async_context(
+                    ExtensionsProcess(pod.ws_url, pod.token, count - idle, batch=128))
+                attach_seconds = time.perf_counter() - started
+                idle = count
+                sessions = (await pod.ask({"sessions": True}))["sessions"]
+                assert sessions == idle + 1, f"{sessions} sessions in the pod, {idle + 1} expected"
+                rss = await settled_rss(pod)
+                with_idle = await busy_calls(client, calls)
+                samples[f"with {count} idle"] = with_idle
+                measured[str(count)] = {
+                    "gateway_rss_mib": round(rss / (1 << 20), 1),
+                    "rss_per_idle_session_kib": round((rss - rss_alone) / count / KiB, 1),
+                    "attach_seconds": round(attach_seconds, 1),
+                    "extensions_process_pid": extensions.pid,
+                    "busy": summary(with_idle),
+                }
+        samples["alone"] += await busy_calls(client, calls)  # alone again: the drift of the run, both sides
+        rss_after = await settled_rss(pod)
+    alone = summary(samples["alone"])
+    for stage in measured.values():
+        stage["busy_ratio_to_alone"] = ratio(stage["busy"], alone)
+    first = measured[str(stages[0])] if stages else None
+    return {
+        "busy_calls_per_stage": calls,
+        "gateway_rss_alone_mib": round(rss_alone / (1 << 20), 1),
+        "gateway_rss_after_idle_left_mib": round(rss_after / (1 << 20), 1),
+        "busy_alone": alone,
+        "idle": measured,
+        "not_measured": skipped,
+        "target": {"rss_per_idle_session_max_kib": 100, "busy_p99_max_ratio": 1.2,
+                   "met": None if first is None else first["rss_per_idle_session_kib"] <= 100
+                   and first["busy_ratio_to_alone"]["p99"] <= 1.2},
+        "_samples": samples,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = arguments(__doc__.splitlines()[0], argv)
+    wanted, calls = ((20,), 100) if args.quick else ((1_000, 4_000), 2_000)
+    stages, skipped = stages_allowed(wanted)
+    if not args.quick:
+        # 10,000 cannot attach: a pod holds at most 4,096 sessions (SessionStore), and says so to the 4,097th.
+        skipped = "; ".join(filter(None, [skipped, "10000 idle sessions: a pod holds at most 4096 sessions "
+                                          "(SessionStore.max_sessions); the 4097th session/new is refused with "
+                                          "-32000 'Too many sessions in this pod (max 4096)'"]))
+    result = asyncio.run(measure(stages, calls, skipped))
+    samples = result.pop("_samples")
+    write_result(NAME, result, args.out)
+    plot_latencies(NAME, samples, args.out, title="a busy session's calls, alone and beside idle sessions")
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""Issue 12, target 1: one tool call through a session's proxy endpoint against what the wire alone costs.
+
+The path: an MCP client with keep-alive -> the session's loopback Streamable HTTP endpoint -> tunnel -> ``/acp``
+-> the test suite's scripted extension, which answers at once. The baseline, per sample: one HTTP round trip to
+a bare Starlette endpoint on uvicorn plus one WebSocket request/response to a bare ``websockets`` echo server,
+driven by the same client libraries (``httpx2``, which the mcp SDK uses, and ``websockets``, the extension's
+stand-in's). Target: the path's p50 <= 1.5x and p99 <= 2x the baseline's.
+
+Measured side by side, in alternating rounds, all in one process (the servers as the clients, so each path pays
+for both ends alike):
+
+- ``baseline``: the HTTP round trip + the WebSocket round trip above;
+- ``proxy``: the same ``httpx2`` POSTs to the proxy (the pod as shipped, audit log on): what the gateway adds;
+- ``proxy, audit off``: the same with ``audit_log=False``: what the audit record costs a call;
+- ``proxy, mcp client``: the official ``mcp`` client (``Client.call_tool``) on the shipped pod: what an agent
+  built on the SDK sees, the SDK's own work included.
+
+Run: ``python bench/bench_proxy_path.py [--quick] [--out DIR]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import httpx2
+import websockets
+from fake_extension import connect_extension, text_result
+from gateway_harness import run_gateway
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from bench.baselines import McpPoster, bare_http, bare_ws
+from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+from openab.core.mcp.access import HttpEndpoint
+
+NAME = "proxy_path"
+TOOL = "browser_small"
+# A tools/call as an agent sends it, on the bare WebSocket: the frame the extension's stand-in reads.
+_WS_FRAME = ('{"jsonrpc":"2.0","id":1,"method":"mcp/message","params":{"connectionId":"c","method":"tools/call",'
+             '"params":{"name":"browser_small","arguments":{}}}}')
+
+
+@contextlib.asynccontextmanager
+async def proxy_endpoint(**settings: Any) -> AsyncIterator[HttpEndpoint]:
+    """A pod with ``settings``, a scripted extension's session in it, and that session's proxy endpoint."""
+
+    async def small(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return text_result("ok")
+
+    async with run_gateway(**settings) as gw, connect_extension(gw.ws_url, gw.token) as ext:
+        ext.add_tool(TOOL, small)
+        await ext.initialize()
+        session_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
+        await gw.pod.tunnels.wait_attached(session_id, timeout=10)
+        session = gw.pod.sessions.get(session_id)
+        assert session is not None and gw.pod.browser is not None
+        entry = (await gw.pod.browser.open(session)).entry
+        assert isinstance(entry, HttpEndpoint)
+        yield entry
+
+
+def timed(calls: int, one: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[list[float]]]:
+    async def run() -> list[float]:
+        latencies = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await one()
+            latencies.append(time.perf_counter() - start)
+        return latencies
+
+    return run
+
+
+async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
+    async with contextlib.AsyncExitStack() as stack:
+        http_url = await stack.enter_async_context(bare_http())
+        ws_url = await stack.enter_async_context(bare_ws())
+        bare_poster = await stack.enter_async_context(McpPoster(http_url))
+        # permessage-deflate offered, as the extension's stand-in (and Chrome) offers it.
+        ws = await stack.enter_async_context(websockets.connect(ws_url))
+        shipped = await stack.enter_async_context(proxy_endpoint())
+        quiet = await stack.enter_async_context(proxy_endpoint(audit_log=False))
+        proxy = await stack.enter_async_context(McpPoster(shipped.url, shipped.token))
+        proxy_quiet = await stack.enter_async_context(McpPoster(quiet.url, quiet.token))
+        await proxy.initialize()
+        await proxy_quiet.initialize()
+        sdk_http = await stack.enter_async_context(
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {shipped.token}"}, timeout=30))
+        sdk = await stack.enter_async_context(
+            Client(streamable_http_client(shipped.url, http_client=sdk_http), mode="legacy"))
+
+        async def baseline() -> None:
+            await bare_poster.call_tool(TOOL)
+            await ws.send(_WS_FRAME)
+            await ws.recv()
+
+        paths: dict[str, Callable[[], Awaitable[object]]] = {
+            "baseline": baseline,
+            "proxy": lambda: proxy.call_tool(TOOL),
+            "proxy, audit off": lambda: proxy_quiet.call_tool(TOOL),
+            "proxy, mcp client": lambda: sdk.call_tool(TOOL, {}),
+        }
+        for one in paths.values():  # warm: connections, caches, the first-call imports
+            for _ in range(warm):
+                await one()
+        samples = await interleaved(rounds, {name: timed(calls, one) for name, one in paths.items()})
+    stats = {name: summary(values) for name, values in samples.items()}
+    base = stats["baseline"]
+    ratios = {name: ratio(stats[name], base) for name in paths if name != "baseline"}
+    return {
+        "rounds": rounds,
+        "calls_per_round": calls,
+        "paths": stats,
+        "ratio_to_baseline": ratios,
+        "audit_cost": ratio(stats["proxy"], stats["proxy, audit off"]),
+        "target": {"p50_max": 1.5, "p99_max": 2.0,
+                   "met": ratios["proxy"]["p50"] <= 1.5 and ratios["proxy"]["p99"] <= 2.0},
+        "_samples": samples,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    args = arguments(__doc__.splitlines()[0], argv)
+    rounds, calls, warm = (2, 10, 5) if args.quick else (30, 100, 100)
+    result = asyncio.run(measure(rounds, calls, warm))
+    samples = result.pop("_samples")
+    write_result(NAME, result, args.out)
+    plot_latencies(NAME, samples, args.out, title="one tool call: proxy path vs HTTP + WebSocket round trips")
+    return result
+
+
+if __name__ == "__main__":
+    main()
