@@ -20,7 +20,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 
-from .auth import Admitted, admit
+from .auth import Admitted, admit_connection
 
 __all__ = ["acp_http_endpoint", "acp_websocket_endpoint"]
 
@@ -55,8 +55,7 @@ def _over_limit(text: str, limit: int) -> bool:
 async def acp_websocket_endpoint(websocket: WebSocket) -> None:
     pod: Pod = websocket.app.state.pod
     settings = pod.settings
-    key = settings.token.get_secret_value() if settings.token is not None else None
-    verdict = admit(websocket.headers, key=key, allowed_origins=settings.allowed_origins)
+    verdict = admit_connection(websocket)
     if not isinstance(verdict, Admitted):
         headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
         await websocket.send_denial_response(PlainTextResponse(verdict.reason, verdict.status, headers=headers))
@@ -141,9 +140,7 @@ async def acp_http_endpoint(request: Request) -> Response:
     credentials are right and the request was not a WebSocket upgrade (a proxy in between that does not pass
     upgrades, when the client did send one).
     """
-    settings = request.app.state.pod.settings
-    key = settings.token.get_secret_value() if settings.token is not None else None
-    verdict = admit(request.headers, key=key, allowed_origins=settings.allowed_origins)
+    verdict = admit_connection(request)
     if not isinstance(verdict, Admitted):
         headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
         return PlainTextResponse(verdict.reason, verdict.status, headers=headers)

@@ -13,14 +13,13 @@ import contextlib
 import logging
 import re
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
-from starlette.websockets import WebSocket
 
 from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
@@ -28,7 +27,6 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
-from .auth import Refused, admit
 from .metrics import metrics_endpoint, metrics_registry
 from .pairing import MIN_KEY_CHARS
 from .server import guard_for
@@ -107,15 +105,6 @@ def check_key(settings: Settings) -> None:
         )
 
 
-def _count_refusal(refusals: Counter[str], settings: Settings, headers: Mapping[str, str]) -> None:
-    # The door's own verdict again (an HMAC and a few header reads, once per handshake): acp_endpoint decides
-    # and answers, this only counts what it refused, by kind, for /metrics.
-    key = settings.token.get_secret_value() if settings.token is not None else None
-    verdict = admit(headers, key=key, allowed_origins=settings.allowed_origins)
-    if isinstance(verdict, Refused):
-        refusals[verdict.kind] += 1
-
-
 def create_app(pod: Pod) -> Starlette:
     """The pod's application. Its socket guard (``app.state.guard``, from the settings) is the one to serve it
     with: ``uvicorn_config`` takes it when given none, and ``/metrics`` reads its counts."""
@@ -124,14 +113,6 @@ def create_app(pod: Pod) -> Starlette:
     readiness = Readiness()
     guard = guard_for(settings)
     refusals: Counter[str] = Counter()
-
-    async def acp_websocket(websocket: WebSocket) -> None:
-        _count_refusal(refusals, settings, websocket.headers)
-        await acp_websocket_endpoint(websocket)
-
-    async def acp_http(request: Request) -> Response:
-        _count_refusal(refusals, settings, request.headers)
-        return await acp_http_endpoint(request)
 
     @contextlib.asynccontextmanager
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
@@ -149,8 +130,8 @@ def create_app(pod: Pod) -> Starlette:
 
     app = Starlette(
         routes=[
-            WebSocketRoute("/acp", acp_websocket),
-            Route("/acp", acp_http),
+            WebSocketRoute("/acp", acp_websocket_endpoint),
+            Route("/acp", acp_http_endpoint),
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
             Route("/metrics", metrics_endpoint),

@@ -12,13 +12,16 @@ not checked: a TLS proxy in front of the pod may name it anything, and the key i
 from __future__ import annotations
 
 import hmac
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Final
 
+from starlette.requests import HTTPConnection
+
 from openab.core.addresses import is_loopback_host
 
-__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit"]
+__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "admit_connection"]
 
 ACP_SUBPROTOCOL: Final = "acp.v1"
 BEARER_SUBPROTOCOL_PREFIX: Final = "openab.bearer."
@@ -82,3 +85,16 @@ def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[
             403, f"Origin {origin!r} is not allowed: add it to OPENAB_ACP_ALLOWED_ORIGINS or set a key", "origin",
         )
     return Admitted(subprotocol)
+
+
+def admit_connection(connection: HTTPConnection) -> Admitted | Refused:
+    """The pod's door for one request or upgrade (``/acp``, ``/metrics``): :func:`admit` under the pod's key and
+    origins, with a refusal counted by kind in the app's ``refusals``, which ``/metrics`` reports."""
+    settings = connection.app.state.pod.settings
+    key = settings.token.get_secret_value() if settings.token is not None else None
+    verdict = admit(connection.headers, key=key, allowed_origins=settings.allowed_origins)
+    if isinstance(verdict, Refused):
+        refusals: Counter[str] | None = getattr(connection.app.state, "refusals", None)
+        if refusals is not None:
+            refusals[verdict.kind] += 1
+    return verdict

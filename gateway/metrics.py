@@ -5,7 +5,7 @@ Nothing is counted on a hot path for it: one collector reads what the pod alread
 log's call counts) and ``prometheus-client`` writes the exposition format. Each pod has a registry of its own,
 never the library's global one, so two pods in one process (the tests, the demo) never share a series.
 
-The key is the same one ``/acp`` takes, checked the same way (:func:`.auth.admit`): ``Authorization: Bearer
+The key is the same one ``/acp`` takes, checked the same way (:func:`.auth.admit_connection`): ``Authorization: Bearer
 <key>``. A pod without a key serves only loopback, and ``/metrics`` then answers only loopback names and
 allowed origins, as ``/acp`` does. No label holds a session id, a tag, a token or any page text; the labels
 are fixed words, and tool names only the catalogue's (every other name is ``other``), so a hostile extension
@@ -29,7 +29,7 @@ from openab.core.mcp.audit import CALL_SECONDS_BUCKETS, AuditLog
 from openab.core.pod import Pod
 from openab.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEvent
 
-from .auth import Admitted, admit
+from .auth import Admitted, admit_connection
 from .server import REFUSAL_KINDS, ConnectionGuard
 
 __all__ = ["AUTH_REFUSAL_KINDS", "PodCollector", "metrics_endpoint", "metrics_registry"]
@@ -144,12 +144,8 @@ def metrics_registry(pod: Pod, guard: ConnectionGuard, refusals: Counter[str]) -
 
 async def metrics_endpoint(request: Request) -> Response:
     """``GET /metrics``: the exposition text, for the pod's key only (401 without it, as ``/acp``)."""
-    pod: Pod = request.app.state.pod
-    settings = pod.settings
-    key = settings.token.get_secret_value() if settings.token is not None else None
-    verdict = admit(request.headers, key=key, allowed_origins=settings.allowed_origins)
+    verdict = admit_connection(request)
     if not isinstance(verdict, Admitted):
-        request.app.state.refusals[verdict.kind] += 1
         if verdict.status == 401:
             return PlainTextResponse(
                 "Missing or wrong key: scrape /metrics with `Authorization: Bearer <key>` (the key /acp takes; in "

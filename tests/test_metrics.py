@@ -20,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+import websockets
 from agents.fake_model import Call, FakeModel, Script, serving
 from fake_extension import FakeExtension, ToolFunction, text_result
 from gateway_harness import eventually, run_gateway
@@ -143,11 +144,15 @@ async def test_metrics_need_the_key_and_each_refusal_is_counted() -> None:
             assert refused.status_code == 401, refused.text
             assert refused.headers["www-authenticate"] == "Bearer"
             assert "Authorization: Bearer <key>" in refused.text and "# TYPE" not in refused.text
-        # /acp's refusals count in the same series.
+        # /acp's refusals count in the same series: a plain request and a WebSocket upgrade, each with a wrong key.
         async with httpx.AsyncClient(timeout=10) as client:
             assert (await client.get(f"{gateway.base_url}/acp")).status_code == 401
+        with pytest.raises(websockets.InvalidStatus) as upgrade:
+            offered = [f"openab.bearer.{secrets.token_urlsafe(24)}", "acp.v1"]
+            await websockets.connect(gateway.ws_url, subprotocols=offered, open_timeout=10)  # type: ignore[arg-type]
+        assert upgrade.value.response.status_code == 401
         found = samples((await scrape(gateway.base_url, gateway.token)).text)
-    assert value(found, "openab_refused_connections_total", reason="key") == 5
+    assert value(found, "openab_refused_connections_total", reason="key") == 6
     assert value(found, "openab_refused_connections_total", reason="host") == 0
     assert value(found, "openab_sessions") == 0
 
