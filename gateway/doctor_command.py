@@ -10,6 +10,7 @@ dir and the bridge's socket and their modes, the key's strength and its file's m
 from __future__ import annotations
 
 import argparse
+import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -284,7 +285,34 @@ def _check_tls(settings: Settings, report: Report) -> None:
     except ConfigurationError as exc:
         report.add("FAIL", f"TLS: {exc}", "give the PEM chain and its unencrypted key, readable by this user")
         return
-    report.add("ok", f"TLS: {settings.tls_cert} loads with its key")
+    _check_certificate_dates(settings.tls_cert, report)
+
+
+# A certificate this close to its end is one renewal that did not happen away from cutting every panel off.
+RENEW_WITHIN = datetime.timedelta(days=14)
+
+
+def _check_certificate_dates(cert: Path, report: Report, now: datetime.datetime | None = None) -> None:
+    from .certificates import CertificateError, read_validity
+
+    try:
+        validity = read_validity(cert)
+    except CertificateError as exc:
+        report.add("warn", f"TLS: {cert} loads with its key, but its dates cannot be read: {exc}")
+        return
+    now = now or datetime.datetime.now(datetime.UTC)
+    until = f"{validity.not_after:%Y-%m-%d %H:%M} UTC"
+    renew = "renew it, write the new pair over the files and send the pod SIGHUP (no restart)"
+    if validity.not_after <= now:
+        report.add("FAIL", f"TLS: {cert} expired on {until}: Chrome refuses the pod's wss://", renew)
+    elif validity.not_before > now:
+        report.add("FAIL", f"TLS: {cert} is valid only from {validity.not_before:%Y-%m-%d %H:%M} UTC",
+                   "check the clock of this machine, or the certificate's issuer")
+    elif validity.not_after - now < RENEW_WITHIN:
+        days = (validity.not_after - now).days
+        report.add("warn", f"TLS: {cert} loads with its key and expires on {until}, in {days} day(s)", renew)
+    else:
+        report.add("ok", f"TLS: {cert} loads with its key, valid until {until}")
 
 
 # -- the gateway ---------------------------------------------------------------------------------------------

@@ -33,11 +33,13 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from fake_extension import FakeExtension, connect_extension
 from pydantic import SecretStr
+from test_doctor import clean_env, doctor, private_state
 
 from openab.core.acp.backend import NoAgentBackend
 from openab.core.settings import Settings
 from openab.gateway.app import create_app, drainer
 from openab.gateway.assemble import assemble
+from openab.gateway.certificates import CertificateError, Validity, read_validity
 from openab.gateway.server import ConnectionGuard, ReloadingTls, guard_for, running_server
 
 pytestmark = pytest.mark.anyio
@@ -70,15 +72,20 @@ class Ca:
         )
         return cls(key, cert)
 
-    def issue(self, cert_path: Path, key_path: Path) -> int:
-        """A server certificate for 127.0.0.1 and localhost, written as PEM; returns its serial number."""
+    def issue(
+        self, cert_path: Path, key_path: Path, *, not_before: datetime.datetime | None = None,
+        not_after: datetime.datetime | None = None,
+    ) -> int:
+        """A server certificate for 127.0.0.1 and localhost, written as PEM; returns its serial number. Valid from
+        five minutes ago for a day unless the dates are given."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.UTC)
         cert = (
             x509.CertificateBuilder()
             .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "openab pod")]))
             .issuer_name(self.cert.subject).public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            .not_valid_before(not_before or now - datetime.timedelta(minutes=5))
+            .not_valid_after(not_after or now + datetime.timedelta(days=1))
             .add_extension(x509.SubjectAlternativeName(
                 [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
             .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -374,3 +381,55 @@ async def test_tls_and_the_proxy_rules_together_an_ingress_that_re_encrypts(
             async with connect_wss(wss(url), token, ca.client_context(), {"X-Forwarded-For": "203.0.113.7"}) as ext:
                 await ext.request("initialize", {"protocolVersion": 1})
         assert any("opened from 203.0.113.7" in r.getMessage() for r in caplog.records)
+
+
+# -- the certificate's dates, as `openab doctor` reads them ----------------------------------------------------
+
+def test_the_dates_read_are_the_certificates_own_in_utc_time_and_generalized_time(tmp_path: Path) -> None:
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    # Before 2050 X.509 writes UTCTime (two-digit years), from 2050 on GeneralizedTime.
+    for not_after in (datetime.datetime(2049, 12, 31, 23, 59, 59, tzinfo=datetime.UTC),
+                      datetime.datetime(2061, 3, 4, 5, 6, 7, tzinfo=datetime.UTC)):
+        ca.issue(cert, key, not_after=not_after)
+        # The pod's certificate first, then its chain: the first one's dates.
+        cert.write_bytes(cert.read_bytes() + ca.cert.public_bytes(serialization.Encoding.PEM))
+        validity = read_validity(cert)
+        issued = x509.load_pem_x509_certificate(cert.read_bytes())
+        assert validity == Validity(issued.not_valid_before_utc, issued.not_valid_after_utc)
+        assert validity.not_after == not_after
+
+
+@pytest.mark.parametrize("text", [
+    "", "not a certificate", "-----BEGIN CERTIFICATE-----\n!!!\n-----END CERTIFICATE-----\n",
+    "-----BEGIN CERTIFICATE-----\nMAA=\n-----END CERTIFICATE-----\n",  # an empty SEQUENCE
+    "-----BEGIN CERTIFICATE-----\nMIQAAAAA\n-----END CERTIFICATE-----\n",  # a length past the end
+    "-----BEGIN CERTIFICATE-----\nMIH/////\n-----END CERTIFICATE-----\n",
+])
+def test_a_file_that_is_no_certificate_is_a_certificate_error_not_a_crash(tmp_path: Path, text: str) -> None:
+    path = tmp_path / "tls.crt"
+    path.write_text(text)
+    with pytest.raises(CertificateError):
+        read_validity(path)
+
+
+@pytest.mark.parametrize(("starts", "ends", "code", "says"), [
+    (-1, 90, 0, "ok    TLS: {cert} loads with its key, valid until"),
+    (-1, 3, 0, "warn  TLS: {cert} loads with its key and expires on"),
+    (-30, -1, 1, "FAIL  TLS: {cert} expired on"),
+    (2, 30, 1, "FAIL  TLS: {cert} is valid only from"),
+])
+async def test_doctor_reads_when_the_pods_certificate_ends(
+    tmp_path: Path, starts: int, ends: int, code: int, says: str,
+) -> None:
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    now = datetime.datetime.now(datetime.UTC)
+    ca.issue(cert, key, not_before=now + datetime.timedelta(days=starts), not_after=now + datetime.timedelta(days=ends))
+    state, _ = private_state(tmp_path)
+    exit_code, output = await doctor("--state-dir", str(state), "--url", "none", "--tls-cert", str(cert),
+                                     "--tls-key", str(key), env=clean_env(OPENAB_HOST="0.0.0.0"))
+    assert says.format(cert=cert) in output, output
+    assert exit_code == code, output
+    if code:
+        assert "fix:" in output.split(says.format(cert=cert))[1].splitlines()[1], output
