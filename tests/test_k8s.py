@@ -148,6 +148,8 @@ def test_only_acp_leaves_the_cluster_through_an_ingress_that_keeps_idle_sockets(
     # Longer than any quiet stretch of a live socket: the pod pings every 15 s at most, a turn may think for minutes.
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-read-timeout"]) >= 3600
     assert int(annotations["nginx.ingress.kubernetes.io/proxy-send-timeout"]) >= 3600
+    # The pod's cap per address sees only the ingress: the ingress caps each client, above a panel's redial.
+    assert 2 <= int(annotations["nginx.ingress.kubernetes.io/limit-connections"]) <= 64
     policy = overlay["NetworkPolicy"]["spec"]
     assert policy["podSelector"]["matchLabels"].items() <= pod_labels(overlay).items()
     assert [port["port"] for rule in policy["ingress"] for port in rule["ports"]] == [8080]
