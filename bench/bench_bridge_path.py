@@ -16,11 +16,13 @@ over mcp-proxy's; the target is below 1 on both.
 tool, not a dependency): ``python -m venv .venv/mcp-proxy && .venv/mcp-proxy/bin/pip install mcp-proxy==0.13.0``.
 ``$MCP_PROXY`` names another; without one, only the openab path is measured.
 
-Run: ``python bench/bench_bridge_path.py [--quick] [--out DIR]`` (from the repository, with the venv active).
+Run: ``python bench/bench_bridge_path.py [--quick] [--out DIR] [--relay NAME=OPENAB ...]`` (from the repository, with
+the venv active; ``--relay`` adds another installation's relay to the same rounds).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -154,7 +156,18 @@ def calls_of(client: Client, count: int) -> Callable[[], Awaitable[list[float]]]
     return run
 
 
-async def measure(quick: bool, mcp_proxy: str | None) -> dict[str, Any]:
+def relay_options(parser: argparse.ArgumentParser) -> None:
+    """``--relay NAME=OPENAB``: another installation's relay in the same rounds, for a before and after."""
+    parser.add_argument("--relay", action="append", default=[], metavar="NAME=OPENAB",
+                        help="another installation's openab command (e.g. an earlier commit's wheel in a venv of "
+                             "its own) whose relay runs in the same rounds")
+
+
+def other_relays(args: argparse.Namespace) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in args.relay)
+
+
+async def measure(quick: bool, mcp_proxy: str | None, others: dict[str, str] | None = None) -> dict[str, Any]:
     rounds, per_round, warm = (4, 10, 10) if quick else (40, 100, 200)
     root = Path(tempfile.mkdtemp(prefix="oab-bench-"))
     paths: dict[str, Callable[[], Awaitable[list[float]]]] = {}
@@ -167,6 +180,12 @@ async def measure(quick: bool, mcp_proxy: str | None) -> dict[str, Any]:
                 Client(StdioServerParameters(command=OPENAB, args=["browser-bridge"], env=env), mode="legacy")
             )
             paths[labels["openab"]] = calls_of(bridge, per_round)
+            clients = [bridge]
+            for name, command in (others or {}).items():
+                other = await stack.enter_async_context(
+                    Client(StdioServerParameters(command=command, args=["browser-bridge"], env=env), mode="legacy"))
+                paths[f"{name}: {labels['openab']}"] = calls_of(other, per_round)
+                clients.append(other)
             if mcp_proxy is not None:
                 url = await stack.enter_async_context(serving_echo())
                 peer = await stack.enter_async_context(Client(StdioServerParameters(
@@ -174,7 +193,8 @@ async def measure(quick: bool, mcp_proxy: str | None) -> dict[str, Any]:
                     env={"PATH": os.environ["PATH"]},
                 ), mode="legacy"))
                 paths[labels["mcp-proxy"]] = calls_of(peer, per_round)
-            for client in (bridge, *([peer] if mcp_proxy is not None else [])):
+                clients.append(peer)
+            for client in clients:
                 for _ in range(warm):  # connections, caches, the interpreter's own warm-up
                     await call_echo(client)
             samples = await interleaved(rounds, paths)
@@ -200,11 +220,11 @@ async def measure(quick: bool, mcp_proxy: str | None) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    args = arguments(__doc__ or NAME, argv)
+    args = arguments(__doc__ or NAME, argv, relay_options)
     mcp_proxy = find_mcp_proxy()
     if mcp_proxy is None:
         print("mcp-proxy not found: measuring the openab path alone (see the module docstring)", file=sys.stderr)
-    result = asyncio.run(measure(args.quick, mcp_proxy))
+    result = asyncio.run(measure(args.quick, mcp_proxy, other_relays(args)))
     samples = result.pop("samples")
     plot_latencies(NAME, samples, args.out, title="A tool call through a stdio MCP bridge (same run, alternating)")
     written: Path = write_result(NAME, result, args.out)

@@ -13,13 +13,16 @@ scripted extension), and times, in alternating rounds:
 
 Target: the relay's ``tools/list`` answer under 100 ms at the median.
 
-Run: ``python bench/bench_bridge_startup.py [--quick] [--out DIR]`` (from the repository, with the venv active).
+Run: ``python bench/bench_bridge_startup.py [--quick] [--out DIR] [--relay NAME=OPENAB ...]`` (from the
+repository, with the venv active). ``--relay`` adds the relay of another installation (its ``openab`` command,
+e.g. a wheel of an earlier commit in a venv of its own) to the same rounds, for a before and after.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -36,7 +39,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from mcp import Client, StdioServerParameters
 
-from bench.bench_bridge_path import OPENAB, find_mcp_proxy, pod_with_echo, proxy_version, serving_echo
+from bench.bench_bridge_path import (
+    OPENAB,
+    find_mcp_proxy,
+    other_relays,
+    pod_with_echo,
+    proxy_version,
+    relay_options,
+    serving_echo,
+)
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
 
 NAME = "bridge_startup"
@@ -107,7 +118,9 @@ def each(runs: int, once: Callable[[], Awaitable[None]]) -> Callable[[], Awaitab
     return run
 
 
-async def measure(quick: bool, mcp_proxy: str | None) -> tuple[dict[str, Any], dict[str, list[float]]]:
+async def measure(
+    quick: bool, mcp_proxy: str | None, others: dict[str, str] | None = None,
+) -> tuple[dict[str, Any], dict[str, list[float]]]:
     rounds, per_round = (2, 2) if quick else (20, 5)
     root = Path(tempfile.mkdtemp(prefix="oab-bench-"))
     labels = {
@@ -128,6 +141,9 @@ async def measure(quick: bool, mcp_proxy: str | None) -> tuple[dict[str, Any], d
                 labels["client"]: each(per_round, lambda: client_to_tools(
                     StdioServerParameters(command=OPENAB, args=["browser-bridge"], env=env))),
             }
+            for name, command in (others or {}).items():
+                paths[f"{name} ({Path(command).name} browser-bridge): exec to tools/list answered"] = each(
+                    per_round, functools.partial(exec_to_answer, [command, "browser-bridge"], env, list_tools=True))
             if mcp_proxy is not None:
                 url = await stack.enter_async_context(serving_echo())
                 peer = [mcp_proxy, "--transport", "streamablehttp", "--log-level", "WARNING", url]
@@ -158,8 +174,8 @@ async def measure(quick: bool, mcp_proxy: str | None) -> tuple[dict[str, Any], d
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    args = arguments(__doc__ or NAME, argv)
-    result, samples = asyncio.run(measure(args.quick, find_mcp_proxy()))
+    args = arguments(__doc__ or NAME, argv, relay_options)
+    result, samples = asyncio.run(measure(args.quick, find_mcp_proxy(), other_relays(args)))
     plot_latencies(NAME, samples, args.out, title="Spawn to first answers of a stdio MCP server (same run)")
     written: Path = write_result(NAME, result, args.out)
     return written

@@ -40,10 +40,16 @@ Samples = dict[str, list[float]]
 _PACKAGES = ("openab", "uvicorn", "websockets", "httpx2", "httpx", "starlette", "orjson", "mcp", "mcp-proxy")
 
 
-def arguments(description: str, argv: Sequence[str] | None = None) -> argparse.Namespace:
+def arguments(
+    description: str, argv: Sequence[str] | None = None,
+    more: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> argparse.Namespace:
+    """Every benchmark's ``--quick`` and ``--out``, and the options ``more`` adds."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--quick", action="store_true", help="the CI-sized run: seconds, no thresholds")
     parser.add_argument("--out", type=Path, default=RESULTS, help=f"where the JSON and PNG go (default {RESULTS})")
+    if more is not None:
+        more(parser)
     return parser.parse_args(argv)
 
 

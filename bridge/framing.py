@@ -10,7 +10,6 @@ naming another channel than the connection's gets :data:`BRIDGE_REFUSED` and the
 
 from __future__ import annotations
 
-import asyncio
 from typing import Final
 
 from openab.core.jsonrpc import SERVER_OVERLOADED, RequestId, RpcError, dumps, error_message
@@ -22,9 +21,10 @@ __all__ = [
     "PROTOCOL_VERSION",
     "READY_METHOD",
     "TOO_LARGE",
+    "LineSplitter",
+    "TooLarge",
     "error_line",
     "frame_too_large",
-    "read_frame",
 ]
 
 MAX_FRAME_BYTES: Final = 8 << 20
@@ -36,37 +36,53 @@ CHANNEL_CLAIM: Final = "channel_id"
 BRIDGE_REFUSED: Final = -32010
 
 
-class _TooLarge:
-    """The marker :func:`read_frame` returns for a line over the bound (its bytes were discarded)."""
+class TooLarge:
+    """The marker a reader of frames returns for a line over the bound (its bytes were discarded)."""
 
     def __repr__(self) -> str:
         return "TOO_LARGE"
 
 
-TOO_LARGE: Final = _TooLarge()
+TOO_LARGE: Final = TooLarge()
 
 
-async def read_frame(reader: asyncio.StreamReader) -> bytes | _TooLarge | None:
-    """The next line without its ``\\n``, :data:`TOO_LARGE`, or ``None`` at end of stream.
+class LineSplitter:
+    """Bytes in, frames out: each whole line without its ``\\n``, or :data:`TOO_LARGE` for a line over
+    ``max_frame_bytes``, whose bytes are dropped as they come, so no more than the bound is ever held."""
 
-    ``reader`` must have been made with ``limit`` set to the frame bound: a longer line is skipped up to its
-    newline without ever holding more than that bound (times the stream's own read-ahead) in memory.
-    """
-    try:
-        return (await reader.readuntil(b"\n"))[:-1]
-    except asyncio.IncompleteReadError as exc:
-        return exc.partial or None  # a last line without its newline still counts
-    except asyncio.LimitOverrunError as exc:
-        consumed = exc.consumed
-    while True:
-        await reader.readexactly(consumed)
-        try:
-            await reader.readuntil(b"\n")
+    def __init__(self, max_frame_bytes: int = MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._partial = bytearray()
+        self._skipping = False
+
+    def feed(self, data: bytes) -> list[bytes | TooLarge]:
+        frames: list[bytes | TooLarge] = []
+        start = 0
+        while (end := data.find(b"\n", start)) >= 0:
+            if self._skipping:
+                frames.append(TOO_LARGE)
+                self._skipping = False
+            elif len(self._partial) + end - start > self.max_frame_bytes:
+                frames.append(TOO_LARGE)
+            else:
+                self._partial += data[start:end]
+                frames.append(bytes(self._partial))
+            self._partial.clear()
+            start = end + 1
+        if not self._skipping:
+            self._partial += data[start:]
+            if len(self._partial) > self.max_frame_bytes:
+                self._partial.clear()
+                self._skipping = True
+        return frames
+
+    def end(self) -> bytes | TooLarge | None:
+        """At end of input: a last line without its newline (it still counts), else ``None``."""
+        if self._skipping:
+            self._skipping = False
             return TOO_LARGE
-        except asyncio.IncompleteReadError:
-            return TOO_LARGE
-        except asyncio.LimitOverrunError as exc:
-            consumed = exc.consumed
+        last, self._partial = bytes(self._partial), bytearray()
+        return last or None
 
 
 def error_line(error: RpcError, request_id: RequestId = None) -> bytes:

@@ -1,5 +1,9 @@
 """``openab browser-bridge``: the stdio MCP server an agent CLI spawns, relaying to the pod's browser socket.
 
+This module is the relay's logic with no I/O in it (:mod:`openab.bridge.relay_loop` runs it over stdin, stdout
+and the socket): it is fed the lines that arrive, the socket's comings and goings and the time, and it says what
+to write where, whether it wants the socket, and when to be asked again.
+
 The relay moves lines. The MCP server itself (both eras, tools, errors, size bounds) runs in the pod, one per
 connection (:mod:`openab.bridge.server`), so the relay knows MCP only as far as it must to stand in when the
 socket is down:
@@ -18,24 +22,27 @@ Only MCP goes to stdout; diagnostics go to stderr.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
 import sys
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any, Final, Protocol
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Final, Literal
 
 import orjson
 
 from openab.core.jsonrpc import INTERNAL_ERROR, SERVER_OVERLOADED, Peer, Request, RpcError, dumps, notification_message
 
-from .framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD, TOO_LARGE, error_line, frame_too_large, read_frame
+from .framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD, TooLarge, error_line, frame_too_large
 
-__all__ = ["Output", "Relay", "serve_stdio"]
+__all__ = ["Relay", "RelayState"]
 
 _PRIVATE_PREFIX: Final = "openab-relay/"
 _MAX_IN_FLIGHT: Final = 1024
+# Agent lines held while the socket is down; past it the relay stops reading stdin until they have gone.
+_MAX_WAITING: Final = 256
+_FIRST_RETRY: Final = 0.05
+_LAST_RETRY: Final = 1.0
+
+RelayState = Literal["down", "connecting", "greeting", "reinitializing", "ready", "refused"]
 
 
 def _say(text: str) -> None:
@@ -47,21 +54,18 @@ def _key(request_id: Any) -> tuple[str, Any]:
     return (type(request_id).__name__, request_id)
 
 
-class Output(Protocol):
-    """Where the relay writes the agent's stdout lines (a pipe in production, a buffer in tests)."""
-
-    def write(self, data: bytes) -> None: ...
-
-    async def drain(self) -> None: ...
-
-
 class Relay:
-    """One agent's stdio conversation, carried over the pod's socket at ``path``."""
+    """One agent's stdio conversation, carried over the pod's socket at ``path`` (named in messages only).
+
+    Inputs: :meth:`agent_frames`, :meth:`agent_ended`, :meth:`connecting`, :meth:`connected`, :meth:`connect_failed`,
+    :meth:`pod_frames`, :meth:`pod_closed`, :meth:`tick`. Outputs: :meth:`data_to_agent`, :meth:`data_to_pod`,
+    :attr:`wants_socket`, :meth:`should_connect`, :attr:`wants_agent_input`, :meth:`next_deadline`,
+    :meth:`finished`. Times are the driver's monotonic clock, in seconds.
+    """
 
     def __init__(
         self,
-        path: Path,
-        output: Output,
+        path: str,
         *,
         wait: float = 10.0,
         connect_timeout: float = 5.0,
@@ -74,112 +78,126 @@ class Relay:
         self.connect_timeout = connect_timeout
         self.max_frame_bytes = max_frame_bytes
         self.drain_timeout = drain_timeout
-        self._out = output
         self._say = say
-        self._socket: asyncio.StreamWriter | None = None
-        self._ready = asyncio.Event()
+        self.state: RelayState = "down"
+        self.channel: str | None = None
+        self.connects = 0
         self._refused: RpcError | None = None
         self._down_reason = "not connected yet"
+        self._connect_at = 0.0
+        self._retry = _FIRST_RETRY
+        self._deadline: float | None = None  # of the connect, the greeting, or the replayed initialize
+        self._to_agent: list[bytes] = []
+        self._to_pod: list[bytes] = []
+        # Agent lines not yet forwarded, each with the time it stops waiting for the socket.
+        self._waiting: deque[tuple[bytes, float]] = deque()
         # key -> (id, method, tool name for tools/call): a lost call's error names the tool.
         self._in_flight: dict[tuple[str, Any], tuple[Any, str, str | None]] = {}
         self._initialize: dict[str, Any] | None = None
         self._initialized = False
-        self._private: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._private_id: str | None = None
         self._private_ids = 0
-        self._answered = asyncio.Event()
-        self._queue: asyncio.Queue[tuple[bytes, float]] = asyncio.Queue(maxsize=256)
-        self.channel: str | None = None
-        self.connects = 0
+        self._ended_at: float | None = None
 
-    # -- running ------------------------------------------------------------------------------------------
+    # -- outputs ------------------------------------------------------------------------------------------
 
-    async def run(self, stdin: asyncio.StreamReader) -> None:
-        """Relay until the agent closes our stdin."""
-        tasks = [
-            asyncio.create_task(self._connection_loop(), name="socket"),
-            asyncio.create_task(self._forward_loop(), name="forward"),
-        ]
-        try:
-            await self._stdin_loop(stdin)
-            # Input ended (a client closing stdin, or a file piped in): answer what was asked, boundedly.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.drain_timeout):
-                    await self._queue.join()
-                    while self._ready.is_set() and self._awaiting_answers():
-                        self._answered.clear()
-                        await self._answered.wait()
-        finally:
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-                except (ConnectionError, OSError) as exc:  # the agent went away mid-write: nothing to tell it
-                    self._say(f"stopped: {exc}")
-            if self._socket is not None:
-                self._socket.close()
+    def data_to_agent(self) -> list[bytes]:
+        """Lines for stdout, each ending in ``\\n``, in order; taken once."""
+        out, self._to_agent = self._to_agent, []
+        return out
 
-    def _awaiting_answers(self) -> bool:
+    def data_to_pod(self) -> list[bytes]:
+        """Lines for the socket, each ending in ``\\n``, in order; taken once."""
+        out, self._to_pod = self._to_pod, []
+        return out
+
+    @property
+    def wants_socket(self) -> bool:
+        """Whether a socket the driver holds should stay open (``False``: close it, then :meth:`pod_closed`)."""
+        return self.state in ("connecting", "greeting", "reinitializing", "ready")
+
+    def should_connect(self, now: float) -> bool:
+        return self.state == "down" and now >= self._connect_at and not self.finished(now, unsent=False)
+
+    @property
+    def wants_agent_input(self) -> bool:
+        return self._ended_at is None and len(self._waiting) < _MAX_WAITING
+
+    def next_deadline(self) -> float | None:
+        """When :meth:`tick` has something to do, unless input comes first."""
+        times: list[float] = []
+        if self.state == "down":
+            times.append(self._connect_at)
+        if self._deadline is not None:
+            times.append(self._deadline)
+        if self._waiting and self.state != "ready":
+            times.append(self._waiting[0][1])
+        if self._ended_at is not None:
+            times.append(self._ended_at + self.drain_timeout)
+        return min(times) if times else None
+
+    def finished(self, now: float, *, unsent: bool) -> bool:
+        """The agent closed stdin and what it asked is answered, or the time to wait for that is over.
+        ``unsent``: the driver still holds lines for the pod that the socket has not taken."""
+        if self._ended_at is None:
+            return False
+        if now >= self._ended_at + self.drain_timeout:
+            return True
+        if self._waiting or self._to_pod or (unsent and self.state == "ready"):
+            return False
         # A listen stream ends only when its server does: no reason to stay for it.
-        return any(method != "subscriptions/listen" for _, method, _tool in self._in_flight.values())
+        return self.state != "ready" or not any(m != "subscriptions/listen" for _, m, _t in self._in_flight.values())
 
-    async def _stdin_loop(self, stdin: asyncio.StreamReader) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            frame = await read_frame(stdin)
-            if frame is None:
-                return
-            if frame is TOO_LARGE:
-                await self._emit(error_line(frame_too_large(self.max_frame_bytes)))
-                continue
-            assert isinstance(frame, bytes)
-            if frame.strip():
-                await self._queue.put((frame, loop.time() + self.wait))
+    def close(self) -> None:
+        """The relay stops: what still waits for the socket gets its error, since nothing will carry it now."""
+        while self._waiting:
+            frame, _ = self._waiting.popleft()
+            self._answer_locally(frame, self._unreachable())
 
-    # -- agent -> pod -------------------------------------------------------------------------------------
+    # -- the agent ----------------------------------------------------------------------------------------
 
-    async def _forward_loop(self) -> None:
-        while True:
-            frame, deadline = await self._queue.get()
+    def agent_frames(self, frames: Iterable[bytes | TooLarge], now: float) -> None:
+        for frame in frames:
+            if isinstance(frame, TooLarge):
+                self._to_agent.append(error_line(frame_too_large(self.max_frame_bytes)))
+            elif frame.strip():
+                self._waiting.append((frame, now + self.wait))
+        self._advance(now)
+
+    def agent_ended(self, now: float) -> None:
+        self._ended_at = now
+
+    def _advance(self, now: float) -> None:
+        """Forward, answer or let expire the waiting lines, in the order the agent wrote them."""
+        while self._waiting:
+            frame, deadline = self._waiting[0]
             try:
-                await self._forward(frame, deadline)
-            finally:
-                self._queue.task_done()
+                message = orjson.loads(frame)
+            except orjson.JSONDecodeError:
+                message = None
+            if not isinstance(message, dict):
+                self._answer_locally(frame, None)  # the engine's parse and envelope errors
+            elif self._refused is not None:
+                self._answer_locally(frame, self._refused)
+            elif self.state == "ready":
+                if self._track(message):
+                    self._to_pod.append(frame + b"\n")
+                else:
+                    self._answer_locally(frame, RpcError(
+                        SERVER_OVERLOADED, f"Too many requests in flight (max {_MAX_IN_FLIGHT})"
+                    ))
+            elif now >= deadline:
+                self._answer_locally(frame, self._unreachable())
+            else:
+                return
+            self._waiting.popleft()
 
-    async def _forward(self, frame: bytes, deadline: float) -> None:
-        loop = asyncio.get_running_loop()
-        try:
-            message = orjson.loads(frame)
-        except orjson.JSONDecodeError:
-            message = None
-        if not isinstance(message, dict):
-            await self._answer_locally(frame, None)  # the engine's parse and envelope errors
-            return
-        if self._refused is None and not self._ready.is_set():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(deadline):
-                    await self._ready.wait()
-        if self._refused is not None:
-            await self._answer_locally(frame, self._refused)
-            return
-        if not self._ready.is_set() or self._socket is None:
-            await self._answer_locally(frame, RpcError(
-                INTERNAL_ERROR,
-                f"the openab pod is not reachable at {self.path} ({self._down_reason}); waited "
-                f"{self.wait:g} s. Is `openab run --browser-mode bridge` running in this pod?",
-            ))
-            return
-        if not self._track(message):
-            await self._answer_locally(frame, RpcError(
-                SERVER_OVERLOADED, f"Too many requests in flight (max {_MAX_IN_FLIGHT})"
-            ))
-            return
-        self._socket.write(frame + b"\n")
-        with contextlib.suppress(ConnectionError, TimeoutError):
-            async with asyncio.timeout_at(max(deadline, loop.time() + self.wait)):
-                await self._socket.drain()
+    def _unreachable(self) -> RpcError:
+        return RpcError(
+            INTERNAL_ERROR,
+            f"the openab pod is not reachable at {self.path} ({self._down_reason}); waited {self.wait:g} s. "
+            "Is `openab run --browser-mode bridge` running in this pod?",
+        )
 
     def _track(self, message: dict[str, Any]) -> bool:
         """Note what the relay must remember of a message it forwards; ``False`` when it must not go."""
@@ -201,54 +219,74 @@ class Relay:
                 self._in_flight.pop(_key(params.get("requestId")), None)
         return True
 
-    async def _answer_locally(self, frame: bytes, error: RpcError | None) -> None:
+    def _answer_locally(self, frame: bytes, error: RpcError | None) -> None:
         peer = Peer()
         for event in peer.receive(frame):
             if isinstance(event, Request) and error is not None:
                 peer.send_error(event.id, error)
-        for line in peer.data_to_send():
-            await self._emit(line + b"\n")
+        self._to_agent.extend(line + b"\n" for line in peer.data_to_send())
 
-    async def _emit(self, line: bytes) -> None:
-        self._out.write(line)
-        await self._out.drain()
+    # -- the pod ------------------------------------------------------------------------------------------
 
-    # -- pod -> agent -------------------------------------------------------------------------------------
+    def connecting(self, now: float) -> None:
+        """The driver began to connect (:meth:`should_connect` said so)."""
+        self.state, self._deadline = "connecting", now + self.connect_timeout
 
-    async def _connection_loop(self) -> None:
-        delay = 0.05
-        while True:
-            connection = await self._connect()
-            if self._refused is not None:
-                self._ready.set()  # let waiting requests get the refusal now
-                return
-            if connection is not None:
-                reader, writer = connection
-                try:
-                    if await self._serve(reader, writer):
-                        delay = 0.05
-                finally:
-                    writer.close()
-                    self._went_down()
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 1.0)
+    def connected(self, now: float) -> None:
+        """The driver's socket is open; the pod speaks first."""
+        self.state, self._deadline = "greeting", now + self.connect_timeout
 
-    async def _connect(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter] | None:
-        writer: asyncio.StreamWriter | None = None
-        try:
-            async with asyncio.timeout(self.connect_timeout):
-                reader, writer = await asyncio.open_unix_connection(str(self.path), limit=self.max_frame_bytes)
-                greeting = await read_frame(reader)
-        except (OSError, TimeoutError) as exc:
-            if writer is not None:
-                writer.close()
-            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "no greeting in time"
-            self._note_down(f"cannot connect: {reason}")
-            return None
-        try:
-            hello = orjson.loads(greeting) if isinstance(greeting, bytes) else None
-        except orjson.JSONDecodeError:
-            hello = None
+    def connect_failed(self, reason: str, now: float) -> None:
+        self.state, self._deadline = "down", None
+        self._note_down(f"cannot connect: {reason}")
+        self._retry_later(now)
+
+    def pod_frames(self, frames: Iterable[bytes | TooLarge], now: float) -> None:
+        for frame in frames:
+            if not self.wants_socket:
+                return  # the rest of a socket being closed
+            if isinstance(frame, TooLarge):
+                if self.state == "greeting":
+                    self._greeted(None, now)
+                else:
+                    self._say(f"dropped a message from the pod over the {self.max_frame_bytes}-byte bound")
+                continue
+            try:
+                message = orjson.loads(frame)
+            except orjson.JSONDecodeError:
+                message = None
+            if self.state == "greeting":
+                self._greeted(message, now)
+            elif message is None:
+                self._say("dropped a line from the pod that is not JSON")
+            else:
+                self._from_pod(frame, message, now)
+
+    def pod_closed(self, now: float) -> None:
+        """The socket closed (the pod's doing, or the driver's because :attr:`wants_socket` went false)."""
+        if self.state == "refused":
+            return
+        was_usable = self.state == "ready"
+        if self.state != "down":
+            self._note_down("the pod closed the socket")
+        self.state, self._deadline, self._private_id = "down", None, None
+        self._to_pod.clear()  # what was not sent goes nowhere: the calls among it are lost below
+        self._lose_in_flight()
+        if was_usable:
+            self._retry = _FIRST_RETRY
+        self._retry_later(now)
+
+    def tick(self, now: float) -> None:
+        if self._deadline is not None and now >= self._deadline:
+            self._deadline = None
+            self._note_down({"connecting": "cannot connect: no answer in time",
+                             "greeting": "no greeting in time"}.get(self.state,
+                                                                     "the pod did not answer initialize again"))
+            self.state = "down"  # the driver closes the socket and reports pod_closed
+        self._advance(now)
+
+    def _greeted(self, hello: Any, now: float) -> None:
+        self._deadline = None
         if isinstance(hello, dict) and hello.get("method") == READY_METHOD:
             raw = hello.get("params")
             params: dict[str, Any] = raw if isinstance(raw, dict) else {}
@@ -256,101 +294,59 @@ class Relay:
             self.connects += 1
             self._down_reason = "connected"
             self._say(f"connected to {self.path} on channel {self.channel}")
-            return reader, writer
-        writer.close()
+            if self.connects > 1 and self._initialize is not None:
+                self._reinitialize(now)
+            else:
+                self._became_ready(now)
+            return
+        self.state = "down"
         if isinstance(hello, dict) and "error" in hello:
             error = RpcError.from_json(hello["error"])
             if error.code == BRIDGE_REFUSED:
-                self._refused = error
+                self._refused, self.state = error, "refused"
                 self._say(f"the pod refused this relay: {error.message}")
-                return None
+                self._advance(now)  # waiting requests get the refusal now
+                return
             self._note_down(f"the pod answered {error.message!r}")
         else:
             self._note_down("the socket did not greet as an openab pod")
-        return None
 
-    def _note_down(self, reason: str) -> None:
-        if reason != self._down_reason:
-            self._say(f"{self.path}: {reason}; retrying")
-        self._down_reason = reason
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> bool:
-        """Carry the agent's messages over one connection; ``False`` if it never became usable."""
-        pump = asyncio.create_task(self._pump(reader))
-        try:
-            if self.connects > 1 and self._initialize is not None and not await self._reinitialize(writer, pump):
-                return False
-            self._socket = writer
-            self._ready.set()
-            if self.connects > 1 and self._initialize is not None:
-                # The browser may have come or gone while we were away.
-                await self._emit(dumps(notification_message("notifications/tools/list_changed")) + b"\n")
-            await pump
-            return True
-        finally:
-            pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await pump
-
-    async def _reinitialize(self, socket: asyncio.StreamWriter, pump: asyncio.Task[None]) -> bool:
+    def _reinitialize(self, now: float) -> None:
         """Put the new server where the old one was: the agent's own ``initialize``, under a private id."""
         assert self._initialize is not None
         self._private_ids += 1
-        private_id = f"{_PRIVATE_PREFIX}initialize/{self._private_ids}"
-        answer: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._private[private_id] = answer
-        socket.write(dumps({**self._initialize, "id": private_id}) + b"\n")
-        try:
-            # The pump ending first means the socket closed under us: no answer is coming.
-            waiting: list[asyncio.Future[Any]] = [answer, pump]
-            await asyncio.wait(waiting, timeout=self.connect_timeout, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            self._private.pop(private_id, None)
-        if not answer.done():
-            answer.cancel()
-            self._note_down("the pod did not answer initialize again")
-            return False
-        response = answer.result()
-        if "error" in response:
-            self._note_down(f"the pod refused initialize again: {response['error']}")
-            return False
-        if self._initialized:
-            socket.write(dumps(notification_message("notifications/initialized")) + b"\n")
-        self._say("re-initialized after reconnecting")
-        return True
+        self._private_id = f"{_PRIVATE_PREFIX}initialize/{self._private_ids}"
+        self._to_pod.append(dumps({**self._initialize, "id": self._private_id}) + b"\n")
+        self.state, self._deadline = "reinitializing", now + self.connect_timeout
 
-    async def _pump(self, reader: asyncio.StreamReader) -> None:
-        while True:
-            frame = await read_frame(reader)
-            if frame is None:
-                self._ready.clear()  # nothing more goes this way, even before the connection loop notices
-                self._note_down("the pod closed the socket")
+    def _became_ready(self, now: float) -> None:
+        self.state = "ready"
+        if self.connects > 1 and self._initialize is not None:
+            # The browser may have come or gone while we were away.
+            self._to_agent.append(dumps(notification_message("notifications/tools/list_changed")) + b"\n")
+        self._advance(now)
+
+    def _from_pod(self, frame: bytes, message: Any, now: float) -> None:
+        if isinstance(message, dict) and "id" in message and "method" not in message:
+            request_id = message["id"]
+            if self._private_id is not None and request_id == self._private_id:
+                self._private_id, self._deadline = None, None
+                if "error" in message:
+                    self._note_down(f"the pod refused initialize again: {message['error']}")
+                    self.state = "down"
+                    return
+                if self._initialized:
+                    self._to_pod.append(dumps(notification_message("notifications/initialized")) + b"\n")
+                self._say("re-initialized after reconnecting")
+                self._became_ready(now)
                 return
-            if frame is TOO_LARGE:
-                self._say(f"dropped a message from the pod over the {self.max_frame_bytes}-byte bound")
-                continue
-            assert isinstance(frame, bytes)
-            try:
-                message = orjson.loads(frame)
-            except orjson.JSONDecodeError:
-                self._say("dropped a line from the pod that is not JSON")
-                continue
-            if isinstance(message, dict) and "id" in message and "method" not in message:
-                request_id = message["id"]
-                private = self._private.get(request_id) if isinstance(request_id, str) else None
-                if private is not None:
-                    if not private.done():
-                        private.set_result(message)
-                    continue
-                self._in_flight.pop(_key(request_id), None)
-                self._answered.set()
-            await self._emit(frame + b"\n")
+            if isinstance(request_id, str) and request_id.startswith(_PRIVATE_PREFIX):
+                return  # the answer to a replay given up on
+            self._in_flight.pop(_key(request_id), None)
+        self._to_agent.append(frame + b"\n")
 
-    def _went_down(self) -> None:
-        self._ready.clear()
-        self._socket = None
+    def _lose_in_flight(self) -> None:
         lost, self._in_flight = list(self._in_flight.values()), {}
-        self._answered.set()
         closed = "the openab pod's browser socket closed before this request was answered (the pod restarted?)"
         for request_id, method, tool in lost:
             if method == "subscriptions/listen":
@@ -364,65 +360,13 @@ class Relay:
                 )
             else:
                 reason = f"{closed}; the outcome of {method} is unknown: it may or may not have run"
-            self._out.write(error_line(RpcError(INTERNAL_ERROR, reason), request_id))
+            self._to_agent.append(error_line(RpcError(INTERNAL_ERROR, reason), request_id))
 
+    def _retry_later(self, now: float) -> None:
+        self._connect_at = now + self._retry
+        self._retry = min(self._retry * 2, _LAST_RETRY)
 
-# -- stdio ------------------------------------------------------------------------------------------------
-
-
-class _PipeOutput:
-    def __init__(self, writer: asyncio.StreamWriter) -> None:
-        self._writer = writer
-
-    def write(self, data: bytes) -> None:
-        self._writer.write(data)
-
-    async def drain(self) -> None:
-        await self._writer.drain()
-
-
-class _FileOutput:
-    """stdout redirected to a regular file, which asyncio's pipe transports refuse."""
-
-    def write(self, data: bytes) -> None:
-        sys.stdout.buffer.write(data)
-
-    async def drain(self) -> None:
-        sys.stdout.buffer.flush()
-
-
-async def _stdin_reader(limit: int) -> asyncio.StreamReader:
-    loop = asyncio.get_running_loop()
-    reader = asyncio.StreamReader(limit=limit)
-    try:
-        await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin.buffer)
-    except ValueError:  # a regular file: read it on a thread
-        def pump() -> None:
-            while chunk := os.read(0, 1 << 16):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-            loop.call_soon_threadsafe(reader.feed_eof)
-
-        loop.run_in_executor(None, pump)
-    return reader
-
-
-async def _stdout_output() -> Output:
-    loop = asyncio.get_running_loop()
-    try:
-        transport, protocol = await loop.connect_write_pipe(
-            asyncio.streams.FlowControlMixin, sys.stdout.buffer
-        )
-    except ValueError:
-        return _FileOutput()
-    return _PipeOutput(asyncio.StreamWriter(transport, protocol, None, loop))
-
-
-async def serve_stdio(path: Path, *, wait: float = 10.0) -> int:
-    """Run the relay on this process's stdin and stdout; returns the exit status."""
-    output = await _stdout_output()
-    stdin = await _stdin_reader(MAX_FRAME_BYTES)
-    relay = Relay(path, output, wait=wait)
-    await relay.run(stdin)
-    with contextlib.suppress(ConnectionError):
-        await output.drain()
-    return 0
+    def _note_down(self, reason: str) -> None:
+        if reason != self._down_reason:
+            self._say(f"{self.path}: {reason}; retrying")
+        self._down_reason = reason

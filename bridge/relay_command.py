@@ -1,7 +1,7 @@
 """`openab browser-bridge`: the stdio MCP relay that agent CLIs spawn, one per session.
 
 Agents spawn it at every session start and some give it only a few seconds: this module imports nothing at
-module level beyond argparse's needs, and the relay imports no pydantic, Starlette or httpx at all.
+module level beyond argparse's needs, and the relay imports no asyncio, ssl, pydantic, Starlette or httpx at all.
 """
 
 from __future__ import annotations
@@ -53,17 +53,9 @@ def socket_path(explicit: str | None = None) -> Path:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import sys
-
-    # The relay speaks over a Unix socket and pipes, never TLS, but asyncio imports ssl when it can, and loading
-    # OpenSSL is about a tenth of the relay's start-up (docs/benchmarks.md): mark it absent in this process,
-    # which asyncio takes as a Python built without ssl. Only where nothing imported it already.
-    sys.modules.setdefault("ssl", None)  # type: ignore[arg-type]
-    import asyncio
-
-    from .relay import serve_stdio
+    from .relay_loop import run_relay
 
     try:
-        return asyncio.run(serve_stdio(socket_path(args.socket), wait=args.wait))
+        return run_relay(socket_path(args.socket), wait=args.wait)
     except KeyboardInterrupt:
         return 130

@@ -55,9 +55,9 @@ from .framing import (
     PROTOCOL_VERSION,
     READY_METHOD,
     TOO_LARGE,
+    TooLarge,
     error_line,
     frame_too_large,
-    read_frame,
 )
 
 __all__ = ["BROWSER_SOCKET_ENV", "BridgeError", "BridgeServer", "PeerCredentials", "peer_credentials"]
@@ -466,6 +466,30 @@ class BridgeServer:
             else:
                 # Notifications (cancelled, initialized) take effect at once, in order.
                 await connection.answer(message)
+
+
+async def read_frame(reader: asyncio.StreamReader) -> bytes | TooLarge | None:
+    """The next line without its ``\\n``, :data:`TOO_LARGE`, or ``None`` at end of stream.
+
+    ``reader`` must have been made with ``limit`` set to the frame bound: a longer line is skipped up to its
+    newline without ever holding more than that bound (times the stream's own read-ahead) in memory.
+    """
+    try:
+        return (await reader.readuntil(b"\n"))[:-1]
+    except asyncio.IncompleteReadError as exc:
+        return exc.partial or None  # a last line without its newline still counts
+    except asyncio.LimitOverrunError as exc:
+        consumed = exc.consumed
+    while True:
+        await reader.readexactly(consumed)
+        try:
+            await reader.readuntil(b"\n")
+            return TOO_LARGE
+        except asyncio.IncompleteReadError:
+            return TOO_LARGE
+        except asyncio.LimitOverrunError as exc:
+            consumed = exc.consumed
+
 
 
 async def _drain(writer: asyncio.StreamWriter) -> None:

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
+import os
 import shutil
 import tempfile
 from collections.abc import AsyncIterator
@@ -24,7 +26,7 @@ from gateway_harness import RunningGateway, run_gateway
 from websockets.asyncio.client import ClientConnection
 
 from openab.bridge.framing import READY_METHOD
-from openab.bridge.relay import Relay
+from openab.bridge.relay_loop import run_relay
 from openab.core.jsonrpc import Later, Notification, Request, RpcConnection
 from openab.core.jsonrpc.protocol import MAX_DEPTH, Peer
 from openab.core.mcp.access import HttpEndpoint
@@ -348,18 +350,11 @@ async def test_a_flood_of_tool_calls_over_the_bound_is_refused_and_the_browser_s
 
 
 class Lines:
-    """The relay's stdout, as a list of decoded lines."""
+    """The relay's stdout (the read end of its pipe), as decoded lines."""
 
-    def __init__(self) -> None:
+    def __init__(self, reader: asyncio.StreamReader) -> None:
+        self.reader = reader
         self.lines: list[dict[str, Any]] = []
-        self.changed = asyncio.Event()
-
-    def write(self, data: bytes) -> None:
-        self.lines.extend(json.loads(line) for line in data.splitlines() if line.strip())
-        self.changed.set()
-
-    async def drain(self) -> None:
-        return None
 
     async def answer_to(self, request_id: Any) -> dict[str, Any]:
         async with asyncio.timeout(BOUND):
@@ -367,8 +362,30 @@ class Lines:
                 for line in self.lines:
                     if line.get("id") == request_id and "method" not in line:
                         return line
-                self.changed.clear()
-                await self.changed.wait()
+                self.lines.append(json.loads(await self.reader.readline()))
+
+
+@contextlib.asynccontextmanager
+async def relay_on_pipes(path: Path, wait: float) -> AsyncIterator[tuple[int, Lines]]:
+    """The real relay loop on a thread of this process, its stdin and stdout pipes ours: yields the write end
+    of its stdin and its stdout's lines; closing stdin at the end must let it finish."""
+    stdin_read, stdin_write = os.pipe()
+    stdout_read, stdout_write = os.pipe()
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    transport, _ = await loop.connect_read_pipe(
+        lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(stdout_read, "rb"))
+    done = loop.run_in_executor(None, functools.partial(run_relay, path, wait=wait, stdin=stdin_read,
+                                                        stdout=stdout_write))
+    try:
+        yield stdin_write, Lines(reader)
+    finally:
+        os.close(stdin_write)
+        async with asyncio.timeout(BOUND):
+            assert await done == 0
+        transport.close()
+        os.close(stdin_read)
+        os.close(stdout_write)
 
 
 async def test_the_relay_says_a_lost_tool_call_has_an_unknown_outcome_and_never_resends_it() -> None:
@@ -396,28 +413,22 @@ async def test_the_relay_says_a_lost_tool_call_has_an_unknown_outcome_and_never_
             writer.close()
 
     server = await asyncio.start_unix_server(pod, str(root / "browser.sock"))
-    stdin = asyncio.StreamReader()
-    output = Lines()
-    relay = Relay(root / "browser.sock", output, wait=5, connect_timeout=5, say=lambda _text: None)
-    running = asyncio.create_task(relay.run(stdin))
     try:
-        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "browser_click", "arguments": {"ref": "e6"}}}
-        stdin.feed_data(json.dumps(call).encode() + b"\n")
-        lost = await output.answer_to(1)
-        said = lost["error"]["message"]
-        assert "the outcome of browser_click is unknown" in said and "may or may not have run" in said
-        assert "Call browser_snapshot to see the page as it is now before calling browser_click again" in said
-        # After the relay is back, the agent's next request is served: anything re-sent would have come first.
-        stdin.feed_data(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode() + b"\n")
-        assert (await output.answer_to(2))["result"] == text_result("pong")
-        assert [m.get("method") for m in received] == ["tools/call", "ping"]
-        assert connections == 2
-        assert [line["id"] for line in output.lines] == [1, 2]  # one answer each
+        async with relay_on_pipes(root / "browser.sock", wait=5) as (stdin, output):
+            call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                    "params": {"name": "browser_click", "arguments": {"ref": "e6"}}}
+            os.write(stdin, json.dumps(call).encode() + b"\n")
+            lost = await output.answer_to(1)
+            said = lost["error"]["message"]
+            assert "the outcome of browser_click is unknown" in said and "may or may not have run" in said
+            assert "Call browser_snapshot to see the page as it is now before calling browser_click again" in said
+            # After the relay is back, the agent's next request is served: anything re-sent would have come first.
+            os.write(stdin, json.dumps({"jsonrpc": "2.0", "id": 2, "method": "ping"}).encode() + b"\n")
+            assert (await output.answer_to(2))["result"] == text_result("pong")
+            assert [m.get("method") for m in received] == ["tools/call", "ping"]
+            assert connections == 2
+            assert [line["id"] for line in output.lines] == [1, 2]  # one answer each
     finally:
-        stdin.feed_eof()
-        async with asyncio.timeout(BOUND):
-            await running
         server.close()
         await server.wait_closed()
         shutil.rmtree(root, ignore_errors=True)

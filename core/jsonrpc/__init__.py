@@ -3,9 +3,15 @@
 ``protocol`` knows nothing of sockets: it is fed whole messages and a clock and returns events and bytes.
 ``connection`` runs a peer over anything that sends and receives whole messages (a WebSocket, stdio lines,
 a Unix socket). Both are re-exported here, so callers import from ``openab.core.jsonrpc``.
+
+The adapter loads on first use, not with the package: ``openab browser-bridge`` runs the peer without asyncio,
+whose import is most of a relay's start-up (docs/benchmarks.md).
 """
 
-from .connection import ConnectionClosed, Handler, Later, RequestTimeout, RpcConnection, SendMessage
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from .protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -37,6 +43,20 @@ from .protocol import (
     request_message,
     result_message,
 )
+
+if TYPE_CHECKING:
+    from .connection import ConnectionClosed, Handler, Later, RequestTimeout, RpcConnection, SendMessage
+
+_ADAPTER = frozenset({"ConnectionClosed", "Handler", "Later", "RequestTimeout", "RpcConnection", "SendMessage"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ADAPTER:
+        from . import connection
+
+        return getattr(connection, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "NOT_INITIALIZED", "PARSE_ERROR",
