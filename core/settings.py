@@ -56,6 +56,7 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_TLS_KEY": "tls_key",
     "OPENAB_BEHIND_PROXY": "behind_proxy",
     "OPENAB_INSECURE_NO_TLS": "insecure_no_tls",
+    "OPENAB_WS_DEFLATE": "ws_deflate",
 }
 # OPENAB_AGENT_CMD_<NAME>: one agent's command when the pod offers several (as --agent-cmd NAME=COMMAND).
 AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
@@ -125,6 +126,10 @@ class Settings(BaseModel):
     tls_key: Path | None = Field(default=None, validate_default=True)
     behind_proxy: list[str] = Field(default_factory=list)
     insecure_no_tls: bool = False
+    # permessage-deflate on /acp, which Chrome offers: across the internet it shrinks the snapshots' and pages'
+    # text; on loopback or a LAN it is pure cost (a 6 MiB screenshot: about 0.45 s of compressing in the
+    # browser and 50 ms of inflating here; docs/benchmarks.md, large results).
+    ws_deflate: bool = True
 
     max_sessions_per_connection: int = Field(default=128, ge=1)
     max_inflight_prompts: int = Field(default=32, ge=1)

@@ -57,6 +57,11 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
         help="serve off loopback in clear text with neither TLS nor a proxy: the key crosses the network readable; "
              "only on a network nobody else reaches (env OPENAB_INSECURE_NO_TLS)",
     )
+    parser.add_argument(
+        "--no-ws-deflate", dest="ws_deflate", action="store_false", default=None,
+        help="decline permessage-deflate on /acp: for a pod the browser reaches over loopback or a LAN, where "
+             "compressing screenshots costs more than it saves (env OPENAB_WS_DEFLATE=false)",
+    )
     parser.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     parser.add_argument("--state-dir", help="where sessions keep their files (env OPENAB_STATE_DIR)")
     parser.add_argument(
@@ -197,6 +202,7 @@ def _run(args: argparse.Namespace) -> int:
             tls_key=args.tls_key,
             behind_proxy=args.behind_proxy,
             insecure_no_tls=args.insecure_no_tls,
+            ws_deflate=args.ws_deflate,
             **runtime_overrides(args),
         )
         kept_key = resolve_key(settings)
@@ -272,7 +278,7 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
              ", ".join(settings.agent), settings.browser_mode, settings.permissions, settings.state_dir)
     config = uvicorn_config(
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
-        guard=app.state.guard, tls=tls, proxies=settings.behind_proxy,
+        guard=app.state.guard, tls=tls, proxies=settings.behind_proxy, ws_deflate=settings.ws_deflate,
     )
     loop = asyncio.get_running_loop()
     if tls is not None:

@@ -301,9 +301,11 @@ def guard_for(settings: Settings) -> ConnectionGuard:
 def uvicorn_config(
     app: ASGIApp, *, host: str, port: int, max_frame_bytes: int, log_level: str,
     guard: ConnectionGuard | None = None, tls: ReloadingTls | None = None, proxies: list[str] | None = None,
+    ws_deflate: bool = True,
 ) -> uvicorn.Config:
     """uvicorn's settings for the gateway. ``proxies``: the only peers whose ``X-Forwarded-For`` and
-    ``X-Forwarded-Proto`` are believed (none: the headers are ignored from everyone)."""
+    ``X-Forwarded-Proto`` are believed (none: the headers are ignored from everyone). ``ws_deflate``: accept
+    permessage-deflate when the client offers it (:attr:`~openab.core.settings.Settings.ws_deflate`)."""
     if guard is None:  # not `or`: a guard holding no socket has length 0
         # The app's own (create_app makes it from the settings, and /metrics reads it), else a default one.
         guard = getattr(getattr(app, "state", None), "guard", None)
@@ -319,6 +321,7 @@ def uvicorn_config(
         ws=type("GuardedWebSocket", (_GuardedWebSocket,), {"guard": guard}),
         # Frames between our limit and this one get our own 1009 close; larger ones never reach memory.
         ws_max_size=2 * max_frame_bytes,
+        ws_per_message_deflate=ws_deflate,
         # JSON lines: uvicorn's records go to the pod's handler instead of uvicorn's own text formatter.
         log_config=None if json_logging() else uvicorn.config.LOGGING_CONFIG,
         proxy_headers=bool(proxies),
@@ -332,13 +335,13 @@ def uvicorn_config(
 async def running_server(
     app: ASGIApp, *, host: str = "127.0.0.1", port: int = 0, max_frame_bytes: int = 8 << 20,
     log_level: str = "warning", start_timeout: float = 15.0, guard: ConnectionGuard | None = None,
-    tls: ReloadingTls | None = None, proxies: list[str] | None = None,
+    tls: ReloadingTls | None = None, proxies: list[str] | None = None, ws_deflate: bool = True,
 ) -> AsyncIterator[str]:
     """Serve ``app`` until the block ends; yields its base URL (``http://host:port``, ``https://`` with ``tls``)
     with the real port."""
     server = uvicorn.Server(
         uvicorn_config(app, host=host, port=port, max_frame_bytes=max_frame_bytes, log_level=log_level, guard=guard,
-                       tls=tls, proxies=proxies)
+                       tls=tls, proxies=proxies, ws_deflate=ws_deflate)
     )
     task = asyncio.create_task(server.serve(), name="uvicorn")
     try:

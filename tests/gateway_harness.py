@@ -66,7 +66,8 @@ async def run_gateway(
     key = pod.settings.token.get_secret_value() if pod.settings.token is not None else None
     app = create_app(pod)
     guard: ConnectionGuard = app.state.guard
-    async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes, guard=guard) as base_url:
+    async with running_server(app, port=port, max_frame_bytes=pod.settings.max_frame_bytes, guard=guard,
+                              ws_deflate=pod.settings.ws_deflate) as base_url:
         yield RunningGateway(pod, base_url, key, guard)
 
 

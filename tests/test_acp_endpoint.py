@@ -569,3 +569,25 @@ async def test_idle_sessions_without_a_socket_are_evicted() -> None:
             session_id = await ext.new_session()
         await eventually(lambda: gw.pod.sessions.get(session_id) is None, timeout=10)
         assert agent.closed == [session_id]
+
+
+@pytest.mark.parametrize(("env", "flag", "deflate"), [
+    ({}, None, True), ({"OPENAB_WS_DEFLATE": "false"}, None, False), ({}, False, False),
+])
+async def test_permessage_deflate_is_taken_when_offered_unless_the_pod_declines_it(
+    env: dict[str, str], flag: bool | None, deflate: bool,
+) -> None:
+    # Chrome offers it on every socket; a pod on a LAN declines it (docs/benchmarks.md, large results).
+    settings = Settings.from_env(env, ws_deflate=flag)
+    async with run_gateway(ws_deflate=settings.ws_deflate) as gateway:
+        assert gateway.token is not None
+        offered = [f"openab.bearer.{gateway.token}", "acp.v1"]
+        async with websockets.connect(gateway.ws_url, subprotocols=offered,  # type: ignore[arg-type]
+                                      compression="deflate", open_timeout=10) as ws:
+            assert ws.response is not None
+            taken = ws.response.headers.get("Sec-WebSocket-Extensions") or ""
+            assert ("permessage-deflate" in taken) is deflate, taken
+            await ws.send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": 1}}))
+            answer = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert answer["id"] == 1 and "result" in answer
