@@ -30,6 +30,11 @@ from starlette.responses import Response
 from starlette.routing import Route
 from websockets.asyncio.server import ServerConnection, serve
 
+# This folder as the package `bench` (for bench.common), run as a script or imported.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import stop_child
+
 _SCRIPT = str(Path(__file__).resolve())
 _RESULT = {"content": [{"type": "text", "text": "ok"}], "isError": False}
 
@@ -150,16 +155,7 @@ class BareHttpProcess:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        child = self._child
-        if child is None:
-            return
-        assert child.stdin is not None
-        child.stdin.close()
-        try:
-            await asyncio.wait_for(child.wait(), 30)
-        except TimeoutError:
-            child.kill()
-            await child.wait()
+        await stop_child(self._child)
 
 
 async def _serve_until_stdin_closes() -> None:

@@ -40,7 +40,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mcp_types as types
-import uvicorn
 from acp import PROTOCOL_VERSION, connect_to_agent, text_block
 from acp.interfaces import Client as AcpClient
 from acp.schema import (
@@ -59,7 +58,7 @@ from fake_extension import FakeExtension, text_result
 from mcp.server import Server
 from test_runtime_pod import RunningPod, open_session, prompt, run_pod
 
-from bench.common import arguments, plot_latencies, ratio, summary, write_result
+from bench.common import arguments, plot_latencies, ratio, serving_in_loop, summary, write_result
 from openab.core.agents.process import scrubbed_env
 from openab.core.agents.recipes import RECIPES, Recipe
 
@@ -108,25 +107,6 @@ def navigate_server(arrivals: Arrivals) -> Server[Any]:
         return types.CallToolResult(content=[types.TextContent(text=arrivals.mark(dict(params.arguments or {})))])
 
     return Server("openab_browser", version="1", on_list_tools=list_tools, on_call_tool=call_tool)
-
-
-@contextlib.asynccontextmanager
-async def serving_in_loop(app: Any) -> AsyncIterator[int]:
-    """``app`` under uvicorn on 127.0.0.1 in this event loop (where the gateway and the extension run too)."""
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(START_TIMEOUT):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("the MCP server stopped before it started")
-                await asyncio.sleep(0.01)
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        async with asyncio.timeout(10):
-            await task
 
 
 class DirectClient:

@@ -40,13 +40,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import mcp_types as types
-import uvicorn
 from fake_extension import connect_extension, text_result
 from gateway_harness import run_gateway
 from mcp import Client, StdioServerParameters
 from mcp.server import Server
 
-from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+from bench.common import arguments, interleaved, plot_latencies, ratio, serving_in_loop, summary, write_result
 from openab.bridge.server import BridgeServer
 
 _HERE = Path(__file__).resolve().parent
@@ -110,23 +109,8 @@ def echo_server() -> Server[Any]:
 @contextlib.asynccontextmanager
 async def serving_echo() -> AsyncIterator[str]:
     """The echo server's Streamable HTTP app under uvicorn on 127.0.0.1, in this event loop; yields its URL."""
-    config = uvicorn.Config(echo_server().streamable_http_app(), host="127.0.0.1", port=0, lifespan="on",
-                            log_level="warning")
-    server = uvicorn.Server(config)
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(START_TIMEOUT):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("the echo server stopped before it started")
-                await asyncio.sleep(0.01)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    async with serving_in_loop(echo_server().streamable_http_app(), START_TIMEOUT) as port:
         yield f"http://127.0.0.1:{port}/mcp"
-    finally:
-        server.should_exit = True
-        async with asyncio.timeout(10):
-            await task
 
 
 def proxy_version(mcp_proxy: str | None) -> str | None:

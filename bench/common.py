@@ -9,6 +9,8 @@ is the ratio. Every script takes ``--quick`` (the CI-sized run: seconds, no thre
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import datetime
 import importlib.metadata
 import json
@@ -16,7 +18,7 @@ import os
 import platform
 import statistics
 import sys
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -147,3 +149,39 @@ def plot_latencies(name: str, samples: Samples, out: Path, *, title: str) -> Pat
     figure.savefig(path)
     plt.close(figure)
     return path
+
+
+async def stop_child(child: asyncio.subprocess.Process | None, timeout: float = 30.0) -> None:
+    """End a helper process of a benchmark the way they all end: its stdin closes, it stops; killed after
+    ``timeout`` seconds if it has not."""
+    if child is None:
+        return
+    assert child.stdin is not None
+    child.stdin.close()
+    try:
+        await asyncio.wait_for(child.wait(), timeout)
+    except TimeoutError:
+        child.kill()
+        await child.wait()
+
+
+@contextlib.asynccontextmanager
+async def serving_in_loop(app: Any, start_timeout: float = 30.0) -> AsyncIterator[int]:
+    """``app`` under plain uvicorn on 127.0.0.1 in this event loop, for a peer or baseline of a benchmark (the
+    gateway has its own guarded configuration); yields the port."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning"))
+    task = asyncio.create_task(server.serve())
+    try:
+        async with asyncio.timeout(start_timeout):
+            while not server.started:
+                if task.done():
+                    task.result()
+                    raise RuntimeError("the server stopped before it started")
+                await asyncio.sleep(0.01)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        async with asyncio.timeout(10):
+            await task

@@ -25,7 +25,11 @@ from types import TracebackType
 from typing import Any
 
 _SCRIPT = str(Path(__file__).resolve())
+# The test suite's fakes, and this folder as the package `bench` (for bench.common), run as a script or imported.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import stop_child  # noqa: E402
 
 ANSWER_TIMEOUT = 60.0
 
@@ -52,16 +56,7 @@ class PodProcess:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        child = self._child
-        if child is None:
-            return
-        assert child.stdin is not None
-        child.stdin.close()
-        try:
-            await asyncio.wait_for(child.wait(), 30)
-        except TimeoutError:
-            child.kill()
-            await child.wait()
+        await stop_child(self._child)
 
     async def _line(self) -> dict[str, Any]:
         assert self._child is not None and self._child.stdout is not None
@@ -183,16 +178,7 @@ class ExtensionsProcess:
     async def __aexit__(
         self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
     ) -> None:
-        child = self._child
-        if child is None:
-            return
-        assert child.stdin is not None
-        child.stdin.close()
-        try:
-            await asyncio.wait_for(child.wait(), 120)
-        except TimeoutError:
-            child.kill()
-            await child.wait()
+        await stop_child(self._child, 120)
 
 
 async def _extensions(args: dict[str, Any]) -> None:
