@@ -1,9 +1,23 @@
 """Shared pytest set-up: async tests run on anyio's plugin with the asyncio backend; the secrets scan."""
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from log_scan import LogScan, install
+
+
+@pytest.fixture
+def state() -> Iterator[Path]:
+    """A pod's state dir that does not exist yet, in a 0700 temporary folder of its own (the pod makes it)."""
+    root = Path(tempfile.mkdtemp(prefix="oab-"))
+    try:
+        yield root / "state"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

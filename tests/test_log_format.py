@@ -13,11 +13,9 @@ import json
 import logging
 import os
 import secrets
-import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -33,15 +31,6 @@ from openab.core.settings import Settings
 from openab.gateway.logs import JsonFormatter
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def state() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="oab-"))
-    try:
-        yield root / "state"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

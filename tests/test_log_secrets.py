@@ -10,10 +10,7 @@ text, the typed password) only at trace, which logs frames on purpose, and never
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -28,15 +25,6 @@ pytestmark = pytest.mark.anyio
 
 # A websockets frame line with its content ("< TEXT '{...}' [114 bytes]"); below trace it is "< TEXT [114 bytes]".
 FRAME_CONTENT = "TEXT '"
-
-
-@pytest.fixture
-def state() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="oab-"))
-    try:
-        yield root / "state"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.parametrize("level", ["debug", "trace"])

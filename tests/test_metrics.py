@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
 import socket
-import tempfile
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,15 +50,6 @@ async def scrape(base_url: str, key: str | None, **headers: str) -> httpx.Respon
     sent = {"Authorization": f"Bearer {key}"} if key is not None else {}
     async with httpx.AsyncClient(timeout=10) as client:
         return await client.get(f"{base_url}/metrics", headers={**sent, **headers})
-
-
-@pytest.fixture
-def state() -> Iterator[Path]:
-    root = Path(tempfile.mkdtemp(prefix="oab-"))
-    try:
-        yield root / "state"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 async def test_a_whole_flow_shows_in_every_series_and_nothing_of_the_session_leaks(state: Path) -> None:

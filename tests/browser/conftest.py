@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 from mcp import Client
+from playwright.async_api import BrowserContext, Page
 from scripted_agent import ScriptedAgent
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import CHROMIUM, chromium, site_server, stage_extension
+from .harness import CHROMIUM, chromium, open_panel, service_worker_url, site_server, stage_extension
 from .live_pod import KEY, LiveGateway
 
 __all__ = ["KEY", "extension_browser"]
@@ -58,12 +59,8 @@ def agent() -> ScriptedAgent:
 
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
-    gw = LiveGateway(tmp_path_factory.mktemp("state"), agent)
-    await gw.start()
-    try:
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent) as gw:
         yield gw
-    finally:
-        await gw.stop()
 
 
 @pytest.fixture(scope="module")
@@ -78,6 +75,14 @@ def browser(gateway: LiveGateway, site: str, tmp_path_factory: pytest.TempPathFa
 async def tunnel(gateway: LiveGateway, browser: Path) -> Tunnel:
     """The browser's tunnel as the gateway established it on the extension's first socket."""
     return await gateway.attached(await gateway.browser_socket(0))
+
+
+@pytest.fixture(scope="module")
+async def panel(context: BrowserContext) -> Page:
+    """The side panel, opened as a tab of the module's ``context`` (a module with a browser of its own defines it)
+    once the extension's worker runs."""
+    await service_worker_url(context)
+    return await open_panel(context)
 
 
 @pytest.fixture(scope="module")

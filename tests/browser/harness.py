@@ -183,6 +183,16 @@ SIDE_PANEL_FLAGS = ("--remote-debugging-port=0",)
 
 
 @contextlib.asynccontextmanager
+async def panel_browser(url: str, key: str, site: str, tmp: Path, *,
+                        autopilot: bool = False) -> AsyncIterator[BrowserContext]:
+    """The browser of a panel test: Chromium under Playwright on the test site, the extension set to reach the pod
+    at ``url`` with ``key`` (autopilot off unless asked: risky steps come to the panel)."""
+    ext = stage_extension(tmp / "ext", {"url": url, "key": key, "autopilot": autopilot})
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+        yield ctx
+
+
+@contextlib.asynccontextmanager
 async def side_panel(ctx: BrowserContext, user_data_dir: Path) -> AsyncIterator[Page]:
     """The panel opened as Chrome's own side panel of the first window, as a Playwright page.
 

@@ -234,6 +234,13 @@ class LiveGateway:
             stack, self._stack = self._stack, None
             await stack.aclose()
 
+    async def __aenter__(self) -> LiveGateway:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.stop()
+
     @property
     def browser_sockets(self) -> list[TappedSocket]:
         """The sockets our extension dialled (its origin), not those of other clients in a test."""

@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Dialog, Page, expect
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import open_panel, playwright_browser, screenshot_dir, service_worker_url, stage_extension
+from .harness import panel_browser, screenshot_dir
 from .live_pod import KEY, LiveGateway, call
 from .test_panel import in_background, result_text
 from .test_untrusted import page_speaks_only_inside, split
@@ -28,9 +28,7 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 async def context(gateway: LiveGateway, site: str,
                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("dialogs")
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("dialogs")) as ctx:
         seen: list[Dialog] = []
 
         def leave_it(dialog: Dialog) -> None:
@@ -39,12 +37,6 @@ async def context(gateway: LiveGateway, site: str,
         # A listener means Playwright leaves the dialog alone: the extension is the one to answer it.
         ctx.on("dialog", leave_it)
         yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext) -> Page:
-    await service_worker_url(context)
-    return await open_panel(context)
 
 
 @pytest.fixture(scope="module")

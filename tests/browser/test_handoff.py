@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import open_panel, playwright_browser, screenshot_dir, service_worker_url, stage_extension
+from .harness import panel_browser, screenshot_dir
 from .live_pod import KEY, LiveGateway, call
 from .test_panel import in_background, result_text
 from .test_untrusted import split
@@ -31,16 +31,8 @@ MEMO = "memo-typed-3390"
 @pytest.fixture(scope="module")
 async def context(gateway: LiveGateway, site: str,
                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("handoff")
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("handoff")) as ctx:
         yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext) -> Page:
-    await service_worker_url(context)
-    return await open_panel(context)
 
 
 @pytest.fixture(scope="module")

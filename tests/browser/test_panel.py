@@ -32,10 +32,9 @@ from .harness import (
     extension_id,
     jpeg_size,
     open_panel,
-    playwright_browser,
+    panel_browser,
     screenshot_dir,
     service_worker_url,
-    stage_extension,
 )
 from .live_pod import KEY, TIMEOUT, LiveGateway
 from .test_untrusted import ORDERS, split
@@ -47,10 +46,8 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(scope="module")
 async def context(gateway: LiveGateway, site: str,
                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("panel")
     # Autopilot off: risky steps must come to the panel.
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("panel")) as ctx:
         yield ctx
 
 

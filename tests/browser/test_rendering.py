@@ -19,7 +19,7 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
+from .harness import open_panel, panel_browser, screenshot_dir
 from .live_pod import KEY, LiveGateway
 
 pytestmark = pytest.mark.anyio
@@ -30,15 +30,8 @@ HOSTILE = '<img src=x onerror="window.pwned = 1"> <script>window.pwned = 2</scri
 @pytest.fixture(scope="module")
 async def context(gateway: LiveGateway, site: str,
                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("rendering")
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": True})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("rendering"), autopilot=True) as ctx:
         yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext) -> Page:
-    return await open_panel(context)
 
 
 @pytest.fixture(scope="module")

@@ -48,24 +48,16 @@ def issued(tmp: Path, ca: Ca) -> ReloadingTls:
 async def pod(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
     """The pod the person means to reach: its certificate is the one Chromium trusts."""
     tls = issued(tmp_path_factory.mktemp("tls"), Ca.make())
-    gw = LiveGateway(tmp_path_factory.mktemp("state"), agent, tls=tls)
-    await gw.start()
-    try:
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, tls=tls) as gw:
         yield gw
-    finally:
-        await gw.stop()
 
 
 @pytest.fixture(scope="module")
 async def impostor(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
     """A pod whose certificate Chromium has no reason to trust: another CA, another key, the same name."""
     tls = issued(tmp_path_factory.mktemp("impostor-tls"), Ca.make("not the pod's CA"))
-    gw = LiveGateway(tmp_path_factory.mktemp("impostor-state"), tls=tls)
-    await gw.start()
-    try:
+    async with LiveGateway(tmp_path_factory.mktemp("impostor-state"), tls=tls) as gw:
         yield gw
-    finally:
-        await gw.stop()
 
 
 @pytest.fixture(scope="module")
