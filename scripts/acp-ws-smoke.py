@@ -176,6 +176,13 @@ class Client:
             raise CheckFailed(f"session/new answered {brief(result)}")
         return session_id
 
+    async def until(self, done: Callable[[], bool], seconds: float) -> None:
+        """Frames are received (server requests answered on the way) until ``done()``, for at most ``seconds``."""
+        deadline = time.monotonic() + seconds
+        with contextlib.suppress(TimeoutError):
+            while not done() and (left := deadline - time.monotonic()) > 0:
+                await self.receive(left)
+
     async def quiet_for(self, seconds: float) -> list[Json]:
         """Every frame (keepalives aside) that arrives within ``seconds``."""
         frames: list[Json] = []
@@ -674,6 +681,11 @@ class MockExtension:
                                    "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}}]}
         return None
 
+    def handshakes_done(self, count: int) -> bool:
+        """``count`` connections made, and each one's inner handshake as far as its tool list."""
+        listed = sum(1 for m in self.inner if (m.get("params") or {}).get("method") == "tools/list")
+        return len(self.connects) >= count and listed >= count
+
 
 async def answer_connect(request: Json) -> Any:
     if request.get("method") == "mcp/connect":
@@ -683,10 +695,14 @@ async def answer_connect(request: Json) -> Any:
 
 async def declared_servers(target: Target, servers: list[Json]) -> MockExtension:
     mock = MockExtension()
+    expected = sum(1 for server in servers if server.get("type") == "acp")
     async with target.open(on_request=mock) as client:
         await client.initialize()
         await client.new_session(servers)
-        await client.quiet_for(6.0)  # mcp/connect comes after the session/new answer, within a few seconds
+        # mcp/connect comes after the session/new answer, then the inner handshake; once the expected ones are
+        # done, a quiet spell shows any extra or repeated connection.
+        await client.until(lambda: mock.handshakes_done(expected), 10.0)
+        await client.quiet_for(2.0)
     return mock
 
 
