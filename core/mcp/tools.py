@@ -73,7 +73,8 @@ BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
     _tool(
         "browser_navigate",
         "Load an http(s) URL in the agent tab (opens an agent tab if there is none) and wait for it.",
-        {"url": {"type": "string", "description": "absolute http(s) URL"}},
+        {"url": {"type": "string", "description": "an absolute http(s) URL, or a path (/...) on the agent tab's site, "
+                                                  "as snapshots show same-site links"}},
         ["url"],
     ),
     _tool("browser_click", "Click an element, by ref (preferred) or CSS selector.", dict(_TARGET)),

@@ -43,7 +43,7 @@ export const TOOLS = [
   {
     name: 'browser_navigate',
     description: 'Load an http(s) URL in the agent tab (opens an agent tab if there is none) and wait for it.',
-    inputSchema: { type: 'object', properties: { url: { type: 'string', description: 'absolute http(s) URL' } }, required: ['url'] },
+    inputSchema: { type: 'object', properties: { url: { type: 'string', description: "an absolute http(s) URL, or a path (/...) on the agent tab's site, as snapshots show same-site links" } }, required: ['url'] },
   },
   {
     name: 'browser_click',

@@ -357,10 +357,8 @@
           const role = roleOf(el);
           let tail = flags(el);
           if (sensitive === 'typed by the person') tail += ` [${sensitive}]`;
-          if (el.tagName === 'A') {
-            const short = shortUrl(el);
-            tail += ` [url=${short.startsWith('#') ? short : el.href}]`;
-          }
+          // A same-site link as its path: the snapshot names the page's URL once, and browser_navigate takes paths.
+          if (el.tagName === 'A') tail += ` [url=${shortUrl(el)}]`;
           if (el.tagName === 'SELECT') {
             const opts = Array.from(el.options).slice(0, 30).map((o) => q(squash(o.label || o.text, 60)));
             tail += ` options: ${opts.join(', ')}`;

@@ -114,7 +114,7 @@ async def test_page_text_comes_back_as_untrusted_data(client: Client, site: str)
     await call(client, "browser_navigate", {"url": f"{site}/injection.html"})
     for tool in ("browser_snapshot", "browser_read_dom"):
         text, _ = await call(client, tool)
-        m = re.match(r"Untrusted page content follows between the two markers ([0-9a-f]{24})\.", text)
+        m = re.match(r"Untrusted page content follows between the two markers ([0-9a-f]{12})\.", text)
         assert m, text[:200]
         nonce = m.group(1)
         opened, closed = text.index(f"<<<page-content {nonce}"), text.index(f">>>page-content {nonce}")
@@ -161,10 +161,23 @@ async def test_a_ref_from_before_the_page_changed_is_stale(client: Client, site:
     assert not is_error, text
 
 
+async def test_navigate_takes_a_same_site_path_as_snapshots_show_it(client: Client, site: str) -> None:
+    await call(client, "browser_navigate", {"url": f"{site}/dynamic.html"})
+    snap, _ = await call(client, "browser_snapshot")
+    assert "[url=/page2.html]" in snap and f"{site}/page2.html" not in snap
+    text, is_error = await call(client, "browser_navigate", {"url": "/page2.html"})
+    assert not is_error and f"navigated to {site}/page2.html" in text, text
+    page2, _ = await call(client, "browser_snapshot")
+    assert 'heading "Page two"' in page2
+    # Another site's path is not a path: a scheme-relative URL is refused, never taken as one.
+    text, is_error = await call(client, "browser_navigate", {"url": "//example.com/x"})
+    assert is_error and "absolute URL" in text, text
+
+
 async def test_links_navigate_and_back_returns(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/dynamic.html"})
     snap, _ = await call(client, "browser_snapshot")
-    assert f"[url={site}/page2.html]" in snap
+    assert "[url=/page2.html]" in snap  # a same-site link reads as its path
     await call(client, "browser_click", {"ref": ref_of(snap, 'link "Next page"')})
     text, is_error = await call(client, "browser_wait_for", {"url": "page2.html", "load": True})
     assert not is_error, text

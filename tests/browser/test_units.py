@@ -217,7 +217,7 @@ async def test_paging_covers_the_text_exactly_once(page: Page) -> None:
 async def test_each_untrusted_block_gets_a_fresh_nonce(page: Page) -> None:
     body = "Array.from({length: 50}, () => /markers ([0-9a-f]+)/.exec(m.untrusted('x'))[1])"
     nonces = await run(page, "tools.js", body)
-    assert len(set(nonces)) == 50 and all(len(n) == 24 for n in nonces)
+    assert len(set(nonces)) == 50 and all(len(n) == 12 for n in nonces)
 
 
 async def test_the_rpc_peer_survives_garbage_and_times_out(page: Page) -> None:
