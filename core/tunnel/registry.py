@@ -100,7 +100,10 @@ class TunnelRegistry:
 
     def __init__(self, *, call_timeout: float = 170.0) -> None:
         self.call_timeout = call_timeout
-        self._tunnels: dict[tuple[str, str], Tunnel] = {}
+        # Every live tunnel, by session then server id, and by the socket that installed it: a tool call finds
+        # its session's few tunnels without passing over the pod's thousands (an idle session has one each).
+        self._by_session: dict[str, dict[str, Tunnel]] = {}
+        self._by_owner: dict[str, dict[tuple[str, str], Tunnel]] = {}
         self._generations = itertools.count(1)
         self._listeners: list[Listener] = []
         self._changed = asyncio.Event()
@@ -122,14 +125,15 @@ class TunnelRegistry:
         """
         rivals = [
             t
-            for key, t in self._tunnels.items()
-            if key[0] == tunnel.session_id and (t.name == tunnel.name or t.server_id == tunnel.server_id)
+            for t in self._by_session.get(tunnel.session_id, {}).values()
+            if t.name == tunnel.name or t.server_id == tunnel.server_id
         ]
         if any(r.order > tunnel.order for r in rivals):
             return [tunnel]
         for rival in rivals:
             self._remove(rival, "replaced by a newer attach of the same browser server")
-        self._tunnels[(tunnel.session_id, tunnel.server_id)] = tunnel
+        self._by_session.setdefault(tunnel.session_id, {})[tunnel.server_id] = tunnel
+        self._by_owner.setdefault(tunnel.owner.connection_id, {})[(tunnel.session_id, tunnel.server_id)] = tunnel
         log.info("browser tunnel attached: session %s, server %r (%s form)", tunnel.session_id, tunnel.name,
                  tunnel.form)
         self._emit(TunnelAttached(tunnel))
@@ -138,8 +142,8 @@ class TunnelRegistry:
     def remove_owner(self, connection_id: str, reason: str, *, session_id: str | None = None) -> list[Tunnel]:
         """A socket closed (or lost ``session_id`` to another socket): drop exactly the tunnels it installed."""
         gone = [
-            t for t in self._tunnels.values()
-            if t.owner.connection_id == connection_id and (session_id is None or t.session_id == session_id)
+            t for t in self._by_owner.get(connection_id, {}).values()
+            if session_id is None or t.session_id == session_id
         ]
         for tunnel in gone:
             self._remove(tunnel, reason)
@@ -150,10 +154,8 @@ class TunnelRegistry:
         keep_ids = set(keep)
         gone = [
             t
-            for (sid, server_id), t in self._tunnels.items()
-            if sid == session_id
-            and server_id not in keep_ids
-            and t.owner.connection_generation <= connection_generation
+            for server_id, t in self._by_session.get(session_id, {}).items()
+            if server_id not in keep_ids and t.owner.connection_generation <= connection_generation
         ]
         for tunnel in gone:
             self._remove(tunnel, "withdrawn by session/resume")
@@ -167,27 +169,34 @@ class TunnelRegistry:
         return gone
 
     def _remove(self, tunnel: Tunnel, reason: str) -> None:
-        if self._tunnels.get((tunnel.session_id, tunnel.server_id)) is not tunnel:
+        servers = self._by_session.get(tunnel.session_id, {})
+        if servers.get(tunnel.server_id) is not tunnel:
             return
-        del self._tunnels[(tunnel.session_id, tunnel.server_id)]
+        del servers[tunnel.server_id]
+        if not servers:
+            del self._by_session[tunnel.session_id]
+        owned = self._by_owner[tunnel.owner.connection_id]
+        del owned[(tunnel.session_id, tunnel.server_id)]
+        if not owned:
+            del self._by_owner[tunnel.owner.connection_id]
         tunnel.closed = True
         log.info("browser tunnel detached: session %s, server %r: %s", tunnel.session_id, tunnel.name, reason)
         self._emit(TunnelDetached(tunnel, reason))
 
     def tunnels(self, session_id: str) -> list[Tunnel]:
         """The session's live tunnels, oldest attach first."""
-        return sorted((t for (sid, _), t in self._tunnels.items() if sid == session_id), key=lambda t: t.order)
+        return sorted(self._by_session.get(session_id, {}).values(), key=lambda t: t.order)
 
     def find_server(self, connection_owner: str, server_id: str) -> Tunnel | None:
         """The tunnel that socket ``connection_owner`` installed for ``server_id``, if any."""
-        for (_, sid), tunnel in self._tunnels.items():
-            if tunnel.owner.connection_id == connection_owner and sid == server_id:
+        for (_, sid), tunnel in self._by_owner.get(connection_owner, {}).items():
+            if sid == server_id:
                 return tunnel
         return None
 
     def attached(self, session_id: str) -> bool:
         """Whether the session has any browser attached."""
-        return any(sid == session_id for sid, _ in self._tunnels)
+        return session_id in self._by_session
 
     # -- events ----------------------------------------------------------------------------------------------
 
@@ -210,9 +219,14 @@ class TunnelRegistry:
         async with asyncio.timeout(timeout):
             while True:
                 changed = self._changed
-                for (sid, _), tunnel in self._tunnels.items():
-                    if session_id is None or sid == session_id:
-                        return tunnel
+                if session_id is not None:
+                    servers = self._by_session.get(session_id)
+                elif self._by_session:
+                    servers = next(iter(self._by_session.values()))
+                else:
+                    servers = None
+                if servers:
+                    return next(iter(servers.values()))
                 await changed.wait()
 
     # -- the consumer API -------------------------------------------------------------------------------------
@@ -300,7 +314,7 @@ class TunnelRegistry:
         if not isinstance(params, dict):
             return
         tunnel = next(
-            (t for t in self._tunnels.values() if t.owner.connection_id == connection_owner and t.addressed_by(params)),
+            (t for t in self._by_owner.get(connection_owner, {}).values() if t.addressed_by(params)),
             None,
         )
         if tunnel is None or tunnel.closed:
