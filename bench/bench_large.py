@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson
 import websockets
-from fake_extension import FakeExtension
+from fake_extension import FakeExtension, connect_extension
 
 from bench.baselines import McpPoster, bare_ws
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
@@ -52,22 +52,13 @@ async def extension(url: str, token: str, compression: str | None) -> AsyncItera
     """The test suite's scripted extension, with ``compression`` as its WebSocket offers it (Chrome offers
     permessage-deflate, which the gateway accepts), and writing its frames with orjson: Chrome's
     ``JSON.stringify`` writes 6 MiB in milliseconds, Python's own json takes tens of them."""
-    ws = await websockets.connect(url, subprotocols=[f"openab.bearer.{token}", "acp.v1"],  # type: ignore[list-item]
-                                  max_size=64 << 20, compression=compression, open_timeout=10)
-    fake = FakeExtension(ws)
+    async with connect_extension(url, token, compression=compression) as fake:
 
-    async def send(message: dict[str, Any] | str) -> None:
-        await ws.send(message if isinstance(message, str) else orjson.dumps(message).decode())
+        async def send(message: dict[str, Any] | str) -> None:
+            await fake.ws.send(message if isinstance(message, str) else orjson.dumps(message).decode())
 
-    fake.send = send  # type: ignore[method-assign]
-    reader = asyncio.create_task(fake.read_loop())
-    try:
+        fake.send = send  # type: ignore[method-assign]
         yield fake
-    finally:
-        await ws.close()
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
 
 
 async def measure(rounds: int, calls: int) -> dict[str, Any]:

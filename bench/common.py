@@ -171,17 +171,8 @@ async def serving_in_loop(app: Any, start_timeout: float = 30.0) -> AsyncIterato
     gateway has its own guarded configuration); yields the port."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning"))
-    task = asyncio.create_task(server.serve())
-    try:
-        async with asyncio.timeout(start_timeout):
-            while not server.started:
-                if task.done():
-                    task.result()
-                    raise RuntimeError("the server stopped before it started")
-                await asyncio.sleep(0.01)
-        yield server.servers[0].sockets[0].getsockname()[1]
-    finally:
-        server.should_exit = True
-        async with asyncio.timeout(10):
-            await task
+    from openab.gateway.server import serving
+
+    config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning")
+    async with serving(uvicorn.Server(config), start_timeout=start_timeout) as (_host, port):
+        yield port

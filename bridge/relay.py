@@ -89,8 +89,9 @@ class Relay:
         self._deadline: float | None = None  # of the connect, the greeting, or the replayed initialize
         self._to_agent: list[bytes] = []
         self._to_pod: list[bytes] = []
-        # Agent lines not yet forwarded, each with the time it stops waiting for the socket.
-        self._waiting: deque[tuple[bytes, float]] = deque()
+        # Agent lines not yet forwarded, each parsed once (None: not a JSON object) with the time it stops waiting
+        # for the socket.
+        self._waiting: deque[tuple[bytes, dict[str, Any] | None, float]] = deque()
         # key -> (id, method, tool name for tools/call): a lost call's error names the tool.
         self._in_flight: dict[tuple[str, Any], tuple[Any, str, str | None]] = {}
         self._initialize: dict[str, Any] | None = None
@@ -131,7 +132,7 @@ class Relay:
         if self._deadline is not None:
             times.append(self._deadline)
         if self._waiting and self.state != "ready":
-            times.append(self._waiting[0][1])
+            times.append(self._waiting[0][2])
         if self._ended_at is not None:
             times.append(self._ended_at + self.drain_timeout)
         return min(times) if times else None
@@ -151,7 +152,7 @@ class Relay:
     def close(self) -> None:
         """The relay stops: what still waits for the socket gets its error, since nothing will carry it now."""
         while self._waiting:
-            frame, _ = self._waiting.popleft()
+            frame, _, _ = self._waiting.popleft()
             self._answer_locally(frame, self._unreachable())
 
     # -- the agent ----------------------------------------------------------------------------------------
@@ -161,7 +162,11 @@ class Relay:
             if isinstance(frame, TooLarge):
                 self._to_agent.append(error_line(frame_too_large(self.max_frame_bytes)))
             elif frame.strip():
-                self._waiting.append((frame, now + self.wait))
+                try:
+                    message = orjson.loads(frame)
+                except orjson.JSONDecodeError:
+                    message = None
+                self._waiting.append((frame, message if isinstance(message, dict) else None, now + self.wait))
         self._advance(now)
 
     def agent_ended(self, now: float) -> None:
@@ -170,12 +175,8 @@ class Relay:
     def _advance(self, now: float) -> None:
         """Forward, answer or let expire the waiting lines, in the order the agent wrote them."""
         while self._waiting:
-            frame, deadline = self._waiting[0]
-            try:
-                message = orjson.loads(frame)
-            except orjson.JSONDecodeError:
-                message = None
-            if not isinstance(message, dict):
+            frame, message, deadline = self._waiting[0]
+            if message is None:
                 self._answer_locally(frame, None)  # the engine's parse and envelope errors
             elif self._refused is not None:
                 self._answer_locally(frame, self._refused)

@@ -40,7 +40,7 @@ from .logs import json_logging
 
 __all__ = [
     "REFUSAL_KINDS", "ConnectionGuard", "DrainingServer", "ReloadingTls", "check_transport", "guard_for",
-    "running_server", "tls_for", "uvicorn_config",
+    "running_server", "serving", "tls_for", "uvicorn_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -343,6 +343,15 @@ async def running_server(
         uvicorn_config(app, host=host, port=port, max_frame_bytes=max_frame_bytes, log_level=log_level, guard=guard,
                        tls=tls, proxies=proxies, ws_deflate=ws_deflate)
     )
+    async with serving(server, start_timeout=start_timeout) as sockname:
+        shown = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
+        yield f"{'https' if tls is not None else 'http'}://{shown}:{sockname[1]}"
+
+
+@contextlib.asynccontextmanager
+async def serving(server: uvicorn.Server, *, start_timeout: float = 15.0) -> AsyncIterator[tuple[str, int]]:
+    """Run ``server`` in this event loop until the block ends; yields its listening address once it is started,
+    and stops it within 10 s after."""
     task = asyncio.create_task(server.serve(), name="uvicorn")
     try:
         async with asyncio.timeout(start_timeout):
@@ -351,9 +360,8 @@ async def running_server(
                     task.result()
                     raise RuntimeError("the server stopped while starting")
                 await asyncio.sleep(0.02)
-        sockname = server.servers[0].sockets[0].getsockname()
-        shown = f"[{sockname[0]}]" if ":" in sockname[0] else sockname[0]
-        yield f"{'https' if tls is not None else 'http'}://{shown}:{sockname[1]}"
+        host, port = server.servers[0].sockets[0].getsockname()[:2]
+        yield host, port
     finally:
         server.should_exit = True
         with contextlib.suppress(TimeoutError, asyncio.CancelledError):

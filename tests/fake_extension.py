@@ -15,6 +15,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from ssl import SSLContext
 from typing import Any
 
 import websockets
@@ -227,7 +228,12 @@ async def connect_extension(
     use_header: bool = False,
     extra_headers: dict[str, str] | None = None,
     max_size: int | None = 64 << 20,
+    ssl: SSLContext | None = None,
+    compression: str | None = "deflate",
 ) -> AsyncIterator[FakeExtension]:
+    """The extension's socket to the pod at ``url``: the key as a subprotocol (as a browser sends it) or, with
+    ``use_header``, as a bearer header; over TLS verified by ``ssl`` for a ``wss://`` URL; permessage-deflate
+    offered unless ``compression`` is None."""
     subprotocols = ["acp.v1"]
     headers = dict(extra_headers or {})
     if token is not None and use_header:
@@ -240,6 +246,8 @@ async def connect_extension(
         additional_headers=headers,
         max_size=max_size,
         open_timeout=10,
+        ssl=ssl,
+        compression=compression,
     )
     extension = FakeExtension(ws)
     reader = asyncio.create_task(extension.read_loop())

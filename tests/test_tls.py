@@ -103,24 +103,11 @@ class Ca:
         return context
 
 
-@contextlib.asynccontextmanager
-async def connect_wss(
+def connect_wss(
     url: str, token: str, context: ssl.SSLContext, headers: dict[str, str] | None = None,
-) -> AsyncIterator[FakeExtension]:
+) -> contextlib.AbstractAsyncContextManager[FakeExtension]:
     """The extension's connection (key in the subprotocol, as a browser sends it) over TLS verified by ``context``."""
-    ws = await websockets.connect(
-        url, subprotocols=[f"openab.bearer.{token}", "acp.v1"],  # type: ignore[list-item]
-        additional_headers=headers or {}, ssl=context, open_timeout=10,
-    )
-    extension = FakeExtension(ws)
-    reader = asyncio.create_task(extension.read_loop())
-    try:
-        yield extension
-    finally:
-        await ws.close()
-        reader.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await reader
+    return connect_extension(url, token, extra_headers=headers, ssl=context)
 
 
 def served_serial(ws: websockets.ClientConnection) -> int:

@@ -182,6 +182,12 @@ async def open_panel(ctx: BrowserContext) -> Page:
 SIDE_PANEL_FLAGS = ("--remote-debugging-port=0",)
 
 
+async def snap(page: Page, name: str) -> None:
+    """A screenshot of ``page`` in front, into docs/screenshots (the panel's states the docs show)."""
+    await page.bring_to_front()
+    await page.screenshot(path=str(screenshot_dir() / name))
+
+
 @contextlib.asynccontextmanager
 async def panel_browser(url: str, key: str, site: str, tmp: Path, *,
                         autopilot: bool = False) -> AsyncIterator[BrowserContext]:

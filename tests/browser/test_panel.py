@@ -35,6 +35,7 @@ from .harness import (
     panel_browser,
     screenshot_dir,
     service_worker_url,
+    snap,
 )
 from .live_pod import KEY, TIMEOUT, LiveGateway
 from .test_untrusted import ORDERS, split
@@ -61,11 +62,6 @@ async def panel(context: BrowserContext) -> Page:
 @pytest.fixture(scope="module")
 async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
     return await gateway.attached(await gateway.browser_socket(0))
-
-
-async def snap(page: Page, name: str) -> None:
-    await page.bring_to_front()
-    await page.screenshot(path=str(screenshot_dir() / name))
 
 
 @contextlib.asynccontextmanager

@@ -19,7 +19,7 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import open_panel, panel_browser, screenshot_dir
+from .harness import open_panel, panel_browser, screenshot_dir, snap
 from .live_pod import KEY, LiveGateway
 
 pytestmark = pytest.mark.anyio
@@ -37,11 +37,6 @@ async def context(gateway: LiveGateway, site: str,
 @pytest.fixture(scope="module")
 async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
     return await gateway.attached(await gateway.browser_socket(0))
-
-
-async def snap(page: Page, name: str) -> None:
-    await page.bring_to_front()
-    await page.screenshot(path=str(screenshot_dir() / name))
 
 
 async def say(panel: Page, text: str) -> None:

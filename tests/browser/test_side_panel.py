@@ -8,12 +8,9 @@ from the official MCP client at the session's proxy endpoint, as an agent's woul
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
@@ -24,6 +21,7 @@ from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import SIDE_PANEL_FLAGS, extension_id, playwright_browser, screenshot_dir, side_panel, stage_extension
 from .live_pod import KEY, LiveGateway
+from .test_panel import in_background
 
 pytestmark = pytest.mark.anyio
 
@@ -85,18 +83,6 @@ async def test_a_prompt_typed_in_the_side_panel_gets_its_answer_there(agent: Scr
     assert agent.prompts[-1] == (tunnel.session_id, [{"type": "text", "text": "hello side panel"}])
     await expect(panel.locator("#send")).to_be_enabled()
     await panel.screenshot(path=str(screenshot_dir() / "side-panel-chat.png"))
-
-
-@contextlib.asynccontextmanager
-async def in_background(call: Any) -> AsyncIterator[dict[str, Any]]:
-    out: dict[str, Any] = {}
-
-    async def run() -> None:
-        out["result"] = await call
-
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(run)
-        yield out
 
 
 async def test_a_risky_step_is_a_card_in_the_side_panel(context: BrowserContext, panel: Page, client: Client,
