@@ -377,7 +377,12 @@ export class BrowserTools {
       throw new ToolError('bad_url', `"${url}" is a path, and the agent tab shows no web page to take it from; ` +
         'give an absolute URL (https://...)');
     }
-    return new URL(url, base.origin).href;
+    // The URL parser reads `/\\host` and `/<tab>/host` as another host: a path must stay on the tab's site.
+    const resolved = new URL(url, base.origin);
+    if (resolved.origin !== base.origin) {
+      throw new ToolError('bad_url', `"${url}" is not a path on ${base.origin}; give an absolute URL (https://...)`);
+    }
+    return resolved.href;
   }
 
   _destination(url) {

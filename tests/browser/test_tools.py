@@ -169,9 +169,13 @@ async def test_navigate_takes_a_same_site_path_as_snapshots_show_it(client: Clie
     assert not is_error and f"navigated to {site}/page2.html" in text, text
     page2, _ = await call(client, "browser_snapshot")
     assert 'heading "Page two"' in page2
-    # Another site's path is not a path: a scheme-relative URL is refused, never taken as one.
-    text, is_error = await call(client, "browser_navigate", {"url": "//example.com/x"})
-    assert is_error and "absolute URL" in text, text
+    # Another site's path is not a path: a scheme-relative URL is refused, never taken as one, and so are the
+    # spellings the URL parser reads as another host.
+    for other_host in ("//example.com/x", "/\\example.com/x", "/\t/example.com/x"):
+        text, is_error = await call(client, "browser_navigate", {"url": other_host})
+        assert is_error and "absolute URL" in text, (other_host, text)
+    text, _ = await call(client, "browser_snapshot")
+    assert 'heading "Page two"' in text  # still where it was
 
 
 async def test_links_navigate_and_back_returns(client: Client, site: str) -> None:
