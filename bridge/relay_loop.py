@@ -22,7 +22,8 @@ from .relay import Relay
 __all__ = ["run_relay"]
 
 _CHUNK = 1 << 16
-# Lines for stdout held while the agent does not read them; past it the relay stops reading the socket.
+# Bytes held for a side that does not read them (stdout, or the pod's socket); past it the relay stops reading
+# what would add to them.
 _MAX_PENDING_OUT = 2 * MAX_FRAME_BYTES
 _IDLE_LOOK = 60.0
 
@@ -163,9 +164,11 @@ class _Loop:
 
     def _wait_and_serve(self, now: float) -> None:
         relay, out, pod = self.relay, self.out, self.pod
-        # Nothing more is read from either side while the agent is not reading what it was sent.
+        # Nothing more is read from either side while the agent is not reading what it was sent, and nothing more
+        # from the agent while the pod is not reading what the relay sent it.
         room = len(out.pending) < _MAX_PENDING_OUT
-        read_stdin = relay.wants_agent_input and room
+        pod_room = pod is None or len(pod.pending) < _MAX_PENDING_OUT
+        read_stdin = relay.wants_agent_input and room and pod_room
         watched: dict[int, int] = {}
         if read_stdin and not self.stdin_is_file:
             watched[self.stdin] = selectors.EVENT_READ

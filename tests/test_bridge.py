@@ -802,3 +802,45 @@ async def test_the_relay_runs_without_asyncio_or_tls(tmp_path: Path) -> None:
         relay.stdin.close()
         async with asyncio.timeout(30):
             await relay.wait()
+
+
+async def test_a_pod_that_stops_reading_stops_the_relay_reading_its_agent(tmp_path: Path) -> None:
+    # The relay holds at most two frames' worth for a socket that does not take them; past that the agent's writes
+    # wait in its pipe, and the relay's memory stays what it was.
+    path = tmp_path / "browser.sock"
+    stalled = asyncio.Event()
+
+    async def stuck_pod(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(json.dumps({"jsonrpc": "2.0", "method": READY_METHOD, "params": {"channel": "acp_c1"}}).encode()
+                     + b"\n")
+        await stalled.wait()  # and never reads
+
+    server = await asyncio.start_unix_server(stuck_pod, str(path))
+    relay = await asyncio.create_subprocess_exec(
+        OPENAB, "browser-bridge", "--socket", str(path), stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    assert relay.stdin is not None
+    argument = "x" * (256 << 10)
+    written = 0
+    try:
+        for n in range(384):  # 96 MiB, far past the relay's bound
+            relay.stdin.write(json.dumps({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                                          "params": {"name": "browser_type", "arguments": {"text": argument}}})
+                              .encode() + b"\n")
+            try:
+                async with asyncio.timeout(2):
+                    await relay.stdin.drain()
+            except TimeoutError:
+                break
+            written += 1
+        assert written * len(argument) < 48 << 20, f"the relay took {written} lines from its agent"
+        status = await asyncio.to_thread(Path(f"/proc/{relay.pid}/status").read_text)
+        rss_kib = int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS:")))
+        assert rss_kib < 96 << 10, f"the relay holds {rss_kib} KiB"
+    finally:
+        stalled.set()
+        relay.kill()
+        await relay.wait()
+        server.close()
+        await server.wait_closed()
