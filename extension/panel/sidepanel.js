@@ -51,10 +51,7 @@ function renderState(s) {
   const cfg = s.settings;
   renderGateways(cfg);
   renderAgents(s.agents || [], s.agent || '');
-  if (document.activeElement !== $('set-url')) $('set-url').value = cfg.url;
-  if (document.activeElement !== $('set-name')) $('set-name').value = cfg.name || '';
-  $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
-  $('set-autopilot').checked = cfg.autopilot;
+  fillSettingsForm(cfg);
   if (st === 'off' && !cfg.url) showSettings(true);
 
   const rules = $('rules');
@@ -96,6 +93,28 @@ function renderAgentTabs({ tabs, more }) {
     return li;
   }));
   if (more > 0) list.append(el('li', 'agent-tab more', `and ${more} more`));
+}
+
+// The settings boxes the person has changed and not saved. The panel redraws on every state, once a
+// second while retrying, and a redraw must not put the stored values back over what they typed. An
+// edit is dropped when the active gateway's stored settings change: a save, a switch, another window.
+const edited = new Set();
+let storedForm = '';
+for (const id of ['set-name', 'set-url', 'set-autopilot']) $(id).addEventListener('input', () => edited.add(id));
+
+function fillSettingsForm(cfg) {
+  const stored = JSON.stringify([cfg.active, cfg.name, cfg.url, cfg.autopilot]);
+  if (stored !== storedForm) {
+    storedForm = stored;
+    edited.clear();
+  }
+  const fill = (id, put) => {
+    if (!edited.has(id) && document.activeElement !== $(id)) put($(id));
+  };
+  fill('set-url', (box) => (box.value = cfg.url));
+  fill('set-name', (box) => (box.value = cfg.name || ''));
+  fill('set-autopilot', (box) => (box.checked = cfg.autopilot));
+  $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
 }
 
 function renderGateways(cfg) {

@@ -124,8 +124,12 @@ async def test_an_upgrade_moves_the_single_gateway_setting_into_the_list(site: s
     ext = stage_extension(tmp_path / "ext", {})
     async with playwright_browser(ext, tmp_path / "profile", f"{site}/index.html") as ctx:
         panel = await open_panel(ctx)
-        # What an install from before several gateways kept in its storage.
+        # What an install from before several gateways kept in its storage. The worker writes its own
+        # defaults once at start-up; the old form goes in after that, or the worker's write would win the race.
         upgraded = await panel.evaluate("""async (key) => {
+            const worker = async () => (await chrome.storage.local.get('openab.settings'))['openab.settings'];
+            for (let i = 0; !(await worker()) && i < 200; i++) await new Promise((r) => setTimeout(r, 50));
+            if (!(await worker())) throw new Error('the worker never stored its settings');
             await chrome.storage.local.set({'openab.settings': {
                 url: 'wss://work.example.com/acp', key, autopilot: true, siteRules: {'https://a.example': 'never'}}});
             const m = await import('/lib/settings.js');

@@ -540,3 +540,26 @@ async def test_the_pill_never_claims_a_dead_socket(context: BrowserContext, gate
     await expect(page.locator("#link-detail")).to_contain_text(
         f"Cannot reach the gateway at 127.0.0.1:{gateway.port}. Check the URL", timeout=15_000)
     await snap(page, "panel-retrying.png")
+
+
+async def test_what_the_person_types_while_retrying_stays_until_saved(context: BrowserContext,
+                                                                      gateway: LiveGateway) -> None:
+    [page] = [p for p in context.pages if p.url.startswith("chrome-extension://")]
+    await expect(page.locator("#pill-link")).to_have_text("retrying")  # the gateway is gone: the panel redraws
+    if await page.locator("#set-url").is_hidden():
+        await page.locator("#toggle-settings").click()
+    typed = f"ws://localhost:{gateway.port}/acp"
+    await page.locator("#set-url").fill(typed)
+    autopilot = await page.locator("#set-autopilot").is_checked()
+    await page.locator("#set-autopilot").set_checked(not autopilot)
+    await page.locator("#set-key").fill(KEY)  # the URL box is no longer the focused one
+    # The countdown moves once a second: once it has, the panel has redrawn from the stored settings.
+    before = await page.locator("#link-detail").text_content() or ""
+    await expect(page.locator("#link-detail")).not_to_have_text(before, timeout=10_000)
+    assert await page.locator("#set-url").input_value() == typed, "a redraw put the stored URL back"
+    assert await page.locator("#set-autopilot").is_checked() is not autopilot
+
+    await page.locator("#save-settings").click()
+    await expect(page.locator("#gateways li.active")).to_contain_text(typed)
+    await expect(page.locator("#link-detail")).to_contain_text(f"localhost:{gateway.port}", timeout=15_000)
+    assert await page.locator("#set-autopilot").is_checked() is not autopilot  # saved, not only kept
