@@ -6,6 +6,7 @@ built-in agent."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -20,8 +21,8 @@ import pytest
 from fake_extension import RemoteError, connect_extension
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt, run_pod
 
-from openab.core.agents.process import AgentProcess
-from openab.core.agents.tree import own_cgroup
+from openab.core.agents.process import AgentProcess, find_program
+from openab.core.agents.tree import HOLDING_SHELL, RELEASE_LINE, Tree, own_cgroup
 from openab.core.errors import ConnectionClosed
 from openab.core.jsonrpc import SERVER_OVERLOADED
 from openab.core.settings import Settings
@@ -159,6 +160,117 @@ async def test_an_agent_that_dies_alone_takes_what_it_set_loose_along(tmp_path: 
         again = await prompt(ext, session_id, "hello again")
 
     assert again.result == {"stopReason": "end_turn"}, "the session goes on with a fresh agent"
+
+
+needs_cgroup = pytest.mark.skipif(own_cgroup() is None, reason="no writable cgroup v2")
+
+
+def blocked_reading(pid: int) -> bool:
+    """Whether the process sleeps in a read of a pipe (its stdin, for a held agent)."""
+    proc = Path(f"/proc/{pid}")
+    return "pipe_read" in (proc / "wchan").read_text() or (proc / "syscall").read_text().startswith("0 ")
+
+
+def reports_its_cgroup(out: Path) -> list[str]:
+    """An agent whose first act is to write down its cgroup."""
+    code = f"import pathlib; pathlib.Path({str(out)!r}).write_text(open('/proc/self/cgroup').read())"
+    return [sys.executable, "-c", code]
+
+
+@needs_cgroup
+async def test_a_held_agent_runs_nothing_until_it_is_in_its_cgroup(tmp_path: Path) -> None:
+    tree = Tree("held", own_cgroup())
+    assert tree.prepare() and tree.cgroup is not None
+    out = tmp_path / "cgroup"
+    child = await asyncio.create_subprocess_exec(*tree.held(reports_its_cgroup(out)), stdin=asyncio.subprocess.PIPE,
+                                                 start_new_session=True)
+    try:
+        await eventually(lambda: blocked_reading(child.pid), timeout=10)
+        assert not out.exists(), "the agent ran before it was released"
+        cmdline = await asyncio.to_thread(Path(f"/proc/{child.pid}/cmdline").read_bytes)
+        assert cmdline.startswith(HOLDING_SHELL.encode())
+        tree.enter(child.pid)
+        assert child.stdin is not None
+        child.stdin.write(RELEASE_LINE)
+        assert await asyncio.wait_for(child.wait(), 30) == 0
+        assert f"/{tree.cgroup.name}\n" in out.read_text(), "the agent's first instruction ran inside its cgroup"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            child.kill()
+        await child.wait()
+        tree.remove()
+    assert tree.cgroup is None
+
+
+@needs_cgroup
+async def test_a_held_agent_whose_gateway_goes_away_never_runs(tmp_path: Path) -> None:
+    tree = Tree("orphaned", own_cgroup())
+    assert tree.prepare()
+    out = tmp_path / "cgroup"
+    child = await asyncio.create_subprocess_exec(*tree.held(reports_its_cgroup(out)), stdin=asyncio.subprocess.PIPE,
+                                                 start_new_session=True)
+    assert child.stdin is not None
+    child.stdin.close()  # end of input, no release line
+    assert await asyncio.wait_for(child.wait(), 30) != 0
+    assert not out.exists()
+    tree.spawned(None)
+    assert tree.cgroup is None
+
+
+@needs_cgroup
+async def test_a_refused_cgroup_move_still_runs_the_agent_tracked_through_proc(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    tree = Tree("refused", own_cgroup())
+    assert tree.prepare() and tree.cgroup is not None
+    tree.cgroup.rmdir()  # gone between its making and the move: the write is refused
+    out = tmp_path / "cgroup"
+    child = await asyncio.create_subprocess_exec(*tree.held(reports_its_cgroup(out)), stdin=asyncio.subprocess.PIPE,
+                                                 start_new_session=True)
+    tree.enter(child.pid)
+    assert tree.cgroup is None and "could not enter its cgroup" in caplog.text
+    assert child.stdin is not None
+    child.stdin.write(RELEASE_LINE)
+    assert await asyncio.wait_for(child.wait(), 30) == 0
+    assert "openab-agent-" not in out.read_text()
+
+
+@needs_cgroup
+async def test_a_held_agents_arguments_are_never_read_by_the_shell(tmp_path: Path) -> None:
+    tree = Tree("quoted", own_cgroup())
+    assert tree.prepare()
+    words = ["$(touch pwned)", "; touch pwned2", "`touch pwned3`", "*", "a b", ""]
+    child = await asyncio.create_subprocess_exec(
+        *tree.held([sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))", *words]),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, cwd=tmp_path, start_new_session=True)
+    tree.enter(child.pid)
+    out, _ = await asyncio.wait_for(child.communicate(RELEASE_LINE), 30)
+    assert json.loads(out) == words and not await asyncio.to_thread(lambda: list(tmp_path.iterdir()))
+    tree.remove()
+
+
+def test_the_agent_program_is_found_as_exec_would_find_it(tmp_path: Path) -> None:
+    bin_dir, work = tmp_path / "bin", tmp_path / "work"
+    bin_dir.mkdir()
+    work.mkdir()
+    tool = bin_dir / "tool"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    (bin_dir / "plain").write_text("not a program")
+    (work / "local").write_text("#!/bin/sh\n")
+    (work / "local").chmod(0o755)
+    env = {"PATH": f"/nonexistent:{bin_dir}"}
+    assert find_program("tool", env, work) == str(tool)
+    assert find_program("./local", env, work) == str(work / "local")  # relative to the agent's cwd, not ours
+    assert find_program("local", {"PATH": ":/nonexistent"}, work) == str(work / "local")  # empty entry: cwd
+    with pytest.raises(FileNotFoundError):
+        find_program("plain", env, work)  # not executable: exec would pass it by
+    with pytest.raises(FileNotFoundError):
+        find_program("./missing", env, work)
+    with pytest.raises(PermissionError):
+        find_program(str(bin_dir / "plain"), env, work)
+    with pytest.raises(PermissionError):
+        find_program(str(bin_dir), env, work)
 
 
 async def pid_1_pod(tmp_path: Path, agent_cmd: list[str]) -> tuple[asyncio.subprocess.Process, str, str]:

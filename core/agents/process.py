@@ -13,19 +13,19 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import logging
 import os
 import re
 import signal
-import subprocess
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..addresses import LOOPBACK_NAMES
 from ..errors import AgentExited, AgentNotFound
 from ..jsonrpc import Handler, Peer, RpcConnection
-from .tree import REAPER, TREE_LOOK_INTERVAL, TREE_MARK_ENV, Tree
+from .tree import REAPER, RELEASE_LINE, TREE_LOOK_INTERVAL, TREE_MARK_ENV, Tree
 
 __all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
 
@@ -62,6 +62,25 @@ def scrubbed_env(
             listed = [h for h in env.get(name, "").split(",") if h.strip()]
             env[name] = ",".join(listed + [h for h in LOOPBACK_NAMES if h not in listed])
     return env
+
+
+def find_program(program: str, env: Mapping[str, str], cwd: Path) -> str:
+    """Where ``exec`` would find ``program`` for a child with ``env`` in ``cwd``, as ``subprocess`` looks for it.
+
+    Raises :class:`FileNotFoundError` or :class:`PermissionError` as a failed spawn would.
+    """
+    if os.sep in program:
+        path = os.path.normpath(os.path.join(cwd, program))
+        if not os.path.exists(path):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        if os.path.isdir(path) or not os.access(path, os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+        return path
+    for directory in env.get("PATH", os.defpath).split(os.pathsep):
+        path = os.path.normpath(os.path.join(cwd, directory, program))  # an empty or relative entry: the cwd
+        if os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
 
 
 class AgentProcess:
@@ -115,16 +134,13 @@ class AgentProcess:
 
     async def start(self) -> None:
         """Spawn the process; raises :class:`AgentExited` saying what to install when the program is missing."""
-        enter_cgroup = self.tree.prepare()
         try:
             with REAPER.spawning():
-                try:
-                    self._process = await self._spawn(enter_cgroup)
-                except subprocess.SubprocessError as exc:  # the child could not enter its cgroup
-                    log.warning("%s: could not enter its cgroup (%s); its processes are tracked through /proc",
-                                self.name, exc)
-                    self.tree.spawned(None)
-                    self._process = await self._spawn(None)
+                if self.tree.prepare():
+                    self._process = await self._spawn_held()
+                else:
+                    self._process = await self._spawn(self.argv)
+                    self.tree.spawned(self._process.pid)
                 REAPER.track(self._process.pid)
         except FileNotFoundError:
             self.tree.spawned(None)
@@ -138,7 +154,6 @@ class AgentProcess:
         except BaseException:
             self.tree.spawned(None)
             raise
-        self.tree.spawned(self._process.pid)
         log.info("%s: started %s (pid %d) in %s", self.name, Path(self.argv[0]).name, self._process.pid, self._cwd)
         loop = asyncio.get_running_loop()
         self._tasks = [
@@ -149,18 +164,27 @@ class AgentProcess:
             loop.create_task(self._stop_when_unreachable(), name=f"{self.name} rpc watch"),
         ]
 
-    async def _spawn(self, preexec: Callable[[], object] | None) -> asyncio.subprocess.Process:
+    async def _spawn(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            *self.argv,
+            *argv,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             env=self._env,
             cwd=self._cwd,
             start_new_session=True,
-            preexec_fn=preexec,
             limit=self._max_line,
         )
+
+    async def _spawn_held(self) -> asyncio.subprocess.Process:
+        """Starts the agent held (:meth:`Tree.held`), moves it into its cgroup, then lets it run."""
+        # The shell's own "not found" would read as the agent exiting: the program is found here first.
+        process = await self._spawn(self.tree.held([find_program(self.argv[0], self._env, self._cwd),
+                                                     *self.argv[1:]]))
+        self.tree.enter(process.pid)
+        assert process.stdin is not None
+        process.stdin.write(RELEASE_LINE)  # before any message: the shell takes this line, the agent the rest
+        return process
 
     async def _stop_when_unreachable(self) -> None:
         """An agent whose ACP connection closed while it runs (it closed its stdin, stopped reading it until the

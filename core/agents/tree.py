@@ -21,13 +21,16 @@ import secrets
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
 from ..procfs import ProcStat, read_stat
 
-__all__ = ["REAPER", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV", "ChildReaper", "Tree", "own_cgroup"]
+__all__ = [
+    "HOLDING_SHELL", "REAPER", "RELEASE_LINE", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV",
+    "ChildReaper", "Tree", "own_cgroup",
+]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +44,9 @@ TREE_LOOK_INTERVAL: Final = 10.0
 _MAX_ENVIRON_BYTES: Final = 1 << 20
 _PR_SET_CHILD_SUBREAPER: Final = 36
 _PR_GET_CHILD_SUBREAPER: Final = 37
+# What holds an agent until it is in its cgroup (:meth:`Tree.held`): any POSIX shell; without one, no cgroup.
+HOLDING_SHELL: Final = "/bin/sh"
+RELEASE_LINE: Final = b"\n"
 
 
 def _processes() -> dict[int, ProcStat]:
@@ -140,10 +146,14 @@ class Tree:
         self.leader: ProcStat | None = None
         self._known: dict[int, ProcStat] = {}
 
-    def prepare(self) -> Callable[[], object] | None:
-        """Make the agent's cgroup; returns what the child runs before exec to enter it (``None``: no cgroup)."""
+    def prepare(self) -> bool:
+        """Make the agent's cgroup (``False``: none, the tree is tracked through ``/proc``)."""
         if self._parent is None:
-            return None
+            return False
+        if not os.access(HOLDING_SHELL, os.X_OK):
+            log.warning("%s: no %s to hold it until it is in a cgroup; its processes are tracked through /proc",
+                        self.name, HOLDING_SHELL)
+            return False
         cgroup = self._parent / f"openab-agent-{os.getpid()}-{next(self._count)}"
         try:
             cgroup.mkdir()
@@ -155,16 +165,42 @@ class Tree:
                         self.name, self._parent, exc)
             with contextlib.suppress(OSError):
                 cgroup.rmdir()
-            return None
+            return False
         self.cgroup = cgroup
-        # "0" moves the writer itself: the forked child, before exec, so whatever it spawns starts inside.
-        return functools.partial(os.write, self._procs_fd, b"0")
+        return True
 
-    def spawned(self, pid: int | None) -> None:
-        """The child exists (``pid``) or could not be started (``None``: the cgroup goes)."""
+    def held(self, argv: Sequence[str]) -> list[str]:
+        """The command that starts ``argv`` held until :meth:`enter` has moved it into the cgroup.
+
+        The child is a shell that reads one line on its stdin (:data:`RELEASE_LINE`, the first thing the
+        gateway writes there) and then execs the agent in its place, same pid and same stdin: the agent runs
+        no code of its own outside the cgroup, and the gateway needs no ``preexec_fn``, which would make
+        Python ``fork()`` the whole gateway (its page tables: tens of milliseconds) where ``vfork()`` takes a
+        fraction of one. A shell's ``read`` takes no byte past the line's end; at end of input it execs
+        nothing.
+        """
+        return [HOLDING_SHELL, "-c", 'read -r _ && exec "$@"', "openab-agent", *argv]
+
+    def enter(self, pid: int) -> None:
+        """Moves the held child ``pid`` into the cgroup; where that is refused, the tree is tracked through /proc."""
+        if self.cgroup is not None:
+            try:
+                os.write(self._procs_fd, str(pid).encode())
+            except OSError as exc:
+                log.warning("%s: could not enter its cgroup (%s); its processes are tracked through /proc",
+                            self.name, exc)
+                self._close_procs()
+                self.remove()
+        self.spawned(pid)
+
+    def _close_procs(self) -> None:
         if self._procs_fd >= 0:
             os.close(self._procs_fd)
             self._procs_fd = -1
+
+    def spawned(self, pid: int | None) -> None:
+        """The child exists (``pid``) or could not be started (``None``: the cgroup goes)."""
+        self._close_procs()
         if pid is None:
             self.remove()
             return
@@ -242,6 +278,8 @@ class Tree:
         if self.cgroup is not None:
             try:
                 self.cgroup.rmdir()
+                self.cgroup = None
+            except FileNotFoundError:
                 self.cgroup = None
             except OSError as exc:
                 log.warning("%s: its cgroup %s stays: %s", self.name, self.cgroup, exc)
