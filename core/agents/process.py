@@ -181,7 +181,9 @@ class AgentProcess:
         # The shell's own "not found" would read as the agent exiting: the program is found here first.
         process = await self._spawn(self.tree.held([find_program(self.argv[0], self._env, self._cwd),
                                                      *self.argv[1:]]))
-        self.tree.enter(process.pid)
+        # Moving a process between cgroups can wait for an RCU grace period (milliseconds, up to about 20 here):
+        # the pod's other sessions do not wait with it.
+        await asyncio.to_thread(self.tree.enter, process.pid)
         assert process.stdin is not None
         process.stdin.write(RELEASE_LINE)  # before any message: the shell takes this line, the agent the rest
         return process
