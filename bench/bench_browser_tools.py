@@ -12,11 +12,15 @@ alternate in rounds, so both see the same machine at the same moments; the figur
 | navigate | browser_navigate, to the page's load | page.goto (load) |
 | snapshot | browser_snapshot | locator("body").aria_snapshot(mode="ai"), what @playwright/mcp shows |
 | click | browser_click by ref, a button that changes text | page.click by selector |
+| click, a turn apart | the same, 0.3 s between clicks | the same, 0.3 s between clicks |
 | type | browser_type by ref into a text field | page.fill by selector |
 | screenshot | browser_screenshot (JPEG) | page.screenshot(type="jpeg") |
 
 Chrome lets an extension capture a tab at most twice a second, so screenshot samples are spaced 0.6 s apart
-(untimed) on both sides.
+(untimed) on both sides. Every other tool's calls run back to back, which no agent does: its next call comes a
+model turn later. A click is the one tool that this changes (a click watches for a late navigation that a next
+call within 80 ms waits out), so clicks are timed both ways: back to back, and 0.3 s apart (untimed; shorter
+than any model turn).
 
 Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR]`` (from the repository, venv active).
 """
@@ -46,9 +50,11 @@ from playwright.async_api import Browser, Page, async_playwright
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
 
 NAME = "browser_tools"
-TOOLS = ("navigate", "snapshot", "click", "type", "screenshot")
+TOOLS = ("navigate", "snapshot", "click", "click, a turn apart", "type", "screenshot")
 TARGET = 1.5  # each median <= 1.5x Playwright's
 CALL_TIMEOUT = 60.0
+SCREENSHOT_GAP = 0.6  # Chrome's quota: two captures a second per extension
+TURN_GAP = 0.3  # between an agent's calls: a model turn, which takes longer
 # The pages bench/ compares on, served from tests/site/bench/.
 PAGES = ("form", "article", "table", "app")
 
@@ -163,6 +169,12 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
     async def p_click() -> list[float]:
         return [await timed(lambda: page.click("#back")) for _ in range(per_round)]
 
+    async def o_click_turn() -> list[float]:
+        return await spaced(lambda: call(client, "browser_click", {"ref": back}), TURN_GAP)
+
+    async def p_click_turn() -> list[float]:
+        return await spaced(lambda: page.click("#back"), TURN_GAP)
+
     # The lambdas run at once, inside the same iteration: the loop variable cannot have moved on.
     async def o_type() -> list[float]:
         texts = [f"ada{i}@example.com" for i in range(per_round)]
@@ -172,23 +184,24 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
         texts = [f"ada{i}@example.com" for i in range(per_round)]
         return [await timed(lambda: page.fill("#email", t)) for t in texts]  # noqa: B023
 
-    async def spaced(shot: Callable[[], Awaitable[Any]]) -> list[float]:
+    async def spaced(action: Callable[[], Awaitable[Any]], gap: float) -> list[float]:
         out = []
         for _ in range(per_round):
-            await asyncio.sleep(0.6)  # Chrome's quota: two captures a second per extension
-            out.append(await timed(shot))
+            await asyncio.sleep(gap)
+            out.append(await timed(action))
         return out
 
     async def o_screenshot() -> list[float]:
-        return await spaced(lambda: call(client, "browser_screenshot"))
+        return await spaced(lambda: call(client, "browser_screenshot"), SCREENSHOT_GAP)
 
     async def p_screenshot() -> list[float]:
-        return await spaced(lambda: page.screenshot(type="jpeg", quality=92))
+        return await spaced(lambda: page.screenshot(type="jpeg", quality=92), SCREENSHOT_GAP)
 
     results: dict[str, dict[str, list[float]]] = {}
     plan: Sequence[tuple[str, Callable[[], Awaitable[list[float]]], Callable[[], Awaitable[list[float]]]]] = [
         ("navigate", o_navigate, p_navigate), ("snapshot", o_snapshot, p_snapshot), ("click", o_click, p_click),
-        ("type", o_type, p_type), ("screenshot", o_screenshot, p_screenshot),
+        ("click, a turn apart", o_click_turn, p_click_turn), ("type", o_type, p_type),
+        ("screenshot", o_screenshot, p_screenshot),
     ]
     for tool, mine, theirs in plan:
         if tool != "navigate":

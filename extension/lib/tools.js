@@ -22,11 +22,12 @@ const HARD_MAX_CHARS = 1_000_000;
 const LOAD_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 10_000;
 // After a click, a key or a choice that the page did not see itself leave on: how long its call watches the tab
-// for a navigation starting (a script may redirect in its handler's promise or a timer). A navigation that starts
-// later, up to LATE_WINDOW_MS after the action, still holds the next call until its load, and the next call
-// waits out what is left of that window: an agent's next call comes a model turn later, when it has passed.
-// One that starts within LATE_NAVIGATION_MS holds the next call too.
-const NAVIGATION_WINDOW_MS = 40;
+// for a navigation starting (a script may redirect in its handler's promise or a timer). Short, because every
+// such action pays it, and nothing is lost past it: a navigation that starts later, up to LATE_WINDOW_MS after
+// the action, still holds the next call until its load, and the next call waits out what is left of that
+// window (an agent's next call comes a model turn later, when it has passed). One that starts within
+// LATE_NAVIGATION_MS holds the next call too.
+const NAVIGATION_WINDOW_MS = 10;
 const LATE_WINDOW_MS = 80;
 const LATE_NAVIGATION_MS = 1_000;
 // A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
