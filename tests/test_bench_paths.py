@@ -72,8 +72,10 @@ def test_the_idle_benchmark_weighs_idle_sessions_in_the_gateway_process(tmp_path
     assert stage["gateway_rss_mib"] >= document["gateway_rss_alone_mib"] - 1
     assert -100 < stage["rss_per_idle_session_kib"] < 10_000
     _sane(stage["busy"], document["busy_calls_per_stage"])
+    _sane(stage["twin"], document["busy_calls_per_stage"])
     _sane(document["busy_alone"], 2 * document["busy_calls_per_stage"])
-    assert set(stage["busy_ratio_to_alone"]) == {"p50", "p99"}
+    assert set(stage["busy_ratio_to_alone"]) == set(stage["busy_ratio_to_twin"]) == {"p50", "p99"}
+    assert set(document["control_ratio_to_twin"]) == {"p50", "p99"}
     assert isinstance(document["target"]["met"], bool)
 
 
