@@ -14,6 +14,7 @@ import secrets
 import shutil
 import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -249,6 +250,47 @@ async def test_a_held_agents_arguments_are_never_read_by_the_shell(tmp_path: Pat
     tree.remove()
 
 
+class Silent:
+    """An agent's handler that answers nothing."""
+
+    def handle_request(self, request: Any) -> Any:
+        return None
+
+    def handle_notification(self, notification: Any) -> None:
+        return None
+
+
+@needs_cgroup
+async def test_a_start_cancelled_while_its_agent_enters_the_cgroup_runs_nothing_and_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    moving, finish = threading.Event(), threading.Event()
+    enter = Tree.enter
+
+    def slow_enter(tree: Tree, pid: int) -> None:  # a cgroup move that waits long for its grace period
+        moving.set()
+        finish.wait(30)
+        enter(tree, pid)
+
+    monkeypatch.setattr(Tree, "enter", slow_enter)
+    out = tmp_path / "cgroup"
+    agent = AgentProcess(reports_its_cgroup(out), handler=Silent(), env=dict(os.environ), cwd=tmp_path,
+                         name="cancelled agent", cgroups=own_cgroup())
+    start = asyncio.create_task(agent.start())
+    assert await asyncio.to_thread(moving.wait, 30)
+    start.cancel()
+    await asyncio.sleep(0.2)
+    assert not start.done(), "the start waits for the move it began"
+    finish.set()
+    with pytest.raises(asyncio.CancelledError):
+        await start
+    assert agent.tree.leader is not None and not in_proc(agent.tree.leader.pid), "the held shell is gone, reaped"
+    assert not out.exists(), "the agent never ran"
+    assert agent.tree.cgroup is None
+    left = await asyncio.to_thread(lambda: list(Path(str(own_cgroup())).glob(f"openab-agent-{os.getpid()}-*")))
+    assert not left, "its cgroup was removed"
+
+
 def test_the_agent_program_is_found_as_exec_would_find_it(tmp_path: Path) -> None:
     bin_dir, work = tmp_path / "bin", tmp_path / "work"
     bin_dir.mkdir()
@@ -427,13 +469,6 @@ def test_max_agents_comes_from_the_flag_or_the_environment(source: str) -> None:
 
 
 async def test_an_agent_that_cannot_be_spoken_to_any_more_is_stopped(tmp_path: Path) -> None:
-    class Silent:
-        def handle_request(self, request: Any) -> Any:
-            return None
-
-        def handle_notification(self, notification: Any) -> None:
-            return None
-
     # It closes its stdin and lives on: every message to it fails from then on, and it would idle forever.
     deaf = "import os, time\nos.close(0)\nprint('ready', flush=True)\ntime.sleep(120)\n"
     agent = AgentProcess([sys.executable, "-c", deaf], handler=Silent(), env=dict(os.environ), cwd=tmp_path,

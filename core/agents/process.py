@@ -183,7 +183,16 @@ class AgentProcess:
                                                      *self.argv[1:]]))
         # Moving a process between cgroups can wait for an RCU grace period (milliseconds, up to about 20 here):
         # the pod's other sessions do not wait with it.
-        await asyncio.to_thread(self.tree.enter, process.pid)
+        entering = asyncio.ensure_future(asyncio.to_thread(self.tree.enter, process.pid))
+        try:
+            await asyncio.shield(entering)
+        except BaseException:
+            # Cancelled meanwhile: the move ends first (it writes to a descriptor the tree then closes), and the
+            # held shell goes without ever running the agent, so its cgroup can go too.
+            await asyncio.wait([entering])
+            process.kill()
+            await process.wait()
+            raise
         assert process.stdin is not None
         process.stdin.write(RELEASE_LINE)  # before any message: the shell takes this line, the agent the rest
         return process
