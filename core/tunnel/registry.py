@@ -221,10 +221,8 @@ class TunnelRegistry:
                 changed = self._changed
                 if session_id is not None:
                     servers = self._by_session.get(session_id)
-                elif self._by_session:
-                    servers = next(iter(self._by_session.values()))
                 else:
-                    servers = None
+                    servers = next(iter(self._by_session.values()), None)
                 if servers:
                     return next(iter(servers.values()))
                 await changed.wait()

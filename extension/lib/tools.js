@@ -363,18 +363,17 @@ export class BrowserTools {
     }
   }
 
-  /** The guard's site rules on a destination, noting the decision (a yes the person gave already stands). */
   /** A path (`/orders?page=2`), as snapshots show same-site links, made absolute on the agent tab's site. */
   async _onAgentSite(url) {
     if (typeof url !== 'string' || !url.startsWith('/') || url.startsWith('//')) return url;
     const tab = this.tabs.current == null ? null : await chrome.tabs.get(this.tabs.current).catch(() => null);
-    let base;
+    let base = null;
     try {
-      base = new URL(tab && tab.url ? tab.url : 'about:blank');
+      base = new URL(tab && tab.url);
     } catch {
-      base = new URL('about:blank');
+      /* no tab, or no address in it */
     }
-    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+    if (!base || (base.protocol !== 'http:' && base.protocol !== 'https:')) {
       throw new ToolError('bad_url', `"${url}" is a path, and the agent tab shows no web page to take it from; ` +
         'give an absolute URL (https://...)');
     }
@@ -386,6 +385,7 @@ export class BrowserTools {
     return resolved.href;
   }
 
+  /** The guard's site rules on a destination, noting the decision (a yes the person gave already stands). */
   _destination(url) {
     try {
       const allowed = this.guard.checkDestination(url);

@@ -108,12 +108,10 @@ function fillSettingsForm(cfg) {
     storedForm = stored;
     edited.clear();
   }
-  const fill = (id, put) => {
-    if (!edited.has(id) && document.activeElement !== $(id)) put($(id));
-  };
-  fill('set-url', (box) => (box.value = cfg.url));
-  fill('set-name', (box) => (box.value = cfg.name || ''));
-  fill('set-autopilot', (box) => (box.checked = cfg.autopilot));
+  const free = (id) => !edited.has(id) && document.activeElement !== $(id);
+  if (free('set-url')) $('set-url').value = cfg.url;
+  if (free('set-name')) $('set-name').value = cfg.name || '';
+  if (free('set-autopilot')) $('set-autopilot').checked = cfg.autopilot;
   $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
 }
 
