@@ -9,6 +9,10 @@ each, and reads one JSON line back:
 - ``{"sessions": true}``: how many sessions the pod holds;
 - ``{"gc": true}``: the cyclic GC's passes since the last such question, by generation (count, longest, total).
 
+Its settings are ``run_gateway``'s, and one of its own: ``parse_whole=True`` makes the pod parse every frame
+whole, as before answers' long strings were passed through (``openab.core.jsonrpc.passthrough``), for a
+same-run comparison.
+
 It ends when stdin closes. Run by :class:`PodProcess`; not a command of its own. With ``--extensions`` it
 plays scripted extensions instead, in their own process (:class:`ExtensionsProcess`).
 """
@@ -119,6 +123,12 @@ async def _serve(settings: dict[str, Any]) -> None:
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 
+    if settings.pop("parse_whole", False):
+        import orjson
+
+        from openab.core.jsonrpc import passthrough
+
+        passthrough.loads = lambda data, _rule: orjson.loads(data)  # type: ignore[assignment]
     collections = _time_collections()
     async with run_gateway(**settings) as gw:
         say({"ws_url": gw.ws_url, "token": gw.token, "pid": os.getpid()})

@@ -14,6 +14,7 @@ walk goes up to the test's parent instead of stopping at the test process (:func
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import fcntl
 import json
@@ -279,6 +280,23 @@ async def test_agent_lists_and_calls_browser_tools_through_the_relay(mode: str) 
             result = await client.call_tool("browser_navigate", {"url": "https://example.org/"})
             assert text_of(result) == "alice navigated to https://example.org/"
             assert not result.is_error
+
+
+async def test_a_6_mib_screenshot_reaches_the_agent_through_the_relay_intact() -> None:
+    # The gateway relays the image as the JSON it came in (a fragment, not parsed); the relay's lines must carry it.
+    image = base64.b64encode(os.urandom(6 * 1024 * 1024 // 4 * 3)).decode()
+
+    async def screenshot(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": 'The "whole" tab'},
+                            {"type": "image", "data": image, "mimeType": "image/png"}]}
+
+    async with bridge_pod() as pod, browser_session(pod, "alice", browser_screenshot=screenshot) as (session_id, _e):
+        params = relay_params(pod.channel(session_id), pod.socket)
+        async with Client(params, mode="legacy") as client:
+            result = await client.call_tool("browser_screenshot", {})
+    assert text_of(result) == 'The "whole" tab'
+    assert result.content[1].type == "image" and result.content[1].mime_type == "image/png"
+    assert result.content[1].data == image
 
 
 async def test_each_agent_reaches_only_its_own_browser() -> None:

@@ -10,6 +10,7 @@ import asyncio
 import base64
 import contextlib
 import json
+import os
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -83,11 +84,14 @@ async def endpoint(gateway: RunningGateway, proxy: BrowserProxy, session_id: str
 
 
 @contextlib.asynccontextmanager
-async def mcp_client(url: str, token: str, *, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
+async def mcp_client(
+    url: str, token: str, *, mode: str = "legacy", sse_event_bytes: int | None = 1 << 20, **options: Any
+) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode, **options) as client,
+        Client(streamable_http_client(url, http_client=http, max_sse_event_size=sse_event_bytes), mode=mode,
+               **options) as client,
     ):
         yield client
 
@@ -247,8 +251,11 @@ def ext_session(gateway: RunningGateway) -> str:
     return session.id
 
 
-async def test_progress_from_the_browser_reaches_the_agent() -> None:
+@pytest.mark.parametrize("image", [False, True], ids=["text", "6 MiB image"])
+async def test_progress_from_the_browser_reaches_the_agent(image: bool) -> None:
+    # With progress first the answer is an SSE event: a passed-through image must arrive whole in it too.
     updates: list[tuple[float, float | None, str | None]] = []
+    picture = base64.b64encode(os.urandom(6 * 1024 * 1024 // 4 * 3)).decode() if image else ""
 
     async with proxied() as (gateway, proxy), extension(gateway) as ext:
 
@@ -263,6 +270,9 @@ async def test_progress_from_the_browser_reaches_the_agent() -> None:
                     "params": {"progressToken": token, "progress": step, "total": 2, "message": f"step {step}"},
                 })
             await asyncio.sleep(0.05)  # let the progress frames overtake the result on the socket
+            if image:
+                return {"content": [{"type": "text", "text": "loaded"},
+                                    {"type": "image", "data": picture, "mimeType": "image/png"}]}
             return text_result("loaded")
 
         ext.add_tool("browser_navigate", navigate)
@@ -271,11 +281,14 @@ async def test_progress_from_the_browser_reaches_the_agent() -> None:
         async def on_progress(progress: float, total: float | None, message: str | None) -> None:
             updates.append((progress, total, message))
 
-        async with mcp_client(url, token) as client:
+        # The SDK's client refuses an SSE event over 1 MiB unless told otherwise (docs/proxy.md says so).
+        async with mcp_client(url, token, sse_event_bytes=None if image else 1 << 20) as client:
             result = await client.call_tool("browser_navigate", {"url": "https://example.com"},
                                             progress_callback=on_progress)
     assert first_text(result) == "loaded"
     assert updates == [(1, 2, "step 1"), (2, 2, "step 2")]
+    if image:
+        assert result.content[1].type == "image" and result.content[1].data == picture
 
 
 # -- the HTTP gate -------------------------------------------------------------------------------------------

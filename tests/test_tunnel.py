@@ -8,6 +8,7 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import orjson
 import pytest
 from fake_extension import FakeExtension, RemoteError, connect_extension, text_result
 from gateway_harness import RunningGateway, eventually, run_gateway
@@ -152,7 +153,10 @@ async def test_an_8_mib_class_result_passes_through_unchanged(gateway: RunningGa
         ext.add_tool("browser_screenshot", screenshot)
         session_id = await attached_extension(gateway, ext)
         result = await gateway.pod.tunnels.call_tool(session_id, "browser_screenshot", {})
-        assert result["content"][0]["data"] == payload
+        # Relayed as the JSON it came in (an orjson.Fragment), never parsed into a str and written out again.
+        assert isinstance(result["content"][0]["data"], orjson.Fragment)
+        assert orjson.loads(orjson.dumps(result)) == {
+            "content": [{"type": "image", "data": payload, "mimeType": "image/jpeg"}]}
 
 
 async def test_no_browser_fails_at_once_naming_the_fix(gateway: RunningGateway) -> None:

@@ -29,6 +29,7 @@ from ..jsonrpc import (
     JsonObject,
     Later,
     Notification,
+    PassThrough,
     Peer,
     Request,
     RequestTimeout,
@@ -208,7 +209,9 @@ class AcpServerConnection:
         self.rpc = RpcConnection(
             self,
             name=self.id,
-            peer=Peer(max_method_bytes=settings.max_method_frame_bytes, max_open_requests=512),
+            # A screenshot's base64 is relayed to the agent as it came, not parsed and written out again.
+            peer=Peer(max_method_bytes=settings.max_method_frame_bytes, max_open_requests=512,
+                      pass_through=PassThrough()),
         )
         self._initialized = False
         self._sessions: set[str] = set()

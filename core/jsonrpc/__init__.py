@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .passthrough import PassThrough
 from .protocol import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -61,7 +62,7 @@ def __getattr__(name: str) -> Any:
 __all__ = [
     "INTERNAL_ERROR", "INVALID_PARAMS", "INVALID_REQUEST", "METHOD_NOT_FOUND", "NOT_INITIALIZED", "PARSE_ERROR",
     "REQUEST_CANCELLED", "SERVER_OVERLOADED", "SESSION_BUSY", "ConnectionClosed", "Event", "Handler", "IdRule",
-    "Invalid", "JsonObject", "Later", "Notification", "Peer", "Reply", "Request", "RequestFailed", "RequestId",
-    "RequestTimeout", "Response", "RpcConnection", "RpcError", "SendMessage", "TooManyPendingRequests", "classify",
-    "dumps", "error_message", "id_key", "notification_message", "request_message", "result_message",
+    "Invalid", "JsonObject", "Later", "Notification", "PassThrough", "Peer", "Reply", "Request", "RequestFailed",
+    "RequestId", "RequestTimeout", "Response", "RpcConnection", "RpcError", "SendMessage", "TooManyPendingRequests",
+    "classify", "dumps", "error_message", "id_key", "notification_message", "request_message", "result_message",
 ]

@@ -27,6 +27,8 @@ from typing import Any, Final, Literal
 import orjson
 
 from ..errors import OpenabError, TooManyPendingRequests
+from . import passthrough
+from .passthrough import PassThrough
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -397,7 +399,8 @@ class Peer:
     any message that carries a ``method``: responses may be larger (a screenshot result), requests and
     notifications may not. ``max_depth`` bounds nesting (:data:`MAX_DEPTH`): a request past it gets -32600, an
     answer past it fails the request it answers, a notification past it is dropped. Late answers to ids we
-    abandoned find nothing pending and are dropped quietly.
+    abandoned find nothing pending and are dropped quietly. ``pass_through``, when set, keeps the long strings it
+    names in answers as the JSON they arrived in (:mod:`.passthrough`): a screenshot is relayed, not re-parsed.
     """
 
     def __init__(
@@ -408,7 +411,9 @@ class Peer:
         max_method_bytes: int | None = None,
         max_depth: int = MAX_DEPTH,
         first_id: int = 1,
+        pass_through: PassThrough | None = None,
     ) -> None:
+        self._pass_through = pass_through
         self._next_id = first_id
         self._max_pending = max_pending
         self._max_open = max_open_requests
@@ -426,7 +431,7 @@ class Peer:
         """Take one whole message (a text frame, a line) and say what it means."""
         size = utf8_size(data)
         try:
-            message = orjson.loads(data)
+            message = orjson.loads(data) if self._pass_through is None else passthrough.loads(data, self._pass_through)
         except orjson.JSONDecodeError as exc:
             self._send_error_reply(None, unreadable_error(exc, self._max_depth))
             return []
