@@ -5,7 +5,10 @@
 - :func:`bare_ws`: a ``websockets`` server that echoes each frame, or answers every frame with ``payload``
   (compressed when the client offers permessage-deflate);
 - :class:`BareHttpProcess`: :func:`bare_http` in a process of its own (``python bench/baselines.py``), for the
-  throughput runs where the gateway runs in one too.
+  throughput runs where the gateway runs in one too;
+- :func:`bare_relay_app`: the proxy path's shape with nothing else: a POST is sent on as one WebSocket frame to
+  the one connected "extension", whose answer frame becomes the HTTP body unread (``BareHttpProcess(relay=True)``
+  runs it apart, as the gateway runs).
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import uvicorn
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket
 from websockets.asyncio.server import ServerConnection, serve
 
 # This folder as the package `bench` (for bench.common), run as a script or imported.
@@ -49,14 +53,42 @@ def bare_http_app() -> Starlette:
     return Starlette(routes=[Route("/mcp", _answer, methods=["POST"])])
 
 
+def bare_relay_app() -> Starlette:
+    """The least a gateway of the proxy path's shape does: store one answer frame and forward it. No ids, no
+    parsing, one call at a time, the WebSocket side on uvicorn's as the gateway's ``/acp`` is."""
+    extension: asyncio.Queue[WebSocket] = asyncio.Queue(maxsize=1)
+    stopping = asyncio.Event()
+
+    async def socket_route(websocket: WebSocket) -> None:
+        await websocket.accept()
+        await extension.put(websocket)
+        await stopping.wait()  # the posts use the socket until the server stops
+
+    async def post(request: Request) -> Response:
+        await request.body()
+        websocket = await extension.get()
+        try:
+            await websocket.send_text('{"jsonrpc":"2.0","id":1,"method":"tools/call"}')
+            answer = await websocket.receive_text()
+        finally:
+            extension.put_nowait(websocket)
+        return Response(answer.encode(), media_type="application/json")
+
+    app = Starlette(routes=[Route("/mcp", post, methods=["POST"]), WebSocketRoute("/ws", socket_route)])
+    app.state.stopping = stopping
+    return app
+
+
 @contextlib.asynccontextmanager
-async def bare_http() -> AsyncIterator[str]:
-    """uvicorn on 127.0.0.1 with the bare endpoint, configured as the proxy's listeners are; yields its URL."""
+async def bare_http(*, relay: bool = False) -> AsyncIterator[str]:
+    """uvicorn on 127.0.0.1 with the bare endpoint (or the bare relay, whose ``/ws`` is beside the URL),
+    configured as the proxy's listeners are; yields its URL."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.bind(("127.0.0.1", 0))
     sock.listen(1024)
-    config = uvicorn.Config(bare_http_app(), lifespan="off", ws="none", log_config=None, access_log=False,
-                            server_header=False, proxy_headers=False)
+    app, ws = (bare_relay_app(), "websockets-sansio") if relay else (bare_http_app(), "none")
+    config = uvicorn.Config(app, lifespan="off", ws=ws, log_config=None, access_log=False, ws_max_size=64 << 20,
+                            ws_per_message_deflate=False, server_header=False, proxy_headers=False)
     config.load()
     server = uvicorn.Server(config)
     server.lifespan = config.lifespan_class(config)
@@ -64,6 +96,8 @@ async def bare_http() -> AsyncIterator[str]:
     try:
         yield f"http://127.0.0.1:{sock.getsockname()[1]}/mcp"
     finally:
+        if relay:
+            app.state.stopping.set()
         await server.shutdown(sockets=[sock])
         sock.close()
 
@@ -133,16 +167,23 @@ class McpPoster:
 
 
 class BareHttpProcess:
-    """:func:`bare_http` in a child process; ``url`` once entered, ``pid`` for its CPU and memory."""
+    """:func:`bare_http` in a child process; ``url`` once entered, ``pid`` for its CPU and memory. With
+    ``relay=True`` the bare relay, whose "extension" connects to :attr:`ws_url`."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, relay: bool = False) -> None:
         self._child: asyncio.subprocess.Process | None = None
+        self._relay = relay
         self.url = ""
         self.pid = 0
 
+    @property
+    def ws_url(self) -> str:
+        return "ws" + self.url.removeprefix("http").removesuffix("/mcp") + "/ws"
+
     async def __aenter__(self) -> BareHttpProcess:
         self._child = await asyncio.create_subprocess_exec(
-            sys.executable, _SCRIPT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+            sys.executable, _SCRIPT, *(["relay"] if self._relay else []), stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
         )
         assert self._child.stdout is not None
         line = await asyncio.wait_for(self._child.stdout.readline(), 30)
@@ -158,17 +199,17 @@ class BareHttpProcess:
         await stop_child(self._child)
 
 
-async def _serve_until_stdin_closes() -> None:
+async def _serve_until_stdin_closes(relay: bool) -> None:
     import os
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader()
     await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
-    async with bare_http() as url:
+    async with bare_http(relay=relay) as url:
         sys.stdout.write(json.dumps({"url": url, "pid": os.getpid()}) + "\n")
         sys.stdout.flush()
         await reader.read()
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve_until_stdin_closes())
+    asyncio.run(_serve_until_stdin_closes(sys.argv[1:] == ["relay"]))

@@ -30,8 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson
 import websockets
 from fake_extension import FakeExtension, connect_extension
+from websockets.asyncio.server import ServerConnection
 
-from bench.baselines import McpPoster, bare_ws
+from bench.baselines import BareHttpProcess, McpPoster, bare_ws
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
 from bench.pod_process import PodProcess
 
@@ -41,6 +42,9 @@ TOOL = "browser_take_screenshot"
 MiB = 1 << 20
 BASELINE = "raw WebSocket"
 PATH = "proxy path"
+WHOLE = "parsed whole"
+ENDS = "raw WebSocket, endpoints' JSON"
+RELAY = "bare relay"
 
 
 def screenshot_result(payload: str) -> dict[str, Any]:
@@ -61,42 +65,86 @@ async def extension(url: str, token: str, compression: str | None) -> AsyncItera
         yield fake
 
 
+@contextlib.asynccontextmanager
+async def serializing_ws(payload: str) -> AsyncIterator[str]:
+    """A bare ``websockets`` server answering each frame with a screenshot answer it serializes then (orjson), as
+    the extension's stand-in does: with a client that parses the answer, the endpoints' own JSON work around one
+    raw transfer, which the path has too and no hop of openab can take away."""
+
+    async def handler(connection: ServerConnection) -> None:
+        async for _ in connection:
+            answer = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
+            await connection.send(orjson.dumps(answer).decode())
+
+    async with websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
+        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
+
+
+@contextlib.asynccontextmanager
+async def relay_extension(url: str, payload: str) -> AsyncIterator[None]:
+    """The bare relay's "extension": each frame it gets is answered with the screenshot, serialized then with
+    orjson as the scripted extension serializes its answers."""
+    async with websockets.connect(url, max_size=None, compression=None) as connection:
+
+        async def answer() -> None:
+            async for _ in connection:
+                message = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
+                await connection.send(orjson.dumps(message).decode())
+
+        task = asyncio.create_task(answer())
+        try:
+            yield
+        finally:
+            task.cancel()
+
+
 async def measure(rounds: int, calls: int) -> dict[str, Any]:
     # Base64 of 4.5 MiB of noise: what a full-page JPEG screenshot weighs, and as incompressible.
     payload = base64.b64encode(random.Random(12).randbytes(PAYLOAD_BYTES // 4 * 3)).decode()
     # The bare server answers with the frame the extension sends for a screenshot: the same bytes on the wire.
     frame = json.dumps({"jsonrpc": "2.0", "id": 1, "result": {"connectionId": "c", "message": {
         "jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}}})
-    growth: dict[str | None, list[int]] = {None: [], "deflate": []}
+    growth: dict[str | None, list[int]] = {None: [], "deflate": [], WHOLE: []}
 
     async def screenshot(_arguments: dict[str, Any]) -> dict[str, Any]:
         return screenshot_result(payload)
 
     async with contextlib.AsyncExitStack() as stack:
         pod = await stack.enter_async_context(PodProcess())
+        # The same gateway parsing every frame whole, as it did before answers' images were passed through.
+        before = await stack.enter_async_context(PodProcess(parse_whole=True))
+        pods = {None: pod, "deflate": pod, WHOLE: before}
         clients: dict[str | None, McpPoster] = {}
-        for compression in (None, "deflate"):
-            ext = await stack.enter_async_context(extension(pod.ws_url, pod.token, compression))
+        for kind, serving in pods.items():
+            compression = "deflate" if kind == "deflate" else None
+            ext = await stack.enter_async_context(extension(serving.ws_url, serving.token, compression))
             ext.add_tool(TOOL, screenshot)
             await ext.initialize()
             session_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
-            endpoint = await pod.ask({"endpoint": session_id})
-            clients[compression] = await stack.enter_async_context(McpPoster(endpoint["url"], endpoint["token"]))
-            await clients[compression].initialize()
+            endpoint = await serving.ask({"endpoint": session_id})
+            clients[kind] = await stack.enter_async_context(McpPoster(endpoint["url"], endpoint["token"]))
+            await clients[kind].initialize()
         ws_url = await stack.enter_async_context(bare_ws(frame))
         raw = {compression: await stack.enter_async_context(
             websockets.connect(ws_url, max_size=None, compression=compression)) for compression in (None, "deflate")}
+        json_url = await stack.enter_async_context(serializing_ws(payload))
+        relay = await stack.enter_async_context(BareHttpProcess(relay=True))
+        await stack.enter_async_context(relay_extension(relay.ws_url, payload))
+        relay_client = await stack.enter_async_context(McpPoster(relay.url))
+        with_json = await stack.enter_async_context(websockets.connect(json_url, max_size=None, compression=None))
 
-        def through_proxy(compression: str | None) -> Callable[[], Awaitable[list[float]]]:
+        def through_proxy(kind: str | None) -> Callable[[], Awaitable[list[float]]]:
+            serving = pods[kind]
+
             async def run() -> list[float]:
                 times = []
                 for _ in range(calls):
-                    pod.reset_peak()
-                    before = pod.status("VmRSS")
+                    serving.reset_peak()
+                    rss = serving.status("VmRSS")
                     start = time.perf_counter()
-                    result = await clients[compression].call_tool(TOOL)
+                    result = await clients[kind].call_tool(TOOL)
                     times.append(time.perf_counter() - start)
-                    growth[compression].append(pod.status("VmHWM") - before)
+                    growth[kind].append(serving.status("VmHWM") - rss)
                     assert len(result["content"][0]["data"]) == PAYLOAD_BYTES
                 return times
 
@@ -115,8 +163,28 @@ async def measure(rounds: int, calls: int) -> dict[str, Any]:
 
             return run
 
+        async def raw_with_json() -> list[float]:
+            times = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                await with_json.send("{}")
+                received = orjson.loads(await with_json.recv())
+                times.append(time.perf_counter() - start)
+                assert len(received["result"]["content"][0]["data"]) == PAYLOAD_BYTES
+            return times
+
+        async def bare_relay() -> list[float]:
+            times = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                result = await relay_client.call_tool(TOOL)
+                times.append(time.perf_counter() - start)
+                assert len(result["content"][0]["data"]) == PAYLOAD_BYTES
+            return times
+
         paths: dict[str, Callable[[], Awaitable[list[float]]]] = {
-            BASELINE: raw_websocket(None), PATH: through_proxy(None),
+            ENDS: raw_with_json, RELAY: bare_relay,
+            BASELINE: raw_websocket(None), PATH: through_proxy(None), PATH + ", " + WHOLE: through_proxy(WHOLE),
             BASELINE + ", deflate": raw_websocket("deflate"), PATH + ", deflate": through_proxy("deflate"),
         }
         for run in paths.values():  # warm: buffers, the allocator's arenas
@@ -127,9 +195,9 @@ async def measure(rounds: int, calls: int) -> dict[str, Any]:
         rss_after = pod.status("VmRSS")
     stats = {name: summary(values) for name, values in samples.items()}
     times = ratio(stats[PATH], stats[BASELINE])
-    peaks = {"none" if compression is None else compression: {
+    peaks = {"none" if kind is None else kind: {
         "median_mib": round(statistics.median(kept) / MiB, 2), "max_mib": round(max(kept) / MiB, 2),
-        "max_x_payload": round(max(kept) / PAYLOAD_BYTES, 2)} for compression, kept in growth.items()}
+        "max_x_payload": round(max(kept) / PAYLOAD_BYTES, 2)} for kind, kept in growth.items()}
     peak = peaks["none"]
     return {
         "payload_bytes": PAYLOAD_BYTES,
@@ -138,6 +206,10 @@ async def measure(rounds: int, calls: int) -> dict[str, Any]:
         "paths": stats,
         "ratio_to_baseline": times,
         "ratio_to_baseline_deflate": ratio(stats[PATH + ", deflate"], stats[BASELINE + ", deflate"]),
+        "ratio_to_baseline_parsed_whole": ratio(stats[PATH + ", " + WHOLE], stats[BASELINE]),
+        "ratio_to_raw_with_endpoints_json": ratio(stats[PATH], stats[ENDS]),
+        "ratio_to_bare_relay": ratio(stats[PATH], stats[RELAY]),
+        "bare_relay_to_baseline": ratio(stats[RELAY], stats[BASELINE]),
         "gateway_peak_growth_per_call": peaks,
         "gateway_rss_after_mib": round(rss_after / MiB, 1),
         "target": {"time_max": 1.5, "peak_growth_max_x_payload": 3.0,

@@ -86,6 +86,8 @@ def test_the_large_result_benchmark_times_a_screenshot_and_weighs_its_peak(tmp_p
     for row in document["paths"].values():
         _sane(row, document["rounds"] * document["calls_per_round"])
     for peak in document["gateway_peak_growth_per_call"].values():
-        # A 6 MiB result crosses the gateway's memory: its peak grows by at least a part of it, and not without end.
-        assert 0 < peak["median_mib"] <= peak["max_mib"] < 200
+        # A 6 MiB result crosses the gateway's memory, often in memory it already holds from the call before (the
+        # peak need not grow at all), and never without end.
+        assert 0 <= peak["median_mib"] <= peak["max_mib"] < 200
+    assert set(document["paths"]) >= {"raw WebSocket", "bare relay", "proxy path", "proxy path, parsed whole"}
     assert isinstance(document["target"]["met"], bool)
