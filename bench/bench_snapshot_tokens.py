@@ -56,8 +56,8 @@ PLAYWRIGHT_INTERACTIVE = re.compile(
     r"^\s*- '?(link|button|textbox|searchbox|checkbox|radio|combobox|listbox|tab|menuitem|switch|option|slider|"
     r"spinbutton)\b.*\[ref=\w+\]|^\s*- '?generic \"[^\"]+\" \[ref=\w+\]", re.M
 )
-# On its own line "[ref=e12]", inside a line of text "[name](ref=e12 /path)".
-OPENAB_REF = re.compile(r"\bref=e\d+\b")
+# On its own line "[ref=e12]", inside a line of text "[name](e12)" (or "[name](e12 https://other.site/x)").
+OPENAB_REF = re.compile(r"(?:\bref=|\]\()e\d+\b")
 
 
 def words_missing(page_text: str, snapshot: str) -> list[str]:
@@ -143,12 +143,20 @@ async def second_look(site: str, client: Client, peer: Client) -> dict[str, Any]
     return {"openab": mine, "playwright_mcp": theirs, "interactive": 0, "text": ""}
 
 
+# @playwright/mcp writes its refs "e12" on the first page it snapshots and "f1e12", "f2e12", ... on each page after
+# (a counter of the frames it has met, in a browser of its own too). Here the form is sometimes the first page it
+# meets and sometimes not, so its figure is also given with every ref spelled as on a first page.
+PLAYWRIGHT_FRAME_PREFIX = re.compile(r"\[ref=f\d+e")
+
+
 def figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    flat = [texts[p][side] for p in texts for side in ("openab", "playwright_mcp", "text")]
+    flat = [x for p in texts for x in (texts[p]["openab"], texts[p]["playwright_mcp"], texts[p]["text"],
+                                       PLAYWRIGHT_FRAME_PREFIX.sub("[ref=e", texts[p]["playwright_mcp"]))]
     tokens = iter(count_tokens(flat))
     pages: dict[str, Any] = {}
     for name, t in texts.items():
-        mine, theirs, floor = next(tokens), next(tokens), next(tokens)
+        mine, theirs, floor, plain = next(tokens), next(tokens), next(tokens), next(tokens)
+        prefix = PLAYWRIGHT_FRAME_PREFIX.search(t["playwright_mcp"])
         if not t["text"]:  # a second look: sizes only
             pages[name] = {
                 "chars": {"openab": len(t["openab"]), "playwright_mcp": len(t["playwright_mcp"]),
@@ -162,6 +170,8 @@ def figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "chars": {"openab": len(t["openab"]), "playwright_mcp": len(t["playwright_mcp"]),
                       "ratio": round(len(t["openab"]) / len(t["playwright_mcp"]), 3)},
             "tokens": {"openab": mine, "playwright_mcp": theirs, "ratio": round(mine / theirs, 3)},
+            "playwright_mcp_refs": "f<N>e12" if prefix else "e12",
+            "tokens_refs_as_on_a_first_page": {"playwright_mcp": plain, "ratio": round(mine / plain, 3)},
             # The page's visible text alone: no snapshot that keeps all of it can be smaller.
             "text_floor": {"tokens": floor, "ratio": round(floor / theirs, 3)},
             "interactive_in_page": t["interactive"],

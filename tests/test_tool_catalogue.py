@@ -47,6 +47,12 @@ def test_each_tool_takes_the_same_arguments(extension_tools: dict[str, dict[str,
             assert prop.get("enum") == theirs["properties"][name].get("enum"), (tool["name"], name)
 
 
+def test_each_tool_is_described_in_the_same_words(extension_tools: dict[str, dict[str, Any]]) -> None:
+    # The description is how an agent learns a result's format (a snapshot's refs and links) before it calls.
+    for tool in BROWSER_TOOLS:
+        assert tool["description"] == extension_tools[tool["name"]]["description"], tool["name"]
+
+
 EXTENSION_MCP = EXTENSION_TOOLS.with_name("mcp.js")
 EXTENSION_TOOLS_JS = EXTENSION_TOOLS.with_name("tools.js")
 

@@ -19,12 +19,14 @@ export const TOOLS = [
   {
     name: 'browser_snapshot',
     description: 'Outline of the agent tab as accessibility-style lines with refs, e.g. `- button "Sign in" [ref=e6]`; ' +
-      'a link inside a sentence reads `[its words](ref=e7 /where)`. Use the refs with browser_click, browser_type and ' +
-      'friends. Take a new snapshot after the page changes; since=true shows only what changed.',
+      "the page's text and `## headings` read as lines without the dash. A link inside a sentence reads `[its words](e7)`, " +
+      'e7 its ref, with its address when it leads to another site (`[its words](e7 https://...)`); interactive_only ' +
+      'lists every link with its address. Use the refs with browser_click, browser_type and friends. Take a new ' +
+      'snapshot after the page changes; since=true shows only what changed.',
     inputSchema: {
       type: 'object',
       properties: {
-        interactive_only: { type: 'boolean', description: 'only elements with refs, and headings (much shorter)' },
+        interactive_only: { type: 'boolean', description: 'only elements with refs, and headings (much shorter); a link inside a sentence with its address' },
         since: { type: 'boolean', description: 'only the lines that changed since the last snapshot of this tab, as a diff' },
         ...paging,
       },

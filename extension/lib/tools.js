@@ -17,7 +17,10 @@ const PAGE_SCRIPT = 'page/agent.js';
 // eslint-disable-next-line no-control-regex
 const INLINE_REF = /\u0001(\d+)\u0001/g;
 // eslint-disable-next-line no-control-regex
-const INLINE_LINK = /\[[^\]]*\]\(ref=\u0001\d+\u0001[^)]*\)/g;
+const INLINE_LINK = /\[[^\]]*\]\(\u0001\d+\u0001[^)]*\)/g;
+// A same-site address of a link inside a sentence, between two U+0002 marks: shown with interactive_only only.
+// eslint-disable-next-line no-control-regex
+const INLINE_ADDRESS = /\u0002([^\u0002]*)\u0002/g;
 const HARD_MAX_CHARS = 1_000_000;
 const LOAD_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 10_000;
@@ -579,14 +582,20 @@ export class BrowserTools {
       const base = top ? 0 : 1;
       for (const e of snap.entries) {
         const inline = Array.isArray(e.r) ? e.r : [];
-        if (args.interactive_only === true && !e.l && !inline.length && !e.t.startsWith('heading ')) continue;
+        const linksOnly = args.interactive_only === true;
+        if (linksOnly && !e.l && !inline.length && !e.h) continue;
         const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
         // Links inside a line of text: the page script marked where each one's ref goes (INLINE_REF). With
-        // interactive_only the line keeps its links alone.
-        const source = inline.length && args.interactive_only === true ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
+        // interactive_only the line keeps its links alone, each with its address; the whole text leaves out the
+        // same-site ones, which the sentence around a link already describes.
+        const source = inline.length && linksOnly ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
         const t = inline.length ? source.replace(INLINE_REF, (_, n) =>
-          (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : '')) : e.t;
-        lines.push(`${'  '.repeat(e.d + base)}- ${t}${ref}${e.tail || ''}`);
+          (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : ''))
+          .replace(INLINE_ADDRESS, linksOnly ? '$1' : '') : e.t;
+        // The page's own text and its headings read without the "- " that opens each of the outline's lines. One
+        // space per level keeps the tree as plain to read as two did, for fewer tokens on every nested line.
+        const dash = e.c && !(inline.length && linksOnly) ? '' : '- ';
+        lines.push(`${' '.repeat(e.d + base)}${dash}${t}${ref}${e.tail || ''}`);
       }
     }
     const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';

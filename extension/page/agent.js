@@ -40,6 +40,9 @@
   // Where a link's ref goes in a line of text: the service worker puts the tab-wide ref there. Page text never
   // carries the marker (inlineText strips it), so a page cannot forge one.
   const REF_MARK = '\u0001';
+  // Around a same-site address of a link inside a sentence: the service worker shows it only when asked
+  // (interactive_only), because on a page of prose the addresses cost more than the agent reads in them.
+  const ADDRESS_MARK = '\u0002';
 
   // Element ids are local to this document and never reused in it; the service worker maps them
   // to the tab-wide refs (e1, e2, ...) it shows the agent.
@@ -284,17 +287,27 @@
     return `${url.pathname}${url.search}${url.hash}`;
   }
 
+  /** Whether a link stays on this page's origin. */
+  function sameSite(a) {
+    try {
+      return new URL(a.href).origin === location.origin;
+    } catch {
+      return false;
+    }
+  }
+
   /**
    * A paragraph-like element with links inside its sentences, as one line of text that keeps them in place:
-   * "See [our guide](ref=… /guide.html) for schedules". `refs` are the links' local ids, in order. Null when
-   * the element holds anything that needs its own line (a control, a block, an image, a shadow root), or when
-   * it is only links (each then reads best on its own line).
+   * "See [our guide](… /guide.html) for schedules": its ref, then its address, marked when the link stays on
+   * this site (another site's is always shown: that a link leaves the site matters). `refs` are the links' local
+   * ids, in order. Null when the element holds anything that needs its own line (a control, a block, an image, a
+   * shadow root), or when it is only links (each then reads best on its own line).
    */
   function inlineText(el) {
     const refs = [];
     let out = '';
     let prose = false;
-    const clean = (s) => String(s || '').replaceAll(REF_MARK, '');
+    const clean = (s) => String(s || '').replaceAll(REF_MARK, '').replaceAll(ADDRESS_MARK, '');
     const add = (node) => {
       for (const child of node.childNodes) {
         if (child.nodeType === 3) {
@@ -315,7 +328,9 @@
           const local = idFor(child);
           refs.push(local);
           const tab = /^_blank$/i.test(child.getAttribute('target') || '') ? ', new tab' : '';
-          out += ` [${clean(nameOf(child)).replace(/[[\]]/g, '')}](ref=${REF_MARK}${local}${REF_MARK} ${shortUrl(child)}${tab}) `;
+          const where = clean(shortUrl(child));
+          const address = sameSite(child) ? `${ADDRESS_MARK} ${where}${ADDRESS_MARK}` : ` ${where}`;
+          out += ` [${clean(nameOf(child)).replace(/[[\]]/g, '')}](${REF_MARK}${local}${REF_MARK}${address}${tab}) `;
           continue;
         }
         if (child.matches(INTERACTIVE) || editableHost(child) === child) return false;
@@ -327,6 +342,13 @@
     const text = out.replace(/\s+/g, ' ').replace(/ ([.,;:!?)])/g, '$1').trim();
     return text.length > MAX_TEXT ? null : { text, refs };
   }
+
+  /**
+   * A line of the page's own text: `c` marks it as content, which reads without the "- " of the outline's lines.
+   * Text that begins like one of those ("- button …") or like a heading ("# …") is labelled, so a page cannot
+   * pass its words off as a control or a heading.
+   */
+  const textEntry = (d, text) => ({ d, c: true, t: /^[-#]/.test(text) ? `text: ${text}` : text });
 
   /** Accessibility-style outline. Entries carry a local element id where an action can target. */
   function snapshot() {
@@ -372,7 +394,8 @@
         }
         const heading = /^H([1-6])$/.exec(el.tagName);
         if (heading) {
-          entries.push({ d: depth, t: `heading ${q(squash(el.innerText, MAX_NAME))} [level=${heading[1]}]` });
+          // Markdown's spelling: a heading's words and level in a token or two, where `heading "…" [level=2]` took eight.
+          entries.push({ d: depth, c: true, h: Number(heading[1]), t: `${'#'.repeat(Number(heading[1]))} ${squash(el.innerText, MAX_NAME)}` });
           continue;
         }
         if (el.tagName === 'IMG') {
@@ -401,7 +424,7 @@
           }
           // Text directly inside, beside elements, would otherwise be lost.
           const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
-          if (own.trim()) entries.push({ d: depth + 1, t: `text: ${squash(own, MAX_TEXT)}` });
+          if (own.trim()) entries.push(textEntry(depth + 1, squash(own, MAX_TEXT)));
           walk(el, depth + 1);
           // A container with nothing to show and no name tells the agent nothing.
           if (!label && entries[entries.length - 1] === line) entries.pop();
@@ -422,7 +445,7 @@
             // Phrasing siblings (a task's name, its project, its date) read on as one line, as on the page.
             last.t += ` ${text}`;
           } else {
-            entries.push({ d: depth, t: `text: ${text}` });
+            entries.push(textEntry(depth, text));
             flowing = INLINE.has(el.tagName) ? entries[entries.length - 1] : null;
             flowingIn = node;
           }
@@ -432,13 +455,13 @@
           // Links inside a sentence stay in it, so the text reads as written.
           const line = inlineText(el);
           if (line) {
-            entries.push({ d: depth, t: `text: ${line.text}`, r: line.refs });
+            entries.push({ ...textEntry(depth, line.text), r: line.refs });
             continue;
           }
         }
         // Text directly inside a mixed container would otherwise be lost.
         const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
-        if (own.trim()) entries.push({ d: depth, t: `text: ${squash(own, MAX_TEXT)}` });
+        if (own.trim()) entries.push(textEntry(depth, squash(own, MAX_TEXT)));
         walk(el, depth);
       }
     };

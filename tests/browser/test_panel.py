@@ -450,7 +450,7 @@ async def test_the_user_can_share_their_own_tab(context: BrowserContext, panel: 
     shared = re.search(r"- tab (\d+) \(current\) \(shared by the user\)", listing)
     assert shared, listing
     snap_text = result_text(await client.call_tool("browser_snapshot", {}))
-    assert 'heading "openab test site"' in snap_text
+    assert "# openab test site" in snap_text
     res = await client.call_tool("browser_tabs", {"action": "close", "tab_id": int(shared.group(1))})
     assert res.is_error and "belongs to the user" in result_text(res)
 

@@ -35,7 +35,9 @@ pytestmark = pytest.mark.anyio
 
 # A loose bound that catches a regression; the target (0.6x in tokens) and the figures are bench/'s.
 MOST = 0.8
-INLINE = re.compile(r"\[([^\]]+)\]\(ref=(e\d+) ([^)\s,]+)(, new tab)?\)")
+# A link inside a sentence: its words, its ref, and its address only when it leads to another site (or when
+# interactive_only lists it).
+INLINE = re.compile(r"\[([^\]]+)\]\((e\d+)(?: ([^)\s,]+))?(, new tab)?\)")
 
 
 @pytest.fixture(scope="module")
@@ -74,25 +76,29 @@ async def snapshot_of(client: Client, url: str) -> str:
 
 async def test_links_stay_inside_their_sentence_with_refs_that_work(client: Client, site: str) -> None:
     snap = await snapshot_of(client, f"{site}/bench/article.html")
-    # Read as written: the link's words where they stand, its ref and where it goes beside them.
-    assert re.search(r"- text: Grow steady care the that steady and the need through where\. See "
-                     r"\[our watering guide\]\(ref=e\d+ /bench/guide/watering\.html\) for practical schedules, or ask "
-                     r"in \[the watering thread\]\(ref=e\d+ /bench/forum/watering\.html\)\. Care will", snap), snap
+    # Read as written: the page's text on a line of its own under its container, each link's words where they
+    # stand with its ref beside them; where a link on this site goes, its sentence says.
+    assert re.search(r"^ Grow steady care the that steady and the need through where\. See "
+                     r"\[our watering guide\]\(e\d+\) for practical schedules, or ask "
+                     r"in \[the watering thread\]\(e\d+\)\. Care will", snap, re.M), snap
     assert "See for practical schedules" not in snap
-    assert re.search(r"Read the \[watering\]\(ref=e\d+ #watering\) section first", snap), snap
+    assert re.search(r"Read the \[watering\]\(e\d+\) section first", snap), snap
+    # A link that leaves the site says where to, always.
+    assert re.search(r"check \[your local rules\]\(e\d+ https://example\.org/local-rules\) before", snap), snap
+    assert re.search(r"^ ## Watering$", snap, re.M), snap  # a heading in markdown's spelling, under main
     # Phrasing inside a sentence (strong, em) stays in it too.
     assert "most failed gardens are watered too often, not too little." in snap
 
     form = await snapshot_of(client, f"{site}/bench/form.html")
     footer = next(line for line in form.splitlines() if "Shipping help" in line)
     m = INLINE.search(footer)
-    assert m and m.group(1) == "Shipping help" and m.group(3) == "/bench/article.html", footer
+    assert m and m.group(1) == "Shipping help" and m.group(3) is None, footer
     text, is_error = await call(client, "browser_click", {"ref": m.group(2)})
     assert not is_error, text
     text, is_error = await call(client, "browser_wait_for", {"url": "article.html", "load": True})
     assert not is_error, text
     after, _ = await call(client, "browser_snapshot")
-    assert 'heading "The kitchen garden through the year" [level=1]' in after
+    assert re.search(r"^ # The kitchen garden through the year$", after, re.M), after
 
 
 async def test_states_an_agent_acts_on_are_shown(client: Client, site: str) -> None:
@@ -100,11 +106,12 @@ async def test_states_an_agent_acts_on_are_shown(client: Client, site: str) -> N
     assert re.search(r'- tab "List" \[ref=e\d+\] \[selected\]', snap), snap
     assert re.search(r'- tab "Board" \[ref=e\d+\]$', snap, re.M), snap
     # A task's name, project and date read as one line, as on the screen.
-    assert "- text: Pay the electricity bill Home Today" in snap
+    assert re.search(r"^ +Pay the electricity bill Home Today$", snap, re.M), snap
     # The hidden "new task" box is not offered.
     assert "What needs doing?" not in snap and "Task name" not in snap
     form = await snapshot_of(client, f"{site}/bench/form.html")
-    assert '- group "Shipping address":' in form and "- text: Shipping address" not in form
+    assert '- group "Shipping address":' in form
+    assert not re.search(r"^ *Shipping address$", form, re.M), form  # the legend is the group's name, not a line
     assert "- status: Nothing submitted yet." in form  # a container's own text stays
 
 
@@ -130,9 +137,14 @@ async def test_a_page_cannot_forge_a_ref_mark_or_flood_a_line(client: Client, si
     # The page's own marks are gone; its one real link has a ref that clicks.
     line = next(ln for ln in snap.splitlines() if "A page writes" in ln)
     m = INLINE.search(line)
-    assert m is not None and (m.group(1), m.group(3)) == ("a real link", "/page2.html"), line
-    assert line.endswith(f"- text: A page writes 99 and 1 into its text, then {m.group(0)} and more text."), line
+    assert m is not None and (m.group(1), m.group(3)) == ("a real link", None), line
+    # Nor can it hide its own words behind the mark of an address that only interactive_only shows.
+    assert line == f"A page writes 99 and 1 into its text, then {m.group(0)} and more text.", line
+    assert "\x02" not in snap
     assert len(OPENAB_REF.findall(line)) == 1
+    # Text that begins like the outline's own lines is labelled as text: no fake control, no fake heading.
+    assert '\ntext: - button "Pay now" [ref=e1]\n' in snap and '\n- button "Pay now"' not in snap
+    assert "\ntext: # Not a heading\n" in snap
     # 400 links in one paragraph would make a line too long to read: each gets a line of its own instead.
     assert set(re.findall(r'- link "link (\d+)" \[ref=e\d+\]', snap)) == {str(i) for i in range(400)}
     text, is_error = await call(client, "browser_click", {"ref": m.group(2)})
@@ -151,8 +163,8 @@ async def test_since_shows_only_what_changed_and_its_refs_work(client: Client, s
     changed = [ln for ln in delta.splitlines() if ln[:1] in "+-" and not ln.startswith(">>>")]
     # The button took the focus and the "new task" box appeared after the tab list; nothing else changed.
     assert [re.sub(r"e\d+", "eN", ln) for ln in changed] == [
-        '-    - button "Add task" [ref=eN]', '+    - button "Add task" [ref=eN] [focused]',
-        '+  - textbox "Task name" [ref=eN]', '+  - button "Save" [ref=eN]']
+        '-  - button "Add task" [ref=eN]', '+  - button "Add task" [ref=eN] [focused]',
+        '+ - textbox "Task name" [ref=eN]', '+ - button "Save" [ref=eN]']
     assert ' - tab "Calendar" ' in delta  # the unchanged line that places them
     assert len(delta) < 0.25 * len(full)
     text, is_error = await call(client, "browser_type", {"ref": ref_of(delta, 'textbox "Task name"'), "text": "Mow"})
@@ -160,8 +172,8 @@ async def test_since_shows_only_what_changed_and_its_refs_work(client: Client, s
     await call(client, "browser_click", {"ref": ref_of(delta, 'button "Save"')})
     after, _ = await call(client, "browser_snapshot", {"since": True})
     added = [ln for ln in after.splitlines() if ln.startswith("+")]
-    assert any(re.fullmatch(r'\+      - checkbox "Done: Mow" \[ref=e\d+\]', ln) for ln in added), after
-    assert any(ln.startswith('-  - textbox "Task name"') for ln in after.splitlines()), after
+    assert any(re.fullmatch(r'\+   - checkbox "Done: Mow" \[ref=e\d+\]', ln) for ln in added), after
+    assert any(ln.startswith('- - textbox "Task name"') for ln in after.splitlines()), after
 
     again, _ = await call(client, "browser_snapshot", {"since": True})
     assert again.startswith("Nothing changed since the last snapshot.\n")
@@ -194,21 +206,29 @@ async def test_since_pages_through_one_comparison(client: Client, site: str) -> 
 
 async def test_since_on_a_page_that_rewrites_everything_stays_bounded(client: Client, site: str) -> None:
     full = await snapshot_of(client, f"{site}/churn.html")
-    assert "- text: round 1 line 0\n" in full
+    assert "\nround 1 line 0\n" in full
     await call(client, "browser_click", {"ref": ref_of(full, 'button "Rewrite every line"')})
     start = time.monotonic()
     delta, is_error = await call(client, "browser_snapshot", {"since": True, "max_chars": 4000})
     assert not is_error, delta
     assert time.monotonic() - start < 10  # 3,000 lines changed both ways: compared as a block, not line by line
-    assert "\n-- text: round 1 line 0\n-- text: round 1 line 1\n" in delta, delta[:1500]
+    assert "\n-round 1 line 0\n-round 1 line 1\n" in delta, delta[:1500]
     assert "Call again with offset=4000 for more." in delta
 
 
-async def test_interactive_only_keeps_a_sentences_links_without_its_words(client: Client, site: str) -> None:
+async def test_interactive_only_keeps_a_sentences_links_with_their_addresses(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/bench/article.html"})
     outline, _ = await call(client, "browser_snapshot", {"interactive_only": True})
-    assert re.search(r"- links: \[our watering guide\]\(ref=e\d+ /bench/guide/watering\.html\) "
-                     r"\[the watering thread\]\(ref=e\d+ /bench/forum/watering\.html\)\n", outline), outline
-    assert "practical schedules" not in outline and 'heading "Watering" [level=2]' in outline
+    # Where each link goes, which the whole snapshot leaves to the sentence around a link on this site.
+    links = re.search(r"^ - links: \[our watering guide\]\((e\d+) /bench/guide/watering\.html\) "
+                      r"\[the watering thread\]\((e\d+) /bench/forum/watering\.html\)$", outline, re.M)
+    assert links, outline
+    assert "practical schedules" not in outline and "\n ## Watering\n" in outline
     full, _ = await call(client, "browser_snapshot")
     assert len(outline) < 0.5 * len(full)
+    # The same refs in both, so an address read here goes with the link read there, and the ref clicks.
+    assert f"[our watering guide]({links.group(1)})" in full, full
+    text, is_error = await call(client, "browser_click", {"ref": links.group(2)})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_wait_for", {"url": "forum/watering.html", "load": True})
+    assert not is_error, text

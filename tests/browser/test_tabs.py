@@ -146,7 +146,7 @@ async def test_stop_sharing_takes_the_tab_back_and_leaves_it_open(context: Brows
     assert shared is not None
     async with gateway.agent_client(tunnel.session_id) as agent:
         text, _ = await call(agent, "browser_snapshot")
-        assert 'heading "openab test site"' in text  # it is the agent's current tab
+        assert "# openab test site" in text  # it is the agent's current tab
         await panel.locator("#agent-tab-list li[data-by=user] button.unshare").click()
         await expect(panel.locator("#notice")).to_contain_text('The agent can no longer use "openab test site"')
         await expect(rows(panel)).to_have_count(1)

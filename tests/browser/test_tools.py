@@ -63,7 +63,7 @@ async def test_snapshot_shows_the_form_with_refs_and_hides_secrets(client: Clien
     assert text == f"navigated to {site}/form.html"
 
     snap, _ = await call(client, "browser_snapshot")
-    assert 'heading "Sign in to Example Shop"' in snap
+    assert "# Sign in to Example Shop" in snap
     assert re.search(r'- textbox "Username" \[ref=e\d+\]', snap)
     assert re.search(r'- button "Sign in" \[ref=e\d+\] \[submit\]', snap)
     assert "hunter2" not in snap and "[redacted]" in snap
@@ -138,7 +138,7 @@ async def test_long_pages_come_in_bounded_pieces(client: Client, site: str) -> N
     assert len(html) < 3600 and "offset=3000" in html
 
     outline, _ = await call(client, "browser_snapshot", {"interactive_only": True})
-    assert 'heading "A long page"' in outline and "Paragraph" not in outline and len(outline) < 1000
+    assert "# A long page" in outline and "Paragraph" not in outline and len(outline) < 1000
 
 
 async def test_a_ref_from_before_the_page_changed_is_stale(client: Client, site: str) -> None:
@@ -168,14 +168,14 @@ async def test_navigate_takes_a_same_site_path_as_snapshots_show_it(client: Clie
     text, is_error = await call(client, "browser_navigate", {"url": "/page2.html"})
     assert not is_error and f"navigated to {site}/page2.html" in text, text
     page2, _ = await call(client, "browser_snapshot")
-    assert 'heading "Page two"' in page2
+    assert "# Page two" in page2
     # Another site's path is not a path: a scheme-relative URL is refused, never taken as one, and so are the
     # spellings the URL parser reads as another host.
     for other_host in ("//example.com/x", "/\\example.com/x", "/\t/example.com/x"):
         text, is_error = await call(client, "browser_navigate", {"url": other_host})
         assert is_error and "absolute URL" in text, (other_host, text)
     text, _ = await call(client, "browser_snapshot")
-    assert 'heading "Page two"' in text  # still where it was
+    assert "# Page two" in text  # still where it was
 
 
 async def test_links_navigate_and_back_returns(client: Client, site: str) -> None:
@@ -186,7 +186,7 @@ async def test_links_navigate_and_back_returns(client: Client, site: str) -> Non
     text, is_error = await call(client, "browser_wait_for", {"url": "page2.html", "load": True})
     assert not is_error, text
     page2, _ = await call(client, "browser_snapshot")
-    assert 'heading "Page two"' in page2
+    assert "# Page two" in page2
 
     # The old document's refs are gone with it.
     text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Next page"')})
@@ -261,7 +261,7 @@ async def test_tabs_are_only_the_agents_own(client: Client, site: str) -> None:
     assert f"- tab {second} (current)" in listing and f"- tab {first}:" in listing
 
     snap, _ = await call(client, "browser_snapshot")
-    assert 'heading "Page two"' in snap
+    assert "# Page two" in snap
     text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
     assert not is_error, text
     text, is_error = await call(client, "browser_tabs", {"action": "close", "tab_id": second})
