@@ -215,9 +215,20 @@ async def test_paging_covers_the_text_exactly_once(page: Page) -> None:
 
 
 async def test_each_untrusted_block_gets_a_fresh_nonce(page: Page) -> None:
-    body = "Array.from({length: 50}, () => /markers ([0-9a-f]+)/.exec(m.untrusted('x'))[1])"
+    body = "Array.from({length: 50}, () => /<<<page-content ([0-9]+)\\n/.exec(m.untrusted('x'))[1])"
     nonces = await run(page, "tools.js", body)
-    assert len(set(nonces)) == 50 and all(len(n) == 12 for n in nonces)
+    assert len(set(nonces)) == 50 and all(len(n) == 15 for n in nonces)
+
+
+async def test_nonce_digits_are_evenly_drawn(page: Page) -> None:
+    # 300,000 nonces, 4.5 million digits, about 450,000 of each; two digits' counts differ by chance with a standard
+    # deviation of about 950. A byte taken modulo 10 without rejecting 250 to 255 would draw each of 0 to 5 about
+    # 17,600 times more than each of 6 to 9. The bound sits between: 8.4 standard deviations of chance.
+    body = """(() => { const counts = new Array(10).fill(0);
+        for (let i = 0; i < 300000; i++) for (const d of m.markerNonce()) counts[Number(d)] += 1;
+        return counts; })()"""
+    counts = await run(page, "tools.js", body)
+    assert sum(counts) == 4_500_000 and max(counts) - min(counts) < 8000, counts
 
 
 async def test_the_rpc_peer_survives_garbage_and_times_out(page: Page) -> None:
