@@ -176,7 +176,7 @@ def test_an_answer_nested_past_the_bound_is_still_refused() -> None:
     assert isinstance(event, Response) and event.error is not None and "nested" in event.error.message
 
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=12)
+json_scalars = st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.text(max_size=12)
 big_strings = st.sampled_from([IMAGE, IMAGE[:3000], IMAGE[:1023] + '"', IMAGE + "\\", IMAGE[:900] + "\x07"])
 values = st.recursive(
     json_scalars | big_strings,
