@@ -226,6 +226,29 @@ class LoadWatch {
   }
 }
 
+/**
+ * The tab's next change that Chrome reports, or `ms` passing, whichever comes first. Armed before a look at the
+ * tab, so a change made between the look and the wait is not missed: a wait for a load ends when the tab says it
+ * has loaded, not at the next of a poll's 100 ms steps (which put 50 ms on an average navigation). `ms` stays as
+ * the floor of how often the tab is looked at, whatever Chrome reports.
+ */
+function nextUpdate(tabId, ms) {
+  let finish;
+  const done = new Promise((resolve) => {
+    const listener = (id) => {
+      if (id === tabId) finish();
+    };
+    const timer = setTimeout(() => finish(), ms);
+    finish = () => {
+      clearTimeout(timer);
+      chrome.tabs.onUpdated.removeListener(listener);
+      resolve();
+    };
+    chrome.tabs.onUpdated.addListener(listener);
+  });
+  return { done, cancel: () => finish() };
+}
+
 /** Tab-wide refs: numbers are never reused in a tab, even across documents. */
 class RefTable {
   constructor() {
@@ -555,10 +578,12 @@ export class BrowserTools {
     const end = Date.now() + timeoutMs;
     while (Date.now() < end) {
       throwIfCancelled(signal);
+      const update = nextUpdate(tabId, 100);
       const tab = await chrome.tabs.get(tabId).catch(() => null);
+      if (!tab || tab.status === 'complete') update.cancel();
       if (!tab) throw new ToolError('no_tab', 'the agent tab was closed');
       if (tab.status === 'complete') return tab;
-      await sleep(100);
+      await update.done;
     }
     throw new ToolError('timeout', `the page is still loading after ${Math.round(timeoutMs / 1000)} s`);
   }
@@ -570,9 +595,13 @@ export class BrowserTools {
     // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
     const start = Date.now();
     while (Date.now() - start < 1000) {
+      const update = nextUpdate(tabId, 50);
       const t = await chrome.tabs.get(tabId).catch(() => null);
-      if (!t || t.status !== 'complete' || t.url !== before.url) break;
-      await sleep(50);
+      if (!t || t.status !== 'complete' || t.url !== before.url) {
+        update.cancel();
+        break;
+      }
+      await update.done;
     }
     return this._waitLoaded(tabId, LOAD_TIMEOUT_MS, signal);
   }
@@ -787,8 +816,10 @@ export class BrowserTools {
     const end = Date.now() + 3000;
     let now = tab;
     while (Date.now() < end && now.url === tab.url && now.status === 'complete') {
-      await sleep(50);
+      const update = nextUpdate(tab.id, 50);
       now = await chrome.tabs.get(tab.id);
+      if (now.url === tab.url && now.status === 'complete') await update.done;
+      else update.cancel();
     }
     if (now.url === tab.url && now.status === 'complete') {
       throw new ToolError('no_history', 'there is no earlier page in this tab; use browser_navigate instead');
