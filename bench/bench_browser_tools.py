@@ -11,6 +11,7 @@ alternate in rounds, so both see the same machine at the same moments; the figur
 | --- | --- | --- |
 | navigate | browser_navigate, to the page's load | page.goto (load) |
 | snapshot | browser_snapshot | locator("body").aria_snapshot(mode="ai"), what @playwright/mcp shows |
+| snapshot, hand-spelled MCP client | the same through `McpPoster` (httpx2): no official client's work | the same |
 | click | browser_click by ref, a button that changes text | page.click by selector |
 | click, a turn apart | the same, 0.3 s between clicks | the same, 0.3 s between clicks |
 | type | browser_type by ref into a text field | page.fill by selector |
@@ -47,10 +48,13 @@ from gateway_harness import eventually
 from mcp import Client
 from playwright.async_api import Browser, Page, async_playwright
 
+from bench.baselines import McpPoster
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+from openab.core.mcp.access import HttpEndpoint
 
 NAME = "browser_tools"
-TOOLS = ("navigate", "snapshot", "click", "click, a turn apart", "type", "screenshot")
+TOOLS = ("navigate", "snapshot", "snapshot, hand-spelled MCP client", "click", "click, a turn apart", "type",
+         "screenshot")
 TARGET = 1.5  # each median <= 1.5x Playwright's
 CALL_TIMEOUT = 60.0
 SCREENSHOT_GAP = 0.6  # Chrome's quota: two captures a second per extension
@@ -66,6 +70,9 @@ class Rig:
     site: str  # base URL of tests/site
     client: Client  # the session's agent: the official MCP client at the proxy endpoint
     cdp: str  # the same Chromium's DevTools endpoint (http://127.0.0.1:PORT)
+    # The same endpoint through an MCP client spelled by hand on httpx2 (bench/baselines.py), as target 1 drives
+    # the proxy path: what a call costs without the official client's own work (its models and streams).
+    bare: McpPoster
 
 
 @contextlib.asynccontextmanager
@@ -87,8 +94,16 @@ async def browser_rig() -> AsyncIterator[Rig]:
                 await eventually(lambda: port_file.exists() and bool(port_file.read_text().split()), 30)
                 port = port_file.read_text().split()[0]
                 tunnel = await gateway.attached(await gateway.browser_socket(0))
-                async with gateway.agent_client(tunnel.session_id) as client:
-                    yield Rig(site=site, client=client, cdp=f"http://127.0.0.1:{port}")
+                session = gateway.pod.sessions.get(tunnel.session_id)
+                assert session is not None
+                endpoint = (await gateway.proxy.open(session)).entry
+                assert isinstance(endpoint, HttpEndpoint)
+                async with (
+                    gateway.agent_client(tunnel.session_id) as client,
+                    McpPoster(endpoint.url, endpoint.token) as bare,
+                ):
+                    await bare.initialize()
+                    yield Rig(site=site, client=client, cdp=f"http://127.0.0.1:{port}", bare=bare)
         finally:
             await gateway.stop()
 
@@ -160,6 +175,9 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
     async def o_snapshot() -> list[float]:
         return [await timed(lambda: call(client, "browser_snapshot")) for _ in range(per_round)]
 
+    async def o_snapshot_bare() -> list[float]:
+        return [await timed(lambda: rig.bare.call_tool("browser_snapshot")) for _ in range(per_round)]
+
     async def p_snapshot() -> list[float]:
         return [await timed(lambda: page.locator("body").aria_snapshot(mode="ai")) for _ in range(per_round)]
 
@@ -199,7 +217,8 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
 
     results: dict[str, dict[str, list[float]]] = {}
     plan: Sequence[tuple[str, Callable[[], Awaitable[list[float]]], Callable[[], Awaitable[list[float]]]]] = [
-        ("navigate", o_navigate, p_navigate), ("snapshot", o_snapshot, p_snapshot), ("click", o_click, p_click),
+        ("navigate", o_navigate, p_navigate), ("snapshot", o_snapshot, p_snapshot),
+        ("snapshot, hand-spelled MCP client", o_snapshot_bare, p_snapshot), ("click", o_click, p_click),
         ("click, a turn apart", o_click_turn, p_click_turn), ("type", o_type, p_type),
         ("screenshot", o_screenshot, p_screenshot),
     ]
