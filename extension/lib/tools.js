@@ -235,8 +235,9 @@ class LoadWatch {
 function nextUpdate(tabId, ms) {
   let finish;
   const done = new Promise((resolve) => {
-    const listener = (id) => {
-      if (id === tabId) finish();
+    // Only a change of load state or address: a page retitling itself in a loop must not drive the looks.
+    const listener = (id, change) => {
+      if (id === tabId && (change.status !== undefined || change.url !== undefined)) finish();
     };
     const timer = setTimeout(() => finish(), ms);
     finish = () => {
