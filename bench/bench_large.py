@@ -152,40 +152,33 @@ async def measure(rounds: int, calls: int) -> dict[str, Any]:
 
             return run
 
+        async def timed(call: Callable[[], Awaitable[int]], size: int) -> list[float]:
+            """``calls`` calls of ``call``, each timed alone; it returns the size of what it received."""
+            times = []
+            for _ in range(calls):
+                start = time.perf_counter()
+                received = await call()
+                times.append(time.perf_counter() - start)
+                assert received == size
+            return times
+
         def raw_websocket(compression: str | None) -> Callable[[], Awaitable[list[float]]]:
-            async def run() -> list[float]:
-                times = []
-                for _ in range(calls):
-                    start = time.perf_counter()
-                    await raw[compression].send("{}")
-                    received = await raw[compression].recv()
-                    times.append(time.perf_counter() - start)
-                    assert len(received) == len(frame)
-                return times
+            async def call() -> int:
+                await raw[compression].send("{}")
+                return len(await raw[compression].recv())
 
-            return run
+            return lambda: timed(call, len(frame))
 
-        async def raw_with_json() -> list[float]:
-            times = []
-            for _ in range(calls):
-                start = time.perf_counter()
-                await with_json.send("{}")
-                received = orjson.loads(await with_json.recv())
-                times.append(time.perf_counter() - start)
-                assert len(received["result"]["content"][0]["data"]) == PAYLOAD_BYTES
-            return times
+        async def with_endpoints_json() -> int:
+            await with_json.send("{}")
+            return len(orjson.loads(await with_json.recv())["result"]["content"][0]["data"])
 
-        async def bare_relay() -> list[float]:
-            times = []
-            for _ in range(calls):
-                start = time.perf_counter()
-                result = await relay_client.call_tool(TOOL)
-                times.append(time.perf_counter() - start)
-                assert len(result["content"][0]["data"]) == PAYLOAD_BYTES
-            return times
+        async def through_bare_relay() -> int:
+            return len((await relay_client.call_tool(TOOL))["content"][0]["data"])
 
         paths: dict[str, Callable[[], Awaitable[list[float]]]] = {
-            ENDS: raw_with_json, RELAY: bare_relay,
+            ENDS: lambda: timed(with_endpoints_json, PAYLOAD_BYTES),
+            RELAY: lambda: timed(through_bare_relay, PAYLOAD_BYTES),
             BASELINE: raw_websocket(None), PATH: through_proxy(None), PATH + ", " + WHOLE: through_proxy(WHOLE),
             BASELINE + ", deflate": raw_websocket("deflate"), PATH + ", deflate": through_proxy("deflate"),
         }

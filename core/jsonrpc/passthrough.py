@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import orjson
 
-__all__ = ["PassThrough", "loads"]
+__all__ = ["PassThrough", "is_answer", "loads"]
 
 # The bytes no JSON string may hold unescaped.
 _CONTROL: Final = bytes(range(0x20))
@@ -67,7 +67,7 @@ def loads(data: bytes | str, rule: PassThrough) -> Any:
     except orjson.JSONDecodeError:
         return orjson.loads(data)  # its own error, in its own words
     literals = [data[start:end] for start, end in spans]
-    if not _is_answer(skeleton) or not all(_plain(literal) for literal in literals):
+    if not is_answer(skeleton) or not all(_plain(literal) for literal in literals):
         return orjson.loads(data)
     if not _restore(skeleton, [orjson.Fragment(literal) for literal in literals], rule.keys):
         return orjson.loads(data)
@@ -142,7 +142,10 @@ def _skeleton(data: bytes | str, spans: list[tuple[int, int]]) -> bytes | str:
     return "".join(pieces) if isinstance(data, str) else b"".join(pieces)
 
 
-def _is_answer(message: Any) -> bool:
+def is_answer(message: Any) -> bool:
+    """Whether a message is shaped as an answer (``id`` with ``result`` or ``error``, no ``method``): the rule
+    :func:`~openab.core.jsonrpc.protocol.classify` reads answers by, kept here once because this module needs it
+    before anything is classified."""
     return isinstance(message, dict) and "id" in message and "method" not in message and (
         "result" in message or "error" in message
     )

@@ -28,7 +28,7 @@ import orjson
 
 from ..errors import OpenabError, TooManyPendingRequests
 from . import passthrough
-from .passthrough import PassThrough
+from .passthrough import PassThrough, is_answer
 
 __all__ = [
     "INTERNAL_ERROR",
@@ -366,7 +366,7 @@ def classify(
     valid_id, id_words = _ID_RULES[ids]
     if has_id and not valid_id(request_id):
         return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id must be {id_words}"))
-    if has_id and "method" not in message and ("result" in message or "error" in message):
+    if is_answer(message):
         return Reply(request_id, message)
     if isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS:
         return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id longer than {MAX_ID_CHARS} characters"))
