@@ -228,6 +228,22 @@ async def side_panel(ctx: BrowserContext, user_data_dir: Path) -> AsyncIterator[
         yield panels()[0]
 
 
+async def page_at(context: BrowserContext, url: str, *, prefix: bool = False) -> Page:
+    """The one page of `context` at `url` (or at an address starting with it), once Playwright knows it is there.
+
+    The extension answers a navigation when Chrome says the tab has loaded; Playwright hears of the same navigation
+    through its own DevTools events, which on a busy machine come a moment later. Reading `context.pages` at once
+    then finds the page still at its old address.
+    """
+
+    def matching() -> list[Page]:
+        return [p for p in context.pages if (p.url.startswith(url) if prefix else p.url == url)]
+
+    await eventually(lambda: bool(matching()), 15)
+    [page] = matching()
+    return page
+
+
 def jpeg_size(data: bytes) -> tuple[int, int]:
     """Width and height from a JPEG's SOF marker, so the test decodes the real bytes it got."""
     if data[:3] != b"\xff\xd8\xff":

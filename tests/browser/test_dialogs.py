@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Dialog, Page, expect
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import panel_browser, screenshot_dir
+from .harness import page_at, panel_browser, screenshot_dir
 from .live_pod import KEY, LiveGateway, call
 from .test_panel import in_background, result_text
 from .test_untrusted import page_speaks_only_inside, split
@@ -55,11 +55,6 @@ async def page_says(client: Client) -> str:
     html = split(text)[1]
     assert html.startswith('<p id="out">') and html.endswith("</p>"), html
     return html.removeprefix('<p id="out">').removesuffix("</p>")
-
-
-def agent_tab(context: BrowserContext, url: str) -> Page:
-    [tab] = [p for p in context.pages if p.url.startswith(url)]
-    return tab
 
 
 async def test_a_confirm_a_click_opens_is_reported_and_accepting_it_reaches_the_page(
@@ -144,7 +139,7 @@ async def test_a_dialog_the_page_opens_by_itself_on_a_timer(client: Client, site
 async def test_leaving_a_page_that_asks_first(context: BrowserContext, client: Client, site: str) -> None:
     await dialogs_page(client, site, "?leave")
     # Chrome asks "leave this page?" only for a page the person has interacted with: a real click.
-    await agent_tab(context, f"{site}/dialogs.html?leave").locator("#notes").click()
+    await (await page_at(context, f"{site}/dialogs.html?leave", prefix=True)).locator("#notes").click()
     text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html"})
     assert not is_error, text
     ours, _ = split(text)

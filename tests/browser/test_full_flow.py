@@ -28,7 +28,7 @@ from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
 from .conftest import KEY
-from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
+from .harness import open_panel, page_at, playwright_browser, screenshot_dir, stage_extension
 
 pytestmark = pytest.mark.anyio
 
@@ -97,11 +97,6 @@ async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel:
         stop_listening()
 
 
-def agent_page(context: BrowserContext, url: str) -> Page:
-    [page] = [p for p in context.pages if p.url == url]
-    return page
-
-
 async def say(panel: Page, text: str) -> None:
     await panel.locator("#prompt").fill(text)
     await panel.locator("#send").click()
@@ -112,7 +107,7 @@ async def opened(context: BrowserContext, panel: Page, url: str) -> Page:
     await expect(panel.locator(".step", has_text=f"Open {url}").locator(".status")).to_have_text(
         "completed", timeout=30_000
     )
-    return agent_page(context, url)
+    return await page_at(context, url)
 
 
 async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserContext, panel: Page,
@@ -122,7 +117,7 @@ async def test_a_typed_request_is_carried_out_in_the_browser(context: BrowserCon
     for step in (f"Open {site}/form.html", "Type into Username", "Click Preview"):
         row = panel.locator(".step", has_text=step)
         await expect(row.locator(".status")).to_have_text("completed", timeout=30_000)
-    page = agent_page(context, f"{site}/form.html")
+    page = await page_at(context, f"{site}/form.html")
     await expect(page.locator("#out")).to_have_text("preview: user=Ada country= remember=false", timeout=30_000)
     await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
     await expect(panel.locator(".msg.error")).to_have_count(0)

@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Page, expect
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import panel_browser, screenshot_dir
+from .harness import page_at, panel_browser, screenshot_dir
 from .live_pod import KEY, LiveGateway, call
 from .test_panel import in_background, result_text
 from .test_untrusted import split
@@ -40,11 +40,6 @@ async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
     return await gateway.attached(await gateway.browser_socket(0))
 
 
-def agent_tab(context: BrowserContext, url: str) -> Page:
-    [tab] = [p for p in context.pages if p.url.startswith(url)]
-    return tab
-
-
 async def test_the_card_shows_the_reason_and_done_returns_a_fresh_snapshot(
         context: BrowserContext, panel: Page, client: Client, site: str) -> None:
     text, is_error = await call(client, "browser_navigate", {"url": f"{site}/handoff.html"})
@@ -62,7 +57,7 @@ async def test_the_card_shows_the_reason_and_done_returns_a_fresh_snapshot(
         await panel.screenshot(path=str(screenshot_dir() / "panel-handoff.png"))
         assert "result" not in out  # the call waits for the person
         # The person does it, in the agent's tab, with a real keyboard.
-        tab = agent_tab(context, f"{site}/handoff.html")
+        tab = await page_at(context, f"{site}/handoff.html", prefix=True)
         await tab.locator("#nick").press_sequentially(TYPED)
         await tab.locator("#memo").press_sequentially(MEMO)
         await card.locator("button[data-decision=done]").click()

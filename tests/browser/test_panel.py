@@ -32,6 +32,7 @@ from .harness import (
     extension_id,
     jpeg_size,
     open_panel,
+    page_at,
     panel_browser,
     screenshot_dir,
     service_worker_url,
@@ -345,7 +346,7 @@ async def secret_steps_still_ask(context: BrowserContext, panel: Page, client: C
     page = result_text(await client.call_tool("browser_read_dom", {"selector": "#out"}))
     assert "nothing yet" in page  # nothing was submitted or bought
     # The fields themselves, as the page has them (the agent could only see "[redacted]").
-    [tab] = [p for p in context.pages if p.url == f"{site}/form.html"]
+    tab = await page_at(context, f"{site}/form.html")
     assert await tab.evaluate("['pw', 'card'].map((id) => document.getElementById(id).value)") == [
         "hunter2-default", ""]
 

@@ -19,7 +19,15 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import SIDE_PANEL_FLAGS, extension_id, playwright_browser, screenshot_dir, side_panel, stage_extension
+from .harness import (
+    SIDE_PANEL_FLAGS,
+    extension_id,
+    page_at,
+    playwright_browser,
+    screenshot_dir,
+    side_panel,
+    stage_extension,
+)
 from .live_pod import KEY, LiveGateway
 from .test_panel import in_background
 
@@ -96,7 +104,7 @@ async def test_a_risky_step_is_a_card_in_the_side_panel(context: BrowserContext,
         await card.locator("button[data-decision=allow]").click()
     assert not out["result"].is_error
     await expect(panel.locator(".card")).to_have_count(0)
-    [page] = [p for p in context.pages if p.url == f"{site}/form.html"]
+    page = await page_at(context, f"{site}/form.html")
     await expect(page.locator("#out")).to_have_text("posted")
 
 

@@ -23,7 +23,7 @@ from scripted_agent import ScriptedAgent
 from openab.core.jsonrpc import RpcError
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import panel_browser, screenshot_dir
+from .harness import page_at, panel_browser, screenshot_dir
 from .live_pod import KEY, TIMEOUT, LiveGateway, call
 
 pytestmark = pytest.mark.anyio
@@ -45,11 +45,6 @@ async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
 
 def rows(panel: Page) -> Locator:
     return panel.locator("#agent-tab-list li.agent-tab")
-
-
-def tab_page(context: BrowserContext, url: str) -> Page:
-    [page] = [p for p in context.pages if p.url == url]
-    return page
 
 
 async def share(panel: Page, page: Page) -> None:
@@ -116,7 +111,7 @@ async def test_the_panel_lists_the_agents_tabs_as_they_change(context: BrowserCo
         await expect(panel.locator("#agent-tab-list li.current .tab-title")).to_have_text("A long page")
 
         # A page names itself: its title reaches the panel as text, live, and never as markup.
-        long_tab = tab_page(context, f"{site}/long.html")
+        long_tab = await page_at(context, f"{site}/long.html")
         await long_tab.evaluate("(t) => { document.title = t; }", HOSTILE_TITLE)
         await expect(rows(panel).nth(1).locator(".tab-title")).to_have_text(HOSTILE_TITLE)
         assert await panel.locator("#agent-tabs img").count() == 0
@@ -245,7 +240,7 @@ async def test_new_chat_ends_the_old_session_and_releases_its_tabs(context: Brow
     await expect(panel.locator(".card")).to_have_count(0)
     await expect(panel.locator("#pill-tools")).to_have_text("idle")
     # Nothing of the old chat's last steps happened: no click, no new tab for the next chat to inherit.
-    await expect(tab_page(context, f"{site}/form.html").locator("#out")).to_have_text("nothing yet")
+    await expect((await page_at(context, f"{site}/form.html")).locator("#out")).to_have_text("nothing yet")
     assert await tab_of(panel, f"{site}/table.html") is None
     # Its tabs stay open as the person's own, out of the openab group; the shared one is open too.
     for t in agent_tabs:
