@@ -232,7 +232,7 @@ class LoadWatch {
  * has loaded, not at the next of a poll's 100 ms steps (which put 50 ms on an average navigation). `ms` stays as
  * the floor of how often the tab is looked at, whatever Chrome reports.
  */
-function nextUpdate(tabId, ms) {
+export function nextUpdate(tabId, ms) {
   let finish;
   const done = new Promise((resolve) => {
     // Only a change of load state or address: a page retitling itself in a loop must not drive the looks.

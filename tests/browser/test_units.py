@@ -231,6 +231,38 @@ async def test_nonce_digits_are_evenly_drawn(page: Page) -> None:
     assert sum(counts) == 4_500_000 and max(counts) - min(counts) < 8000, counts
 
 
+async def test_a_wait_on_a_tab_wakes_on_its_load_not_on_the_page_retitling_itself(page: Page, site: str) -> None:
+    # A page that renames its tab every 20 ms (an unread count, a clock) must not drive the loop that waits for a
+    # load: it would look at the tab 50 times a second. A navigation must wake it at once.
+    idle_ms, titles, woke_ms = await run(page, "tools.js", """(async () => {
+        const tab = await chrome.tabs.create({url: arg + '/retitle.html', active: true});
+        for (let i = 0; i < 200 && (await chrome.tabs.get(tab.id)).status !== 'complete'; i++) {
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        let titles = 0;
+        const count = (id, change) => { if (id === tab.id && change.title !== undefined) titles += 1; };
+        chrome.tabs.onUpdated.addListener(count);
+        try {
+          let t0 = performance.now();
+          await m.nextUpdate(tab.id, 1500).done;
+          const idle = performance.now() - t0;
+          // The titles are counted over the same 1.5 s however early the wait woke.
+          await new Promise((r) => setTimeout(r, Math.max(0, 1500 - idle)));
+          const wait = m.nextUpdate(tab.id, 5000);
+          t0 = performance.now();
+          await chrome.tabs.update(tab.id, {url: arg + '/page2.html'});
+          await wait.done;
+          return [idle, titles, performance.now() - t0];
+        } finally {
+          chrome.tabs.onUpdated.removeListener(count);
+          await chrome.tabs.remove(tab.id);
+        }
+    })()""", site)
+    assert titles >= 10, titles  # the page did retitle its tab, and Chrome did report it
+    assert idle_ms >= 1400, idle_ms  # ...and the wait slept through every one
+    assert woke_ms < 2000, woke_ms  # the navigation woke it long before its 5 s floor
+
+
 async def test_the_rpc_peer_survives_garbage_and_times_out(page: Page) -> None:
     got = await run(page, "rpc.js", """(async () => {
         const sent = [];
