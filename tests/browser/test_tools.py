@@ -10,6 +10,7 @@ needs to be.
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 import anyio
@@ -197,6 +198,25 @@ async def test_links_navigate_and_back_returns(client: Client, site: str) -> Non
     # The URL is the page's to choose (history entries), so it comes inside the untrusted block.
     block = rf"<<<page-content (\w+)\nURL: {re.escape(site)}/dynamic.html\n>>>page-content \1$"
     assert not is_error and re.search(block, text), text
+
+
+async def test_back_in_a_tab_with_no_earlier_page_says_so(client: Client, site: str) -> None:
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    first = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+    text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/page2.html"})
+    assert not is_error, text
+    fresh = int(re.search(r"opened tab (\d+)", text).group(1))  # type: ignore[union-attr]
+    try:
+        start = time.monotonic()
+        text, is_error = await call(client, "browser_back")
+        # An error that says what to do instead, after the few seconds a step back is given to show, not a hang.
+        assert is_error and "there is no earlier page in this tab; use browser_navigate instead" in text, text
+        assert time.monotonic() - start < 10
+        snap, _ = await call(client, "browser_snapshot")
+        assert "# Page two" in snap  # still where it was
+    finally:
+        await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
+        await call(client, "browser_tabs", {"action": "close", "tab_id": fresh})
 
 
 async def test_iframe_content_has_refs_that_work(client: Client, site: str) -> None:
