@@ -50,7 +50,6 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from bench.baselines import McpPoster
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
-from openab.core.mcp.access import HttpEndpoint
 
 NAME = "browser_tools"
 TOOLS = ("navigate", "snapshot", "snapshot, hand-spelled MCP client", "click", "click, a turn apart", "type",
@@ -94,10 +93,7 @@ async def browser_rig() -> AsyncIterator[Rig]:
                 await eventually(lambda: port_file.exists() and bool(port_file.read_text().split()), 30)
                 port = port_file.read_text().split()[0]
                 tunnel = await gateway.attached(await gateway.browser_socket(0))
-                session = gateway.pod.sessions.get(tunnel.session_id)
-                assert session is not None
-                endpoint = (await gateway.proxy.open(session)).entry
-                assert isinstance(endpoint, HttpEndpoint)
+                endpoint = await gateway.endpoint(tunnel.session_id)
                 async with (
                     gateway.agent_client(tunnel.session_id) as client,
                     McpPoster(endpoint.url, endpoint.token) as bare,

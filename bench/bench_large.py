@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson
 import websockets
 from fake_extension import FakeExtension, connect_extension
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.server import ServerConnection
 
 from bench.baselines import BareHttpProcess, McpPoster, bare_ws
@@ -65,16 +66,22 @@ async def extension(url: str, token: str, compression: str | None) -> AsyncItera
         yield fake
 
 
+async def answer_screenshots(connection: ServerConnection | ClientConnection, payload: str) -> None:
+    """Answers each frame on `connection` with a screenshot answer serialized then (orjson), as the scripted
+    extension serializes its answers."""
+    async for _ in connection:
+        answer = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
+        await connection.send(orjson.dumps(answer).decode())
+
+
 @contextlib.asynccontextmanager
 async def serializing_ws(payload: str) -> AsyncIterator[str]:
-    """A bare ``websockets`` server answering each frame with a screenshot answer it serializes then (orjson), as
-    the extension's stand-in does: with a client that parses the answer, the endpoints' own JSON work around one
-    raw transfer, which the path has too and no hop of openab can take away."""
+    """A bare ``websockets`` server answering each frame with a screenshot (:func:`answer_screenshots`): with a
+    client that parses the answer, the endpoints' own JSON work around one raw transfer, which the path has too and
+    no hop of openab can take away."""
 
     async def handler(connection: ServerConnection) -> None:
-        async for _ in connection:
-            answer = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
-            await connection.send(orjson.dumps(answer).decode())
+        await answer_screenshots(connection, payload)
 
     async with websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
         yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
@@ -82,16 +89,9 @@ async def serializing_ws(payload: str) -> AsyncIterator[str]:
 
 @contextlib.asynccontextmanager
 async def relay_extension(url: str, payload: str) -> AsyncIterator[None]:
-    """The bare relay's "extension": each frame it gets is answered with the screenshot, serialized then with
-    orjson as the scripted extension serializes its answers."""
+    """The bare relay's "extension": each frame it gets is answered with the screenshot (:func:`answer_screenshots`)."""
     async with websockets.connect(url, max_size=None, compression=None) as connection:
-
-        async def answer() -> None:
-            async for _ in connection:
-                message = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
-                await connection.send(orjson.dumps(message).decode())
-
-        task = asyncio.create_task(answer())
+        task = asyncio.create_task(answer_screenshots(connection, payload))
         try:
             yield
         finally:

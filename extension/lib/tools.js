@@ -250,6 +250,24 @@ export function nextUpdate(tabId, ms) {
   return { done, cancel: () => finish() };
 }
 
+/**
+ * Looks at the tab until `until(tab)` holds or `ms` have passed, and returns the last look (null once the tab is
+ * gone). Between two looks it waits for the tab's next change, at most `step` ms (nextUpdate).
+ */
+async function watchTab(tabId, ms, step, until, signal) {
+  const end = Date.now() + ms;
+  for (;;) {
+    throwIfCancelled(signal);
+    const update = nextUpdate(tabId, step);
+    const tab = await chrome.tabs.get(tabId).catch(() => null);
+    if (until(tab) || Date.now() >= end) {
+      update.cancel();
+      return tab;
+    }
+    await update.done;
+  }
+}
+
 /** Tab-wide refs: numbers are never reused in a tab, even across documents. */
 class RefTable {
   constructor() {
@@ -576,16 +594,9 @@ export class BrowserTools {
   }
 
   async _waitLoaded(tabId, timeoutMs, signal) {
-    const end = Date.now() + timeoutMs;
-    while (Date.now() < end) {
-      throwIfCancelled(signal);
-      const update = nextUpdate(tabId, 100);
-      const tab = await chrome.tabs.get(tabId).catch(() => null);
-      if (!tab || tab.status === 'complete') update.cancel();
-      if (!tab) throw new ToolError('no_tab', 'the agent tab was closed');
-      if (tab.status === 'complete') return tab;
-      await update.done;
-    }
+    const tab = await watchTab(tabId, timeoutMs, 100, (t) => !t || t.status === 'complete', signal);
+    if (!tab) throw new ToolError('no_tab', 'the agent tab was closed');
+    if (tab.status === 'complete') return tab;
     throw new ToolError('timeout', `the page is still loading after ${Math.round(timeoutMs / 1000)} s`);
   }
 
@@ -594,16 +605,7 @@ export class BrowserTools {
     throwIfCancelled(signal);
     await chrome.tabs.update(tabId, { url });
     // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
-    const start = Date.now();
-    while (Date.now() - start < 1000) {
-      const update = nextUpdate(tabId, 50);
-      const t = await chrome.tabs.get(tabId).catch(() => null);
-      if (!t || t.status !== 'complete' || t.url !== before.url) {
-        update.cancel();
-        break;
-      }
-      await update.done;
-    }
+    await watchTab(tabId, 1000, 50, (t) => !t || t.status !== 'complete' || t.url !== before.url);
     return this._waitLoaded(tabId, LOAD_TIMEOUT_MS, signal);
   }
 
@@ -614,6 +616,7 @@ export class BrowserTools {
     const results = await this._exec({ tabId: tab.id, allFrames: true }, 'snapshot', []);
     results.sort((a, b) => a.frameId - b.frameId);
     const table = this._table(tab.id);
+    const linksOnly = args.interactive_only === true;
     const lines = [];
     let page = null;
     for (const r of results) {
@@ -625,7 +628,6 @@ export class BrowserTools {
       const base = top ? 0 : 1;
       for (const e of snap.entries) {
         const inline = Array.isArray(e.r) ? e.r : [];
-        const linksOnly = args.interactive_only === true;
         if (linksOnly && !e.l && !inline.length && !e.h) continue;
         const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
         // Links inside a line of text: the page script marked where each one's ref goes (INLINE_REF). With
@@ -814,15 +816,9 @@ export class BrowserTools {
       // clicks have none); the page's own history.back() does not skip them.
       await chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] }, func: () => history.back() });
     }
-    const end = Date.now() + 3000;
-    let now = tab;
-    while (Date.now() < end && now.url === tab.url && now.status === 'complete') {
-      const update = nextUpdate(tab.id, 50);
-      now = await chrome.tabs.get(tab.id);
-      if (now.url === tab.url && now.status === 'complete') await update.done;
-      else update.cancel();
-    }
-    if (now.url === tab.url && now.status === 'complete') {
+    // The step back shows in the tab within moments; a tab with no earlier page never moves.
+    const unmoved = (t) => t !== null && t.url === tab.url && t.status === 'complete';
+    if (unmoved(await watchTab(tab.id, 3000, 50, (t) => !unmoved(t)))) {
       throw new ToolError('no_history', 'there is no earlier page in this tab; use browser_navigate instead');
     }
     const done = await this._waitLoaded(tab.id, LOAD_TIMEOUT_MS, signal);

@@ -265,13 +265,18 @@ class LiveGateway:
         assert tunnel is not None
         return tunnel
 
-    @contextlib.asynccontextmanager
-    async def agent_client(self, session_id: str) -> AsyncIterator[Client]:
-        """What the session's agent gets: the proxy's URL and token, used by the official MCP client."""
+    async def endpoint(self, session_id: str) -> HttpEndpoint:
+        """What the session's agent is handed: its proxy endpoint's URL and bearer token."""
         session = self.pod.sessions.get(session_id)
         assert session is not None
         endpoint = (await self.proxy.open(session)).entry
         assert isinstance(endpoint, HttpEndpoint)
+        return endpoint
+
+    @contextlib.asynccontextmanager
+    async def agent_client(self, session_id: str) -> AsyncIterator[Client]:
+        """What the session's agent gets: the proxy's URL and token, used by the official MCP client."""
+        endpoint = await self.endpoint(session_id)
         headers = {"Authorization": f"Bearer {endpoint.token}"}
         async with (
             httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=120)) as http,
