@@ -13,6 +13,7 @@ import errno
 import os
 import secrets
 import stat
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final
@@ -25,12 +26,16 @@ __all__ = [
     "make_private_dir",
     "naming_secret",
     "read_private_file",
+    "read_secret_file",
     "session_workdir",
     "sessions_dir",
 ]
 
 NAMING_SECRET_FILE: Final = "session-names.key"  # noqa: S105 (a file name, not a secret)
 _MAX_SECRET_FILE: Final = 4096
+# The kubelet's Secret layout takes two links (`key -> ..data/key`, `..data -> ..<timestamp>`); a few more
+# leave room for a hand-made one, and a loop ends here.
+_MAX_LINKS: Final = 8
 
 
 def make_private_dir(path: Path) -> Path:
@@ -57,18 +62,127 @@ def make_private_dir(path: Path) -> Path:
 def read_private_file(path: Path, *, what: str = "the file") -> str:
     """The text of ``path``, stripped: a regular file of ours that no other user can read, not a link."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        # O_NONBLOCK: a fifo planted in its place is refused below, not waited on.
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise ConfigurationError(f"{path} is a symbolic link; {what} must be a plain file") from None
         raise ConfigurationError(f"cannot read {what} {path}: {exc.strerror or exc}") from None
-    with os.fdopen(fd, encoding="utf-8") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
             raise ConfigurationError(f"{path} is not a plain file of ours; {what} must be")
         if stat.S_IMODE(st.st_mode) & 0o077:
             raise ConfigurationError(f"{path} can be read by other users: `chmod 600 {path}`")
-        return f.read(_MAX_SECRET_FILE).strip()
+        return _read_bounded(fd, path, what)
+    finally:
+        os.close(fd)
+
+
+def read_secret_file(path: Path, *, what: str = "the key file") -> str:
+    """The text of a secret file the operator points at, stripped: a plain file, or a Kubernetes Secret's.
+
+    A Secret volume gives ``key -> ..data/key`` and ``..data -> ..<timestamp>/``, all owned by root with the
+    pod's ``fsGroup`` as group. So links are followed, but only relative ones that stay inside the file's own
+    directory (the mounted volume), at most a few; every link and directory on the way and the file itself
+    must belong to root or to us and be writable by nobody else (a world-writable directory only with the
+    sticky bit, as the volume's tmpfs is); the file must be a regular one that only its owner and a group of
+    ours can read, and small. ``OPENAB_ACP_AUTH_KEY`` remains the way to give a key without a file.
+    """
+    ours = {0, os.geteuid()}
+    groups = {os.getegid(), *os.getgroups()}
+    fds: list[int] = []  # the directories walked into, the volume's own first; ".." pops one
+
+    def refuse(why: str) -> ConfigurationError:
+        return ConfigurationError(f"{what} {path} {why}")
+
+    def check_owner(st: os.stat_result, name: str) -> None:
+        if st.st_uid not in ours:
+            raise refuse(f"{name} belongs to uid {st.st_uid}: only files, links and directories of root's or "
+                         "ours are trusted")
+
+    def check_dir(fd: int, name: str) -> None:
+        st = os.fstat(fd)
+        check_owner(st, f"is in {name}, which")
+        mode = stat.S_IMODE(st.st_mode)
+        sticky = bool(mode & stat.S_ISVTX)
+        if not sticky and mode & (0o002 if st.st_gid in groups else 0o022):
+            raise refuse(f"is in {name}, which other users can write to (mode {mode:04o}): `chmod go-w` it")
+
+    try:
+        try:
+            fds.append(os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC))
+        except OSError as exc:
+            raise refuse(f"cannot be read: {exc.strerror or exc}") from None
+        check_dir(fds[0], str(path.parent))
+        pending: deque[str] = deque([path.name])
+        links = 0
+        while pending:
+            part = pending.popleft()
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if len(fds) == 1:
+                    raise refuse(f"is a link leading out of {path.parent}; links must stay in that directory")
+                os.close(fds.pop())
+                continue
+            try:
+                st = os.stat(part, dir_fd=fds[-1], follow_symlinks=False)
+            except OSError as exc:
+                raise refuse(f"cannot be read: {exc.strerror or exc}") from None
+            if stat.S_ISLNK(st.st_mode):
+                links += 1
+                if links > _MAX_LINKS:
+                    raise refuse(f"goes through more than {_MAX_LINKS} symbolic links (a loop?)")
+                check_owner(st, f"is reached through the link {part}, which")
+                target = os.readlink(part, dir_fd=fds[-1])
+                if target.startswith("/"):
+                    raise refuse(f"is a link leading out of {path.parent} (to {target}); links must stay in that "
+                                 "directory")
+                pending.extendleft(reversed(target.split("/")))
+                continue
+            if pending:  # a directory on the way
+                try:
+                    fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                                       dir_fd=fds[-1]))
+                except OSError as exc:
+                    raise refuse(f"cannot be read: {part}: {exc.strerror or exc}") from None
+                check_dir(fds[-1], part)
+                continue
+            try:
+                fds.append(os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                   dir_fd=fds[-1]))
+            except OSError as exc:  # ELOOP: swapped for a link since the stat
+                raise refuse(f"cannot be read: {exc.strerror or exc}") from None
+            st = os.fstat(fds[-1])
+            if not stat.S_ISREG(st.st_mode):
+                raise refuse("is not a regular file")
+            check_owner(st, "is a file that")
+            # Our own file is 0600 as ever; root's (the kubelet's) reaches us through its group, the fsGroup.
+            foreign = 0o077 if st.st_uid == os.geteuid() != 0 or st.st_gid not in groups else 0o007
+            mode = stat.S_IMODE(st.st_mode)
+            if mode & foreign & 0o022:
+                raise refuse(f"can be written by other users (mode {mode:04o}): `chmod 600` it")
+            if mode & foreign:
+                raise refuse(f"can be read by other users (mode {mode:04o}): `chmod 600` it, or give the "
+                             "Kubernetes Secret volume `defaultMode: 0400`")
+            return _read_bounded(fds[-1], path, what)
+        raise refuse("names a directory, not a file")
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def _read_bounded(fd: int, path: Path, what: str) -> str:
+    data = b""
+    while len(data) <= _MAX_SECRET_FILE and (chunk := os.read(fd, _MAX_SECRET_FILE + 1 - len(data))):
+        data += chunk
+    if len(data) > _MAX_SECRET_FILE:
+        raise ConfigurationError(f"{what} {path} is larger than {_MAX_SECRET_FILE} bytes: it holds no key")
+    try:
+        return data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise ConfigurationError(f"{what} {path} is not UTF-8 text") from None
 
 
 def load_or_create_secret(path: Path, make: Callable[[], str], *, what: str) -> tuple[str, bool]:

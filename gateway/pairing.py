@@ -11,7 +11,7 @@ import secrets
 from pathlib import Path
 
 from openab.core.errors import ConfigurationError
-from openab.core.statedir import load_or_create_secret, make_private_dir, read_private_file
+from openab.core.statedir import load_or_create_secret, make_private_dir, read_secret_file
 
 __all__ = ["KEY_FILE", "MIN_KEY_CHARS", "load_or_create_key", "make_private_dir", "pairing_lines", "read_key_file"]
 
@@ -21,8 +21,8 @@ MIN_KEY_CHARS = 32
 
 
 def read_key_file(path: Path) -> str:
-    """The key in ``path``: a regular file of ours that no other user can read, not a link, of 128 bits or more."""
-    return _strong(path, read_private_file(path, what="the key file"))
+    """The key in ``path`` (a plain 0600 file, or a Kubernetes Secret's; see ``read_secret_file``), 128 bits or more."""
+    return _strong(path, read_secret_file(path, what="the key file"))
 
 
 def load_or_create_key(state_dir: Path) -> tuple[str, bool]:

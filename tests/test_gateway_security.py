@@ -172,7 +172,7 @@ def test_a_planted_key_file_is_not_trusted(tmp_path: Path) -> None:
     (state / KEY_FILE).write_text(secrets.token_hex(32))
     os.chown(state / KEY_FILE, 65534, 65534)  # another user's file in our folder
     (state / KEY_FILE).chmod(0o600)
-    with pytest.raises(ConfigurationError, match="not a plain file of ours"):
+    with pytest.raises(ConfigurationError, match="belongs to uid 65534"):
         read_key_file(state / KEY_FILE)
 
 
