@@ -14,7 +14,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
+import httpx2
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
 from test_proxy import ACCEPT, INIT, endpoint, extension, first_text, mcp_client, open_session, proxied
 
 from openab.core.mcp.proxy import BrowserProxy, ProxyEndpoint
@@ -301,3 +304,61 @@ async def test_accepted_sockets_have_tcp_nodelay() -> None:
                        for connection in held]
     assert answer.status_code == 200
     assert options and all(options), options  # else a head and a body written apart wait 40 ms for an ACK
+
+
+# -- Origin: the endpoint itself, or nobody ---------------------------------------------------------------
+
+# What a browser-hosted MCP client served from the endpoint's own port sends (and MCP's conformance suite's
+# DNS-rebinding scenario expects served); PORT is the endpoint's.
+OWN_ORIGINS = ["http://127.0.0.1:PORT", "http://localhost:PORT", "http://[::1]:PORT", "http://127.9.8.7:PORT",
+               "http://LOCALHOST:PORT"]
+# A rebinding page, another local server's page, a sandboxed frame, and what no browser sends.
+FOREIGN_ORIGINS = ["http://evil.example:PORT", "https://evil.example", "http://127.0.0.1:OTHER",
+                   "http://127.0.0.1", "https://127.0.0.1:PORT", "null", "", "127.0.0.1:PORT",
+                   "http://127.0.0.1:PORT/mcp", "http://user@127.0.0.1:PORT", "http://127.0.0.1:99999",
+                   "http://127.0.0.1:PORT.evil.example", "http://localhost.evil.example:PORT",
+                   "http://127.1:PORT"]
+
+
+def _spelled(origin: str, port: int) -> str:
+    return origin.replace("PORT", str(port)).replace("OTHER", str(port + 1 if port < 65535 else port - 1))
+
+
+async def test_an_origin_is_served_only_when_it_is_the_endpoint_itself() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        port = port_of(url)
+        auth = {"Authorization": f"Bearer {token}", **ACCEPT}
+        answers: dict[tuple[str, bool], httpx.Response] = {}
+        async with httpx.AsyncClient(timeout=10) as http:
+            for origin in OWN_ORIGINS + FOREIGN_ORIGINS:
+                for bearer in (True, False):
+                    headers = {**(auth if bearer else ACCEPT), "Origin": _spelled(origin, port)}
+                    answers[origin, bearer] = await http.post(url, json=INIT, headers=headers)
+    own = {origin: (answers[origin, True].status_code, answers[origin, False].status_code) for origin in OWN_ORIGINS}
+    assert own == {origin: (200, 401) for origin in OWN_ORIGINS}  # served; and the bearer still decides
+    foreign = {origin: (answers[origin, True].status_code, answers[origin, False].status_code)
+               for origin in FOREIGN_ORIGINS}
+    assert foreign == {origin: (403, 403) for origin in FOREIGN_ORIGINS}  # refused before the token is tried
+    assert "not this endpoint" in answers["http://evil.example:PORT", True].text
+    assert token not in "".join(response.text for response in answers.values())
+
+
+async def test_the_official_client_with_a_loopback_origin_calls_the_tools() -> None:
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        ext.add_tool("browser_whoami", whoami)
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext))
+        origin = f"http://127.0.0.1:{port_of(url)}"
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", "Origin": origin},
+                               timeout=httpx2.Timeout(30, read=60)) as http,
+            Client(streamable_http_client(url, http_client=http)) as client,
+        ):
+            result = await client.call_tool("browser_whoami", {})
+        assert first_text(result) == "the person's browser"
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}", "Origin": f"http://evil.example:"
+                                        f"{port_of(url)}"}, timeout=httpx2.Timeout(10)) as http,
+        ):
+            refused = await http.post(url, json=INIT, headers=ACCEPT)
+        assert refused.status_code == 403

@@ -1,10 +1,11 @@
 """The Streamable HTTP transport of MCP (both eras) for one ACP session's browser server, as a plain ASGI app.
 
 What the messages mean is :class:`openab.core.mcp.server.BrowserMcp`'s business; this module owns the HTTP:
-checks, in order: ``Host`` must be loopback and no ``Origin`` may be present (403: DNS rebinding and browser
-pages), path ``/mcp`` (404), bearer token (401), method (405), then per method the media types (415, 406),
-body size (413) and the MCP session (400 without ``Mcp-Session-Id``, 404 for an unknown one so clients
-initialize again). Answers are JSON or a server-sent event stream, as the client accepts.
+checks, in order: ``Host`` must be loopback, and an ``Origin``, if present, must be this very endpoint (``http``,
+a loopback host, its own port; anything else is 403: DNS rebinding and other web pages), path ``/mcp`` (404),
+bearer token (401), method (405), then per method the media types (415, 406), body size (413) and the MCP
+session (400 without ``Mcp-Session-Id``, 404 for an unknown one so clients initialize again). Answers are JSON
+or a server-sent event stream, as the client accepts.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
+from urllib.parse import urlsplit
 
 import orjson
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
-from ..addresses import is_loopback_host
+from ..addresses import is_loopback, is_loopback_host
 from ..jsonrpc import (
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -169,8 +171,10 @@ class McpHttpApp:
             # Only names that passed are kept, and at most a few: a client cannot grow the set without end.
             if len(self._loopback_hosts) < _MAX_KNOWN_HOSTS:
                 self._loopback_hosts.add(host)
-        if "origin" in headers:
-            raise _Refusal(403, "Requests from web pages (with an Origin) are refused: this endpoint is for agents")
+        origin = headers.get("origin")
+        if origin is not None and not _own_origin(origin, scope.get("server")):
+            raise _Refusal(403, f"Origin {origin[:200]!r} is not this endpoint: only a page served from this "
+                                "loopback port itself may call it (a web page elsewhere, or a rebound name, may not)")
         if scope["path"] != MCP_PATH:
             raise _Refusal(404, f"Not found: the MCP endpoint is {MCP_PATH}", METHOD_NOT_FOUND)
         if not self._bearer_matches(headers.get("authorization", "").encode("latin-1")):
@@ -379,6 +383,29 @@ class McpHttpApp:
             raise _Refusal(400, "Bad Request: DELETE needs the Mcp-Session-Id header")
         self._end_session(self._session(session_id))
         await _reply(send, 204)
+
+
+def _own_origin(origin: str, server: Any) -> bool:
+    """Whether an ``Origin`` names this endpoint: ``http``, a loopback host, and the port the request came in on.
+
+    That is what a browser-hosted MCP client served from this endpoint sends, and what MCP's DNS-rebinding check
+    expects served; a rebinding page sends its own name, another local server's page another port, and a
+    sandboxed or privacy-sensitive context ``null``. The bearer token still decides after this.
+    """
+    if not isinstance(server, tuple | list) or len(server) != 2 or not isinstance(server[1], int):
+        return False  # no listening port to compare (not a TCP listener): no page can be this endpoint
+    try:
+        parts = urlsplit(origin)
+        port = parts.port
+    except ValueError:
+        return False
+    # RFC 6454: an Origin is scheme://host[:port] and nothing else.
+    if parts.scheme != "http" or parts.username is not None or parts.password is not None:
+        return False
+    if parts.path or parts.query or parts.fragment or origin != origin.strip():
+        return False
+    host = parts.hostname
+    return host is not None and is_loopback(host) and (80 if port is None else port) == server[1]
 
 
 def _always_ok(_response: JsonObject) -> int:
