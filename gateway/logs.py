@@ -14,6 +14,7 @@ traceback. The same factory made the record, so the same redaction applies.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -48,6 +49,10 @@ _CREDENTIALS: Final = (
     (re.compile(r"((?:WebSocket|GET|POST|PUT|DELETE|PATCH|HEAD|OPTIONS) /[^\s?\"']*)\?[^\s\"']*"),
      r"\1?" + _REDACTED),
 )
+# A path with a query, given as a record's argument on its own (uvicorn's access lines: method, path apart).
+_PATH_QUERY: Final = re.compile(r"^(/[^\s?\"']*)\?[^\s\"']*")
+# Loggers whose formatter unpacks a record's arguments itself: uvicorn's access formatter takes five.
+_UNPACKS_ARGS: Final = frozenset({"uvicorn.access"})
 # The websockets library's frame lines: "< TEXT '{...}' [114 bytes]".
 _FRAME: Final = re.compile(r"^([<>] (?:TEXT|BINARY|CONT)) .* (\[\d+ bytes\])$", re.DOTALL)
 
@@ -93,7 +98,7 @@ def _redacting_factory(make: Callable[..., logging.LogRecord], trace: bool) -> C
             return record
         if not trace:
             message = _FRAME.sub(r"\1 \2", message)
-        record.msg, record.args = redact(message), None
+        record.msg, record.args = _redacted_msg_args(record, redact(message))
         if record.exc_info and not record.exc_text:
             # A handler's formatter would render the traceback later, unredacted; it keeps one already made.
             record.exc_text = _TRACEBACKS.formatException(record.exc_info)
@@ -106,6 +111,46 @@ def _redacting_factory(make: Callable[..., logging.LogRecord], trace: bool) -> C
         return record
 
     return factory
+
+
+def _redacted_msg_args(record: logging.LogRecord, message: str) -> tuple[Any, Any]:
+    """The record's ``msg`` and ``args`` once redacted, rendering as ``message`` (the whole line redacted).
+
+    Formatters may read ``args`` themselves (uvicorn's access formatter unpacks its five), so a record keeps
+    arguments of its own shape where that is safe: each one redacted, when together they still render as the
+    redacted line (a credential split across two arguments does not). Else, for a logger whose formatter
+    unpacks them, each argument becomes the placeholder (numbers stay, for ``%d``); else the redacted line
+    alone, with no arguments.
+    """
+    msg, args = record.msg, record.args
+    if not (isinstance(msg, str) and isinstance(args, tuple) and args):
+        return message, None
+    plain = [arg for arg in args if isinstance(arg, str | int | float)]
+    if len(plain) == len(args):
+        kept = tuple(_redact_arg(arg) for arg in plain)
+        with contextlib.suppress(TypeError, ValueError):
+            if msg % kept == message:
+                return msg, kept
+    if record.name in _UNPACKS_ARGS:
+        shaped = tuple(arg if isinstance(arg, int | float) and not _differs(arg) else _REDACTED for arg in args)
+        safe_msg = redact(msg)
+        with contextlib.suppress(TypeError, ValueError):
+            if redact(line := safe_msg % shaped) == line:
+                return safe_msg, shaped
+    return message, None
+
+
+def _differs(arg: object) -> bool:
+    """Whether redaction would change ``arg`` as text (a known secret made of digits, however unlikely)."""
+    text = str(arg)
+    return redact(text) != text
+
+
+def _redact_arg(arg: str | int | float) -> str | int | float:
+    if not isinstance(arg, str):
+        return _REDACTED if _differs(arg) else arg
+    # A request's path alone (uvicorn's access arguments): its query, as the request line's pattern does.
+    return redact(_PATH_QUERY.sub(r"\1?" + _REDACTED, arg))
 
 
 class JsonFormatter(logging.Formatter):
@@ -196,8 +241,8 @@ def configure_logging(level: str, *, secrets: Iterable[str] = (), log_format: st
         factory = _redacting_factory(current, trace=numeric <= TRACE)
         factory.openab_redacting = True  # type: ignore[attr-defined]
         logging.setLogRecordFactory(factory)
-    # One line per session event is ours to log; uvicorn's access lines and the agents' stderr are noise.
-    logging.getLogger("uvicorn.access").setLevel(logging.WARNING)
+    # uvicorn's access log keeps one line per request at info (its own config sets that logger's level when
+    # the server starts); redaction keeps their arguments' shape for its formatter (_redacted_msg_args).
     # At the file-descriptor limit asyncio logs a traceback for every failed accept, many a second.
     _limit("asyncio", _RateLimited("socket.accept() out of system resource"))
     # uvicorn logs a client's text frame that is not UTF-8 as an ERROR with its own traceback: anyone who can

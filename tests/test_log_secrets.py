@@ -9,7 +9,9 @@ text, the typed password) only at trace, which logs frames on purpose, and never
 
 from __future__ import annotations
 
+import logging
 import os
+import secrets
 import uuid
 from pathlib import Path
 
@@ -17,9 +19,11 @@ import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from log_scan import scanning
 from test_runtime_pod import first_run, prompt
+from uvicorn.logging import AccessFormatter
 
 from openab.core.mcp.proxy import BrowserProxy
 from openab.core.settings import Settings
+from openab.gateway.logs import add_secret
 
 pytestmark = pytest.mark.anyio
 
@@ -53,3 +57,25 @@ async def test_no_credential_reaches_the_log_at_debug_or_trace(level: str, state
     else:
         assert scan.watched[FRAME_CONTENT] == 0 and scan.watched[password] == 0, \
             "page content stays out of the log below trace"
+
+
+def test_an_access_line_keeps_its_arguments_shape_and_no_credential() -> None:
+    """uvicorn's access formatter unpacks the record's five arguments: they stay five, each redacted, and where
+    only the whole line reads as a credential (a word in one argument, its value in the next), all words go."""
+    key = secrets.token_hex(32)
+    formatter = AccessFormatter('%(client_addr)s - "%(request_line)s" %(status_code)s', use_colors=False)
+    with scanning("info") as scan:
+        add_secret(key)
+        factory = logging.getLogRecordFactory()
+
+        def access(path: str, status: int) -> str:
+            args = ("127.0.0.1:1", "GET", path, "1.1", status)
+            record = factory("uvicorn.access", logging.INFO, __file__, 1, '%s - "%s %s HTTP/%s" %d', args, None)
+            assert key not in record.getMessage()
+            return formatter.format(record)
+
+        assert access("/healthz", 200) == '127.0.0.1:1 - "GET /healthz HTTP/1.1" 200 OK'
+        assert access(f"/acp?token={key}", 401) == '127.0.0.1:1 - "GET /acp?[redacted] HTTP/1.1" 401 Unauthorized'
+        assert access(f"/{key}", 404) == '127.0.0.1:1 - "GET /[redacted] HTTP/1.1" 404 Not Found'
+        assert access("/x authorization:", 404) == '[redacted] - "[redacted] [redacted] HTTP/[redacted]" 404 Not Found'
+    assert scan.leak_count == 0, scan.leaks
