@@ -3,7 +3,8 @@ session's MCP proxy endpoint): a deadline for each request head, and a log of cl
 cannot flood.
 
 A socket that has sent no whole request head may be anyone's, and uvicorn would hold it for ever: the
-first head is due ``head_timeout()`` seconds after accept, each later one (keep-alive) that long after its first
+first head is due ``head_timeout()`` seconds after accept (a TLS handshake in between spends the same time:
+the protocol is made at accept, before the handshake), each later one (keep-alive) that long after its first
 byte, since uvicorn stops its own keep-alive timer at that byte. What admits or bounds sockets is the
 listener's business (:meth:`HeadTimedHttp.on_head`, :meth:`HeadTimedHttp.on_head_timeout`).
 """
@@ -61,10 +62,12 @@ class HeadTimedHttp(H11Protocol):
         super().__init__(*args, **kwargs)
         self._head_timer: asyncio.TimerHandle | None = None
         self._seen_cycle: object = None  # the request cycle whose head was last looked at
+        # Made at accept (asyncio calls the factory then, before any TLS handshake): the first head's clock.
+        self._accepted_at = self.loop.time()
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._arm()
+        self._arm(self.head_timeout() - (self.loop.time() - self._accepted_at))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -99,9 +102,11 @@ class HeadTimedHttp(H11Protocol):
         self._disarm()
         self.on_head()
 
-    def _arm(self) -> None:
+    def _arm(self, delay: float | None = None) -> None:
         self._disarm()
-        self._head_timer = self.loop.call_later(self.head_timeout(), self._timed_out)
+        self._head_timer = self.loop.call_later(
+            self.head_timeout() if delay is None else max(0.0, delay), self._timed_out
+        )
 
     def _disarm(self) -> None:
         if self._head_timer is not None:

@@ -1,12 +1,13 @@
 """Serving the gateway with uvicorn, in the foreground (``openab run``) or inside a test or the demo.
 
 Before a socket is an ACP connection it is only a socket, and a local or remote peer can open many and send
-nothing: :class:`ConnectionGuard` bounds them, in all and per peer address, and closes any that has not sent a
-whole request head within the handshake timeout. Refusals are logged at most once per interval, with a count,
-so a flood cannot flood the log too.
+nothing: :class:`ConnectionGuard` bounds them from their accept, in all and per peer address, and closes any
+that has not finished its TLS handshake and sent a whole request head within the handshake timeout. Refusals
+are logged at most once per interval, with a count, so a flood cannot flood the log too.
 
 Off loopback the key must not cross the network in clear (:func:`check_transport`): the pod serves TLS itself
-(:class:`ReloadingTls`, whose certificate SIGHUP replaces for the next handshake) or runs behind a proxy that
+(:class:`ReloadingTls`, whose certificate SIGHUP replaces for the next handshake; the handshake is done in
+the guard's own protocol, not by uvicorn, so that it is counted and timed like any socket) or runs behind a proxy that
 terminates it, whose addresses alone are believed about the client (``X-Forwarded-For``) and exempt from the
 per-address socket cap, since every socket through the proxy comes from it.
 """
@@ -17,15 +18,17 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import math
 import resource
 import signal
 import ssl
 import time
+from asyncio.sslproto import SSLProtocol
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from types import FrameType
-from typing import Any, ClassVar, Final
+from typing import Any, ClassVar, Final, cast
 
 import uvicorn
 from starlette.types import ASGIApp
@@ -39,8 +42,8 @@ from openab.core.sockets import ClosedSockets, HeadTimedHttp
 from .logs import json_logging
 
 __all__ = [
-    "REFUSAL_KINDS", "ConnectionGuard", "DrainingServer", "ReloadingTls", "check_transport", "guard_for",
-    "running_server", "serving", "tls_for", "uvicorn_config",
+    "REFUSAL_KINDS", "ConnectionGuard", "DrainingServer", "GuardedServer", "ReloadingTls", "check_transport",
+    "guard_for", "running_server", "serving", "tls_for", "uvicorn_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -111,8 +114,8 @@ class ConnectionGuard:
             if self._per_peer[peer] <= 0:
                 del self._per_peer[peer]
 
-    def timed_out(self) -> None:
-        self._refuse("head-timeout", f"no whole request head within {self.head_timeout:g} s")
+    def timed_out(self, what: str = "whole request head") -> None:
+        self._refuse("head-timeout", f"no {what} within {self.head_timeout:g} s")
 
     def _refuse(self, kind: str, reason: str) -> bool:
         self.refused_by_kind[kind] += 1
@@ -126,27 +129,29 @@ def _peer_of(transport: asyncio.BaseTransport) -> str:
 
 
 class _GuardedHttp(HeadTimedHttp):
-    """uvicorn's HTTP/1.1 protocol, admitted by the guard and held to its request-head deadline."""
+    """uvicorn's HTTP/1.1 protocol, admitted by the guard and held to its request-head deadline. ``behind_tls``:
+    it is the inner protocol of :class:`_GuardedTls`, which the guard admitted at accept."""
 
     guard: ClassVar[ConnectionGuard]
+    behind_tls: ClassVar[bool] = False
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._admitted = False
+        self.connected = False
 
     def head_timeout(self) -> float:
         return self.guard.head_timeout
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        if not self.guard.admit(transport):
+        if not self.behind_tls and not self.guard.admit(transport):
             transport.abort()
             return
-        self._admitted = True
+        self.connected = True
         super().connection_made(transport)
 
     def connection_lost(self, exc: Exception | None) -> None:
-        if self._admitted:
-            self.guard.release(self.transport)
+        if self.connected:
+            self.guard.release(self.transport)  # behind TLS, a no-op: the TLS protocol holds the guard's place
             super().connection_lost(exc)
 
     def on_head_timeout(self) -> None:
@@ -201,6 +206,53 @@ class _GuardedWebSocket(WebSocketsSansIOProtocol):
             self.transport.abort()
 
 
+class _GuardedTls(SSLProtocol):
+    """The pod's own TLS, done by the socket's protocol from its accept on.
+
+    Served by asyncio's (``create_server(ssl=...)``), a socket in its handshake is no protocol's of ours until
+    the handshake ends, up to asyncio's 60 s: 300 silent sockets from one address were counted as none. Here
+    the guard admits the socket at accept, by its address, as any other; it must finish its handshake within
+    the head timeout, which keeps running for its request head (:class:`HeadTimedHttp` counts from accept);
+    and the decrypted stream goes to the guarded HTTP protocol as asyncio's own TLS would hand it.
+    """
+
+    guard: ClassVar[ConnectionGuard]
+    http: ClassVar[type[_GuardedHttp]]
+    tls: ClassVar[ReloadingTls]
+
+    def __init__(self, **kwargs: Any) -> None:
+        self._http = self.http(**kwargs)
+        # No waiter: nothing awaits the handshake (asyncio's accept path would). asyncio's handshake timeout is
+        # only a backstop: ours (below) ends the handshake first, and counts it.
+        super().__init__(self._http.loop, self._http, self.tls.context, None,  # type: ignore[arg-type]
+                         server_side=True, ssl_handshake_timeout=math.ceil(2 * self.guard.head_timeout))
+        self._socket: asyncio.Transport | None = None
+        self._deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        socket = cast(asyncio.Transport, transport)  # a socket's transport, as create_server makes it
+        if not self.guard.admit(socket):
+            socket.abort()
+            return
+        self._socket = socket
+        self._deadline = self._http.loop.call_later(self.guard.head_timeout, self._handshake_timed_out)
+        super().connection_made(transport)
+
+    def _handshake_timed_out(self) -> None:
+        self._deadline = None
+        if self._socket is not None and not self._http.connected:  # connected: the handshake ended
+            self.guard.timed_out("finished TLS handshake")
+            self._socket.abort()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        if self._socket is not None:
+            self.guard.release(self._socket)
+            super().connection_lost(exc)
+
+
 def _unsent(transport: asyncio.WriteTransport) -> int:
     try:
         return transport.get_write_buffer_size()
@@ -208,7 +260,24 @@ def _unsent(transport: asyncio.WriteTransport) -> int:
         return 0
 
 
-class DrainingServer(uvicorn.Server):
+class GuardedServer(uvicorn.Server):
+    """uvicorn's server for :func:`uvicorn_config`'s settings: its start line says ``https`` when the pod's own TLS
+    serves, which uvicorn cannot see (the handshake is done in the guard's protocol, :class:`_GuardedTls`)."""
+
+    def _log_started_message(self, listeners: Any) -> None:
+        tls = getattr(self.config.http_protocol_class, "tls", None)
+        if not isinstance(tls, ReloadingTls):
+            super()._log_started_message(listeners)
+            return
+        # uvicorn names the scheme after its own TLS context, read only here: for this one line, ours.
+        self.config.ssl = tls.context
+        try:
+            super()._log_started_message(listeners)
+        finally:
+            self.config.ssl = None
+
+
+class DrainingServer(GuardedServer):
     """uvicorn's server for the pod's main process. On a stop it first closes its listeners and awaits ``drain``
     while the open sockets still carry answers, then shuts down as uvicorn does. SIGTERM (how a pod is stopped)
     then ends the process with status 0: a drained stop is a clean one, not a death by signal."""
@@ -311,13 +380,16 @@ def uvicorn_config(
         guard = getattr(getattr(app, "state", None), "guard", None)
         if not isinstance(guard, ConnectionGuard):
             guard = ConnectionGuard(max_connections=1024, max_per_peer=256, head_timeout=10.0)
+    http: type[asyncio.Protocol] = type("GuardedHttp", (_GuardedHttp,), {"guard": guard, "behind_tls": tls is not None})
+    if tls is not None:
+        http = type("GuardedTls", (_GuardedTls,), {"guard": guard, "http": http, "tls": tls})
     return uvicorn.Config(
         app,
         host=host,
         port=port,
         lifespan="on",
         log_level=log_level,
-        http=type("GuardedHttp", (_GuardedHttp,), {"guard": guard}),
+        http=http,
         ws=type("GuardedWebSocket", (_GuardedWebSocket,), {"guard": guard}),
         # Frames between our limit and this one get our own 1009 close; larger ones never reach memory.
         ws_max_size=2 * max_frame_bytes,
@@ -326,7 +398,6 @@ def uvicorn_config(
         log_config=None if json_logging() else uvicorn.config.LOGGING_CONFIG,
         proxy_headers=bool(proxies),
         forwarded_allow_ips=list(proxies or []),
-        ssl_context_factory=(lambda _config, _default: tls.context) if tls is not None else None,
         server_header=False,
     )
 
@@ -339,7 +410,7 @@ async def running_server(
 ) -> AsyncIterator[str]:
     """Serve ``app`` until the block ends; yields its base URL (``http://host:port``, ``https://`` with ``tls``)
     with the real port."""
-    server = uvicorn.Server(
+    server = GuardedServer(
         uvicorn_config(app, host=host, port=port, max_frame_bytes=max_frame_bytes, log_level=log_level, guard=guard,
                        tls=tls, proxies=proxies, ws_deflate=ws_deflate)
     )

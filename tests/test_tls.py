@@ -420,3 +420,84 @@ async def test_doctor_reads_when_the_pods_certificate_ends(
     assert exit_code == code, output
     if code:
         assert "fix:" in output.split(says.format(cert=cert))[1].splitlines()[1], output
+
+
+# -- sockets that never finish a TLS handshake ------------------------------------------------------------------
+
+def client_hello() -> bytes:
+    """The first flight of a real TLS client: its ClientHello record, as a browser would send it."""
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    client = context.wrap_bio(incoming, outgoing)
+    with contextlib.suppress(ssl.SSLWantReadError):
+        client.do_handshake()
+    return outgoing.read()
+
+
+async def closed_by_the_pod(reader: asyncio.StreamReader, timeout: float) -> bool:
+    """Whether the pod closes this socket within ``timeout`` (it sends nothing on a refused or expired socket)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await reader.read() == b""
+    except ConnectionError:
+        return True
+    except TimeoutError:
+        return False
+
+
+async def test_tls_sockets_count_from_accept_per_address_and_in_all_and_go_at_the_handshake_timeout(
+    tmp_path: Path,
+) -> None:
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    ca.issue(cert, key)
+    async with gateway([], tls=ReloadingTls(cert, key), handshake_timeout=4.0,
+                       max_connections_per_peer=20) as (url, token, guard):
+        port = int(url.rsplit(":", 1)[1])
+        hello = client_hello()
+        # From 127.0.0.2, another address than the person's below: 25 sockets that say nothing at all and
+        # 5 that send half a ClientHello and stop.
+        attackers = []
+        for number in range(30):
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0))
+            if number >= 25:
+                writer.write(hello[: len(hello) // 2])
+            attackers.append((reader, writer))
+        try:
+            # Counted from accept, TLS or not: the 21st to the 30th are closed as soon as they are accepted.
+            refused = await asyncio.gather(*(closed_by_the_pod(reader, 2.0) for reader, _ in attackers[20:]))
+            assert refused == [True] * 10
+            assert guard.refused_by_kind["address-cap"] == 10
+            assert len(guard) == 20, "the first 20 of that address are held, in their handshake"
+            # The person's own wss:// from another address gets in while the attacker holds its share.
+            async with connect_wss(wss(url), token, ca.client_context()) as ext:
+                assert (await ext.request("initialize", {"protocolVersion": 1}))["protocolVersion"] == 1
+                # No finished handshake within the handshake timeout (4 s here): each socket held is closed,
+                # the silent ones and the half-sent ClientHellos alike, not after asyncio's 60 s.
+                held = await asyncio.gather(*(closed_by_the_pod(reader, 30.0) for reader, _ in attackers[:20]))
+                assert held == [True] * 20
+                assert guard.refused_by_kind["head-timeout"] == 20
+                assert len(guard) == 1, "only the person's socket is left"
+                await ext.request("session/new", {"cwd": "/", "mcpServers": []})
+        finally:
+            for _, writer in attackers:
+                writer.close()
+
+
+async def test_the_pods_total_socket_cap_holds_tls_sockets_in_their_handshake(tmp_path: Path) -> None:
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    ca.issue(cert, key)
+    async with gateway([], tls=ReloadingTls(cert, key), handshake_timeout=30.0, max_connections=10,
+                       max_connections_per_peer=100) as (url, _token, guard):
+        port = int(url.rsplit(":", 1)[1])
+        held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(10)]
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            assert await closed_by_the_pod(reader, 5.0), "the 11th socket is closed at once"
+            assert guard.refused_by_kind["connection-cap"] == 1 and len(guard) == 10
+        finally:
+            writer.close()
+            for _, other in held:
+                other.close()
