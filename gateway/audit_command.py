@@ -10,13 +10,18 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["register", "render_table"]
+__all__ = ["printable", "register", "render_table"]
 
 _TAG = re.compile(r"s-[0-9a-f]{10}")
+# What must not reach a terminal from a cell: controls (C0, DEL, C1: ESC starts a command), format characters
+# (the bidi overrides reorder what is shown), surrogates, and the line and paragraph separators.
+_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
 _CALL_COLUMNS = ("time", "tool", "outcome", "ms", "guard", "args")
 _SESSION_COLUMNS = ("session", "first", "last", "calls", "errors")
 
@@ -133,14 +138,17 @@ def _print(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], as_json: b
         import orjson
 
         for row in rows:
-            out.write(orjson.dumps(row).decode() + "\n")
+            # JSON escapes C0 controls, not C1 nor format characters: those are escaped here (only strings hold them).
+            line = orjson.dumps(row).decode()
+            out.write(("".join(_json_escape(c) if _unsafe(c) else c for c in line) if not line.isprintable()
+                       else line) + "\n")
         return
     out.write(render_table(rows, columns))
 
 
 def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> str:
     """``rows`` as left-aligned columns under a header, numbers aligned right."""
-    cells = [[str(row.get(column, "")) for column in columns] for row in rows]
+    cells = [[printable(str(row.get(column, ""))) for column in columns] for row in rows]
     widths = [max([len(column), *(len(line[i]) for line in cells)]) for i, column in enumerate(columns)]
     numeric = [all(_is_number(row.get(column)) for row in rows) and bool(rows) for column in columns]
 
@@ -149,6 +157,35 @@ def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> s
         return "  ".join(padded).rstrip() + "\n"
 
     return line([c.upper() for c in columns]) + "".join(line(values) for values in cells)
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character (C0, DEL, C1), format character and line or paragraph separator
+    shown as an escape (``\\n``, ``\\x1b``, ``\\u202e``), and a backslash as two: one cell stays one cell of
+    one row, and nothing in it reaches the terminal as a command."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_escape(c) if c == "\\" or _unsafe(c) else c for c in text)
+
+
+def _unsafe(char: str) -> bool:
+    return unicodedata.category(char) in _UNSAFE_CATEGORIES
+
+
+def _escape(char: str) -> str:
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def _json_escape(char: str) -> str:
+    """``char`` as a JSON string escape (a pair of surrogates past the first plane)."""
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
 
 
 def _is_number(value: Any) -> bool:

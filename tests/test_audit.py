@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from fake_extension import FakeExtension, RemoteError, ToolFunction, text_result
 from gateway_harness import RunningGateway, eventually, run_gateway
@@ -237,8 +238,8 @@ def test_a_torn_line_costs_only_its_own_record(tmp_path: Path) -> None:
     with open(tmp_path / AUDIT_FILE, "ab") as f:
         f.write(b'{"time": "2026-')  # a writer that died mid-record
     # The next record starts a line of its own: only the torn one is lost.
-    log.tool_call("sess_x", {"name": "browser_forward"}, {"content": []}, 0.001)
-    assert [record["tool"] for record in read_records(tmp_path)] == ["browser_back", "browser_forward"]
+    log.tool_call("sess_x", {"name": "browser_tabs"}, {"content": []}, 0.001)
+    assert [record["tool"] for record in read_records(tmp_path)] == ["browser_back", "browser_tabs"]
 
 
 # -- `openab audit` ---------------------------------------------------------------------------------------------
@@ -314,6 +315,56 @@ def test_openab_audit_without_a_log_says_where_it_looked(tmp_path: Path) -> None
     )
     assert done.returncode == 1
     assert f"no audit log in {tmp_path}" in done.stderr
+
+
+# What a hostile agent or extension names a tool: a forged second row, terminal commands, a bidi override.
+FORGED_ROW = "browser_click\n2026-12-01 00:00:00.000  browser_type  ok  1.0  allowed  0000000000000000"
+HOSTILE_NAMES = (FORGED_ROW, "\x1b[2K\x1b]0;pwned\x07browser_back", "\u009b31mbrowser_\u202eevil\x7f")
+
+
+async def openab_audit(*args: str, env: dict[str, str] | None = None) -> bytes:
+    """`openab audit ARGS` as a person runs it; its output, once it exited 0."""
+    done = await asyncio.to_thread(subprocess.run, [OPENAB, "audit", *args], capture_output=True, timeout=60,
+                                   env=env, check=False)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def _controls(output: bytes) -> list[str]:
+    """Every control character (C0 but the newline ending a row, DEL, C1) or bidi override in ``output``."""
+    return [f"U+{ord(c):04X}" for c in output.decode("utf-8")
+            if (ord(c) < 0x20 and c != "\n") or 0x7F <= ord(c) <= 0x9F or c in "\u202a\u202b\u202c\u202d\u202e"]
+
+
+async def test_a_hostile_tool_name_is_recorded_as_other_and_never_forges_a_row(tmp_path: Path) -> None:
+    async with proxied_session(tmp_path, {"browser_snapshot": lambda _a: _text("- page")}) as (
+        gateway, _ext, session_id
+    ):
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
+            await client.call_tool("browser_snapshot", {})
+            for name in HOSTILE_NAMES:  # sent to the session's real MCP endpoint: refused, and recorded
+                with pytest.raises(MCPError, match="Unknown tool"):
+                    await client.call_tool(name, {})
+        await eventually(lambda: len(list(read_records(tmp_path))) == 1 + len(HOSTILE_NAMES), 10)
+    records = list(read_records(tmp_path))
+    digests = [hashlib.sha256(json.dumps(name, ensure_ascii=False).encode()).hexdigest()[:12] for name in HOSTILE_NAMES]
+    assert [r["tool"] for r in records] == ["browser_snapshot", *(f"other:{d}" for d in digests)]
+    # A record an earlier openab wrote with the raw name: `openab audit` shows it escaped all the same.
+    raw = orjson.dumps({**records[1], "tool": FORGED_ROW, "guard": "\x1b[2K\u0085none"}) + b"\n"
+    await asyncio.to_thread(lambda: (tmp_path / AUDIT_FILE).write_bytes(audit_bytes(tmp_path) + raw))
+    tag = tag_of(tmp_path, session_id)
+    table = await openab_audit(tag, "--state-dir", str(tmp_path))
+    rows = table.decode().splitlines()
+    assert len(rows) == 1 + len(records) + 1, table.decode()  # the header, and one row a record
+    assert _controls(table) == [], table
+    (forged,) = [row for row in rows if "browser_click\\n2026-12-01" in row]
+    assert "\\x1b[2K\\x85none" in forged
+    listing = await openab_audit("--state-dir", str(tmp_path))
+    assert len(listing.decode().splitlines()) == 2 and _controls(listing) == []
+    as_json = await openab_audit(tag, "--json", "--state-dir", str(tmp_path))
+    assert _controls(as_json) == []
+    assert FORGED_ROW in [json.loads(line)["tool"] for line in as_json.decode().splitlines()]
 
 
 # -- long ----------------------------------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The audit log: one JSONL record per browser tool call, kept 0600 in the state dir and rotated by size.
 
-A record says when a call started, in which session, which tool, how it ended, how long it took, what the
+A record says when a call started, in which session, which tool (a name of the catalogue, else ``other:``
+and a digest of the name), how it ended, how long it took, what the
 extension's guard decided, and a digest of its arguments::
 
     {"time": "2026-11-30T23:40:01.123Z", "session": "s-3f9a0c12be", "tool": "browser_type",
@@ -61,6 +62,7 @@ __all__ = [
     "audit_files",
     "call_record",
     "read_records",
+    "recorded_tool",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,7 +71,7 @@ AUDIT_FILE: Final = "audit.jsonl"
 GUARD_DECISIONS: Final = frozenset({"allowed", "asked-allowed", "denied"})
 _NO_GUARD: Final = "none"
 _DIGEST_HEX: Final = 16
-_MAX_TOOL_CHARS: Final = 128
+_TOOL_DIGEST_HEX: Final = 12
 _WARN_INTERVAL: Final = 60.0
 # The meaning of each JSON-RPC code, said in the record instead of the message (which may quote arguments).
 _ERROR_MEANINGS: Final[Mapping[int, str]] = {
@@ -121,6 +123,19 @@ def _guard(ended: Ended) -> str:
     return decision if isinstance(decision, str) and decision in GUARD_DECISIONS else _NO_GUARD
 
 
+def recorded_tool(tool: object, names: frozenset[str] = STATIC_NAMES) -> str:
+    """How a record names the tool a call asked for: its own name if it is one of ``names`` (the catalogue's),
+    else ``other:`` and 12 hex digits of the sha256 of the name's JSON.
+
+    The name is the agent's or a hostile extension's choice: raw, a newline in it would forge a row of
+    `openab audit`'s table and an escape sequence would reach the operator's terminal. The digest still tells
+    two unknown names apart and matches the name in the agent's own log.
+    """
+    if isinstance(tool, str) and tool in names:
+        return tool
+    return f"{OTHER_TOOL}:{args_digest(tool)[:_TOOL_DIGEST_HEX]}"
+
+
 def call_record(
     *, started: float, session: str, tool: Any, arguments: Any, ended: Ended, seconds: float
 ) -> dict[str, Any]:
@@ -129,7 +144,7 @@ def call_record(
     record: dict[str, Any] = {
         "time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "session": session,
-        "tool": tool[:_MAX_TOOL_CHARS] if isinstance(tool, str) else "",
+        "tool": recorded_tool(tool),
         "outcome": outcome,
         "ms": round(seconds * 1000, 1),
         "guard": _guard(ended),
