@@ -10,8 +10,10 @@ check that ran passed, 2 when any failed, 3 when it could not start (no key, a b
 It needs only what ``pip install openab`` brings (``websockets``) and imports nothing of openab's own, so it
 judges the gateway against the wire contract (docs/mcp-over-acp-tunnel-contract.md, docs/architecture.md) and not
 against the code it tests. Prompts reach the pod's agent: a few checks need an agent that follows simple
-instructions (a long reply, an exact echo, a long count to cancel); ``--skip-model-checks`` skips those where no
-model is behind the pod. No line it prints contains the key.
+instructions (a long reply, an exact echo, a long count to cancel): they say SKIP by themselves when the pod's
+agent is the built-in one without a model (session/new names it ``builtin`` and it answers a one-word PONG request
+with other words, its help), and ``--skip-model-checks`` skips them for any agent. No line it prints contains the
+key.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import ssl
 import sys
 import time
@@ -51,6 +54,8 @@ LINES_PROMPT = "Output the lines LINE 0001 to LINE 0600, one per line, each exac
 UNICODE_TEXT = "你好 🎉 👨‍👩‍👧‍👦 ❤️"
 UNICODE_PROMPT = f"Repeat exactly, nothing else: {UNICODE_TEXT}"
 COUNT_PROMPT = "Count from 1 to 400, one number per line, nothing else."
+AGENT_META = "dev.openab/agent"  # session/new's answer names the session's agent under this _meta key
+BUILTIN_AGENT = "builtin"
 
 
 class CheckFailed(Exception):
@@ -245,11 +250,16 @@ class Suite:
         self.skip_model = skip_model
         self.check_timeout = check_timeout
         self.outcomes: list[Outcome] = []
+        self._no_model: str | None = None
+        self._probed = False
 
     async def run(self, section: str, name: str, check: Check, *, model: bool = False) -> None:
         if model and self.skip_model:
             self.report(Outcome(section, name, "SKIP", "needs a model that follows instructions "
                                                        "(--skip-model-checks)"))
+            return
+        if model and check not in QUOTED_BY_BUILTIN and (why := await self.no_model()) is not None:
+            self.report(Outcome(section, name, "SKIP", why))
             return
         limit = self.check_timeout + (self.target.long_timeout if model else self.target.prompt_timeout)
         try:
@@ -267,6 +277,17 @@ class Suite:
         except (OSError, InvalidHandshake) as exc:
             outcome = Outcome(section, name, "FAIL", f"cannot connect: {type(exc).__name__}: {exc}")
         self.report(outcome)
+
+    async def no_model(self) -> str | None:
+        """Why the model checks cannot pass here, once per run: the pod's own built-in agent with no model behind
+        it follows no free-form instruction. Any other agent, or a probe that goes wrong, lets the checks run
+        (and say what they find)."""
+        if not self._probed:
+            self._probed = True
+            with contextlib.suppress(CheckFailed, TimeoutError, ConnectionClosed, OSError, InvalidHandshake):
+                async with asyncio.timeout(self.check_timeout + self.target.prompt_timeout):
+                    self._no_model = await builtin_without_model(self.target)
+        return self._no_model
 
     def report(self, outcome: Outcome) -> None:
         self.outcomes.append(outcome)
@@ -377,6 +398,29 @@ async def prompt_pong(target: Target) -> str:
         expect(bool(chunks), "no agent_message_chunk text arrived before the answer")
         expect(all(u.get("sessionId") == session_id for u in reply.updates), "a session/update named another session")
     return f"{len(chunks)} text chunk(s), end_turn"
+
+
+async def builtin_without_model(target: Target) -> str | None:
+    """Why the pod's agent cannot pass the model checks, or None: session/new names the built-in agent, and it
+    answers a one-word request with other words (its help). An agent that says nothing at all is not excused: that
+    is a fault the checks are there to show."""
+    async with target.open() as client:
+        await client.initialize()
+        result = (await client.call("session/new", {"cwd": "/home/agent", "mcpServers": []})).result
+        meta = result.get("_meta") if isinstance(result, dict) else None
+        agent = meta.get(AGENT_META) if isinstance(meta, dict) else None
+        session_id = result.get("sessionId") if isinstance(result, dict) else None
+        if agent != BUILTIN_AGENT or not isinstance(session_id, str):
+            return None
+        reply = await client.call("session/prompt", {"sessionId": session_id,
+                                                     "prompt": [{"type": "text", "text": PONG_PROMPT}]},
+                                  timeout=target.prompt_timeout)
+        said = reply.text().strip()
+    # Only the one word counts: the built-in agent quotes a request it cannot follow, PONG included.
+    if not said or re.fullmatch(r"\W*pong\W*", said, re.IGNORECASE):
+        return None
+    return (f"the pod's agent is the built-in one without a model (asked for PONG, it said {brief(said, 80)}): "
+            "give the pod a model (--model-url) or an agent CLI to run this check; --skip-model-checks skips it")
 
 
 async def session_resume(target: Target) -> str:
@@ -814,6 +858,11 @@ SECTIONS: list[tuple[str, list[tuple[str, Check, bool]]]] = [
         ("mcp/connect refused", tunnel_refused_connect, False),
     ]),
 ]
+
+
+# The built-in agent quotes a request it cannot follow, so an exact echo passes through it too: against a default
+# pod this still checks that the ingress keeps UTF-8 intact.
+QUOTED_BY_BUILTIN: frozenset[Check] = frozenset({unicode_intact})
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:

@@ -195,3 +195,20 @@ def throwaway_ca(ca_file: Path, cert_file: Path, key_file: Path) -> None:
     key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                            serialization.NoEncryption()))
     key_file.chmod(0o600)
+
+
+async def test_against_a_default_pod_the_model_checks_say_skip(tmp_path: Path) -> None:
+    # The pod as `openab run` makes it with no flags: the built-in agent, run as a child, and no model behind it.
+    token = secrets.token_urlsafe(24)
+    pod = assemble(Settings(token=SecretStr(token), port=0, state_dir=tmp_path / "state"))
+    async with run_gateway(pod=pod) as gw:
+        code, output = await smoke(gw.ws_url, token, "--only", "protocol", "--only", "edge", "--only", "lifecycle")
+    assert lines_with(output, "FAIL") == [], output
+    assert code == 0, output
+    skipped = "\n".join(lines_with(output, "SKIP"))
+    for check in ("a 600-line reply arrives whole", "session/cancel ends a running prompt"):
+        assert f"{check}: the pod's agent is the built-in one without a model" in skipped, output
+    assert "--skip-model-checks" in skipped
+    assert "PASS  [Edge cases] unicode round trip" in output  # it quotes what it cannot follow: UTF-8 still checked
+    assert "PASS  [Protocol] session/prompt streams and ends" in output  # the agent itself ran and answered
+    assert token not in output
