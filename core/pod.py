@@ -90,13 +90,14 @@ class Pod:
         self.agents = agents
         self.browser = browser
         self.connections = AcpConnections()
+        self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
 
     def accept(self, connection_id: str | None = None) -> AcpServerConnection:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
         return AcpServerConnection(
             self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
             agents=self.agents, spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
-            connections=self.connections, connection_id=connection_id,
+            connections=self.connections, connection_id=connection_id, make_room=self.make_room,
         )
 
     def session_opened(self, session: Session) -> None:
@@ -104,8 +105,27 @@ class Pod:
 
     async def evict(self, session_id: str, reason: str) -> None:
         session = self.sessions.remove(session_id)
+        if session is not None:
+            await self._evicted(session, reason)
+
+    def make_room(self) -> bool:
+        """The store is full: evict its spare session (:meth:`SessionStore.spare`) now, so a new one fits at
+        once; its agent and endpoint are closed in the background. ``False``: there is none to spare."""
+        session = self.sessions.spare()
         if session is None:
-            return
+            return False
+        self.sessions.remove(session.id)
+        task = self.tasks.spawn(
+            self._evicted(session, "the pod was full, and it was the longest idle session with no socket and "
+                                   "no prompt"),
+            name=f"evict {session.id}",
+        )
+        self._releasing.add(task)
+        task.add_done_callback(self._releasing.discard)
+        return True
+
+    async def _evicted(self, session: Session, reason: str) -> None:
+        session_id = session.id
         log.info("session %s evicted: %s", session_id, reason)
         for tunnel in self.tunnels.drop_session(session_id, reason):
             self.tasks.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
@@ -163,6 +183,9 @@ class Pod:
         async with asyncio.TaskGroup() as group:
             for session in self.sessions.all():
                 group.create_task(self.evict(session.id, "pod shutting down"))
+        # Sessions evicted for room close their agents too before the background work is cancelled.
+        if self._releasing:
+            await asyncio.wait(list(self._releasing))
         if self.browser is not None:
             await self.browser.aclose()
         await self.tasks.aclose()

@@ -57,6 +57,10 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_BEHIND_PROXY": "behind_proxy",
     "OPENAB_INSECURE_NO_TLS": "insecure_no_tls",
     "OPENAB_WS_DEFLATE": "ws_deflate",
+    # Bounds on what any key holder may open (docs/security.md, "The pod").
+    "OPENAB_MAX_SESSIONS": "max_sessions",
+    "OPENAB_MAX_SESSIONS_PER_CONNECTION": "max_sessions_per_connection",
+    "OPENAB_HANDSHAKE_TIMEOUT": "handshake_timeout",
 }
 # OPENAB_AGENT_CMD_<NAME>: one agent's command when the pod offers several (as --agent-cmd NAME=COMMAND).
 AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
@@ -131,12 +135,16 @@ class Settings(BaseModel):
     # browser and 50 ms of inflating here; docs/benchmarks.md, large results).
     ws_deflate: bool = True
 
+    # The pod's sessions in all (when full, one that no socket holds and that never ran a prompt makes room) and
+    # the ones a single socket may hold.
+    max_sessions: int = Field(default=4096, ge=1)
     max_sessions_per_connection: int = Field(default=128, ge=1)
     max_inflight_prompts: int = Field(default=32, ge=1)
     max_servers_per_session: int = Field(default=8, ge=1)
     max_inflight_establishes: int = Field(default=64, ge=1)
 
-    # Before a socket is an ACP connection: a whole request head within this, and bounded sockets in all.
+    # Before a socket is an ACP connection: its TLS handshake and a whole request head within this from its
+    # accept, and bounded sockets in all and per address.
     handshake_timeout: float = Field(default=10.0, gt=0)
     max_connections: int = Field(default=1024, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)

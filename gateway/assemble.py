@@ -51,7 +51,7 @@ def assemble(
 
     naming = SessionNaming(naming_secret(settings.state_dir))
     name_sessions(naming.tag)
-    sessions = SessionStore(naming=naming)
+    sessions = SessionStore(max_sessions=settings.max_sessions, naming=naming)
     tunnels = TunnelRegistry(call_timeout=settings.tunnel_timeout)
     tasks = BackgroundTasks()
     access: BrowserAccess | None = None

@@ -194,6 +194,7 @@ class AcpServerConnection:
         evict: Callable[[str, str], Awaitable[None]],
         connections: AcpConnections | None = None,
         connection_id: str | None = None,
+        make_room: Callable[[], bool] | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -203,6 +204,7 @@ class AcpServerConnection:
         self.spawn = spawn
         self._session_opened = session_opened
         self._evict = evict
+        self._make_room = make_room  # the pod full: evict a session nobody holds or talked in (True: one went)
         self.connections = connections if connections is not None else AcpConnections()
         self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
         self.generation = sessions.next_owner_generation()
@@ -273,11 +275,15 @@ class AcpServerConnection:
     def _hold(self, session_id: str | None) -> None:
         limit = self.settings.max_sessions_per_connection
         if session_id not in self._sessions and len(self._sessions) >= limit:
-            raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit})")
+            raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit}): close one "
+                                              "(session/close) before opening another")
 
     def _open(self, session_id: str | None, meta: dict[str, Any] | None, agent: str) -> Session:
         """Create or take over a session; ``agent`` becomes its agent unless it already has one (a resumed
         session keeps the agent it was opened with)."""
+        known = session_id is not None and self.sessions.get(session_id) is not None
+        if not known and self.sessions.full and self._make_room is not None:
+            self._make_room()
         try:
             session, created = self.sessions.open(
                 session_id, owner=self.id, owner_generation=self.generation
@@ -423,7 +429,7 @@ class AcpServerConnection:
         if len(self._turns) >= limit:
             raise RpcError(SERVER_OVERLOADED, f"Too many in-flight prompts (max {limit})")
         blocks = checked_prompt(parsed.prompt)
-        session.prompting = True
+        session.prompting = session.prompted = True
         turn = _Turn(self, session)
         self._turns[session.id] = turn
         return Later(self._run_turn(turn, blocks, request_id))

@@ -4,6 +4,11 @@ A session is created by ``session/new`` and taken over by ``session/resume`` fro
 extension reconnects on; the socket that holds it is its *owner*. A session with no owner stays resumable
 until it has been idle for the configured time, then it is evicted, and everything tied to it (its agent
 process, its proxy endpoint, its tunnels) goes with it.
+
+The store is bounded (``max_sessions``) and so is what one socket may hold (the connection's own bound). A key
+holder could still fill the store with sessions it opens and drops at once; when the store is full, such a
+session (no socket holds it, it never ran a prompt: nobody loses a conversation) is the :meth:`spare` one the pod
+evicts to make room, oldest first, so a live socket's ``session/new`` succeeds.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ class Session:
     owner_generation: int = 0
     permission_relay: bool = False
     prompting: bool = False
+    # It has run a prompt (in this pod): it has a conversation, and is never the spare one evicted for room.
+    prompted: bool = False
     # The offered agent it runs (``dev.openab/agent``), set when a socket first opens it and kept after.
     agent: str | None = None
 
@@ -79,8 +86,12 @@ class SessionStore:
         session = self._sessions.get(session_id) if session_id else None
         created = session is None
         if session is None:
-            if len(self._sessions) >= self._max:
-                raise TooManySessions(f"Too many sessions in this pod (max {self._max})")
+            if self.full:
+                raise TooManySessions(
+                    f"Too many sessions in this pod (max {self._max}), each held by a connection or with a "
+                    "conversation: close a chat you no longer need (session/close), or ask the operator to raise "
+                    "OPENAB_MAX_SESSIONS"
+                )
             sid = session_id or new_session_id()
             session = Session(sid, self.naming.channel(sid), created_at=now, last_active=now)
             self._sessions[sid] = session
@@ -100,6 +111,16 @@ class SessionStore:
             session.owner = None
             session.last_active = now
         return released
+
+    @property
+    def full(self) -> bool:
+        return len(self._sessions) >= self._max
+
+    def spare(self) -> Session | None:
+        """The session to give up when the store is full: the longest idle of those that no socket holds and
+        that never ran a prompt (``None``: every session is held or has a conversation)."""
+        spare = [s for s in self._sessions.values() if s.owner is None and not s.prompted and not s.prompting]
+        return min(spare, key=lambda s: s.last_active, default=None)
 
     def idle(self, ttl: float) -> list[Session]:
         """Sessions nobody holds or uses, idle for at least ``ttl`` seconds."""
