@@ -25,6 +25,9 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_PORT": "port",
     "OPENAB_ACP_AUTH_KEY": "token",
     "OPENAB_ACP_AUTH_KEY_FILE": "token_file",
+    # A key of its own for Prometheus: it opens /metrics only, never /acp (docs/deploy.md, "Metrics").
+    "OPENAB_METRICS_KEY": "metrics_token",
+    "OPENAB_METRICS_KEY_FILE": "metrics_token_file",
     "OPENAB_ACP_ALLOWED_ORIGINS": "allowed_origins",
     "OPENAB_BROWSER_MODE": "browser_mode",
     "OPENAB_STATE_DIR": "state_dir",
@@ -80,6 +83,9 @@ class Settings(BaseModel):
     port: int = Field(default=8080, ge=0, le=65535)
     token: SecretStr | None = None
     token_file: Path | None = None
+    # With one, /metrics takes this key and no longer the person's /acp key; without, it takes the /acp key.
+    metrics_token: SecretStr | None = None
+    metrics_token_file: Path | None = None
     # Development only, loopback only: serve /acp with no key at all (any local process can then connect).
     insecure_no_key: bool = False
     allowed_origins: list[str] = Field(default_factory=list)
@@ -149,7 +155,7 @@ class Settings(BaseModel):
     max_connections: int = Field(default=1024, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
 
-    @field_validator("token", mode="before")
+    @field_validator("token", "metrics_token", mode="before")
     @classmethod
     def _empty_token_is_none(cls, value: Any) -> Any:
         return None if value in ("", None) else value

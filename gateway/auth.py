@@ -7,6 +7,7 @@ Without a key the endpoint is loopback-only and admits a browser page only from 
 only requests whose ``Host`` names this machine: a page whose own name was rebound to 127.0.0.1 (DNS
 rebinding), or a proxy forwarding another name to the loopback port, is refused. With a key the ``Host`` is
 not checked: a TLS proxy in front of the pod may name it anything, and the key is the credential.
+``/metrics`` takes a metrics key of its own when one is set (:func:`admit_scrape`), which never opens ``/acp``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from starlette.requests import HTTPConnection
 
 from openab.core.addresses import is_loopback_host
 
-__all__ = ["ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "admit_connection"]
+__all__ = [
+    "ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "admit_connection", "admit_scrape",
+]
 
 ACP_SUBPROTOCOL: Final = "acp.v1"
 BEARER_SUBPROTOCOL_PREFIX: Final = "openab.bearer."
@@ -60,13 +63,17 @@ def _presented_key(headers: Mapping[str, str], offered: list[str]) -> str | None
     return None
 
 
+def _matches(presented: str | None, key: str) -> bool:
+    # Constant time in the key's characters: a wrong key's answer says nothing of how near it was.
+    return presented is not None and hmac.compare_digest(presented.encode(), key.encode())
+
+
 def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[str]) -> Admitted | Refused:
     """Decide on one upgrade request. ``headers`` has lower-case names."""
     offered = _offered_subprotocols(headers)
     subprotocol = ACP_SUBPROTOCOL if ACP_SUBPROTOCOL in offered else None
     if key is not None:
-        presented = _presented_key(headers, offered)
-        if presented is None or not hmac.compare_digest(presented.encode(), key.encode()):
+        if not _matches(_presented_key(headers, offered), key):
             return Refused(
                 401,
                 "Missing or wrong key: send `Authorization: Bearer <key>` or the WebSocket subprotocol "
@@ -92,7 +99,27 @@ def admit_connection(connection: HTTPConnection) -> Admitted | Refused:
     origins, with a refusal counted by kind in the app's ``refusals``, which ``/metrics`` reports."""
     settings = connection.app.state.pod.settings
     key = settings.token.get_secret_value() if settings.token is not None else None
-    verdict = admit(connection.headers, key=key, allowed_origins=settings.allowed_origins)
+    return _counted(connection, admit(connection.headers, key=key, allowed_origins=settings.allowed_origins))
+
+
+def admit_scrape(connection: HTTPConnection) -> Admitted | Refused:
+    """The door of ``/metrics``: with a metrics key set (``OPENAB_METRICS_KEY[_FILE]``), that key alone, as
+    ``Authorization: Bearer``, and not the person's ``/acp`` key (a scraper's credential opens the counts, never
+    a browser; the person's key stays off the monitoring's disk); without one, :func:`admit_connection`."""
+    metrics_key = connection.app.state.pod.settings.metrics_token
+    if metrics_key is None:
+        return admit_connection(connection)
+    scheme, _, credentials = connection.headers.get("authorization", "").partition(" ")
+    presented = credentials.strip() if scheme.lower() == "bearer" and credentials.strip() else None
+    if not _matches(presented, metrics_key.get_secret_value()):
+        return _counted(connection, Refused(
+            401, "Missing or wrong metrics key: scrape /metrics with `Authorization: Bearer <metrics key>`, the key "
+                 "in OPENAB_METRICS_KEY_FILE (in Prometheus, `authorization: {credentials_file: ...}`)"))
+    return Admitted(None)
+
+
+def _counted(connection: HTTPConnection, verdict: Admitted | Refused) -> Admitted | Refused:
+    """``verdict``, a refusal counted by kind in the app's ``refusals``, which ``/metrics`` reports."""
     if isinstance(verdict, Refused):
         refusals: Counter[str] | None = getattr(connection.app.state, "refusals", None)
         if refusals is not None:

@@ -5,11 +5,15 @@ Nothing is counted on a hot path for it: one collector reads what the pod alread
 log's call counts) and ``prometheus-client`` writes the exposition format. Each pod has a registry of its own,
 never the library's global one, so two pods in one process (the tests, the demo) never share a series.
 
-The key is the same one ``/acp`` takes, checked the same way (:func:`.auth.admit_connection`): ``Authorization: Bearer
-<key>``. A pod without a key serves only loopback, and ``/metrics`` then answers only loopback names and
-allowed origins, as ``/acp`` does. No label holds a session id, a tag, a token or any page text; the labels
-are fixed words, and tool names only the catalogue's (every other name is ``other``), so a hostile extension
-cannot grow the operator's series without bound.
+The key is a metrics key of its own when the operator sets one (``OPENAB_METRICS_KEY_FILE``,
+``--metrics-key-file``): then that key alone opens ``/metrics`` and the person's ``/acp`` key does not, and it
+never opens ``/acp`` (:func:`.auth.admit_scrape`). Without one, it is the key ``/acp`` takes, checked the same
+way (:func:`.auth.admit_connection`): ``Authorization: Bearer <key>``. A pod without a key serves only loopback,
+and ``/metrics`` then answers only loopback names and allowed origins, as ``/acp`` does.
+
+No label holds a session id, a tag, a token or any page text; the labels are fixed words, and tool names only
+the catalogue's (every other name is ``other``), so a hostile extension cannot grow the operator's series
+without bound.
 """
 
 from __future__ import annotations
@@ -21,18 +25,20 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
+from pydantic import SecretStr
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
 from openab.core.agents.runtime import AgentRuntime
 from openab.core.mcp.audit import CALL_SECONDS_BUCKETS, AuditLog
 from openab.core.pod import Pod
+from openab.core.settings import Settings
 from openab.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEvent
 
-from .auth import Admitted, admit_connection
+from .auth import Admitted, admit_scrape
 from .server import REFUSAL_KINDS, ConnectionGuard
 
-__all__ = ["AUTH_REFUSAL_KINDS", "PodCollector", "metrics_endpoint", "metrics_registry"]
+__all__ = ["AUTH_REFUSAL_KINDS", "PodCollector", "metrics_endpoint", "metrics_registry", "resolve_metrics_key"]
 
 AUTH_REFUSAL_KINDS = ("key", "host", "origin")
 """Why :func:`.auth.admit` refused a request to ``/acp`` or ``/metrics`` (see :class:`.auth.Refused`)."""
@@ -134,6 +140,22 @@ def _tool_calls(audit: AuditLog) -> Iterable[Metric]:
     yield seconds
 
 
+def resolve_metrics_key(settings: Settings) -> None:
+    """Read the metrics key from ``metrics_token_file`` (as the ``/acp`` key's file is read: a plain 0600 file or
+    a Kubernetes Secret's) unless it was given itself; refuse one equal to the ``/acp`` key, which it would
+    then open."""
+    from openab.core.errors import ConfigurationError
+
+    from .pairing import read_key_file
+
+    if settings.metrics_token is None and settings.metrics_token_file is not None:
+        settings.metrics_token = SecretStr(read_key_file(settings.metrics_token_file))
+    if (settings.metrics_token is not None and settings.token is not None
+            and settings.metrics_token.get_secret_value() == settings.token.get_secret_value()):
+        raise ConfigurationError("the metrics key is the /acp key: give /metrics a key of its own "
+                                 "(`openssl rand -hex 32`), which opens the counts and never a browser")
+
+
 def metrics_registry(pod: Pod, guard: ConnectionGuard, refusals: Counter[str]) -> CollectorRegistry:
     """A registry of this pod's own: its :class:`PodCollector` and the process's memory, CPU and descriptors."""
     registry = CollectorRegistry(auto_describe=False)
@@ -143,16 +165,18 @@ def metrics_registry(pod: Pod, guard: ConnectionGuard, refusals: Counter[str]) -
 
 
 async def metrics_endpoint(request: Request) -> Response:
-    """``GET /metrics``: the exposition text, for the pod's key only (401 without it, as ``/acp``)."""
-    verdict = admit_connection(request)
+    """``GET /metrics``: the exposition text, for the metrics key if one is set, else the pod's key (401
+    without it, as ``/acp``)."""
+    verdict = admit_scrape(request)
     if not isinstance(verdict, Admitted):
-        if verdict.status == 401:
+        if verdict.status == 401 and request.app.state.pod.settings.metrics_token is None:
             return PlainTextResponse(
                 "Missing or wrong key: scrape /metrics with `Authorization: Bearer <key>` (the key /acp takes; in "
                 "Prometheus, `authorization: {credentials_file: ...}`)",
                 401, headers={"WWW-Authenticate": "Bearer"},
             )
-        return PlainTextResponse(verdict.reason, verdict.status)
+        headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
+        return PlainTextResponse(verdict.reason, verdict.status, headers=headers)
     registry: CollectorRegistry = request.app.state.metrics
     # The format the scraper asks for (Prometheus offers OpenMetrics first); the classic text by default.
     encode, content_type = choose_encoder(request.headers.get("accept", ""))

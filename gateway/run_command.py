@@ -35,6 +35,12 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
              "and prints it once for pairing the side panel",
     )
     parser.add_argument(
+        "--metrics-key-file", metavar="PATH",
+        help="a key of its own for scraping /metrics, in a 0600 file or a Kubernetes Secret (env "
+             "OPENAB_METRICS_KEY_FILE, or the key in OPENAB_METRICS_KEY): /metrics then takes it and not the /acp "
+             "key, and it never opens /acp",
+    )
+    parser.add_argument(
         "--insecure-no-key", action="store_true", default=None,
         help="development only, loopback only: serve /acp without a key (any local process can then take a "
              "session); browsers are still held to --allowed-origins",
@@ -176,6 +182,7 @@ def _run(args: argparse.Namespace) -> int:
     from .app import create_app
     from .assemble import assemble
     from .logs import add_secret, configure_logging
+    from .metrics import resolve_metrics_key
     from .pairing import pairing_lines
     from .server import check_transport, tls_for
 
@@ -193,6 +200,7 @@ def _run(args: argparse.Namespace) -> int:
             host=args.host,
             port=args.port,
             token_file=args.token_file,
+            metrics_token_file=args.metrics_key_file,
             insecure_no_key=args.insecure_no_key,
             allowed_origins=args.allowed_origins,
             browser_mode=args.browser_mode,
@@ -206,8 +214,10 @@ def _run(args: argparse.Namespace) -> int:
             **runtime_overrides(args),
         )
         kept_key = resolve_key(settings)
-        if settings.token is not None:
-            add_secret(settings.token.get_secret_value())
+        resolve_metrics_key(settings)
+        for key in (settings.token, settings.metrics_token):
+            if key is not None:
+                add_secret(key.get_secret_value())
         pod = assemble(settings)
         app = create_app(pod)
         check_transport(settings)

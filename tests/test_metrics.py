@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import secrets
 import socket
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -19,9 +21,12 @@ import httpx
 import pytest
 import websockets
 from agents.fake_model import Call, FakeModel, Script, serving
-from fake_extension import FakeExtension, ToolFunction, text_result
+from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
 from gateway_harness import eventually, run_gateway
+from log_scan import scanning
 from prometheus_client.parser import text_string_to_metric_families
+from test_key_files import secret_volume
+from test_request_log import openab_run
 from test_runtime_pod import first_run, prompt
 
 from openab.core.mcp.tools import STATIC_NAMES
@@ -192,3 +197,74 @@ async def test_the_audit_file_off_still_counts_the_calls(state: Path) -> None:
     assert value(found, "openab_tool_calls_total", tool="browser_snapshot", outcome="ok") == 1
     assert not (state / "audit.jsonl").exists()
 
+
+
+# -- a metrics key of its own ---------------------------------------------------------------------------------
+
+
+async def test_a_metrics_key_of_its_own_opens_metrics_only_and_the_persons_key_no_longer_does() -> None:
+    metrics_key = secrets.token_hex(32)
+    near = metrics_key[:-1] + ("1" if metrics_key[-1] == "0" else "0")  # as long, one character off
+    with scanning("debug") as scan:
+        async with run_gateway(metrics_token=metrics_key) as gateway:
+            assert gateway.token is not None
+            scraped = await scrape(gateway.base_url, metrics_key)
+            refused = {
+                "the person's key": await scrape(gateway.base_url, gateway.token),
+                "no key": await scrape(gateway.base_url, None),
+                "a key one character off": await scrape(gateway.base_url, near),
+                "the key as a subprotocol": await scrape(gateway.base_url, None, **{
+                    "Sec-WebSocket-Protocol": f"openab.bearer.{metrics_key}"}),
+            }
+            # The metrics key on /acp, both ways a client presents a key: it never opens a browser.
+            upgrades = []
+            for offered, headers in (([f"openab.bearer.{metrics_key}", "acp.v1"], {}),
+                                     (["acp.v1"], {"Authorization": f"Bearer {metrics_key}"})):
+                with pytest.raises(websockets.InvalidStatus) as upgrade:
+                    await websockets.connect(gateway.ws_url, subprotocols=offered,  # type: ignore[arg-type]
+                                             additional_headers=headers, open_timeout=10)
+                upgrades.append(upgrade.value.response.status_code)
+            async with connect_extension(gateway.ws_url, gateway.token) as ext:  # the person's key still does
+                assert (await ext.initialize())["protocolVersion"] == 1
+            found = samples((await scrape(gateway.base_url, metrics_key)).text)
+    assert scraped.status_code == 200 and "openab_sessions" in scraped.text
+    for what, response in refused.items():
+        assert response.status_code == 401, what
+        assert response.headers["www-authenticate"] == "Bearer" and "metrics key" in response.text, what
+        assert "# TYPE" not in response.text, what
+    assert upgrades == [401, 401]
+    assert value(found, "openab_refused_connections_total", reason="key") == len(refused) + len(upgrades)
+    assert scan.leak_count == 0, "\n".join([scan.summary(), *scan.leaks])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="builds root-owned files as the kubelet does")
+def test_openab_run_reads_the_metrics_key_from_a_secret_volume_and_refuses_the_acp_key_as_one(
+    tmp_path: Path
+) -> None:
+    acp_key, metrics_key = secrets.token_hex(32), secrets.token_hex(32)
+    volume = secret_volume(tmp_path, {"metrics-key": metrics_key + "\n"})
+    env = {"OPENAB_ACP_AUTH_KEY": acp_key, "OPENAB_METRICS_KEY_FILE": str(volume / "metrics-key")}
+    with openab_run(tmp_path / "state", env) as (address, output):
+        with httpx.Client(timeout=10, trust_env=False) as http:
+            by_metrics_key = http.get(f"http://{address}/metrics", headers={"Authorization": f"Bearer {metrics_key}"})
+            by_acp_key = http.get(f"http://{address}/metrics", headers={"Authorization": f"Bearer {acp_key}"})
+            http.get(f"http://{address}/marker")
+        output.wait_for("/marker")
+    assert by_metrics_key.status_code == 200 and by_acp_key.status_code == 401
+    text = "\n".join(output.lines)
+    assert metrics_key not in text and acp_key not in text
+    # The /acp key given as the metrics key would open /acp for the scraper: refused at start, in one line.
+    same = subprocess.run(
+        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0"],
+        env={**os.environ, "OPENAB_STATE_DIR": str(tmp_path / "state"), "OPENAB_ACP_AUTH_KEY": acp_key,
+             "OPENAB_METRICS_KEY": acp_key}, capture_output=True, text=True, timeout=60, check=False)
+    assert same.returncode == 2 and "give /metrics a key of its own" in same.stderr and acp_key not in same.stderr
+    # A link out of the volume, planted where the key was: refused by the same reader as the /acp key's file.
+    (volume / "metrics-key").unlink()
+    (volume / "metrics-key").symlink_to(tmp_path / "elsewhere")
+    planted = subprocess.run(
+        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--metrics-key-file",
+         str(volume / "metrics-key")],
+        env={**os.environ, "OPENAB_STATE_DIR": str(tmp_path / "state"), "OPENAB_ACP_AUTH_KEY": acp_key},
+        capture_output=True, text=True, timeout=60, check=False)
+    assert planted.returncode == 2 and "leading out of" in planted.stderr, planted.stderr

@@ -64,12 +64,14 @@ class Output:
 
 
 @contextmanager
-def openab_run(state: Path, key: str, log_format: str) -> Iterator[tuple[str, Output]]:
+def openab_run(state: Path, env: dict[str, str], *args: str) -> Iterator[tuple[str, Output]]:
+    """A real `openab run ARGS` keeping its state in ``state``, with ``env`` and no other ``OPENAB_*`` variable;
+    yields its address (``host:port``) and its output as it comes, once it serves."""
     port = _free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")},
-           "OPENAB_ACP_AUTH_KEY": key, "OPENAB_STATE_DIR": str(state)}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}, "OPENAB_STATE_DIR": str(state),
+           **env}
     process = subprocess.Popen(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), "--log-format", log_format],
+        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), *args],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert process.stdout is not None
@@ -120,7 +122,7 @@ def one_round(address: str, key: str, n: int) -> int:
 @pytest.mark.parametrize("log_format", ["text", "json"])
 def test_every_kind_of_request_logs_a_line_or_so_and_no_traceback_nor_key(tmp_path: Path, log_format: str) -> None:
     key = secrets.token_hex(32)
-    with openab_run(tmp_path / "state", key, log_format) as (address, err):
+    with openab_run(tmp_path / "state", {"OPENAB_ACP_AUTH_KEY": key}, "--log-format", log_format) as (address, err):
         marks = [err.wait_for("Application startup complete")]
         per_round = 0
         for n in range(ROUNDS):
