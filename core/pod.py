@@ -17,6 +17,7 @@ from .acp.backend import AgentBackend
 from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection
 from .acp.sessions import Session, SessionStore
+from .leftovers import StateDirLock
 from .mcp.access import BrowserAccess
 from .settings import Settings
 from .tunnel.registry import TunnelRegistry
@@ -91,6 +92,7 @@ class Pod:
         self.browser = browser
         self.connections = AcpConnections()
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
+        self._state_dir_lock = StateDirLock(settings.state_dir)
 
     def accept(self, connection_id: str | None = None) -> AcpServerConnection:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
@@ -145,7 +147,10 @@ class Pod:
             await self.evict(session.id, f"idle for {self.settings.session_idle_ttl:g} s with no socket")
 
     async def start(self) -> None:
-        """Before serving: the browser access starts (the bridge listens on its socket). Idempotent."""
+        """Before serving: the pod takes its state dir, sweeping what an earlier run that did not stop cleanly
+        left there (:mod:`.leftovers`), and the browser access starts (the bridge listens on its socket).
+        Idempotent."""
+        await self._state_dir_lock.take()
         if self.browser is not None:
             await self.browser.start()
 
@@ -189,3 +194,4 @@ class Pod:
         if self.browser is not None:
             await self.browser.aclose()
         await self.tasks.aclose()
+        self._state_dir_lock.release()  # last: a clean stop, nothing left for the next run to sweep

@@ -274,10 +274,14 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
     from openab.core.errors import BridgeError
 
     from .app import drainer
-    from .server import DrainingServer, uvicorn_config
+    from .server import DrainingServer, hangup_handler, uvicorn_config
 
     settings = pod.settings
     log = logging.getLogger("openab.run")
+    loop = asyncio.get_running_loop()
+    # From here on SIGHUP never stops the pod: it reloads the certificate (cert-manager, certbot renewed it) or,
+    # without TLS, says there is nothing to reload.
+    loop.add_signal_handler(signal.SIGHUP, hangup_handler(tls))
     try:
         # Before uvicorn: a socket the bridge cannot serve is a clear one-line error, not a failed lifespan.
         await pod.start()
@@ -290,17 +294,12 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
         guard=app.state.guard, tls=tls, proxies=settings.behind_proxy, ws_deflate=settings.ws_deflate,
     )
-    loop = asyncio.get_running_loop()
-    if tls is not None:
-        # A renewed certificate (cert-manager, certbot) is picked up with `kill -HUP`, without dropping a session.
-        loop.add_signal_handler(signal.SIGHUP, tls.reload)
     try:
         await DrainingServer(config, drain=drainer(app)).serve()
     except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1
     finally:
-        if tls is not None:
-            loop.remove_signal_handler(signal.SIGHUP)
+        loop.remove_signal_handler(signal.SIGHUP)
         await pod.aclose()
     return 0

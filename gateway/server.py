@@ -43,7 +43,7 @@ from .logs import json_logging
 
 __all__ = [
     "REFUSAL_KINDS", "ConnectionGuard", "DrainingServer", "GuardedServer", "ReloadingTls", "check_transport",
-    "guard_for", "running_server", "serving", "tls_for", "uvicorn_config",
+    "guard_for", "hangup_handler", "running_server", "serving", "tls_for", "uvicorn_config",
 ]
 
 log = logging.getLogger(__name__)
@@ -339,6 +339,20 @@ class ReloadingTls:
             return False
         log.info("TLS certificate reloaded from %s: new connections get it", self.cert)
         return True
+
+
+def hangup_handler(tls: ReloadingTls | None) -> Callable[[], None]:
+    """What SIGHUP does to the pod, as to nginx: reload, never stop. With TLS the certificate and key are read
+    again for the next handshakes; without, there is nothing to reload, and the pod says so. Only SIGTERM (or
+    SIGINT) stops it, drained: a death by SIGHUP's default would leave its agents' processes and session folders."""
+
+    def on_hangup() -> None:
+        if tls is None:
+            log.info("SIGHUP: nothing to reload without TLS; the pod carries on (SIGTERM stops it)")
+        else:
+            tls.reload()  # it logs what it loaded, or why it kept the previous certificate
+
+    return on_hangup
 
 
 def tls_for(settings: Settings) -> ReloadingTls | None:

@@ -15,9 +15,11 @@ from pathlib import Path
 
 import pytest
 from fake_extension import connect_extension
+from test_runtime_limits import cgroup_modes, escapee_pids, escaping_agent
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt
 
 from openab.core.acp.naming import SessionNaming
+from openab.core.procfs import read_stat
 from openab.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio
@@ -119,3 +121,85 @@ async def test_openab_run_refuses_an_unknown_agent_and_an_unsafe_bind(tmp_path: 
     )
     _, err = await exposed.communicate()
     assert exposed.returncode == 2 and b"without a key" in err
+
+
+# -- signals: SIGHUP, and what a SIGKILL leaves ---------------------------------------------------------------
+
+async def test_sighup_without_tls_is_a_logged_no_op_and_the_pod_serves_on(tmp_path: Path) -> None:
+    pod = await start_pod(tmp_path)
+    try:
+        async with connect_extension(pod.ws_url, pod.token) as ext:
+            await ext.initialize()
+            session_id = await ext.new_session()
+            for _ in range(2):  # a terminal's hangup, an operator's `kill -HUP` out of habit
+                pod.process.send_signal(signal.SIGHUP)
+                async with asyncio.timeout(15):
+                    async for line in read_log(pod):
+                        if "SIGHUP: nothing to reload without TLS" in line:
+                            break
+            # The same socket and its session carry on; so does a new socket.
+            assert (await ext.initialize())["protocolVersion"] == 1
+            assert await ext.request("session/close", {"sessionId": session_id}) == {}
+        async with connect_extension(pod.ws_url, pod.token) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+        assert pod.process.returncode is None
+    finally:
+        code = await stop(pod)
+    assert code in (0, -signal.SIGTERM), "only SIGTERM stops it, drained"
+
+
+def alive(pid: int) -> bool:
+    """Running: not gone, not a zombie (the sandbox's PID 1 may not reap what it adopts)."""
+    st = read_stat(pid)
+    return st is not None and st.state != "Z"
+
+
+@cgroup_modes
+async def test_the_next_start_sweeps_what_a_pod_killed_by_sigkill_left(tmp_path: Path, cgroups: bool) -> None:
+    command = " ".join(escaping_agent(tmp_path))
+    env = {"OPENAB_AGENT_CGROUPS": "true" if cgroups else "false"}
+    args = ("--agent", "custom", "--agent-cmd", command)
+    pod = await start_pod(tmp_path, *args, env=env)
+    pids: dict[str, int] = {}
+    try:
+        async with connect_extension(pod.ws_url, pod.token) as ext:
+            await ext.initialize()
+            session_id = await ext.new_session()
+            turn = await prompt(ext, session_id, "hello")
+            assert turn.result == {"stopReason": "end_turn"}, turn.error
+            pids = await escapee_pids(tmp_path)
+            sessions = tmp_path / "state" / "sessions"
+            assert [p.name for p in sessions.iterdir()], "the session has its folder"
+            # An OOM kill, `kill -9`, a node's crash: no drain, no eviction.
+            pod.process.kill()
+            assert await pod.process.wait() == -signal.SIGKILL
+        # What its agent set loose outlives it: a setsid child (its environment shed) and a daemon.
+        assert alive(pids["child"]) and alive(pids["daemon"])
+        assert [p.name for p in sessions.iterdir()], "the session folder stays"
+
+        pod = await start_pod(tmp_path, *args, env=env)
+        swept = "".join(pod.log)
+        assert re.search(r"earlier run \(pid \d+\) did not stop cleanly: [1-9]\d* process\(es\) its agents left "
+                         r"were killed and 1 session folder\(s\) removed", swept), swept
+        assert list(sessions.iterdir()) == []
+        await eventually(lambda: not alive(pids["daemon"]), timeout=10)
+        if cgroups:
+            # Its cgroup held everything it started, whatever it did with its environment.
+            await eventually(lambda: not alive(pids["child"]), timeout=10)
+        else:
+            # Without a cgroup only the run's mark finds a process whose parent is gone: one that shed its
+            # environment as well is out of reach, and is left rather than guessed at.
+            assert alive(pids["child"])
+        async with connect_extension(pod.ws_url, pod.token) as ext:
+            await ext.initialize()
+            await ext.new_session()
+        assert await stop(pod) in (0, -signal.SIGTERM)
+        # A clean stop leaves nothing to sweep: the next start says nothing of an earlier run.
+        pod = await start_pod(tmp_path, *args, env=env)
+        assert "did not stop cleanly" not in "".join(pod.log)
+    finally:
+        if pod.process.returncode is None:
+            await stop(pod)
+        for pid in pids.values():
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -5,6 +5,10 @@ leaves (:class:`Tree`): a cgroup v2 of its own when the pod may make one (``cgro
 in it), else ``/proc``: the agent's descendants plus every process carrying the agent's mark in its
 environment. The pod adopts what its agents orphan (``PR_SET_CHILD_SUBREAPER``) and reaps it
 (:class:`ChildReaper`), so nothing escapes to the real init and no zombie piles up, PID 1 or not.
+
+Marks and cgroups name the pod's run (:func:`this_run`: its pid and a random word), so what the agents of a pod
+killed by SIGKILL left is found by the next pod on its state dir (:func:`reap_run`), and nothing of another run
+that happened to get the same pid is ever taken for it.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import functools
 import itertools
 import logging
 import os
+import re
 import secrets
 import signal
 import sys
@@ -28,8 +33,8 @@ from typing import Final
 from ..procfs import ProcStat, read_stat
 
 __all__ = [
-    "HOLDING_SHELL", "REAPER", "RELEASE_LINE", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV",
-    "ChildReaper", "Tree", "own_cgroup",
+    "HOLDING_SHELL", "REAPER", "RELEASE_LINE", "RUN_PATTERN", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV",
+    "ChildReaper", "Tree", "own_cgroup", "reap_run", "this_run",
 ]
 
 log = logging.getLogger(__name__)
@@ -47,6 +52,18 @@ _PR_GET_CHILD_SUBREAPER: Final = 37
 # What holds an agent until it is in its cgroup (:meth:`Tree.held`): any POSIX shell; without one, no cgroup.
 HOLDING_SHELL: Final = "/bin/sh"
 RELEASE_LINE: Final = b"\n"
+# A run's name as this_run() makes it; what a state dir's record must match before anything is looked up by it.
+RUN_PATTERN: Final = re.compile(r"[1-9][0-9]{0,9}-[0-9a-f]{12}")
+
+
+@functools.cache
+def _run_of(pid: int) -> str:
+    return f"{pid}-{secrets.token_hex(6)}"
+
+
+def this_run() -> str:
+    """This process's run of openab: its pid and a random word (a forked child gets a run of its own)."""
+    return _run_of(os.getpid())
 
 
 def _processes() -> dict[int, ProcStat]:
@@ -136,9 +153,9 @@ class Tree:
 
     _count = itertools.count(1)
 
-    def __init__(self, name: str, cgroups: Path | None) -> None:
+    def __init__(self, name: str, cgroups: Path | None, *, mark: str | None = None) -> None:
         self.name = name
-        self.mark = f"{os.getpid()}-{secrets.token_hex(8)}"
+        self.mark = mark or f"{this_run()}-{secrets.token_hex(8)}"
         self._mark = f"{TREE_MARK_ENV}={self.mark}".encode()
         self._parent = cgroups
         self.cgroup: Path | None = None
@@ -154,7 +171,7 @@ class Tree:
             log.warning("%s: no %s to hold it until it is in a cgroup; its processes are tracked through /proc",
                         self.name, HOLDING_SHELL)
             return False
-        cgroup = self._parent / f"openab-agent-{os.getpid()}-{next(self._count)}"
+        cgroup = self._parent / f"openab-agent-{this_run()}-{next(self._count)}"
         try:
             cgroup.mkdir()
             if not (cgroup / "cgroup.kill").exists():  # Linux < 5.14
@@ -283,6 +300,52 @@ class Tree:
                 self.cgroup = None
             except OSError as exc:
                 log.warning("%s: its cgroup %s stays: %s", self.name, self.cgroup, exc)
+
+
+def _marks_of_run(run: str) -> set[str]:
+    """The marks of ``run``'s agents that live processes still carry (the processes of this uid that /proc shows)."""
+    prefix, me = f"{TREE_MARK_ENV}={run}-".encode(), os.getpid()
+    marks: set[str] = set()
+    for pid, st in _processes().items():
+        if pid == me or st.state == "Z":
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                environ = f.read(_MAX_ENVIRON_BYTES).split(b"\0")
+        except OSError:
+            continue
+        marks.update(item.decode(errors="replace").partition("=")[2] for item in environ if item.startswith(prefix))
+    return marks
+
+
+def _trees_of_run(run: str, cgroups: Path | None) -> list[Tree]:
+    trees: list[Tree] = []
+    if cgroups is not None:
+        for path in sorted(cgroups.glob(f"openab-agent-{run}-*")):
+            tree = Tree(f"an agent of run {run}", None)
+            tree.cgroup = path
+            trees.append(tree)
+    return trees + [Tree(f"an agent of run {run}", None, mark=mark) for mark in sorted(_marks_of_run(run))]
+
+
+async def reap_run(run: str, cgroups: Path | None) -> int:
+    """Kill what the agents of an earlier ``run`` of openab left behind (a pod killed by SIGKILL leaves its agents'
+    ``setsid`` children, and its agents if they ignore the end of their input): every process in that run's
+    agent cgroups under ``cgroups``, and every process carrying a mark of that run, with its descendants. Only
+    what is provably that run's: the run's random word is in the cgroup's name or in the process's own
+    environment, and each process is signalled only if its start time still matches. Returns how many
+    processes there were; ``run`` must match :data:`RUN_PATTERN` and not be this process's own.
+    """
+    if not RUN_PATTERN.fullmatch(run) or run == this_run():
+        return 0
+    trees = await asyncio.to_thread(_trees_of_run, run, cgroups)
+    found = 0
+    for tree in trees:
+        found += len(tree.members())
+        if not await tree.kill():
+            log.warning("%s: processes outlived SIGKILL: %s", tree.name, sorted(tree.members()))
+        tree.remove()
+    return found
 
 
 class ChildReaper:
