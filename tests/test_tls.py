@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import resource
 import secrets
 import signal
 import ssl
@@ -141,12 +142,20 @@ class Pod:
 
 
 @contextlib.asynccontextmanager
-async def openab_run(tmp_path: Path, *args: str) -> AsyncIterator[Pod]:
+async def openab_run(
+    tmp_path: Path, *args: str, env: dict[str, str] | None = None, open_files: int | None = None,
+) -> AsyncIterator[Pod]:
+    """The real `openab run`; ``open_files``: its RLIMIT_NOFILE, as a container runtime would set it."""
     token = secrets.token_hex(32)
+
+    def limit_files() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     process = await asyncio.create_subprocess_exec(
         *OPENAB, "run", "--port", "0", "--state-dir", str(tmp_path / "state"), *args,
-        env={**os.environ, "OPENAB_ACP_AUTH_KEY": token}, stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE, start_new_session=True,
+        env={**os.environ, "OPENAB_ACP_AUTH_KEY": token, **(env or {})}, stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True, preexec_fn=limit_files if open_files else None,
     )
     pod = Pod(process, "", token, [])
     try:
@@ -501,3 +510,25 @@ async def test_the_pods_total_socket_cap_holds_tls_sockets_in_their_handshake(tm
             writer.close()
             for _, other in held:
                 other.close()
+
+
+async def test_silent_tls_sockets_from_one_address_cannot_use_up_a_1024_file_limit(tmp_path: Path) -> None:
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    ca.issue(cert, key)
+    # The reported flood: 1,100 sockets that never send a ClientHello, against a pod limited to 1,024 files.
+    async with openab_run(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), open_files=1024,
+                          env={"OPENAB_HANDSHAKE_TIMEOUT": "120"}) as pod:
+        port = int(pod.url.rsplit(":", 1)[1])
+        flood = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)) for _ in range(1100)]
+        try:
+            # Past that address's 256 each is closed at accept: the pod keeps its files, and the person gets in.
+            await pod.wait_for_log(r"over the cap of 256 connections per address")
+            async with connect_wss(wss(pod.url), pod.token, ca.client_context()) as ext:
+                assert (await ext.request("initialize", {"protocolVersion": 1}))["protocolVersion"] == 1
+                await ext.request("session/new", {"cwd": "/", "mcpServers": []})
+        finally:
+            for _, writer in flood:
+                writer.close()
+    log = "".join(pod.log)
+    assert "Too many open files" not in log and "out of system resource" not in log
