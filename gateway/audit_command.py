@@ -38,7 +38,8 @@ def register(commands: Any) -> None:
     )
     audit.add_argument("session", nargs="?", metavar="SESSION", help="a session's tag (s-...) or its id (sess_...)")
     audit.add_argument("--state-dir", type=Path,
-                       help="the pod's state dir (default: $OPENAB_STATE_DIR, else ~/.local/state/openab)")
+                       help="the pod's state dir (default: the one `openab run` uses: $OPENAB_STATE_DIR, else "
+                            "$XDG_STATE_HOME/openab, else ~/.local/state/openab)")
     audit.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
     audit.set_defaults(handler=_audit)
 
@@ -46,9 +47,15 @@ def register(commands: Any) -> None:
 def _audit(args: argparse.Namespace) -> int:
     from openab.core.errors import ConfigurationError
     from openab.core.mcp.audit import audit_files, read_records
+    from openab.core.settings import Settings
 
     out = sys.stdout
-    state_dir: Path = args.state_dir or _default_state_dir()
+    try:
+        # The state dir `openab run` chooses: the flag, else OPENAB_STATE_DIR, else $XDG_STATE_HOME/openab.
+        state_dir = Settings.from_env(state_dir=args.state_dir).state_dir
+    except ValueError as exc:
+        print(f"openab audit: {exc}", file=sys.stderr)
+        return 2
     if not audit_files(state_dir):
         print(f"openab audit: no audit log in {state_dir} (is it the pod's --state-dir?)", file=sys.stderr)
         return 1
@@ -73,18 +80,6 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         _print([_call_row(record) for record in calls], _CALL_COLUMNS, False, out)
     return 0
-
-
-def _default_state_dir() -> Path:
-    import os
-
-    from openab.core.settings import Settings
-
-    given = os.environ.get("OPENAB_STATE_DIR")
-    if given:
-        return Path(given)
-    default = Settings.model_fields["state_dir"].get_default(call_default_factory=True)
-    return Path(default)
 
 
 def _tag_of(session: str, state_dir: Path) -> str:

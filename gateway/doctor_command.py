@@ -3,8 +3,10 @@
 It reads the same settings `openab run` does (``OPENAB_*`` variables, and the flags given here), then checks the
 agent CLIs (found, and their versions), the ``openab_browser`` entries written into their config files, the state
 dir and the bridge's socket and their modes, the key's strength and its file's mode, TLS, and a running gateway
-(``/healthz`` and an authenticated ``/acp`` handshake). Each finding is one line, ``ok``/``warn``/``FAIL``, with a
-``fix:`` line under what is wrong. Exit code 1 when anything failed, else 0. The key is never printed.
+(``/healthz`` and an authenticated ``/acp`` handshake): the one the state dir's ``pod.json`` names (where `openab
+run` listens, its real port), else the settings' host and port. Each finding is one line,
+``ok``/``warn``/``FAIL``, with a ``fix:`` line under what is wrong. Exit code 1 when anything failed, else 0.
+The key is never printed.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.settings import Settings
+
+    from .pod_file import RunningPod
 
 __all__ = ["Finding", "register"]
 
@@ -66,8 +70,9 @@ def register(commands: Any) -> None:
     doctor.add_argument("--token-file", metavar="PATH", help="the key file `openab run` is given")
     doctor.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     doctor.add_argument("--dir", help="the project directory whose agent config files to check (default: here)")
-    doctor.add_argument("--url", help="the gateway to reach, e.g. wss://host/acp (default: the local pod's "
-                                      "--host/--port; `none` skips it)")
+    doctor.add_argument("--url", help="the gateway to reach, e.g. wss://host/acp (default: where the pod running on "
+                                      "this state dir listens, from its pod.json, else OPENAB_HOST/OPENAB_PORT; "
+                                      "`none` skips it)")
     doctor.add_argument("--ca-file", help="trust this CA bundle (PEM) for a wss:// gateway")
     doctor.add_argument("--tls-cert", metavar="PEM", help="the pod's certificate (env OPENAB_TLS_CERT)")
     doctor.add_argument("--tls-key", metavar="PEM", help="its key (env OPENAB_TLS_KEY)")
@@ -89,8 +94,10 @@ def _doctor(args: argparse.Namespace) -> int:
     _check_configs(settings, Path(args.dir) if args.dir else Path.cwd(), report)
     _check_state(settings, report)
     _check_tls(settings, report)
+    running = _check_pod(settings, report)
     if args.url != "none":
-        _check_gateway(settings, args.url or _local_url(settings), key, args.ca_file, report)
+        _check_gateway(settings, args.url or (running.ws_url if running else _local_url(settings)), key,
+                       args.ca_file, report)
     problems = sum(f.status == "FAIL" for f in report.findings)
     warnings = sum(f.status == "warn" for f in report.findings)
     print(f"\n{problems} problem(s), {warnings} warning(s)" + (": fix the FAIL lines above" if problems else ""))
@@ -168,18 +175,34 @@ def _check_agents(settings: Settings, report: Report) -> None:
             report.add("FAIL", f"agent {agent}: `{argv[0]}` is not on PATH",
                        recipe.install or f"install {argv[0]}, or give its path with --agent-cmd")
             continue
-        version = "(built in)" if recipe.name == "builtin" else _version(found, subprocess)
-        report.add("ok", f"agent {agent}: {found} {version}".rstrip())
+        if recipe.name == "builtin":
+            report.add("ok", f"agent {agent}: {found} (built in)")
+            continue
+        version, problem = _version(found, subprocess)
+        if problem is None:
+            report.add("ok", f"agent {agent}: {found} {version}".rstrip())
+        else:
+            report.add("warn", f"agent {agent}: {found} is there, but `{argv[0]} --version` {problem}",
+                       f"its version is unknown: run `{found} --version` by hand, and check it is the CLI meant "
+                       "(some ACP adapters take no --version; then this is all it means)")
 
 
-def _version(executable: str, subprocess: Any) -> str:
+def _version(executable: str, subprocess: Any) -> tuple[str, str | None]:
+    """The first line ``executable --version`` prints, and what went wrong (``None``: nothing)."""
     try:
         done = subprocess.run([executable, "--version"], capture_output=True, text=True, timeout=VERSION_TIMEOUT,
-                              stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return "(its --version did not answer)"
-    line = (done.stdout.strip() or done.stderr.strip()).splitlines()
-    return line[0][:120] if done.returncode == 0 and line else "(its --version failed)"
+                              stdin=subprocess.DEVNULL, errors="replace")
+    except subprocess.TimeoutExpired:
+        return "", f"did not answer within {VERSION_TIMEOUT:g} s"
+    except OSError as exc:
+        return "", f"could not be run: {exc.strerror or exc}"
+    said = (done.stdout.strip() or done.stderr.strip()).splitlines()
+    first = "".join(c if c.isprintable() else "?" for c in said[0][:120]) if said else ""
+    if done.returncode != 0:
+        return "", f"exited with status {done.returncode}" + (f": {first}" if first else "")
+    if not first:
+        return "", "printed nothing"
+    return first, None
 
 
 # -- the MCP config files ------------------------------------------------------------------------------------
@@ -260,6 +283,32 @@ def _check_state(settings: Settings, report: Report) -> None:
                    f"`chmod 600 {sock} && chmod 700 {sock.parent}`, or restart the pod, which makes them so")
     else:
         report.add("ok", f"bridge socket {sock}: mode {stat.S_IMODE(info.st_mode):04o}, folder {parent_mode:04o}")
+
+
+# -- the running pod -----------------------------------------------------------------------------------------
+
+
+def _check_pod(settings: Settings, report: Report) -> RunningPod | None:
+    """The pod running on this state dir, as its ``pod.json`` says, when its process is alive."""
+    from openab.core.errors import ConfigurationError
+
+    from .pod_file import POD_FILE, read_pod_file
+
+    path = settings.state_dir / POD_FILE
+    try:
+        running = read_pod_file(settings.state_dir)
+    except ConfigurationError as exc:
+        report.add("FAIL", f"pod: {exc}", f"remove {path}; `openab run` writes it anew when it starts")
+        return None
+    if running is None:
+        report.add("ok", f"pod: none running on {settings.state_dir} (no {POD_FILE})")
+        return None
+    if not running.alive():
+        report.add("warn", f"pod: {path} names pid {running.pid}, which is not running: that pod did not exit "
+                           "cleanly (killed?)", f"remove {path}, or start the pod again (`openab run`)")
+        return None
+    report.add("ok", f"pod: pid {running.pid} serves {running.ws_url}, since {running.started} (from {path})")
+    return running
 
 
 # -- TLS -----------------------------------------------------------------------------------------------------

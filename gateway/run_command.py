@@ -274,7 +274,8 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
     from openab.core.errors import BridgeError
 
     from .app import drainer
-    from .server import DrainingServer, hangup_handler, uvicorn_config
+    from .pod_file import AnnouncedServer
+    from .server import hangup_handler, uvicorn_config
 
     settings = pod.settings
     log = logging.getLogger("openab.run")
@@ -295,7 +296,8 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
         guard=app.state.guard, tls=tls, proxies=settings.behind_proxy, ws_deflate=settings.ws_deflate,
     )
     try:
-        await DrainingServer(config, drain=drainer(app)).serve()
+        # pod.json tells `openab doctor` where this pod listens (the real port, with --port 0 too).
+        await AnnouncedServer(config, drain=drainer(app), state_dir=settings.state_dir, tls=tls is not None).serve()
     except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1

@@ -5,15 +5,25 @@ exit code tells a script which."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import secrets
+import signal
 import socket
+import stat
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from gateway_harness import run_gateway
+from test_request_log import openab_run
+
+from openab.core.acp.naming import SessionNaming
+from openab.core.mcp.audit import AuditLog
+from openab.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio
 
@@ -113,7 +123,10 @@ async def test_real_agent_clis_are_found_with_their_versions_and_missing_ones_na
                                 env=env)
     assert code == 0, output
     assert f"ok    agent claude: {AGENT_BIN / 'claude-agent-acp'}" in output
-    assert f"ok    agent codex: {AGENT_BIN / 'codex-acp'}" in output
+    # codex-acp takes no --version: said as a warning with its own words, never as an ok that says it failed.
+    assert (f"warn  agent codex: {AGENT_BIN / 'codex-acp'} is there, but `codex-acp --version` exited with status "
+            "2: error: unexpected argument '--version' found") in output, output
+    assert "failed)" not in output
     bare = clean_env(PATH="/usr/bin:/bin")
     code, output = await doctor("--state-dir", str(state), "--url", "none", "--agent", "codex", env=bare)
     assert code == 1
@@ -170,3 +183,126 @@ async def test_an_open_bind_without_tls_fails(tmp_path: Path) -> None:
                                 "--tls-key", str(tmp_path / "key.pem"))
     assert code == 1
     assert "FAIL  TLS: cannot load the TLS certificate" in output
+
+
+async def test_an_agent_whose_version_fails_is_a_warning_with_the_reason(tmp_path: Path) -> None:
+    state, _ = private_state(tmp_path)
+    cli = tmp_path / "broken-agent"
+    cli.write_text("#!/bin/sh\necho 'error while loading shared libraries: libnode.so' >&2\nexit 127\n")
+    cli.chmod(0o755)
+    code, output = await doctor("--state-dir", str(state), "--url", "none", "--agent", "claude",
+                                env=clean_env(OPENAB_AGENT_CMD=str(cli)))
+    assert code == 0, output  # a warning: the CLI is there, and may still speak ACP
+    assert (f"warn  agent claude: {cli} is there, but `{cli} --version` exited with status 127: error while "
+            "loading shared libraries: libnode.so") in output, output
+    assert f"fix: its version is unknown: run `{cli} --version` by hand" in output
+    assert "ok    agent claude" not in output and "failed)" not in output
+
+
+# -- the running pod, found without flags ------------------------------------------------------------------
+
+
+def _wait_for_file(path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():  # written by another process: no event to wait on
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
+
+
+async def test_doctor_and_audit_find_a_pod_on_port_0_where_openab_run_chose_its_state_dir(tmp_path: Path) -> None:
+    key = secrets.token_urlsafe(32)
+    xdg = tmp_path / "xdg"
+    state = xdg / "openab"  # where `openab run` keeps its state with XDG_STATE_HOME set and no OPENAB_STATE_DIR
+    earlier = AuditLog(state, tag=SessionNaming(naming_secret(state)).tag)
+    earlier.tool_call("sess_x", {"name": "browser_snapshot"}, {"content": []}, 0.01)  # a call of an earlier run
+    env = clean_env(XDG_STATE_HOME=str(xdg), OPENAB_ACP_AUTH_KEY=key)
+    with openab_run(None, {"XDG_STATE_HOME": str(xdg), "OPENAB_ACP_AUTH_KEY": key}, "--port", "0") as (_, output):
+        await asyncio.to_thread(_wait_for_file, state / "pod.json")
+        assert stat.S_IMODE((state / "pod.json").stat().st_mode) == 0o600
+        running = json.loads((state / "pod.json").read_text())
+        port = running["port"]
+        assert port != 0 and running["scheme"] == "ws"
+        code, said = await doctor(env=env)
+        listed = await asyncio.to_thread(subprocess.run, [*OPENAB, "audit"], env=env, capture_output=True,
+                                         text=True, timeout=60, check=False)
+    assert code == 0, said
+    assert f"ok    pod: pid {running['pid']} serves ws://127.0.0.1:{port}/acp" in said
+    assert f"ok    gateway ws://127.0.0.1:{port}/acp: key accepted, ACP protocol 1" in said
+    assert listed.returncode == 0 and len(listed.stdout.splitlines()) == 2, listed.stderr
+    assert not (state / "pod.json").exists(), "a clean exit removes it"
+    assert key not in said and key not in "\n".join(output.lines)
+
+
+async def test_a_pod_killed_leaves_a_stale_file_doctor_names(tmp_path: Path) -> None:
+    key = secrets.token_urlsafe(32)
+    state = tmp_path / "state"
+    with openab_run(state, {"OPENAB_ACP_AUTH_KEY": key}, "--port", "0"):
+        await asyncio.to_thread(_wait_for_file, state / "pod.json")
+        pid = json.loads((state / "pod.json").read_text())["pid"]
+        os.kill(pid, signal.SIGKILL)  # the child this test started, by its id
+        await asyncio.to_thread(_wait_gone, pid)
+    code, output = await doctor("--state-dir", str(state), env=clean_env(OPENAB_ACP_AUTH_KEY=key))
+    assert f"warn  pod: {state / 'pod.json'} names pid {pid}, which is not running" in output, output
+    assert code == 1 and "gateway http://127.0.0.1:8080/healthz" in output  # then the settings' port, as before
+
+
+def _wait_gone(pid: int, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < deadline, f"pid {pid} still runs"
+        time.sleep(0.05)
+
+
+def _link(path: Path) -> None:
+    target = path.parent.parent / "elsewhere.json"
+    target.write_text('{"pid": 1, "host": "evil.example", "port": 443, "scheme": "wss", "started": "x"}')
+    path.symlink_to(target)
+
+
+def _foreign(path: Path) -> None:
+    path.write_text(f'{{"pid": {os.getpid()}, "host": "127.0.0.1", "port": 9, "scheme": "ws", "started": "x"}}')
+    path.chmod(0o600)
+    os.chown(path, 65534, 65534)
+
+
+def _huge(path: Path) -> None:
+    path.write_text('{"pid": 1, "host": "' + "a" * 1_000_000 + '", "port": 9, "scheme": "ws", "started": "x"}')
+    path.chmod(0o600)
+
+
+def _not_ours(path: Path) -> None:
+    path.write_text('{"pid": "1; rm -rf /", "host": "127.0.0.1", "port": 9, "scheme": "ws", "started": "x"}')
+    path.chmod(0o600)
+
+
+@pytest.mark.parametrize(("plant", "said"), [
+    (_link, "is a symbolic link"), (_foreign, "is not a plain file of ours"), (_huge, "larger than 4096 bytes"),
+    (_not_ours, "is not what `openab run` writes"),
+])
+async def test_a_planted_pod_file_is_refused_not_believed(tmp_path: Path, plant: Callable[[Path], None],
+                                                          said: str) -> None:
+    if plant is _foreign and os.geteuid() != 0:
+        pytest.skip("gives the file to another uid")
+    state, _ = private_state(tmp_path)
+    plant(state / "pod.json")
+    code, output = await doctor("--state-dir", str(state), "--url", "none")
+    assert code == 1
+    (line,) = [line for line in output.splitlines() if line.startswith("FAIL  pod:")]
+    assert said in line and len(line) < 400, line
+    assert f"fix: remove {state / 'pod.json'}" in output
+
+
+async def test_openab_run_replaces_a_planted_link_and_never_writes_through_it(tmp_path: Path) -> None:
+    state, _ = private_state(tmp_path)
+    _link(state / "pod.json")
+    before = (tmp_path / "elsewhere.json").read_text()
+    with openab_run(state, {"OPENAB_ACP_AUTH_KEY": secrets.token_urlsafe(32)}, "--port", "0"):
+        await asyncio.to_thread(_wait_for_file_not_link, state / "pod.json")
+    assert (tmp_path / "elsewhere.json").read_text() == before
+
+
+def _wait_for_file_not_link(path: Path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while path.is_symlink() or not path.exists():
+        assert time.monotonic() < deadline, f"{path} never became the pod's own file"
+        time.sleep(0.05)

@@ -64,12 +64,13 @@ class Output:
 
 
 @contextmanager
-def openab_run(state: Path, env: dict[str, str], *args: str) -> Iterator[tuple[str, Output]]:
-    """A real `openab run ARGS` keeping its state in ``state``, with ``env`` and no other ``OPENAB_*`` variable;
-    yields its address (``host:port``) and its output as it comes, once it serves."""
+def openab_run(state: Path | None, env: dict[str, str], *args: str) -> Iterator[tuple[str, Output]]:
+    """A real `openab run ARGS` keeping its state in ``state`` (``None``: where ``env`` says), with ``env`` and no
+    other ``OPENAB_*`` variable; yields its address (``host:port``; ARGS may give another ``--port``) and its
+    output as it comes, once it serves."""
     port = _free_port()
-    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")}, "OPENAB_STATE_DIR": str(state),
-           **env}
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")},
+           **({"OPENAB_STATE_DIR": str(state)} if state is not None else {}), **env}
     process = subprocess.Popen(
         [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), *args],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
