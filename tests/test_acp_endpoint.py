@@ -304,7 +304,8 @@ async def test_per_connection_session_cap() -> None:
             await ext.new_session()
         with pytest.raises(RemoteError) as over:
             await ext.new_session()
-        assert (over.value.code, over.value.message) == (-32000, "Too many sessions on this connection (max 3)")
+        assert (over.value.code, over.value.message) == (
+            -32000, "Too many sessions on this connection (max 3): close one (session/close) before opening another")
 
 
 async def test_the_default_caps_are_the_contracts() -> None:
