@@ -93,7 +93,8 @@ BROWSER_TOOLS: Final[tuple[JsonObject, ...]] = (
     ),
     _tool(
         "browser_press_key",
-        'Press a key (e.g. "Enter", "Tab", "Escape", "a") in an element, or in the focused element.',
+        'Press a key (e.g. "Enter", "Tab", "Escape", "a", "Control+Enter") in an element, which takes the keyboard '
+        "focus for it, or in the focused element.",
         {"key": {"type": "string", "description": "key name"}, **_TARGET},
         ["key"],
     ),

@@ -63,7 +63,7 @@ export const TOOLS = [
   },
   {
     name: 'browser_press_key',
-    description: 'Press a key (e.g. "Enter", "Tab", "Escape", "a") in an element, or in the focused element.',
+    description: 'Press a key (e.g. "Enter", "Tab", "Escape", "a", "Control+Enter") in an element, which takes the keyboard focus for it, or in the focused element.',
     inputSchema: { type: 'object', properties: { key: { type: 'string' }, ...target }, required: ['key'] },
   },
   {

@@ -51,14 +51,7 @@ export function classify(tool, desc, args = {}) {
     return null;
   }
   if (tool === 'browser_handle_dialog') return classifyDialog(desc, args);
-  if (tool === 'browser_press_key') {
-    const field = ['input', 'textarea', 'select'].includes(desc.tag) || desc.role === 'textbox';
-    if (args.key === 'Enter' && field) {
-      return inGuardedForm({ risk: 'submit', action: `press Enter in ${label}, which can submit a form`,
-        what: 'press Enter in a field, which can submit a form', target: label });
-    }
-    return null;
-  }
+  if (tool === 'browser_press_key') return classifyKey(desc, args, label, inGuardedForm);
   if (tool === 'browser_click') {
     if (desc.submit) {
       const to = host(desc.formAction);
@@ -73,6 +66,85 @@ export function classify(tool, desc, args = {}) {
     }
   }
   return null;
+}
+
+// Modifier names an agent may put before a key ("Control+Enter"), and the event flag each sets.
+const MODIFIERS = {
+  shift: 'shiftKey', control: 'ctrlKey', ctrl: 'ctrlKey', alt: 'altKey', option: 'altKey', meta: 'metaKey',
+  command: 'metaKey', cmd: 'metaKey',
+};
+const MODIFIER_NAMES = { ctrlKey: 'Control', altKey: 'Alt', shiftKey: 'Shift', metaKey: 'Meta' };
+// The spellings of the two keys that activate what has the focus (a button's click, a link, a form's submit, a
+// page's own key handler on a role=button), folded to the key value a page's handler compares with.
+const ACTIVATING = {
+  enter: ['Enter', 'Enter'], return: ['Enter', 'Enter'], numpadenter: ['Enter', 'NumpadEnter'], '\n': ['Enter', 'Enter'],
+  '\r': ['Enter', 'Enter'], ' ': [' ', 'Space'], space: [' ', 'Space'], spacebar: [' ', 'Space'],
+};
+const MAX_KEY_NAME = 64;
+
+/**
+ * The key press that `name` spells ("Enter", "a", "Control+Enter", "Shift+Tab", "NumpadEnter", "Space", "+"): the
+ * `key` and `code` its events carry, its modifier flags, and `activates` ('Enter', 'Space' or '') with `label`, its
+ * name in our words when it activates. Throws bad_args on a name that is not a key. Pure.
+ */
+export function keyPress(name) {
+  const bad = () => new ToolError('bad_args', '"key" must be a key name like "Enter", "Tab", "a" or "Control+Enter"');
+  if (typeof name !== 'string' || !name || name.length > MAX_KEY_NAME) throw bad();
+  // "+" and "Shift++" press the plus key itself.
+  const plus = name === '+' || name.endsWith('++');
+  const parts = plus ? [...(name === '+' ? [] : name.slice(0, -2).split('+')), '+'] : name.length > 1 ? name.split('+') : [name];
+  const press = { shiftKey: false, ctrlKey: false, altKey: false, metaKey: false };
+  for (const m of parts.slice(0, -1)) {
+    const flag = MODIFIERS[m.toLowerCase()];
+    if (!flag) throw bad();
+    press[flag] = true;
+  }
+  const given = parts[parts.length - 1];
+  if (!given) throw bad();
+  const folded = ACTIVATING[given.toLowerCase()];
+  const key = folded ? folded[0] : given;
+  const code = folded ? folded[1] : /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}` : key;
+  const activates = folded ? (key === 'Enter' ? 'Enter' : 'Space') : '';
+  const mods = Object.keys(MODIFIER_NAMES).filter((f) => press[f]).map((f) => MODIFIER_NAMES[f]);
+  return { ...press, key, code, activates, label: activates ? [...mods, activates].join('+') : '' };
+}
+
+// Input types Enter in which is no typing: a press on them is a press on a control.
+const CONTROL_INPUTS = new Set(['submit', 'button', 'reset', 'image', 'checkbox', 'radio', 'file', 'range', 'color']);
+
+/** Whether the element takes typed text: Enter in it is the "send" or "submit" of what it holds. */
+function takesText(desc) {
+  if (desc.tag === 'input') return !CONTROL_INPUTS.has(desc.type);
+  return desc.tag === 'textarea' || desc.tag === 'select' || desc.editable === true ||
+    desc.role === 'textbox' || desc.role === 'searchbox';
+}
+
+/**
+ * A key press on the element that has (or is given) the focus. A key that activates it is decided as a click on it,
+ * by the click's own rule; Enter in a field as the submit of its form or, outside any form (a chat composer), as a
+ * send. Enter in any input of a form counts as submitting it, as the page script submits it. Every other key is
+ * routine.
+ */
+function classifyKey(desc, args, label, inGuardedForm) {
+  const press = keyPress(args.key);
+  if (!press.activates) return null;
+  const k = press.label;
+  // Space in a field types a space.
+  if (press.activates === 'Space' && takesText(desc) && desc.tag !== 'select') return null;
+  // A submit control's Enter is its click, which names the form's destination.
+  if (press.activates === 'Enter' && !desc.submit) {
+    if (desc.inForm && (takesText(desc) || desc.tag === 'input')) {
+      return inGuardedForm({ risk: 'submit', action: `press ${k} in ${label}, which can submit a form`,
+        what: `press ${k} in a field, which can submit a form`, target: label });
+    }
+    if (takesText(desc)) {
+      return inGuardedForm({ risk: 'send', action: `press ${k} in ${label}, which can send what it holds`,
+        what: `press ${k} in a field, which can send what it holds`, target: label });
+    }
+  }
+  const click = classify('browser_click', desc);
+  if (!click) return null;
+  return { ...click, action: `press ${k} on ${label}, which can ${click.action}`, what: `press ${k}, which can ${click.what}` };
 }
 
 // A prompt asking for one of these is a credential step, whatever the rules say.
@@ -145,7 +217,8 @@ export class Guard {
     }, signal);
     if (decision === 'always' && origin && !risky.secret) await this.setRule(origin, 'always');
     if (decision !== 'allow' && decision !== 'always') {
-      const why = decision === 'timeout' ? 'no answer from the user in 5 minutes' : 'the user declined';
+      const why = decision === 'timeout'
+        ? `the person did not answer in ${CARD_TIMEOUT_MS / 1000} s; the action was not taken` : 'the user declined';
       throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
         'below). Do not retry it; ask the user in the chat if it is needed.', risky.target);
     }

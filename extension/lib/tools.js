@@ -5,7 +5,7 @@ import { ToolError } from './errors.js';
 import { checkNavigable, restrictedReason } from './tabs.js';
 import { JPEG_QUALITY, encodeJpeg } from './image.js';
 import { redactTokens } from './redact.js';
-import { classify } from './guard.js';
+import { classify, keyPress } from './guard.js';
 import { DIALOG_TOOL, dialogReport } from './dialogs.js';
 import { handOff, handoffOutcome, handoffSeconds } from './handoff.js';
 import { DEFAULT_MAX_CHARS, TOOLS } from './catalogue.js';
@@ -43,6 +43,8 @@ const MAX_KEPT_SNAPSHOT = 2_000_000;
 const MAX_DIFF_CELLS = 4_000_000;
 
 const PAGE_ANSWER_MS = 20_000;
+// What the agent can do when the key it meant for the focused element found the focus elsewhere.
+const NO_FOCUS = 'nothing was pressed. Take a new browser_snapshot, and press the key on the element by its ref';
 // What the guard decided for a call ('allowed', 'asked-allowed', 'denied'), in its result's _meta: the pod
 // keeps it in its audit log (core/mcp/vocabulary.py, META_GUARD). Absent when the guard was not consulted.
 const GUARD_META = 'dev.openab/guard';
@@ -488,7 +490,8 @@ export class BrowserTools {
     return res && res.result;
   }
 
-  async _locate(tab, args) {
+  async _locate(tab, args, focused = false) {
+    if (focused) return { target: { tabId: tab.id, frameIds: [0] }, spec: { focused: true }, label: 'the focused element' };
     if (args.ref != null && args.ref !== '') {
       const hit = this._table(tab.id).lookup(args.ref);
       return { target: { tabId: tab.id, documentIds: [hit.documentId] }, spec: { local: hit.local }, label: `[ref=${String(args.ref)}]` };
@@ -502,6 +505,7 @@ export class BrowserTools {
   _pageError(res, loc, args) {
     if (!res) return new ToolError('tool_error', 'tool error: the page did not answer; try again');
     if (res.error === 'stale_ref') return args.ref ? staleRef(args.ref) : new ToolError('stale_ref', `stale_ref: ${res.message}; take a new browser_snapshot`);
+    if (res.error === 'no_focus' || res.error === 'focus_moved') return new ToolError(res.error, `${res.message}; ${NO_FOCUS}`);
     if (res.error === 'not_found') {
       return new ToolError('not_found', `no element for selector: ${args.selector}. Check the selector, or take a browser_snapshot and use a ref.`);
     }
@@ -512,18 +516,24 @@ export class BrowserTools {
    * Describe, ask the guard, then act on the very element that was described. When `opensTab`
    * says the element is a link to a new tab, the tab is opened here instead: a page may not open
    * tabs from a script's click (no user gesture), so clicking it would silently do nothing.
+   * `focused`: the element is the one with the keyboard focus, held to that one element from then on.
    */
-  async _action(tool, op, args, opArgs, signal, opensTab = () => false) {
+  async _action(tool, op, args, opArgs, signal, { opensTab = () => false, focused = false } = {}) {
     const tab = await this.tabs.target();
-    const loc = await this._locate(tab, args);
+    let loc = await this._locate(tab, args, focused);
     const [d] = await this._exec(loc.target, 'describeTarget', [loc.spec]);
     if (!d || !d.result || d.result.error) throw this._pageError(d && d.result, loc, args);
     const desc = d.result.desc;
+    if (focused) {
+      // Bound to the element described, in the document that described it: a focus that moves on before the
+      // press, to an element the guard never saw, makes the page refuse the press.
+      loc = { ...loc, target: { tabId: tab.id, documentIds: [d.documentId] }, spec: { local: d.result.local, focused: true } };
+    }
     await this._check(tool, desc, { ...opArgs }, signal, tab.url);
     throwIfCancelled(signal);
     // `what` is ours (the ref, or the agent's own selector); the element's role and name are the page's.
     const what = loc.label;
-    const element = args.ref ? `element: ${desc.role} "${desc.name}"` : '';
+    const element = args.ref || focused ? `element: ${desc.role} "${desc.name}"` : '';
     if (opensTab(desc)) {
       const opened = await this.tabs.open(this._destination(checkNavigable(desc.href)), tab.id);
       const done = await this._waitLoaded(opened.id, LOAD_TIMEOUT_MS, signal).catch(() => opened);
@@ -737,7 +747,7 @@ export class BrowserTools {
   }
 
   async _browser_click(args, signal) {
-    const r = await this._action('browser_click', 'click', args, {}, signal, (desc) => desc.newTab && /^https?:/i.test(desc.href));
+    const r = await this._action('browser_click', 'click', args, {}, signal, { opensTab: (desc) => desc.newTab && /^https?:/i.test(desc.href) });
     if (r.opened) {
       return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
         'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
@@ -757,29 +767,34 @@ export class BrowserTools {
   }
 
   async _browser_press_key(args, signal) {
-    if (typeof args.key !== 'string' || !args.key) throw new ToolError('bad_args', '"key" must be a key name like "Enter"');
-    if (args.ref == null && !args.selector) {
-      // No target: the focused element. Describe it for the guard through a selector-free path.
-      const tab = await this.tabs.target();
-      const [d] = await this._exec({ tabId: tab.id, frameIds: [0] }, 'describeTarget', [{ focused: true }]);
-      const desc = d && d.result && d.result.ok ? d.result.desc : null;
-      await this._check('browser_press_key', desc, { key: args.key }, signal, tab.url);
-      throwIfCancelled(signal);
-      const watch = new LoadWatch(tab.id, this._watches);
-      const res = await this._top(tab, 'act', 'press', desc ? { focused: true } : null, { key: args.key }, null)
-        .catch((e) => {
-          watch.stop();
-          throw e;
-        });
-      if (!res || res.error) {
-        watch.stop();
-        throw this._pageError(res, { label: 'the focused element' }, args);
+    const press = keyPress(args.key);
+    const focused = args.ref == null && !args.selector;
+    try {
+      // The key goes to the element named, or else to the focused one, and is decided on as that element's.
+      const r = await this._action('browser_press_key', 'press', args, { key: args.key, press }, signal, { focused });
+      return text(withPage(`${r.verb} ${r.what}`, r.element));
+    } catch (e) {
+      // With no element focused, a key that activates nothing (Escape, a scroll key) goes to the page itself.
+      if (!(e instanceof ToolError && e.code === 'no_focus')) throw e;
+      if (press.activates) {
+        throw new ToolError('no_focus', `no element has the keyboard focus, so ${press.label} would go to the page ` +
+          'itself; nothing was pressed. Give the ref (from browser_snapshot) of the element to press it on');
       }
-      await this._settle(watch, res.left === true);
-      return text(`pressed ${args.key}`);
     }
-    const r = await this._action('browser_press_key', 'press', args, { key: args.key }, signal);
-    return text(withPage(`${r.verb} ${r.what}`, r.element));
+    const tab = await this.tabs.target();
+    await this._check('browser_press_key', null, { key: args.key }, signal, tab.url);
+    throwIfCancelled(signal);
+    const watch = new LoadWatch(tab.id, this._watches);
+    const res = await this._top(tab, 'act', 'press', { page: true }, { press }, null).catch((e) => {
+      watch.stop();
+      throw e;
+    });
+    if (!res || res.error) {
+      watch.stop();
+      throw this._pageError(res, { label: 'the page' }, args);
+    }
+    await this._settle(watch, res.left === true);
+    return text(`pressed ${args.key} in the page (no element has the focus)`);
   }
 
   async _browser_select_option(args, signal) {

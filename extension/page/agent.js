@@ -472,14 +472,26 @@
   // `[value^="a"]` found or not found would read a hidden token one character at a time.
   const PROBE = /\[\s*(?:[^\]|]*\|)?\s*(?:value|content)\s*(?:[~|^$*]?=|\])/i;
 
+  /**
+   * The element a key press reaches: the document's active element, inside open shadow roots down to the element
+   * itself; null when none has the focus. activeElement, not :focus: a background tab has no system focus, so
+   * :focus matches nothing.
+   */
+  function focusHolder() {
+    let el = document.activeElement;
+    while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+    return !el || el === document.body || el === document.documentElement ? null : el;
+  }
+
   function resolve(target) {
-    if (target.focused) {
-      // activeElement, not :focus: a background tab has no system focus, so :focus matches nothing.
-      const el = document.activeElement;
-      if (!el || el === document.body || el === document.documentElement) {
-        return { error: 'not_found', message: 'no element has the focus' };
-      }
-      return { el };
+    if (target.page) {
+      // A key for the page itself: only while still no element has the focus.
+      return focusHolder() ? { error: 'focus_moved', message: 'an element took the keyboard focus after the key was checked' }
+        : { el: document.body || document.documentElement };
+    }
+    if (target.focused && !target.local) {
+      const el = focusHolder();
+      return el ? { el } : { error: 'no_focus', message: 'no element has the keyboard focus' };
     }
     if (target.local) {
       const el = byLocal.get(target.local)?.deref();
@@ -513,7 +525,7 @@
       submit: isSubmitControl(el), href: el.tagName === 'A' ? el.href : '', origin: location.origin,
       inForm: Boolean(form), formAction: form ? form.action : '', formMethod: form ? form.method : '',
       disabled: Boolean(el.disabled), url: location.href, guarded: guardedFields(el),
-      newTab: el.tagName === 'A' && /^_blank$/i.test(el.getAttribute('target') || ''),
+      newTab: el.tagName === 'A' && /^_blank$/i.test(el.getAttribute('target') || ''), editable: el.isContentEditable,
     };
     // The approval binds to what was described: a page that relabels or retargets the element
     // between the question and the action fails the check instead of getting the approval.
@@ -592,24 +604,49 @@
       el.dispatchEvent(new Event('change', { bubbles: true }));
       return { verb: 'selected an option in', chosen: redacts(el) ? '[redacted]' : squash(opt.label || opt.text, MAX_VALUE) };
     },
-    press(el, { key }) {
-      const target = el || document.activeElement || document.body;
-      if (el && typeof el.focus === 'function') el.focus();
-      const code = /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}` : key === ' ' ? 'Space' : key;
-      const init = { key, code, bubbles: true, cancelable: true, composed: true };
-      const go = target.dispatchEvent(new KeyboardEvent('keydown', init));
-      if (key.length === 1) target.dispatchEvent(new KeyboardEvent('keypress', init));
-      target.dispatchEvent(new KeyboardEvent('keyup', init));
+    press(el, { press }, spec) {
+      // A key goes where the focus is, and what the guard decided on is `el`: the press happens only while the
+      // focus is on it. The agent's named element is focused first; the focused element's press is refused when
+      // the focus has moved since it was described, and the page's own press when an element has taken it.
+      const before = focusHolder();
+      if (!spec.focused && !spec.page && !holds(before, el) && typeof el.focus === 'function') el.focus();
+      const now = focusHolder();
+      if (!spec.page && !holds(now, el)) {
+        if (spec.focused) {
+          throw new Refusal('nothing was pressed: the keyboard focus moved to another element after the key was ' +
+            'checked. Take a new browser_snapshot, and press the key on the element by its ref');
+        }
+        if (now === before) {
+          throw new Refusal('nothing was pressed: the element cannot take the keyboard focus, so a key press would ' +
+            'reach another element. Click it, or press the key on a focusable element');
+        }
+        throw new Refusal('nothing was pressed: the page moved the keyboard focus to another element when this one ' +
+          'was focused. Take a new browser_snapshot before acting on this page');
+      }
+      const { key, code, shiftKey, ctrlKey, altKey, metaKey } = press;
+      const init = { key, code, shiftKey, ctrlKey, altKey, metaKey, bubbles: true, cancelable: true, composed: true };
+      const go = el.dispatchEvent(new KeyboardEvent('keydown', init));
+      // As a keyboard does: a character key and Enter also send keypress, unless a shortcut modifier is held.
+      if ((key.length === 1 || key === 'Enter') && !ctrlKey && !metaKey && !altKey) {
+        el.dispatchEvent(new KeyboardEvent('keypress', init));
+      }
+      el.dispatchEvent(new KeyboardEvent('keyup', init));
       // Synthetic key events do not trigger default actions, so do the ones agents rely on.
-      if (go && key === 'Enter' && target.form && target.tagName === 'INPUT') target.form.requestSubmit();
+      if (go && key === 'Enter' && el.form && el.tagName === 'INPUT') el.form.requestSubmit();
       if (go && key === 'Tab') {
         const order = Array.from(document.querySelectorAll(FOCUSABLE)).filter((e) => visible(e) && !e.disabled);
-        const next = order[(order.indexOf(target) + 1) % order.length];
+        const at = order.indexOf(el);
+        const next = order[at < 0 ? (shiftKey ? order.length - 1 : 0) : (at + (shiftKey ? order.length - 1 : 1)) % order.length];
         if (next) next.focus();
       }
-      return `pressed ${key} in`;
+      return `pressed ${key === ' ' ? 'Space' : key} in`;
     },
   };
+
+  /** Whether the focus `holder` is on `el`: the element itself, or the editable region `el` is part of. */
+  function holds(holder, el) {
+    return holder === el || (holder !== null && el.isContentEditable && editableHost(el) === holder);
+  }
 
   // A page may leave a moment after an action (a script redirects once its request is answered): for this long
   // after one, the service worker hears of it, and holds the agent's next call until the next page has loaded.
@@ -657,7 +694,7 @@
     const submitting = (e) => submits.push(e);
     addEventListener('submit', submitting, true);
     try {
-      const done = ACTIONS[op](el, args || {});
+      const done = ACTIONS[op](el, args || {}, target || {});
       const { verb, chosen } = typeof done === 'string' ? { verb: done } : done;
       const left = leftNow || submits.some((e) => !e.defaultPrevented);
       return { ok: true, verb, chosen, left, desc: el ? describe(el) : null };
@@ -718,7 +755,9 @@
     snapshot,
     describeTarget(target) {
       const found = resolve(target);
-      return found.error ? found : { ok: true, desc: describe(found.el) };
+      // `local`: the element's identity in this document, which binds a press on the focused element to it.
+      if (found.error) return found;
+      return { ok: true, desc: describe(found.el), ...(target.focused && { local: idFor(found.el) }) };
     },
     act,
     personTurn() {

@@ -133,16 +133,55 @@ async def test_untrusted_blocks_redact_and_redaction_is_idempotent(page: Page) -
     ("browser_type", {"sensitive": None, "tag": "input", "role": "textbox"}, {}, None),
     ("browser_select_option", {"sensitive": "payment", "tag": "select", "role": "combobox"}, {}, "sensitive_field"),
     ("browser_click", {"sensitive": "file", "tag": "input", "role": "button"}, {}, "upload"),
-    ("browser_press_key", {"sensitive": None, "tag": "input", "role": "textbox"}, {"key": "Enter"}, "submit"),
-    ("browser_press_key", {"sensitive": None, "tag": "textarea", "role": "textbox"}, {"key": "Enter"}, "submit"),
+    ("browser_press_key", {"sensitive": None, "tag": "input", "role": "textbox", "inForm": True}, {"key": "Enter"},
+     "submit"),
+    ("browser_press_key", {"sensitive": None, "tag": "textarea", "role": "textbox", "inForm": True}, {"key": "Enter"},
+     "submit"),
     ("browser_press_key", {"sensitive": None, "tag": "input", "role": "textbox"}, {"key": "Escape"}, None),
     ("browser_press_key", {"sensitive": None, "tag": "a", "role": "link"}, {"key": "Enter"}, None),
+    # Enter in any editable outside a form is a send; in any input of a form, a submit.
+    ("browser_press_key", {"tag": "div", "role": "combobox", "editable": True}, {"key": "Enter"}, "send"),
+    ("browser_press_key", {"tag": "input", "role": "textbox"}, {"key": "NumpadEnter"}, "send"),
+    ("browser_press_key", {"tag": "input", "type": "checkbox", "role": "checkbox", "inForm": True}, {"key": "Enter"},
+     "submit"),
+    ("browser_press_key", {"tag": "div", "role": "textbox", "editable": True}, {"key": " "}, None),
+    ("browser_press_key", {"tag": "div", "role": "textbox", "editable": True}, {"key": "a"}, None),
+    # A key that activates a control is decided as a click on it.
+    ("browser_press_key", {"tag": "div", "role": "button", "name": "Delete account"}, {"key": "Enter"}, "delete"),
+    ("browser_press_key", {"tag": "div", "role": "button", "name": "Delete account"}, {"key": "Space"}, "delete"),
+    ("browser_press_key", {"tag": "span", "role": "generic", "name": "Send"}, {"key": "Control+Enter"}, "send"),
+    ("browser_press_key", {"tag": "button", "role": "button", "name": "Go", "submit": True}, {"key": "Enter"},
+     "submit"),
+    ("browser_press_key", {"tag": "input", "type": "checkbox", "role": "checkbox", "name": "Subscribe"}, {"key": " "},
+     "subscribe"),
+    ("browser_press_key", {"tag": "div", "role": "button", "name": "Delete account"}, {"key": "ArrowDown"}, None),
+    ("browser_press_key", {"tag": "div", "role": "button", "name": "Delete account"}, {"key": "Tab"}, None),
 ])
 async def test_fields_and_keys(page: Page, tool: str, desc: dict[str, Any], args: dict[str, Any],
                                risk: str | None) -> None:
     got = await run(page, "guard.js", "m.classify(arg.tool, arg.desc, arg.args)",
                     {"tool": tool, "desc": element("textbox", "Field") | desc, "args": args})
     assert (got and got["risk"]) == risk
+
+
+@pytest.mark.parametrize(("name", "expected"), [
+    ("Enter", {"key": "Enter", "code": "Enter", "activates": "Enter", "label": "Enter"}),
+    ("NumpadEnter", {"key": "Enter", "code": "NumpadEnter", "activates": "Enter", "label": "Enter"}),
+    (" ", {"key": " ", "code": "Space", "activates": "Space", "label": "Space"}),
+    ("ctrl+shift+space", {"key": " ", "ctrlKey": True, "shiftKey": True, "label": "Control+Shift+Space"}),
+    ("Meta+Return", {"key": "Enter", "metaKey": True, "label": "Meta+Enter"}),
+    ("a", {"key": "a", "code": "KeyA", "activates": "", "label": ""}),
+    ("Shift+Tab", {"key": "Tab", "code": "Tab", "shiftKey": True, "activates": ""}),
+    ("+", {"key": "+", "shiftKey": False}), ("Shift++", {"key": "+", "shiftKey": True}),
+    ("Hyper+Enter", "bad_args"), ("Control+", "bad_args"), ("", "bad_args"), ("x" * 65, "bad_args"),
+])
+async def test_key_names(page: Page, name: str, expected: dict[str, Any] | str) -> None:
+    body = "(() => { try { return m.keyPress(arg); } catch (e) { return e.code; } })()"
+    got = await run(page, "guard.js", body, name)
+    if isinstance(expected, str):
+        assert got == expected
+    else:
+        assert {k: got[k] for k in expected} == expected
 
 
 @pytest.mark.parametrize(("size", "full", "expected"), [
