@@ -6,13 +6,14 @@ timeout; the backend only has to run the turn. ``NoAgentBackend`` is what a pod 
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from ..errors import PermissionUnavailable
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
+from ..turn_watch import TurnWatch
 from .sessions import Session
 
-__all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn"]
+__all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn", "WatchedTurn"]
 
 
 
@@ -34,6 +35,15 @@ class PromptTurn(Protocol):
 
         Raises :class:`PermissionUnavailable` when it cannot be asked, ``TimeoutError`` when nobody answered.
         """
+
+
+@runtime_checkable
+class WatchedTurn(PromptTurn, Protocol):
+    """A turn that carries its clock (the `/acp` side's): a backend arms its own watchdog on it, so that a person
+    asked, in a permission card or in the browser, stops the backend's timers and the gateway's at once."""
+
+    @property
+    def watch(self) -> TurnWatch: ...
 
 
 class AgentBackend(Protocol):

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import METHOD_PREFIX, package_version
@@ -37,6 +37,7 @@ from ..jsonrpc import (
     RpcError,
 )
 from ..tunnel.tunnel import TunnelAddress, TunnelError, TunnelOwner, establish
+from ..turn_watch import IDLE, PERSON, TurnWatch
 from .backend import AgentBackend, PermissionUnavailable
 from .logcontext import SESSION_TAG, log_context
 from .schema import (
@@ -64,11 +65,13 @@ if TYPE_CHECKING:
     from ..tunnel.registry import TunnelRegistry
     from ..tunnel.tunnel import Tunnel
 
-__all__ = ["KEEPALIVE_METHOD", "SESSION_MOVED_METHOD", "AcpConnections", "AcpServerConnection"]
+__all__ = ["KEEPALIVE_METHOD", "PERSON_METHOD", "SESSION_MOVED_METHOD", "AcpConnections", "AcpServerConnection"]
 
 log = logging.getLogger(__name__)
 
 KEEPALIVE_METHOD: Final = METHOD_PREFIX + "keepalive"
+# From the panel: {"asking": true} while a card waits for the person, {"asking": false} once none does.
+PERSON_METHOD: Final = METHOD_PREFIX + "person"
 # Told to a socket whose session another socket resumed: it no longer holds it, nor serves its browser.
 SESSION_MOVED_METHOD: Final = METHOD_PREFIX + "session/moved"
 _SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt", "session/close"})
@@ -81,13 +84,17 @@ def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
 
 
 class _Turn:
-    """One running ``session/prompt``: what the backend sees as :class:`PromptTurn`."""
+    """One running ``session/prompt``: what the backend sees as :class:`PromptTurn`, with its clock (``watch``,
+    shared with the backend's own watchdog: a person asked, here or in the browser, stops both)."""
 
     def __init__(self, server: AcpServerConnection, session: Session) -> None:
         self._server = server
         self._session = session
-        self.last_activity = time.monotonic()
-        self.cancel_requested_at: float | None = None
+        now = time.monotonic()
+        self.watch = TurnWatch()
+        self.watch.arm(IDLE, server.settings.prompt_idle_timeout, now)
+        if server.person_asked_until > now:  # a card already open in the panel
+            self.watch.asking(PERSON, now, up_to=server.person_asked_until - now)
         self.changed = asyncio.Event()
 
     @property
@@ -99,30 +106,40 @@ class _Turn:
         return self._session.permission_relay and not self._server.rpc.closed
 
     def send_update(self, update: JsonObject) -> None:
-        self.last_activity = time.monotonic()
+        self.watch.active(IDLE, time.monotonic())
         self._server.rpc.notify("session/update", {"sessionId": self._session.id, "update": update})
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
         if not self.can_ask_permission:
             raise PermissionUnavailable("the extension does not answer permission requests")
-        self.last_activity = time.monotonic()
+        ask = object()
+        self.person_asked(ask, True, up_to=timeout)
         try:
             result = await self._server.rpc.request(
                 "session/request_permission", {**params, "sessionId": self._session.id}, timeout=timeout
             )
         except RequestTimeout:
-            raise TimeoutError(f"nobody answered the permission request within {timeout:g} s") from None
+            raise TimeoutError(f"the person did not answer the permission request in {timeout:g} s") from None
         except OpenabError as exc:  # the socket went, or the extension answered with an error
             raise PermissionUnavailable(f"the extension could not answer: {exc}") from None
         finally:
-            self.last_activity = time.monotonic()
+            self.person_asked(ask, False)
         if not isinstance(result, dict) or not isinstance(result.get("outcome"), dict):
             raise PermissionUnavailable("the extension answered the permission request without an outcome")
         return result
 
+    def person_asked(self, ask: Hashable, asking: bool, *, up_to: float = 0.0) -> None:
+        """A person is asked (``asking``), for at most ``up_to`` s, or that ask is over: the turn's clocks stop
+        meanwhile, and start again from the answer."""
+        now = time.monotonic()
+        if asking:
+            self.watch.asking(ask, now, up_to=up_to)
+        else:
+            self.watch.answered(ask, now)
+        self.changed.set()  # the turn looks at its clock again
+
     def cancel(self) -> None:
-        if self.cancel_requested_at is None:
-            self.cancel_requested_at = time.monotonic()
+        self.watch.cancel(time.monotonic(), grace=self._server.settings.cancel_grace)
         self.changed.set()
 
 
@@ -219,6 +236,8 @@ class AcpServerConnection:
         self._sessions: set[str] = set()
         self._turns: dict[str, _Turn] = {}
         self._establishing = 0
+        # Until when a card the panel announced pauses a turn that starts now (0: no card is open).
+        self.person_asked_until = 0.0
         self.connections.add(self)
 
     # -- the dispatcher ----------------------------------------------------------------------------------------
@@ -250,6 +269,8 @@ class AcpServerConnection:
     def handle_notification(self, notification: Notification) -> None:
         if notification.method == "session/cancel":
             self._cancel(notification.params)
+        elif notification.method == PERSON_METHOD:
+            self._person(notification.params)
         elif notification.method == "mcp/message":
             self.rpc.spawn(self.tunnels.deliver(self.id, notification.params))
         # Anything else (including request-only methods sent without an id) is ignored, as the contract says.
@@ -441,21 +462,22 @@ class AcpServerConnection:
             return await self._turn(turn, blocks)
 
     async def _turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
-        settings = self.settings
         session = turn.session
+        watch = turn.watch
         work = asyncio.get_running_loop().create_task(self.backend.prompt(turn, blocks))
         try:
             while not work.done():
                 turn.changed.clear()
                 now = time.monotonic()
-                if turn.cancel_requested_at is not None:
-                    limit = turn.cancel_requested_at + settings.cancel_grace
+                if watch.cancelled:
+                    limit = watch.cancel_deadline()
                     if now >= limit:
                         # The backend did not stop in time; the client was promised an answer.
                         work.cancel()
                         return {"stopReason": "cancelled"}
                 else:
-                    limit = turn.last_activity + settings.prompt_idle_timeout
+                    # Stopped while a person is asked: their wait has its own bound (docs/architecture.md).
+                    limit = watch.deadline(IDLE, now)
                     if now >= limit:
                         work.cancel()
                         self.spawn(self.backend.cancel(session.id))
@@ -466,7 +488,7 @@ class AcpServerConnection:
                 finally:
                     changed.cancel()
             stop_reason = work.result()
-            if turn.cancel_requested_at is not None:
+            if watch.cancelled:
                 stop_reason = "cancelled"
             return {"stopReason": stop_reason}
         except asyncio.CancelledError:
@@ -502,6 +524,18 @@ class AcpServerConnection:
         turn = self._turns.get(parsed.session_id)
         if turn is not None:
             self._cancel_turn(parsed.session_id, turn)
+
+    def _person(self, params: Any) -> None:
+        """The panel says a card waits for the person (or none does now): every timer of this socket's turns
+        and tool calls stops meanwhile, each pause bounded by the person's wait (``permission_timeout``)."""
+        asking = params.get("asking") if isinstance(params, dict) else None
+        if not isinstance(asking, bool):
+            return  # a notification gets no error answer
+        now, up_to = time.monotonic(), self.settings.permission_timeout
+        self.person_asked_until = now + up_to if asking else 0.0
+        for turn in self._turns.values():
+            turn.person_asked(PERSON, asking, up_to=up_to)
+        self.tunnels.person_asked(self.id, asking, now, up_to=up_to)
 
     def _cancel_turn(self, session_id: str, turn: _Turn) -> None:
         turn.cancel()

@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import package_version
-from ..acp.backend import PromptTurn
+from ..acp.backend import PromptTurn, WatchedTurn
 from ..acp.schema import AUTH_REQUIRED
 from ..acp.sessions import Session
 from ..errors import AgentExited, PermissionUnavailable, TransportError
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, Notification, Request, RpcError
 from ..mcp.access import BrowserEndpoint
+from ..turn_watch import SILENCE, TurnWatch
 from .handoff import Handover
 from .permissions import cancelled as cancelled_outcome
 from .permissions import decide, decide_ours, reject
@@ -54,8 +55,8 @@ class SessionAgent:
         self.last_used = time.monotonic()
         self._tool_calls: collections.OrderedDict[str, JsonObject] = collections.OrderedDict()
         self._asks: set[asyncio.Future[JsonObject]] = set()
-        self._asking = 0
-        self._quiet_since = time.monotonic()
+        # The running turn's clock: the gateway's when the turn carries one (a person asked stops both).
+        self._watch: TurnWatch | None = None
         self._settling: asyncio.Task[None] | None = None
 
     @property
@@ -95,7 +96,8 @@ class SessionAgent:
             self.turn.send_update(update)
 
     def _heard(self) -> None:
-        self._quiet_since = time.monotonic()
+        if self._watch is not None:
+            self._watch.active(SILENCE, time.monotonic())
 
     def _remember_tool_call(self, update: JsonObject) -> None:
         call_id = update.get("toolCallId")
@@ -127,11 +129,11 @@ class SessionAgent:
             return ours
         if turn.can_ask_permission:
             relayed = {k: v for k, v in params.items() if k != "sessionId"}
-            ask = asyncio.ensure_future(
-                turn.request_permission(relayed, timeout=runtime.settings.permission_timeout)
-            )
+            wait = runtime.settings.permission_timeout
+            ask = asyncio.ensure_future(turn.request_permission(relayed, timeout=wait))
             self._asks.add(ask)
-            self._asking += 1
+            if self._watch is not None:
+                self._watch.asking(ask, time.monotonic(), up_to=wait)
             try:
                 outcome = _offered(await ask, params)
                 log.info("%s: permission for %r answered in the browser", self.name, _title(tool_call))
@@ -148,8 +150,8 @@ class SessionAgent:
                 return reject(params)
             finally:
                 self._asks.discard(ask)
-                self._asking -= 1
-                self._heard()
+                if self._watch is not None:
+                    self._watch.answered(ask, time.monotonic())
         log.debug("%s: permission request %s over %s", self.name, _preview(params, 4000), _preview(tool_call, 4000))
         outcome = decide(
             runtime.policy, params, identify=recipe.identify, tool_call=tool_call,
@@ -257,22 +259,24 @@ class SessionAgent:
         assert self.process is not None
         rpc = self.process.rpc
         self.turn, self.cancelling, self.last_used = turn, False, time.monotonic()
-        self._heard()
         silence = self.runtime.settings.agent_silence_timeout
+        # Stopped while a person is asked, in a card here or in the browser: the gateway's clock when it has one.
+        watch = self._watch = turn.watch if isinstance(turn, WatchedTurn) else TurnWatch()
+        watch.arm(SILENCE, silence, self.last_used)
         request = asyncio.ensure_future(
             rpc.request("session/prompt", {"sessionId": self.acp_session_id, "prompt": blocks},
                         timeout=_MAX_TURN_SECONDS)
         )
         try:
             while not request.done():
-                quiet = time.monotonic() - self._quiet_since
-                if self._asking == 0 and quiet >= silence:
+                now = time.monotonic()
+                if watch.expired(SILENCE, now):
                     reason = f"it said nothing for {silence:g} s"
                     rpc.notify("session/cancel", {"sessionId": self.acp_session_id})
                     await self.stop(reason)
                     raise RpcError(INTERNAL_ERROR, f"The agent stopped answering: {reason}, so it was stopped. "
                                                    "Prompt again to start a fresh agent.")
-                await asyncio.wait({request}, timeout=max(0.05, silence - quiet) if self._asking == 0 else 1.0)
+                await asyncio.wait({request}, timeout=max(0.05, watch.deadline(SILENCE, now) - now))
             result = request.result()
         except TransportError:
             raise _agent_gone(self) from None
@@ -285,7 +289,8 @@ class SessionAgent:
                 self._abandon(request)
             raise
         finally:
-            self.turn = None
+            self.turn, self._watch = None, None
+            watch.disarm(SILENCE)
             self.last_used = time.monotonic()
             if not request.done():
                 request.add_done_callback(_consume)
