@@ -9,6 +9,7 @@ import shlex
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
@@ -64,6 +65,7 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_MAX_SESSIONS": "max_sessions",
     "OPENAB_MAX_SESSIONS_PER_CONNECTION": "max_sessions_per_connection",
     "OPENAB_HANDSHAKE_TIMEOUT": "handshake_timeout",
+    "OPENAB_PUBLIC_URL": "public_url",
 }
 # OPENAB_AGENT_CMD_<NAME>: one agent's command when the pod offers several (as --agent-cmd NAME=COMMAND).
 AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
@@ -136,6 +138,9 @@ class Settings(BaseModel):
     tls_key: Path | None = Field(default=None, validate_default=True)
     behind_proxy: list[str] = Field(default_factory=list)
     insecure_no_tls: bool = False
+    # The wss:// URL people enter in the side panel when only the operator knows it (behind an ingress); the
+    # pairing text names it. Never dialled by the pod itself.
+    public_url: str | None = None
     # permessage-deflate on /acp, which Chrome offers: across the internet it shrinks the snapshots' and pages'
     # text; on loopback or a LAN it is pure cost (a 6 MiB screenshot: about 0.45 s of compressing in the
     # browser and 50 ms of inflating here; docs/benchmarks.md, large results).
@@ -166,6 +171,30 @@ class Settings(BaseModel):
         if (value is None) != (info.data.get("tls_cert") is None):
             raise ConfigurationError("TLS needs both --tls-cert and --tls-key (OPENAB_TLS_CERT, OPENAB_TLS_KEY)")
         return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _panel_url(cls, value: str | None) -> str | None:
+        # What the panel itself accepts (extension/lib/settings.js): wss://, or ws:// on loopback; an https://
+        # origin is taken as its /acp.
+        if value is None:
+            return None
+        text = value.strip()
+        url = urlsplit("" if any(c.isspace() or not c.isprintable() for c in text) else text)
+        try:
+            url.port  # noqa: B018 (parsing it is the check)
+        except ValueError:
+            url = url._replace(netloc="")
+        if url.scheme == "https" and url.path in ("", "/"):
+            url = url._replace(scheme="wss", path="/acp")
+        loopback = url.hostname in ("localhost", "127.0.0.1", "::1")
+        if (url.scheme not in ("wss", "ws") or (url.scheme == "ws" and not loopback) or not url.hostname
+                or url.username is not None or url.query or url.fragment or not url.path.endswith("/acp")):
+            raise ConfigurationError(
+                f"--public-url {value!r} is not an address the side panel dials: give the wss:// URL people "
+                "reach the pod by, ending /acp (wss://openab.example.com/acp), or its https:// origin"
+            )
+        return urlunsplit(url)
 
     @field_validator("behind_proxy", mode="before")
     @classmethod

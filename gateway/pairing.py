@@ -1,23 +1,43 @@
-"""The `/acp` key when the operator gave none: made once, kept 0600 in the state dir, shown as a pairing line.
+"""The `/acp` key when the operator gave none (made once, kept 0600 in the state dir) and the pairing text.
 
 A pod never runs keyless by default: any local process could otherwise take a person's live session. Like
-Jupyter's token, the key is printed once at start (to the terminal, never to the log) for the person to
-paste into the side panel; it is kept so a restarted pod pairs with the same panel.
+Jupyter's token, the key is shown once: on the start that made it, and only when stderr is a terminal, where
+a person reads it. In a container stderr is the collected log, so there, and on every later start, the pairing
+text says where the key is kept instead. The URL it names is the one the person enters in the side panel:
+``wss://`` with the pod's own TLS, ``--public-url`` behind an ingress (which only the operator knows).
 """
 
 from __future__ import annotations
 
+import ipaddress
 import secrets
+import socket
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 from openab.core.errors import ConfigurationError
 from openab.core.statedir import load_or_create_secret, make_private_dir, read_secret_file
 
-__all__ = ["KEY_FILE", "MIN_KEY_CHARS", "load_or_create_key", "make_private_dir", "pairing_lines", "read_key_file"]
+if TYPE_CHECKING:
+    from openab.core.settings import Settings
+
+__all__ = [
+    "KEY_FILE", "MIN_KEY_CHARS", "KeptKey", "gateway_url", "load_or_create_key", "make_private_dir", "pairing_lines",
+    "read_key_file",
+]
 
 KEY_FILE = "acp.key"
 # 128 bits as hex; a token_urlsafe(32) key (what we make) is 43 characters, 256 bits.
 MIN_KEY_CHARS = 32
+# Several words, so the panel, which takes a pasted "Gateway URL:" line's single word, fills in no URL from it.
+INGRESS_URL = "the ingress's wss:// address"
+
+
+class KeptKey(NamedTuple):
+    """The key the pod keeps itself: its file, and whether this start made it."""
+
+    path: Path
+    new: bool
 
 
 def read_key_file(path: Path) -> str:
@@ -41,12 +61,58 @@ def _strong(path: Path, key: str) -> str:
     return key
 
 
-def pairing_lines(ws_url: str, key: str, *, key_file: Path | None) -> str:
-    """What the person pastes into the side panel's settings, printed to the terminal only."""
-    where = f" (kept in {key_file})" if key_file is not None else ""
-    return (
-        "\n  Pair the openab side panel with this pod (Settings):\n"
-        f"    Gateway URL: {ws_url}\n"
-        f"    Key:         {key}\n"
-        f"  Treat the key like a password{where}.\n"
-    )
+def gateway_url(settings: Settings) -> tuple[str | None, str]:
+    """The URL a person enters in the side panel for this pod (``None``: only the operator knows it, behind an
+    ingress without ``--public-url``), and what to know about it ("" when nothing)."""
+    if settings.public_url is not None:
+        return settings.public_url, ""
+    if settings.behind_proxy:
+        return None, "ending /acp; give --public-url (OPENAB_PUBLIC_URL) to print it here"
+    wildcard = settings.host in ("0.0.0.0", "::", "")
+    if settings.tls_cert is not None:
+        host = socket.gethostname() if wildcard else settings.host
+        note = ("or the name its certificate is for, if that is another: --public-url prints it here"
+                if wildcard else "")
+        return f"wss://{_url_host(host)}:{settings.port}/acp", note
+    if wildcard:  # --insecure-no-tls: a container's port published on the person's own loopback
+        return (f"ws://127.0.0.1:{settings.port}/acp",
+                "where this port is published on the person's loopback; the panel takes ws:// there only")
+    note = "" if _loopback(settings.host) else (
+        "the panel takes ws:// on loopback only: reach this port through a loopback tunnel, or serve TLS")
+    return f"ws://{_url_host(settings.host)}:{settings.port}/acp", note
+
+
+def pairing_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool) -> list[str]:
+    """What the person pastes into the side panel's settings: the URL, and the key itself only when this start
+    made it and ``terminal`` (stderr is one); otherwise where the key is. No line holds a key the pod did not
+    just make, so with ``terminal`` false none holds one at all."""
+    url, note = gateway_url(settings)
+    lines = [f"Gateway URL: {url or INGRESS_URL}"]
+    if note:
+        lines.append(f"  ({note})")
+    if kept is not None and kept.new and terminal and settings.token is not None:
+        lines += [f"Key:         {settings.token.get_secret_value()}",
+                  f"Treat the key like a password (kept in {kept.path})."]
+    elif kept is not None:
+        why = "it was made at an earlier start" if not kept.new else "stderr is not a terminal, it may be a log"
+        lines.append(f"Key:         not printed ({why}): read it from {kept.path} on the pod")
+    elif settings.insecure_no_key:
+        lines.append("Key:         none (--insecure-no-key)")
+    elif settings.token_file is not None:
+        lines.append(f"Key:         the one in {settings.token_file}")
+    else:
+        lines.append("Key:         the one in OPENAB_ACP_AUTH_KEY")
+    return lines
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from openab.core.agents.names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
@@ -17,6 +16,7 @@ if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
+    from .pairing import KeptKey
     from .server import ReloadingTls
 
 __all__ = ["add_pod_flags", "add_runtime_flags", "agent_commands", "register", "resolve_key", "runtime_overrides"]
@@ -57,6 +57,11 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
         "--behind-proxy", metavar="ADDRESSES",
         help="an ingress in front terminates TLS: the IPs or CIDRs it connects from, comma-separated; only their "
              "X-Forwarded-For/-Proto are believed (env OPENAB_BEHIND_PROXY)",
+    )
+    parser.add_argument(
+        "--public-url", metavar="URL",
+        help="the wss://.../acp URL (or https:// origin) people reach the pod by, e.g. behind an ingress: the "
+             "pairing text names it (env OPENAB_PUBLIC_URL)",
     )
     parser.add_argument(
         "--insecure-no-tls", action="store_true", default=None,
@@ -183,7 +188,6 @@ def _run(args: argparse.Namespace) -> int:
     from .assemble import assemble
     from .logs import add_secret, configure_logging
     from .metrics import resolve_metrics_key
-    from .pairing import pairing_lines
     from .server import check_transport, tls_for
 
     try:
@@ -210,6 +214,7 @@ def _run(args: argparse.Namespace) -> int:
             tls_key=args.tls_key,
             behind_proxy=args.behind_proxy,
             insecure_no_tls=args.insecure_no_tls,
+            public_url=args.public_url,
             ws_deflate=args.ws_deflate,
             **runtime_overrides(args),
         )
@@ -225,22 +230,32 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
-    if kept_key is not None and settings.token is not None:
-        # The terminal, not the log: log lines travel to collectors, and the key must not.
-        print(pairing_lines(_ws_url(settings), settings.token.get_secret_value(), key_file=kept_key),
-              file=sys.stderr, flush=True)
+    _announce_pairing(settings, kept_key)
     return asyncio.run(_serve(pod, app, args.log_level, tls))
 
 
-def _ws_url(settings: Settings) -> str:
-    host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    shown = f"[{host}]" if ":" in host else host
-    return f"{'wss' if settings.tls_cert else 'ws'}://{shown}:{settings.port}/acp"
+def _announce_pairing(settings: Settings, kept: KeptKey | None) -> None:
+    """The pairing text: to a terminal as a block to paste (with the key when this start made it), else as one
+    log line without the key, for in a container stderr is the collected log and the key must not travel."""
+    import logging
+
+    from .pairing import pairing_lines
+
+    terminal = sys.stderr.isatty()
+    lines = pairing_lines(settings, kept, terminal=terminal)
+    if terminal:
+        block = "\n".join("    " + line for line in lines)
+        print(f"\n  Pair the openab side panel with this pod (Settings; paste these lines into Gateway URL):\n"
+              f"{block}\n", file=sys.stderr, flush=True)
+    else:
+        said = "; ".join(" ".join(line.split()) for line in lines)
+        logging.getLogger("openab.run").info("pair the side panel: %s", said)
 
 
-def resolve_key(settings: Settings) -> Path | None:
+def resolve_key(settings: Settings) -> KeptKey | None:
     """Settle the pod's key before anything serves; returns the file of the key the pod keeps itself, whose
-    key the person needs for pairing (``None`` when the operator gave the key, or asked for none).
+    key the person needs for pairing, and whether this start made it (``None`` when the operator gave the key,
+    or asked for none).
 
     In order: the key itself (``OPENAB_ACP_AUTH_KEY``), a key file, no key when asked for explicitly (loopback
     only, checked by ``create_app``), else the key kept in the state dir, made on first start.
@@ -249,7 +264,7 @@ def resolve_key(settings: Settings) -> Path | None:
 
     from openab.core.errors import ConfigurationError
 
-    from .pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
+    from .pairing import KEY_FILE, KeptKey, load_or_create_key, make_private_dir, read_key_file
 
     if settings.insecure_no_key:
         if settings.token is not None or settings.token_file is not None:
@@ -261,9 +276,9 @@ def resolve_key(settings: Settings) -> Path | None:
     if settings.token is not None:
         make_private_dir(settings.state_dir)
         return None
-    key, _new = load_or_create_key(settings.state_dir)
+    key, new = load_or_create_key(settings.state_dir)
     settings.token = SecretStr(key)
-    return settings.state_dir / KEY_FILE
+    return KeptKey(settings.state_dir / KEY_FILE, new)
 
 
 async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -> int:
