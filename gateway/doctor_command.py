@@ -90,6 +90,7 @@ def _doctor(args: argparse.Namespace) -> int:
         report.add("FAIL", f"settings: {exc}", "correct the OPENAB_* variable or flag it names")
         return 1
     key = _check_key(settings, report)
+    _check_metrics_key(settings, key, report)
     _check_agents(settings, report)
     _check_configs(settings, Path(args.dir) if args.dir else Path.cwd(), report)
     _check_state(settings, report)
@@ -152,6 +153,32 @@ def _check_key(settings: Settings, report: Report) -> str | None:
     else:
         report.add("ok", f"key: {len(key)} characters, from {source}")
     return key
+
+
+def _check_metrics_key(settings: Settings, key: str | None, report: Report) -> None:
+    """The metrics key read as `openab run` reads it, compared with the ``/acp`` ``key`` (the kept one too)."""
+    from pydantic import SecretStr
+
+    from openab.core.errors import ConfigurationError
+
+    from .metrics import resolve_metrics_key
+
+    if settings.metrics_token is None and settings.metrics_token_file is None:
+        report.add("ok", "metrics key: none; /metrics takes the /acp key")
+        return
+    source = str(settings.metrics_token_file) if settings.metrics_token is None else "OPENAB_METRICS_KEY"
+    if key is not None and settings.token is None:
+        settings.token = SecretStr(key)
+    try:
+        resolve_metrics_key(settings)
+    except (ConfigurationError, OSError) as exc:
+        report.add("FAIL", f"metrics key: {exc}", "give /metrics a key of its own in a 0600 file "
+                                                  "(`openssl rand -hex 32`), or a Kubernetes Secret's")
+        return
+    metrics_key = settings.metrics_token.get_secret_value() if settings.metrics_token is not None else ""
+    report.secrets.append(metrics_key)
+    report.add("ok", f"metrics key: {len(metrics_key)} characters, from {source}; /metrics takes it, not the /acp "
+                     "key")
 
 
 # -- the agent CLIs ------------------------------------------------------------------------------------------

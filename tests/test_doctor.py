@@ -306,3 +306,25 @@ def _wait_for_file_not_link(path: Path, timeout: float = 30.0) -> None:
     while path.is_symlink() or not path.exists():
         assert time.monotonic() < deadline, f"{path} never became the pod's own file"
         time.sleep(0.05)
+
+
+async def test_the_metrics_key_is_read_as_the_pod_reads_it_and_never_shown(tmp_path: Path) -> None:
+    key = secrets.token_urlsafe(32)
+    state, key_file = private_state(tmp_path, key)
+    metrics_file = tmp_path / "metrics-key"
+    metrics_key = secrets.token_hex(32)
+    metrics_file.write_text(metrics_key)
+    metrics_file.chmod(0o600)
+    code, output = await doctor("--state-dir", str(state), "--url", "none",
+                                env=clean_env(OPENAB_METRICS_KEY_FILE=str(metrics_file)))
+    assert code == 0, output
+    assert f"ok    metrics key: 64 characters, from {metrics_file}; /metrics takes it" in output
+    # The /acp key (here the kept one) as the metrics key would open /acp for the scraper.
+    code, output = await doctor("--state-dir", str(state), "--url", "none",
+                                env=clean_env(OPENAB_METRICS_KEY_FILE=str(key_file)))
+    assert code == 1 and "FAIL  metrics key: the metrics key is the /acp key" in output
+    metrics_file.chmod(0o644)
+    code, output = await doctor("--state-dir", str(state), "--url", "none",
+                                env=clean_env(OPENAB_METRICS_KEY_FILE=str(metrics_file)))
+    assert code == 1 and "FAIL  metrics key:" in output and "can be read by other users" in output
+    assert key not in output and metrics_key not in output
