@@ -39,9 +39,24 @@ const guard = new Guard(
   },
   () => {
     chrome.action.setBadgeText({ text: guard.cards.size ? '!' : '' }).catch(() => {});
+    sayAsking();
     pushState();
   },
 );
+
+// While a card waits for the person, the gateway stops the turn's timers and its tool calls' timeouts
+// (`_openab/person`, docs/mcp-over-acp-tunnel-contract.md): a person taking their time must not fail the turn.
+let askingSaid = false;
+function sayAsking() {
+  const asking = guard.cards.size > 0;
+  if (!link.connected) {
+    askingSaid = false; // the gateway forgets it with the socket
+    return;
+  }
+  if (asking === askingSaid) return;
+  askingSaid = asking;
+  link.notify('_openab/person', { asking });
+}
 const tools = new BrowserTools(tabs, guard, (delta) => {
   activeCalls += delta;
   lastToolAt = Date.now();
@@ -103,7 +118,10 @@ async function relayPermission(params, id) {
       kind: 'permission', title: `The agent asks to run: ${String(tc.title || 'a tool').slice(0, 200)}`,
       site: '', detail: String(tc.kind || ''), options,
     }, ctl.signal);
-    const picked = options.find((o) => o.optionId === answer);
+    // Nobody answered: that one action is declined (the agent's own reject), not the whole turn cancelled.
+    const picked = answer === 'timeout'
+      ? options.find((o) => o.kind === 'reject_once') || options.find((o) => o.kind === 'reject_always')
+      : options.find((o) => o.optionId === answer);
     return picked ? { outcome: { outcome: 'selected', optionId: picked.optionId } } : { outcome: { outcome: 'cancelled' } };
   } finally {
     permissionWaits.delete(id);
