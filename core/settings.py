@@ -72,8 +72,15 @@ AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
 
 
 def _default_state_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "openab"
+    if base := os.environ.get("XDG_STATE_HOME"):
+        return Path(base) / "openab"
+    try:
+        return Path.home() / ".local" / "state" / "openab"
+    except RuntimeError:  # no HOME and no passwd entry: an arbitrary uid in a container
+        raise ConfigurationError(
+            "no HOME to keep the pod's state in: set OPENAB_STATE_DIR (--state-dir) to a writable folder, or HOME "
+            "to a writable volume"
+        ) from None
 
 
 class Settings(BaseModel):

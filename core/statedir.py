@@ -29,6 +29,7 @@ __all__ = [
     "read_secret_file",
     "session_workdir",
     "sessions_dir",
+    "unwritable",
 ]
 
 NAMING_SECRET_FILE: Final = "session-names.key"  # noqa: S105 (a file name, not a secret)
@@ -41,9 +42,14 @@ _MAX_LINKS: Final = 8
 def make_private_dir(path: Path) -> Path:
     """Create ``path`` (and missing parents) 0700 and refuse one another user can enter."""
     missing = [p for p in (path, *path.parents) if not p.exists()]
-    path.mkdir(mode=0o700, parents=True, exist_ok=True)
-    for made in missing:  # parents too: mkdir(parents=True) makes them with the umask's mode
-        os.chmod(made, 0o700)
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        for made in missing:  # parents too: mkdir(parents=True) makes them with the umask's mode
+            os.chmod(made, 0o700)
+    except FileExistsError:
+        pass  # not a directory: said below
+    except OSError as exc:
+        raise unwritable(path, exc) from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise ConfigurationError(f"{path} is not a directory; choose another --state-dir")
@@ -57,6 +63,19 @@ def make_private_dir(path: Path) -> Path:
             f"and sessions: `chmod 700 {path}`, or choose a --state-dir that does not exist yet"
         )
     return path
+
+
+def unwritable(path: Path, exc: OSError) -> ConfigurationError:
+    """What to mount or set when the state dir cannot be written (a read-only root with no volume on HOME)."""
+    try:
+        home: Path | None = Path.home()
+    except (RuntimeError, KeyError):
+        home = None
+    where = f"HOME ({home})" if home is not None and path.is_relative_to(home) else str(path)
+    return ConfigurationError(
+        f"cannot write {path} ({exc.strerror or exc}): the pod keeps its key and sessions there; mount a writable "
+        f"volume on {where}, or set OPENAB_STATE_DIR (--state-dir) to a writable folder"
+    )
 
 
 def read_private_file(path: Path, *, what: str = "the file") -> str:
@@ -194,6 +213,8 @@ def load_or_create_secret(path: Path, make: Callable[[], str], *, what: str) -> 
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     except FileExistsError:
         return read_private_file(path, what=what), False
+    except OSError as exc:
+        raise unwritable(path, exc) from None
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         os.fchmod(f.fileno(), 0o600)  # exactly, whatever the umask
         f.write(secret + "\n")
@@ -224,7 +245,12 @@ def sessions_dir(state_dir: Path) -> Path:
     """
     make_private_dir(state_dir)
     path = state_dir / "sessions"
-    path.mkdir(mode=0o700, exist_ok=True)
+    try:
+        path.mkdir(mode=0o700, exist_ok=True)
+    except FileExistsError:
+        pass  # not a directory: said below
+    except OSError as exc:
+        raise unwritable(path, exc) from None
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
         raise ConfigurationError(f"{path} is not a directory of ours; remove it, openab makes it anew")

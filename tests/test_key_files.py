@@ -88,8 +88,11 @@ def test_the_kubelets_secret_layout_is_read_and_a_rotation_is_followed(tmp_path:
     assert read_key_file(plain) == key
 
 
-def _pod_python() -> list[str] | None:
-    """A Python the pod's uid can run with this venv's packages (the venv's own may live under root's home)."""
+def as_uid(uid: int, *, groups: tuple[int, ...] = ()) -> list[str] | None:
+    """`openab`'s command line run as ``uid`` (with the ``groups``), with this venv's packages by the system's
+    Python of the same version (the venv's own may live under root's home); ``None`` where there is none."""
+    if shutil.which("setpriv") is None:
+        return None
     system = Path("/usr/bin/python3")
     if not system.exists():
         return None
@@ -100,13 +103,14 @@ def _pod_python() -> list[str] | None:
     site = next(p for p in sys.path if p.endswith("site-packages"))
     boot = (f"import runpy, site, sys; site.addsitedir({site!r}); sys.argv[0] = 'openab'; "
             "runpy.run_module('openab.gateway.cli', run_name='__main__')")
-    return ["setpriv", f"--reuid={POD_UID}", f"--regid={POD_UID}", f"--groups={POD_UID}", str(system), "-c", boot]
+    group_flag = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
+    return ["setpriv", f"--reuid={uid}", f"--regid={uid}", group_flag, str(system), "-c", boot]
 
 
 @pytest.mark.anyio
 async def test_openab_run_as_the_pods_uid_serves_with_the_key_from_a_secret_volume(traversable: Path) -> None:
-    python = _pod_python()
-    if python is None or shutil.which("setpriv") is None:
+    python = as_uid(POD_UID, groups=(POD_UID,))
+    if python is None:
         pytest.skip("needs setpriv and a system Python of this venv's version")
     key = secrets.token_hex(32)
     volume = secret_volume(traversable, {"key": key + "\n"}, gid=POD_UID)
