@@ -19,6 +19,8 @@ from .errors import ConfigurationError
 __all__ = ["ENV_VARS", "Settings"]
 
 MiB = 1 << 20
+# How long the side panel waits for a prompt's answer (PROMPT_TIMEOUT_MS in extension/background.js).
+PANEL_PROMPT_WAIT = 1800.0
 
 # Environment variable -> settings field. Flags override these; these override the defaults.
 ENV_VARS: Mapping[str, str] = {
@@ -166,6 +168,18 @@ class Settings(BaseModel):
     handshake_timeout: float = Field(default=10.0, gt=0)
     max_connections: int = Field(default=1024, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
+
+    @field_validator("permission_timeout")
+    @classmethod
+    def _person_wait_fits_a_turn(cls, value: float) -> float:
+        # A person's wait stops every other timer of the turn (core/turn_watch.py), so it may outlast the prompt
+        # idle timeout and the tool-call timeout; what it must fit in is the panel's wait for a prompt's answer.
+        if value > PANEL_PROMPT_WAIT:
+            raise ConfigurationError(
+                f"permission_timeout {value:g} s is longer than the side panel waits for a prompt's answer "
+                f"({PANEL_PROMPT_WAIT:g} s): the turn would end in the panel while the person is still asked"
+            )
+        return value
 
     @field_validator("token", "metrics_token", mode="before")
     @classmethod

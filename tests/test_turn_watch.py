@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import copy
 import math
+import re
+from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from openab.core.settings import PANEL_PROMPT_WAIT, Settings
 from openab.core.turn_watch import CALL, IDLE, PERSON, SILENCE, Clock, TurnWatch
 
 
@@ -133,3 +138,13 @@ def test_no_event_but_a_cancel_runs_a_clock_out_before_the_deadline_last_read(
                 assert runs_out_at(watch, clock, now) >= read[clock]
             else:  # it woke, and reads again
                 read[clock] = watch.deadline(clock, now)
+
+
+def test_settings_take_a_person_wait_longer_than_the_idle_timeout_but_not_than_the_panels_prompt_wait() -> None:
+    # Longer than the prompt idle and the tool-call timeouts: fine, the person's wait stops them.
+    assert Settings(permission_timeout=900, prompt_idle_timeout=180, tunnel_timeout=170).permission_timeout == 900
+    with pytest.raises(ValidationError, match="longer than the side panel waits for a prompt's answer"):
+        Settings(permission_timeout=PANEL_PROMPT_WAIT + 1)
+    background = (Path(__file__).parent.parent / "extension" / "background.js").read_text()
+    panel_wait = re.search(r"const PROMPT_TIMEOUT_MS = (\d+) \* 60_000;", background)
+    assert panel_wait is not None and int(panel_wait[1]) * 60 == PANEL_PROMPT_WAIT
