@@ -1,0 +1,54 @@
+"""A guard card nobody answers, on the extension's own module in its own page, with the page's clock sped up: that
+one action is declined, in words that say so, and the guard goes on asking about the next one."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import Page
+
+from .harness import open_panel, playwright_browser, stage_extension
+
+pytestmark = pytest.mark.anyio
+
+# The real guard.js; its 5-minute card wait is made instant (the page's timers are the test's clock), nothing else.
+UNANSWERED = """async (element) => {
+  const realTimeout = globalThis.setTimeout;
+  globalThis.setTimeout = (fn, ms, ...rest) => realTimeout(fn, ms >= 300000 ? 0 : ms, ...rest);
+  try {
+    const { Guard } = await import('/lib/guard.js');
+    let changes = 0;
+    const guard = new Guard(() => ({ autopilot: false, siteRules: {} }), async () => {}, () => { changes += 1; });
+    const outcome = async () => {
+      try {
+        await guard.check('browser_click', element, {}, undefined, element.url);
+        return 'ran';
+      } catch (e) {
+        return `${e.code}: ${e.message}`;
+      }
+    };
+    return { first: await outcome(), second: await outcome(), changes, left: guard.cards.size };
+  } finally {
+    globalThis.setTimeout = realTimeout;
+  }
+}"""
+
+
+@pytest.fixture(scope="module")
+async def page(site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Page]:
+    tmp = tmp_path_factory.mktemp("card-timeout")
+    ext = stage_extension(tmp / "ext", {})  # not configured: nothing dials out
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+        yield await open_panel(ctx)
+
+
+async def test_a_card_nobody_answers_declines_that_action_and_says_so(page: Page) -> None:
+    delete = {"role": "button", "name": "Delete account", "tag": "button", "type": "", "sensitive": None,
+              "submit": False, "formAction": "", "origin": "https://shop.example", "url": "https://shop.example/"}
+    got = await page.evaluate(UNANSWERED, delete)
+    for outcome in (got["first"], got["second"]):  # each action asked on its own, each declined on its own
+        assert outcome.startswith("not_allowed: not allowed by the user (the person did not answer in 300 s; "
+                                  "the action was not taken)"), outcome
+        assert "Do not retry it" in outcome
+    assert got["changes"] == 4 and got["left"] == 0  # each card shown, then taken away
