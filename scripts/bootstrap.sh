@@ -1,24 +1,30 @@
 # Sourced by scripts/test and scripts/demo: make a fresh machine ready, idempotently.
-# Installs the Python venv (.venv) and, when we are root and it is missing, Debian's chromium.
+# Installs the Python venv (.venv) at the versions constraints.txt pins (the image's too) and, when we are root
+# and they are missing, Debian's chromium and the container tools the image test builds and runs the image with
+# (buildah, podman, runc, debootstrap: tests/test_image_container.py).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-# Debian's chromium installs in the background while pip installs the venv: on a fresh machine each takes
+# Debian's packages install in the background while pip installs the venv: on a fresh machine each takes
 # about as long as the other.
-need_chromium() { ! command -v chromium >/dev/null 2>&1; }
+debs=()
+if [ "${OPENAB_SKIP_CHROMIUM:-}" != "1" ] && ! command -v chromium >/dev/null 2>&1; then debs+=(chromium); fi
+for tool in buildah podman runc debootstrap; do
+  if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then debs+=("$tool"); fi
+done
 chromium_pid=""
 chromium_log="$(mktemp)"
-if [ "${OPENAB_SKIP_CHROMIUM:-}" != "1" ] && need_chromium; then
+if [ "${#debs[@]}" != 0 ]; then
   if [ "$(id -u)" = "0" ]; then
     (
       export DEBIAN_FRONTEND=noninteractive
       apt-get update -qq >/dev/null
-      apt-get install -y -qq chromium >/dev/null
+      apt-get install -y -qq "${debs[@]}" >/dev/null
     ) >"$chromium_log" 2>&1 &
     chromium_pid=$!
   else
-    echo "chromium is not installed: run 'sudo apt-get install chromium' (Debian) for the browser tests and the demo" >&2
+    echo "missing ${debs[*]}: run 'sudo apt-get install ${debs[*]}' (Debian) for the browser tests, the demo and the image test" >&2
   fi
 fi
 
@@ -29,9 +35,9 @@ fi
 # shellcheck disable=SC1091
 . .venv/bin/activate
 stamp=".venv/.openab-installed"
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   python -m pip install -q --disable-pip-version-check --upgrade pip
-  python -m pip install -q --disable-pip-version-check -e ".[dev]"
+  python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
   touch "$stamp"
 fi
 
@@ -42,7 +48,7 @@ for hop in gateway core bridge; do ln -sfn "../../$hop" ".dev/openab/$hop"; done
 
 if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
   cat "$chromium_log" >&2
-  echo "installing Debian's chromium failed (above)" >&2
+  echo "installing Debian's ${debs[*]} failed (above)" >&2
   rm -f "$chromium_log"
   exit 1
 fi

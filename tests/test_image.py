@@ -61,7 +61,8 @@ def copied_sources(stage: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def image_venv() -> Iterator[Path]:
-    """The build stage's `pip install .`, into a fresh venv, from a copy of only the files that stage copies."""
+    """The build stage's `pip install -c constraints.txt .`, into a fresh venv, from a copy of only the files that
+    stage copies."""
     with tempfile.TemporaryDirectory(prefix="oab-image-") as tmp:
         src, venv = Path(tmp) / "src", Path(tmp) / "venv"
         src.mkdir()
@@ -74,7 +75,8 @@ def image_venv() -> Iterator[Path]:
                 shutil.copy2(origin, src / source)
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
         installed = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "--no-cache-dir", "--quiet", str(src)],
+            [str(venv / "bin" / "pip"), "install", "--no-cache-dir", "--quiet", "-c", str(src / "constraints.txt"),
+             str(src)],
             capture_output=True, text=True, timeout=540,
         )
         assert installed.returncode == 0, installed.stderr[-4000:]
@@ -84,7 +86,7 @@ def image_venv() -> Iterator[Path]:
 
 
 def test_the_install_step_yields_openab_from_the_declared_files_and_nothing_else(image_venv: Path) -> None:
-    declared = ["pyproject.toml", "README.md", "core", "gateway", "bridge", "extension"]
+    declared = ["constraints.txt", "pyproject.toml", "README.md", "core", "gateway", "bridge", "extension"]
     assert copied_sources(stages()["build"]) == declared
     version = subprocess.run([str(image_venv / "bin" / "openab"), "--version"], capture_output=True, text=True,
                              timeout=60, cwd="/")
@@ -100,6 +102,41 @@ def test_the_install_step_yields_openab_from_the_declared_files_and_nothing_else
     site = next((image_venv / "lib").glob("python3*/site-packages/openab"))
     shipped = {p.relative_to(site).parts[0] for p in site.iterdir()}
     assert shipped == {"gateway", "core", "bridge", "extension"}, "tests, bench and scripts stay out of the image"
+
+
+def pins() -> dict[str, str]:
+    found: dict[str, str] = {}
+    for line in (ROOT / "constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            name, equals, version = line.partition("==")
+            assert equals and re.fullmatch(r"[\w.+!-]+", version), f"constraints.txt: {line!r} is not an exact pin"
+            found[canonical(name)] = version
+    return found
+
+
+def canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_install_step_installs_only_what_constraints_txt_pins_at_its_version(image_venv: Path) -> None:
+    """The image ships the versions the suite ran on: every distribution in the build stage's venv is pinned."""
+    listed = subprocess.run([str(image_venv / "bin" / "python"), "-m", "pip", "list", "--format=json",
+                             "--disable-pip-version-check"], capture_output=True, text=True, timeout=120, cwd="/")
+    assert listed.returncode == 0, listed.stderr
+    installed = {canonical(d["name"]): d["version"] for d in json.loads(listed.stdout)}
+    installed.pop("openab")
+    for own in ("pip", "setuptools"):  # the venv's installers, from Python's ensurepip
+        installed.pop(own, None)
+    pinned = pins()
+    assert installed and {name: v for name, v in installed.items() if pinned.get(name) != v} == {}
+    # And what this checkout's venv (the suite's) runs on is the same file: bootstrap.sh installs with it.
+    here = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
+                          capture_output=True, text=True, timeout=120)
+    frozen = {canonical(name): version for name, _, version in
+              (line.partition("==") for line in here.stdout.splitlines() if "==" in line)}
+    drifted = {name: (version, pinned.get(name)) for name, version in frozen.items()
+               if name in installed and pinned.get(name) != version}
+    assert drifted == {}, f"the suite's venv runs other versions than the image's: {drifted} (scripts/bootstrap.sh)"
 
 
 @pytest.fixture
@@ -293,6 +330,20 @@ def test_the_image_runs_non_root_under_tini_and_checks_the_configured_port() -> 
     assert copied_sources(runtime) == ["docker/healthcheck.py"]
     assert copied_sources(stages()["agents"]) == ["docker/install-agents.sh"]
     assert "npm" not in runtime and "nodejs" not in runtime, "Node only arrives with an npm agent"
+
+
+def test_the_compose_state_volume_lands_on_a_folder_the_image_made_private_for_its_user() -> None:
+    """An engine mounts a named volume on a folder the image lacks as a new root 0755 folder, which openab
+    refuses; on the image's own folder the volume takes its owner and mode (tests/test_image_container.py runs it)."""
+    runtime = stages()["runtime"]
+    state = re.search(r"OPENAB_STATE_DIR=(\S+)", runtime)
+    assert state is not None
+    compose = yaml.safe_load((DOCKER / "compose.yaml").read_text())
+    targets = [volume.split(":")[1] for volume in compose["services"]["openab"]["volumes"]]
+    assert targets == [state.group(1)]
+    made = re.search(r"install -d -o (\d+) -g (\d+) -m (\d+) ([^\n]*)", runtime)
+    assert made is not None and made.group(1) == made.group(2) == str(IMAGE_UID) and made.group(3) == "0700"
+    assert state.group(1) in made.group(4).split()
 
 
 def test_the_compose_file_publishes_on_loopback_and_stops_slower_than_the_drain() -> None:
