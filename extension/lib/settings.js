@@ -38,6 +38,25 @@ export function checkUrl(url) {
   return `The gateway URL must start with wss:// (or ws:// for localhost), not ${u.protocol}//.`;
 }
 
+/**
+ * The gateway URL and key from the pairing text `openab run` prints, pasted whole: its terminal block or its
+ * one log line ("Gateway URL: wss://host/acp", "Key: <key>", lines or "; "-separated parts). A value counts only
+ * as the single word ending its part, so "Key: not printed (...)" or "Gateway URL: the ingress's wss://
+ * address" fill in nothing, and only a URL and key this panel accepts are taken. Null when there is no usable
+ * URL in the text: it is then an ordinary paste.
+ */
+export function parsePairing(text) {
+  let url = '';
+  let key = '';
+  for (const part of String(text || '').split(/\r?\n|; /)) {
+    const u = /(?:^|\s)Gateway URL:\s*(\S+)\s*$/.exec(part);
+    const k = /(?:^|\s)Key:\s*(\S+)\s*$/.exec(part);
+    if (u && !url && !checkUrl(u[1])) url = u[1];
+    if (k && !key && !checkKey(k[1])) key = k[1];
+  }
+  return url ? { url, key } : null;
+}
+
 export function checkKey(key) {
   if (!key) return '';
   if (!TCHAR.test(key)) {

@@ -1,6 +1,7 @@
 // The side panel is a view over the service worker: it renders state and conversation and sends
 // the user's input back. Page and model text only ever reach the DOM through textContent.
 
+import { parsePairing } from '../lib/settings.js';
 import { TranscriptView } from './render.js';
 
 const $ = (id) => document.getElementById(id);
@@ -261,6 +262,18 @@ $('settings-form').addEventListener('submit', (e) => {
   $('set-key').value = '';
 });
 $('clear-key').addEventListener('click', () => send({ type: 'settings', patch: { clearKey: true } }));
+// The pod's whole pairing text pasted into the URL or key box fills both: a URL field would drop its line
+// breaks and keep the lot. Anything else is pasted as usual.
+for (const id of ['set-url', 'set-key']) {
+  $(id).addEventListener('paste', (e) => {
+    const paired = parsePairing(e.clipboardData?.getData('text/plain'));
+    if (!paired) return;
+    e.preventDefault();
+    $('set-url').value = paired.url;
+    edited.add('set-url');
+    if (paired.key) $('set-key').value = paired.key;
+  });
+}
 $('rule-form').addEventListener('submit', (e) => {
   e.preventDefault();
   send({ type: 'site-rule', origin: $('rule-origin').value, rule: $('rule-kind').value });
