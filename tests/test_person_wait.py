@@ -241,7 +241,7 @@ async def test_a_card_announced_and_never_closed_pauses_only_up_to_the_persons_w
 
 
 async def test_malformed_person_signals_are_ignored_and_pause_nothing() -> None:
-    async with run_gateway(backend=ScriptedAgent(), permission_timeout=3600, **SHORT) as gw, \
+    async with run_gateway(backend=ScriptedAgent(), permission_timeout=1200, **SHORT) as gw, \
             connect_extension(gw.ws_url, gw.token) as ext:
         await ext.initialize()
         session_id = await ext.new_session([])
@@ -254,7 +254,7 @@ async def test_malformed_person_signals_are_ignored_and_pause_nothing() -> None:
 
 
 async def test_another_sockets_card_does_not_pause_this_sockets_turn() -> None:
-    async with run_gateway(backend=ScriptedAgent(), permission_timeout=3600, **SHORT) as gw, \
+    async with run_gateway(backend=ScriptedAgent(), permission_timeout=1200, **SHORT) as gw, \
             connect_extension(gw.ws_url, gw.token) as ext, connect_extension(gw.ws_url, gw.token) as other:
         await ext.initialize()
         await other.initialize()
