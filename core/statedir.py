@@ -21,9 +21,12 @@ from typing import Final
 from .errors import ConfigurationError
 
 __all__ = [
+    "KEYS_DIR",
     "NAMING_SECRET_FILE",
+    "kept_secret_path",
     "load_or_create_secret",
     "make_private_dir",
+    "move_kept_secret",
     "naming_secret",
     "read_private_file",
     "read_secret_file",
@@ -33,6 +36,8 @@ __all__ = [
 ]
 
 NAMING_SECRET_FILE: Final = "session-names.key"  # noqa: S105 (a file name, not a secret)
+# The pod's own secrets live in keys/, a sibling of sessions/ and never above an agent's working folder.
+KEYS_DIR: Final = "keys"
 _MAX_SECRET_FILE: Final = 4096
 # The kubelet's Secret layout takes two links (`key -> ..data/key`, `..data -> ..<timestamp>`); a few more
 # leave room for a hand-made one, and a loop ends here.
@@ -221,18 +226,44 @@ def load_or_create_secret(path: Path, make: Callable[[], str], *, what: str) -> 
     return secret, True
 
 
+def kept_secret_path(state_dir: Path, name: str) -> Path:
+    """Where the pod keeps its secret file ``name``: ``<state dir>/keys/<name>``.
+
+    An agent works in ``<state dir>/sessions/<channel>/work`` as the pod's own uid, so it could read any file
+    of ours it names; what this placement does is keep the secrets out of every folder on its way up, so
+    ``../../../acp.key`` and tools that search parent folders meet none (docs/security.md). An earlier
+    openab kept them in the state dir itself: until :func:`move_kept_secret` has run, that file is named.
+    """
+    path = state_dir / KEYS_DIR / name
+    earlier = state_dir / name
+    return earlier if os.path.lexists(earlier) and not os.path.lexists(path) else path
+
+
+def move_kept_secret(state_dir: Path, name: str) -> Path:
+    """:func:`kept_secret_path`, with a file an earlier openab kept in the state dir moved into ``keys/`` (as it
+    is: a link stays a link, which the reader then refuses)."""
+    path = state_dir / KEYS_DIR / name
+    earlier = state_dir / name
+    if os.path.lexists(earlier) and not os.path.lexists(path):
+        make_private_dir(path.parent)
+        try:
+            os.rename(earlier, path)
+        except OSError as exc:
+            raise unwritable(earlier, exc) from None
+    return path
+
+
 def naming_secret(state_dir: Path) -> bytes:
     """The pod's kept secret for naming its sessions (see :mod:`openab.core.acp.naming`), made on first use."""
-    text, _new = load_or_create_secret(
-        state_dir / NAMING_SECRET_FILE, lambda: secrets.token_hex(32), what="the session naming secret"
-    )
+    path = move_kept_secret(state_dir, NAMING_SECRET_FILE)
+    text, _new = load_or_create_secret(path, lambda: secrets.token_hex(32), what="the session naming secret")
     try:
         secret = bytes.fromhex(text)
     except ValueError:
         secret = b""
     if len(secret) < 16:
         raise ConfigurationError(
-            f"{state_dir / NAMING_SECRET_FILE} does not hold a session naming secret (64 hex digits); remove it "
+            f"{path} does not hold a session naming secret (64 hex digits); remove it "
             "and a new one is made (sessions of the pod's earlier runs then get new working folders)"
         )
     return secret

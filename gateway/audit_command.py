@@ -88,11 +88,11 @@ def _tag_of(session: str, state_dir: Path) -> str:
         return session
     from openab.core.acp.naming import SessionNaming
     from openab.core.errors import ConfigurationError
-    from openab.core.statedir import NAMING_SECRET_FILE, naming_secret
+    from openab.core.statedir import NAMING_SECRET_FILE, kept_secret_path, naming_secret
 
-    if not (state_dir / NAMING_SECRET_FILE).exists():  # never make one here: it would name nothing recorded
+    if not (kept := kept_secret_path(state_dir, NAMING_SECRET_FILE)).exists():  # never make one: it names nothing
         raise ConfigurationError(
-            f"{state_dir / NAMING_SECRET_FILE} is missing, so a session id cannot be turned into its tag; give the "
+            f"{kept} is missing, so a session id cannot be turned into its tag; give the "
             "tag (s-...) as `openab audit` lists it"
         )
     return SessionNaming(naming_secret(state_dir)).tag(session)

@@ -118,7 +118,7 @@ def _check_key(settings: Settings, report: Report) -> str | None:
     from openab.core.addresses import is_loopback
     from openab.core.errors import ConfigurationError
 
-    from .pairing import KEY_FILE, MIN_KEY_CHARS, read_key_file
+    from .pairing import MIN_KEY_CHARS, kept_key_path, read_key_file
 
     if settings.insecure_no_key:
         status: Literal["ok", "warn", "FAIL"] = "warn" if is_loopback(settings.host) else "FAIL"
@@ -130,7 +130,7 @@ def _check_key(settings: Settings, report: Report) -> str | None:
         report.secrets.append(key)
         source = "OPENAB_ACP_AUTH_KEY"
     else:
-        path = settings.token_file or settings.state_dir / KEY_FILE
+        path = settings.token_file or kept_key_path(settings.state_dir)
         if not path.exists():
             if settings.token_file is None:
                 report.add("ok", f"key: none kept yet; `openab run` makes one in {path} on first start")

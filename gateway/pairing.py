@@ -16,14 +16,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from openab.core.errors import ConfigurationError
-from openab.core.statedir import load_or_create_secret, make_private_dir, read_secret_file
+from openab.core.statedir import (
+    kept_secret_path,
+    load_or_create_secret,
+    make_private_dir,
+    move_kept_secret,
+    read_secret_file,
+)
 
 if TYPE_CHECKING:
     from openab.core.settings import Settings
 
 __all__ = [
-    "KEY_FILE", "MIN_KEY_CHARS", "KeptKey", "gateway_url", "load_or_create_key", "make_private_dir", "pairing_lines",
-    "read_key_file",
+    "KEY_FILE", "MIN_KEY_CHARS", "KeptKey", "gateway_url", "kept_key_path", "load_or_create_key", "make_private_dir",
+    "pairing_lines", "read_key_file",
 ]
 
 KEY_FILE = "acp.key"
@@ -45,9 +51,14 @@ def read_key_file(path: Path) -> str:
     return _strong(path, read_secret_file(path, what="the key file"))
 
 
+def kept_key_path(state_dir: Path) -> Path:
+    """Where the pod keeps the key it made: ``<state dir>/keys/acp.key`` (see ``kept_secret_path``)."""
+    return kept_secret_path(state_dir, KEY_FILE)
+
+
 def load_or_create_key(state_dir: Path) -> tuple[str, bool]:
     """The pod's kept key, made now (256 bits) if there is none; returns it and whether it is new."""
-    path = state_dir / KEY_FILE
+    path = move_kept_secret(state_dir, KEY_FILE)
     key, new = load_or_create_secret(path, lambda: secrets.token_urlsafe(32), what="the key file")
     return _strong(path, key), new
 

@@ -264,7 +264,7 @@ def resolve_key(settings: Settings) -> KeptKey | None:
 
     from openab.core.errors import ConfigurationError
 
-    from .pairing import KEY_FILE, KeptKey, load_or_create_key, make_private_dir, read_key_file
+    from .pairing import KeptKey, kept_key_path, load_or_create_key, make_private_dir, read_key_file
 
     if settings.insecure_no_key:
         if settings.token is not None or settings.token_file is not None:
@@ -278,7 +278,7 @@ def resolve_key(settings: Settings) -> KeptKey | None:
         return None
     key, new = load_or_create_key(settings.state_dir)
     settings.token = SecretStr(key)
-    return KeptKey(settings.state_dir / KEY_FILE, new)
+    return KeptKey(kept_key_path(settings.state_dir), new)
 
 
 async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -> int:

@@ -22,7 +22,7 @@ from openab.core.acp.naming import CHANNEL_PATTERN, SessionNaming
 from openab.core.acp.schema import new_session_id
 from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
-from openab.core.statedir import NAMING_SECRET_FILE, naming_secret, session_workdir
+from openab.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
 from openab.gateway.pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
@@ -74,7 +74,7 @@ async def test_openab_run_without_a_key_makes_one_keeps_it_0600_and_pairs_with_i
     state = tmp_path / "state"
     process, lines = await _start("--state-dir", str(state), "--log-level", "debug", env=_env_without_key())
     try:
-        key_file = state / KEY_FILE
+        key_file = state / KEYS_DIR / KEY_FILE
         key = key_file.read_text().strip()
         assert len(key) >= 43, "256 bits"
         assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
@@ -98,7 +98,7 @@ async def test_openab_run_without_a_key_makes_one_keeps_it_0600_and_pairs_with_i
     # A restarted pod pairs with the same panel: the same key.
     again, _ = await _start("--state-dir", str(state), env=_env_without_key())
     await _stop(again)
-    assert (state / KEY_FILE).read_text().strip() == key
+    assert (state / KEYS_DIR / KEY_FILE).read_text().strip() == key
 
 
 async def test_a_key_on_the_command_line_is_refused_and_a_key_file_is_read(tmp_path: Path) -> None:
@@ -163,25 +163,55 @@ def test_the_state_dir_is_made_0700_and_a_loose_one_is_refused_not_changed(tmp_p
 
 def test_a_planted_key_file_is_not_trusted(tmp_path: Path) -> None:
     state = make_private_dir(tmp_path / "state")
+    make_private_dir(state / KEYS_DIR)
     target = tmp_path / "elsewhere"
     target.write_text(secrets.token_hex(32))
     target.chmod(0o600)
-    (state / KEY_FILE).symlink_to(target)
+    (state / KEYS_DIR / KEY_FILE).symlink_to(target)
     with pytest.raises(ConfigurationError, match="symbolic link"):
         load_or_create_key(state)
-    (state / KEY_FILE).unlink()
-    (state / KEY_FILE).write_text(secrets.token_hex(32))
-    os.chown(state / KEY_FILE, 65534, 65534)  # another user's file in our folder
-    (state / KEY_FILE).chmod(0o600)
+    (state / KEYS_DIR / KEY_FILE).unlink()
+    (state / KEYS_DIR / KEY_FILE).write_text(secrets.token_hex(32))
+    os.chown(state / KEYS_DIR / KEY_FILE, 65534, 65534)  # another user's file in our folder
+    (state / KEYS_DIR / KEY_FILE).chmod(0o600)
     with pytest.raises(ConfigurationError, match="belongs to uid 65534"):
-        read_key_file(state / KEY_FILE)
+        read_key_file(state / KEYS_DIR / KEY_FILE)
+
+
+def test_no_walk_up_from_a_sessions_working_folder_meets_a_secret(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    key, _ = load_or_create_key(state)
+    workdir = session_workdir(state, SessionNaming(naming_secret(state)).channel(new_session_id()), create=True)
+    secrets_kept = {KEY_FILE: key, NAMING_SECRET_FILE: (state / KEYS_DIR / NAMING_SECRET_FILE).read_text()}
+    # What an agent in its working folder tries: ../NAME at every depth, and every file in every folder above it.
+    for depth in range(len(workdir.parts)):
+        folder = workdir.joinpath(*[".."] * depth)
+        for name in secrets_kept:
+            assert not (folder / name).exists(), f"{'../' * depth}{name} reaches a secret"
+        for entry in folder.iterdir():
+            if entry.is_file() and entry.stat().st_size < 1 << 20:
+                text = entry.read_bytes()
+                assert not any(secret.strip().encode() in text for secret in secrets_kept.values()), entry
+    assert (state / KEYS_DIR) not in workdir.parents, "the secrets' folder is above no working folder"
+
+
+def test_secrets_an_earlier_openab_kept_in_the_state_dir_move_into_keys(tmp_path: Path) -> None:
+    state = make_private_dir(tmp_path / "state")
+    key, naming = secrets.token_urlsafe(32), "ab" * 32
+    for name, text in ((KEY_FILE, key), (NAMING_SECRET_FILE, naming)):
+        (state / name).write_text(text + "\n")
+        (state / name).chmod(0o600)
+    assert load_or_create_key(state) == (key, False), "the same key: the panel stays paired"
+    assert naming_secret(state) == bytes.fromhex(naming), "the same names: sessions keep their folders"
+    assert sorted(p.name for p in state.iterdir()) == [KEYS_DIR]
+    assert stat.S_IMODE((state / KEYS_DIR).stat().st_mode) == 0o700
 
 
 def test_session_names_reveal_no_id_and_are_stable_across_restarts_of_one_pod(tmp_path: Path) -> None:
     state = tmp_path / "state"
     session_id = new_session_id()
     first = SessionNaming(naming_secret(state))
-    assert stat.S_IMODE((state / NAMING_SECRET_FILE).stat().st_mode) == 0o600
+    assert stat.S_IMODE((state / KEYS_DIR / NAMING_SECRET_FILE).stat().st_mode) == 0o600
     channel = first.channel(session_id)
     assert CHANNEL_PATTERN.fullmatch(channel)
     uuid_hex = session_id.removeprefix("sess_").replace("-", "")
@@ -196,15 +226,16 @@ def test_session_names_reveal_no_id_and_are_stable_across_restarts_of_one_pod(tm
 
 def test_a_planted_naming_secret_is_not_trusted_and_an_old_loose_sessions_dir_is_tightened(tmp_path: Path) -> None:
     state = make_private_dir(tmp_path / "state")
+    make_private_dir(state / KEYS_DIR)
     chosen = tmp_path / "chosen"
     chosen.write_text("00" * 32)  # an attacker's secret would let them compute every session's folder
     chosen.chmod(0o600)
-    (state / NAMING_SECRET_FILE).symlink_to(chosen)
+    (state / KEYS_DIR / NAMING_SECRET_FILE).symlink_to(chosen)
     with pytest.raises(ConfigurationError, match="symbolic link"):
         naming_secret(state)
-    (state / NAMING_SECRET_FILE).unlink()
-    (state / NAMING_SECRET_FILE).write_text("not hex")
-    (state / NAMING_SECRET_FILE).chmod(0o600)
+    (state / KEYS_DIR / NAMING_SECRET_FILE).unlink()
+    (state / KEYS_DIR / NAMING_SECRET_FILE).write_text("not hex")
+    (state / KEYS_DIR / NAMING_SECRET_FILE).chmod(0o600)
     with pytest.raises(ConfigurationError, match="64 hex digits"):
         naming_secret(state)
     # Earlier openab made sessions/ with the umask's mode: it is ours, inside our 0700 state dir, so tightened.

@@ -24,7 +24,7 @@ from test_log_format import free_port
 from test_tls import Ca
 
 from openab.core.settings import Settings
-from openab.gateway.pairing import INGRESS_URL, KEY_FILE, gateway_url
+from openab.gateway.pairing import INGRESS_URL, gateway_url, kept_key_path
 
 OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
 
@@ -70,20 +70,20 @@ def start_output(*args: str, env: dict[str, str], terminal: bool) -> str:
 def test_the_key_is_shown_once_to_a_terminal_and_never_to_a_log(state: Path, log_format: str) -> None:
     args = ("--port", str(free_port()), "--state-dir", str(state), "--log-format", log_format)
     made = start_output(*args, env=_env(), terminal=True)
-    key = (state / KEY_FILE).read_text().strip()
+    key = kept_key_path(state).read_text().strip()
     assert f"Key:         {key}" in made and made.count(key) == 1, "the start that made it shows it, once"
     assert f"Gateway URL: ws://127.0.0.1:{args[1]}/acp" in made
 
     again = start_output(*args, env=_env(), terminal=True)
     assert key not in again, "a later start does not show the key again"
-    assert f"read it from {state / KEY_FILE}" in again and "made at an earlier start" in again
+    assert f"read it from {kept_key_path(state)}" in again and "made at an earlier start" in again
 
     fresh = state.parent / "fresh"
     args = ("--port", str(free_port()), "--state-dir", str(fresh), "--log-format", log_format)
     logged = start_output(*args, env=_env(), terminal=False)
-    fresh_key = (fresh / KEY_FILE).read_text().strip()
+    fresh_key = kept_key_path(fresh).read_text().strip()
     assert fresh_key not in logged, "stderr that is no terminal is a log: the key stays out of it"
-    assert f"read it from {fresh / KEY_FILE}" in logged and "stderr is not a terminal" in logged
+    assert f"read it from {kept_key_path(fresh)}" in logged and "stderr is not a terminal" in logged
     if log_format == "json":
         records = [json.loads(line) for line in logged.splitlines() if line.strip()]  # no raw block among them
         assert any(r["message"].startswith("pair the side panel: Gateway URL: ws://127.0.0.1:") for r in records)

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
 
+from openab.gateway.pairing import kept_key_path
+
 from .harness import open_panel, playwright_browser, stage_extension
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +55,7 @@ def terminal_pod() -> Iterator[tuple[str, str]]:
                 chunk = os.read(reader, 65536)
                 assert chunk, "openab run exited while starting:\n" + shown.decode()
                 shown += chunk
-        yield shown.decode().replace("\r\n", "\n"), (root / "state" / "acp.key").read_text().strip()
+        yield shown.decode().replace("\r\n", "\n"), kept_key_path(root / "state").read_text().strip()
     finally:
         process.terminate()
         process.wait(timeout=30)
