@@ -13,6 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
+from .addresses import LOOPBACK_NAMES
 from .agents.names import canonical_agent
 from .errors import ConfigurationError
 
@@ -208,7 +209,7 @@ class Settings(BaseModel):
             url = url._replace(netloc="")
         if url.scheme == "https" and url.path in ("", "/"):
             url = url._replace(scheme="wss", path="/acp")
-        loopback = url.hostname in ("localhost", "127.0.0.1", "::1")
+        loopback = url.hostname in LOOPBACK_NAMES
         if (url.scheme not in ("wss", "ws") or (url.scheme == "ws" and not loopback) or not url.hostname
                 or url.username is not None or url.query or url.fragment or not url.path.endswith("/acp")):
             raise ConfigurationError(

@@ -9,12 +9,12 @@ text says where the key is kept instead. The URL it names is the one the person 
 
 from __future__ import annotations
 
-import ipaddress
 import secrets
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
 from openab.core.statedir import (
     kept_secret_path,
@@ -88,7 +88,7 @@ def gateway_url(settings: Settings) -> tuple[str | None, str]:
     if wildcard:  # --insecure-no-tls: a container's port published on the person's own loopback
         return (f"ws://127.0.0.1:{settings.port}/acp",
                 "where this port is published on the person's loopback; the panel takes ws:// there only")
-    note = "" if _loopback(settings.host) else (
+    note = "" if is_loopback(settings.host) else (
         "the panel takes ws:// on loopback only: reach this port through a loopback tunnel, or serve TLS")
     return f"ws://{_url_host(settings.host)}:{settings.port}/acp", note
 
@@ -114,15 +114,6 @@ def pairing_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool) -
     else:
         lines.append("Key:         the one in OPENAB_ACP_AUTH_KEY")
     return lines
-
-
-def _loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def _url_host(host: str) -> str:

@@ -13,8 +13,6 @@ import secrets
 import shutil
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,17 +20,6 @@ from test_key_files import as_uid
 
 OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
 NO_PASSWD_UID = 4242
-
-
-@pytest.fixture
-def root() -> Iterator[Path]:
-    """A temporary folder any uid can pass through."""
-    path = Path(tempfile.mkdtemp(prefix="oab-home-"))
-    os.chmod(path, 0o711)
-    try:
-        yield path
-    finally:
-        shutil.rmtree(path, ignore_errors=True)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -47,11 +34,11 @@ def _refused_in_one_line(argv: list[str], env: dict[str, str], *, says: str) -> 
     assert says in done.stderr and "OPENAB_STATE_DIR" in done.stderr, done.stderr
 
 
-def test_a_read_only_home_says_what_to_mount(root: Path) -> None:
+def test_a_read_only_home_says_what_to_mount(tmp_path: Path) -> None:
     if shutil.which("unshare") is None or subprocess.run(
             ["unshare", "-m", "true"], capture_output=True, timeout=30, check=False).returncode != 0:
         pytest.skip("needs a private mount namespace (unshare -m)")
-    home = root / "home"
+    home = tmp_path / "home"
     home.mkdir()
     read_only = ["unshare", "-m", "sh", "-c",
                  'mount --bind "$0" "$0" && mount -o remount,ro,bind "$0" && exec "$@"', str(home)]
@@ -60,18 +47,18 @@ def test_a_read_only_home_says_what_to_mount(root: Path) -> None:
                               f"key and sessions there; mount a writable volume on HOME ({home})")
     # An explicit state dir on the read-only root is named itself.
     _refused_in_one_line([*read_only, *OPENAB, "run", "--port", "0", "--state-dir", str(home / "state")],
-                         _env(HOME=str(root / "elsewhere")), says=f"mount a writable volume on {home / 'state'}")
+                         _env(HOME=str(tmp_path / "elsewhere")), says=f"mount a writable volume on {home / 'state'}")
 
 
-def test_a_home_that_is_a_file_says_what_to_mount(root: Path) -> None:
-    home = root / "home"
+def test_a_home_that_is_a_file_says_what_to_mount(tmp_path: Path) -> None:
+    home = tmp_path / "home"
     home.write_text("")
     _refused_in_one_line([*OPENAB, "run", "--port", "0"], _env(HOME=str(home)),
                          says=f"(Not a directory): the pod keeps its key and sessions there; mount a writable "
                               f"volume on HOME ({home})")
 
 
-def test_no_home_and_no_passwd_entry_says_what_to_set(root: Path) -> None:
+def test_no_home_and_no_passwd_entry_says_what_to_set() -> None:
     if os.geteuid() != 0:
         pytest.skip("runs openab as another uid")
     openab = as_uid(NO_PASSWD_UID)
