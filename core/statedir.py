@@ -177,7 +177,10 @@ def read_secret_file(path: Path, *, what: str = "the key file") -> str:
                 fds.append(os.open(part, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                                    dir_fd=fds[-1]))
             except OSError as exc:  # ELOOP: swapped for a link since the stat
-                raise refuse(f"cannot be read: {exc.strerror or exc}") from None
+                # The kubelet makes a Secret's files root's: this uid reads them through the pod's fsGroup.
+                hint = (" (a Kubernetes Secret volume is readable by the pod's uid only with "
+                        "securityContext.fsGroup set)" if exc.errno == errno.EACCES and st.st_uid == 0 else "")
+                raise refuse(f"cannot be read: {exc.strerror or exc}{hint}") from None
             st = os.fstat(fds[-1])
             if not stat.S_ISREG(st.st_mode):
                 raise refuse("is not a regular file")

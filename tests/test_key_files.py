@@ -138,6 +138,14 @@ async def test_openab_run_as_the_pods_uid_serves_with_the_key_from_a_secret_volu
         async with asyncio.timeout(30):
             await process.wait()
 
+    # Without the pod's fsGroup the kubelet leaves the file root's alone: one line says what to set.
+    os.chown(volume / TIMESTAMPED / "key", 0, 0)
+    unreadable = await asyncio.create_subprocess_exec(*argv, env=env, cwd=traversable, stdout=subprocess.DEVNULL,
+                                                      stderr=subprocess.PIPE)
+    async with asyncio.timeout(60):
+        _, err = await unreadable.communicate()
+    assert unreadable.returncode == 2 and "fsGroup" in err.decode() and "Traceback" not in err.decode(), err
+
     # The same uid, a file in the volume that another uid owns: one line, exit 2.
     (volume / TIMESTAMPED / "key").unlink()
     (volume / TIMESTAMPED / "key").write_text(key)
