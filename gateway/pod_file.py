@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -113,15 +114,18 @@ def read_pod_file(state_dir: Path) -> RunningPod | None:
 class AnnouncedServer(DrainingServer):
     """The pod's server, which writes ``pod.json`` once it listens and removes it when it stops."""
 
-    def __init__(self, config: uvicorn.Config, *, drain: Any, state_dir: Path, tls: bool) -> None:
+    def __init__(self, config: uvicorn.Config, *, drain: Any, state_dir: Path, tls: bool,
+                 listening: Callable[[int], None] | None = None) -> None:
         super().__init__(config, drain=drain)
-        self._state_dir, self._tls = state_dir, tls
+        self._state_dir, self._tls, self._listening = state_dir, tls, listening
 
     async def startup(self, sockets: list[Any] | None = None) -> None:
         await super().startup(sockets)
         if self.should_exit or not self.servers:  # uvicorn could not listen: nothing to announce
             return
         bound = self.servers[0].sockets[0].getsockname()
+        if self._listening is not None:  # the pairing text names the port bound, also with --port 0
+            self._listening(int(bound[1]))
         try:
             write_pod_file(self._state_dir, host=str(bound[0]), port=int(bound[1]), tls=self._tls)
         except OSError as exc:  # the pod serves all the same; doctor then needs --url

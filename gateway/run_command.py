@@ -230,8 +230,7 @@ def _run(args: argparse.Namespace) -> int:
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
-    _announce_pairing(settings, kept_key)
-    return asyncio.run(_serve(pod, app, args.log_level, tls))
+    return asyncio.run(_serve(pod, app, args.log_level, tls, kept_key))
 
 
 def _announce_pairing(settings: Settings, kept: KeptKey | None) -> None:
@@ -281,7 +280,7 @@ def resolve_key(settings: Settings) -> KeptKey | None:
     return KeptKey(kept_key_path(settings.state_dir), new)
 
 
-async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -> int:
+async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, kept_key: KeptKey | None) -> int:
     import asyncio
     import logging
     import signal
@@ -312,7 +311,12 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None) -
     )
     try:
         # pod.json tells `openab doctor` where this pod listens (the real port, with --port 0 too).
-        await AnnouncedServer(config, drain=drainer(app), state_dir=settings.state_dir, tls=tls is not None).serve()
+        # The pairing text once the pod listens: it names the port bound, and the pod is there to be dialled.
+        def listening(port: int) -> None:
+            _announce_pairing(settings.model_copy(update={"port": port}), kept_key)
+
+        await AnnouncedServer(config, drain=drainer(app), state_dir=settings.state_dir, tls=tls is not None,
+                              listening=listening).serve()
     except OSError as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1

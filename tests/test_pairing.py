@@ -155,3 +155,13 @@ def test_a_public_url_is_taken_as_the_panel_dials_it(given: str, taken: str) -> 
 def test_a_public_url_the_panel_cannot_dial_is_refused_with_what_to_give(given: str) -> None:
     with pytest.raises(ValidationError, match="ending /acp"):
         Settings(public_url=given)
+
+
+def test_the_pairing_names_the_port_the_pod_bound_when_told_port_0(tmp_path: Path) -> None:
+    served = start_output("--port", "0", "--state-dir", str(tmp_path / "state"),
+                          env=_env(OPENAB_ACP_AUTH_KEY=secrets.token_hex(32)), terminal=False)
+    named = [line for line in served.splitlines() if "Gateway URL: ws://127.0.0.1:" in line]
+    assert named, served
+    port = int(named[0].split("Gateway URL: ws://127.0.0.1:")[1].split("/acp")[0])
+    assert port != 0, "the URL names a port the panel can dial"
+    assert f"127.0.0.1:{port}" in served.split("Gateway URL")[0], "the one uvicorn says it listens on"
