@@ -124,13 +124,18 @@ class AnnouncedServer(DrainingServer):
         if self.should_exit or not self.servers:  # uvicorn could not listen: nothing to announce
             return
         bound = self.servers[0].sockets[0].getsockname()
-        if self._listening is not None:  # the pairing text names the port bound, also with --port 0
-            self._listening(int(bound[1]))
         try:
             write_pod_file(self._state_dir, host=str(bound[0]), port=int(bound[1]), tls=self._tls)
         except OSError as exc:  # the pod serves all the same; doctor then needs --url
             logging.getLogger("openab.run").warning("could not write %s: %s", self._state_dir / POD_FILE,
                                                     exc.strerror or exc)
+
+    def _log_started_message(self, listeners: Any) -> None:
+        # Just before uvicorn's start line, which is what scripts wait for: the port is bound by now, so the
+        # pairing text names the real one (also with --port 0), and it comes only from a pod that listens.
+        if self._listening is not None and listeners:
+            self._listening(int(listeners[0].getsockname()[1]))
+        super()._log_started_message(listeners)
 
     async def serve(self, sockets: list[Any] | None = None) -> None:
         try:

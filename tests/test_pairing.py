@@ -164,4 +164,4 @@ def test_the_pairing_names_the_port_the_pod_bound_when_told_port_0(tmp_path: Pat
     assert named, served
     port = int(named[0].split("Gateway URL: ws://127.0.0.1:")[1].split("/acp")[0])
     assert port != 0, "the URL names a port the panel can dial"
-    assert f"127.0.0.1:{port}" in served.split("Gateway URL")[0], "the one uvicorn says it listens on"
+    assert f"127.0.0.1:{port}" in served.split("Gateway URL")[1], "the one uvicorn says it listens on"
