@@ -20,7 +20,14 @@ from typing import Any
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ClosedSockets", "HeadTimedHttp"]
+__all__ = ["ACCEPT_BURST", "ClosedSockets", "HeadTimedHttp"]
+
+# asyncio accepts as many sockets in one go as the listen backlog it is given (uvicorn's default: 2,048) before
+# any of them reaches a protocol that could refuse it, and a refused one's file is closed loops later. A flood
+# then holds a burst's worth of files no cap has looked at: a few bursts of this size stay inside the files a
+# listener keeps in reserve, where 2,048 at once ran a 1,024-file pod out of them ("accept() out of system
+# resource").
+ACCEPT_BURST = 64
 
 
 class ClosedSockets:

@@ -37,7 +37,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
-from openab.core.sockets import ClosedSockets, HeadTimedHttp
+from openab.core.sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
 
 from .logs import json_logging
 
@@ -413,6 +413,7 @@ def uvicorn_config(
         proxy_headers=bool(proxies),
         forwarded_allow_ips=list(proxies or []),
         server_header=False,
+        backlog=ACCEPT_BURST,
     )
 
 

@@ -520,7 +520,18 @@ async def test_silent_tls_sockets_from_one_address_cannot_use_up_a_1024_file_lim
     async with openab_run(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), open_files=1024,
                           env={"OPENAB_HANDSHAKE_TIMEOUT": "120"}) as pod:
         port = int(pod.url.rsplit(":", 1)[1])
-        flood = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)) for _ in range(1100)]
+        # The flood lands while the pod is busy (stopped here), so the kernel queues all it can for one accept: a
+        # pod that accepted its whole queue at once held 1,100 files before any was refused.
+        os.kill(pod.process.pid, signal.SIGSTOP)
+        try:
+            dials = [asyncio.ensure_future(asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)))
+                     for _ in range(1100)]
+            queued, _ = await asyncio.wait(dials, timeout=2)
+        finally:
+            os.kill(pod.process.pid, signal.SIGCONT)
+        assert queued, "the kernel queued none of the flood while the pod was stopped"
+        async with asyncio.timeout(120):  # the rest retry their SYN until the pod has drained its queue
+            flood = await asyncio.gather(*dials)
         try:
             # Past that address's 256 each is closed at accept: the pod keeps its files, and the person gets in.
             await pod.wait_for_log(r"over the cap of 256 connections per address")

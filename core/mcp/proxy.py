@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 from ..acp.sessions import Session, SessionStore
 from ..addresses import is_loopback
 from ..jsonrpc import JsonObject
-from ..sockets import ClosedSockets, HeadTimedHttp
+from ..sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
 from ..tunnel.registry import TunnelRegistry
 from .access import BrowserEndpoint, HttpEndpoint
 from .audit import AuditLog
@@ -274,7 +274,7 @@ class BrowserProxy:
         sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
         try:
             sock.bind((self.host, 0))
-            sock.listen(64)
+            sock.listen(ACCEPT_BURST)
         except OSError:
             sock.close()
             raise
@@ -287,7 +287,7 @@ class BrowserProxy:
         config = uvicorn.Config(
             app, http=http, lifespan="off", ws="none", log_config=None, access_log=False, server_header=False,
             proxy_headers=False, timeout_graceful_shutdown=int(self.shutdown_timeout),
-            timeout_keep_alive=self.keep_alive_timeout,
+            timeout_keep_alive=self.keep_alive_timeout, backlog=ACCEPT_BURST,
         )
         config.load()
         server = uvicorn.Server(config)
