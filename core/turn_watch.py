@@ -115,6 +115,17 @@ class TurnWatch:
             return min(min(self._asks.values()), now + quiet.limit)
         return max(quiet.since, self._resumed) + quiet.limit
 
+    def runs_out(self, clock: Clock, now: float) -> float:
+        """When ``clock`` runs out if no event comes after ``now``: every ask left ends at its bound, and the
+        clock then has its whole limit. Unlike :meth:`deadline` it is a final answer until the next event, for
+        a deadline someone else enforces (the tunnel's JSON-RPC request); an answer can bring it sooner."""
+        quiet = self._clocks.get(clock)
+        if quiet is None:
+            return math.inf
+        self._settle(now)
+        resumed = max(self._resumed, *self._asks.values()) if self._asks else self._resumed
+        return max(quiet.since, resumed) + quiet.limit
+
     def _settle(self, now: float) -> None:
         """Asks past their bound stop pausing, as if answered at their bound."""
         ended = [key for key, bound in self._asks.items() if bound <= now]

@@ -134,6 +134,17 @@ def test_late_answers_for_abandoned_or_unknown_ids_are_dropped() -> None:
     assert [m for m in sent(peer) if "method" not in m] == []  # never answers a response
 
 
+def test_a_pending_requests_deadline_can_move_later_or_sooner() -> None:
+    peer = Peer()
+    call = peer.send_request("mcp/message", deadline=5.0)
+    assert peer.set_deadline(call, 300.0)  # a person is asked: the call's clock stops
+    assert peer.expire(5.0) == [] and peer.next_deadline() == 300.0
+    assert peer.set_deadline(call, 7.0)  # answered: one whole limit from then
+    assert [f.id for f in peer.expire(7.0)] == [call]
+    assert not peer.set_deadline(call, 9.0), "no longer pending"
+    assert peer.next_deadline() is None
+
+
 def test_deadlines_expire_on_the_callers_clock() -> None:
     peer = Peer()
     slow = peer.send_request("tools/call", deadline=10.0)

@@ -200,6 +200,27 @@ async def stuck_click(_arguments: dict[str, Any]) -> dict[str, Any]:
     raise AssertionError("unreachable")
 
 
+async def test_once_the_card_is_answered_a_call_that_never_comes_back_times_out_one_limit_later() -> None:
+    async def answered_then_stuck(_arguments: dict[str, Any]) -> dict[str, Any]:
+        await ext.notify("_openab/person", {"asking": True})
+        await asyncio.sleep(PERSON_TAKES)
+        await ext.notify("_openab/person", {"asking": False})
+        return await stuck_click(_arguments)
+
+    agent = ScriptedAgent()
+    # A person's wait far past the prompt's 30 s: the answer, not the wait's bound, must restart the call's clock.
+    async with run_gateway(backend=agent, tunnel_timeout=0.3, permission_timeout=600, **SHORT) as gw, \
+            connect_extension(gw.ws_url, gw.token) as ext:
+        agent.scripts["click"] = click_script(gw.pod.tunnels)
+        ext.add_tool("browser_click", answered_then_stuck)
+        await ext.initialize()
+        session_id = await ext.new_session([BROWSER])
+        await gw.pod.tunnels.wait_attached(session_id, timeout=10)
+        result, words = await prompt_text(ext, session_id, "click Sign in")
+        assert result == {"stopReason": "end_turn"}
+        assert words.startswith("clicking\nthe call failed: tools/call timed out after 0.3 s"), words
+
+
 async def test_a_guard_card_stops_the_agents_silence_watchdog_too(tmp_path: Path) -> None:
     # The built-in agent clicks through the pod's proxy, as a CLI would, and says nothing on its stdio meanwhile:
     # only the card's pause keeps the silence watchdog (the one short timer here) from stopping it.

@@ -27,7 +27,7 @@ from websockets.asyncio.client import ClientConnection
 
 from openab.bridge.framing import READY_METHOD
 from openab.bridge.relay_loop import run_relay
-from openab.core.jsonrpc import Later, Notification, Request, RpcConnection
+from openab.core.jsonrpc import Later, Notification, Request, RequestTimeout, RpcConnection
 from openab.core.jsonrpc.protocol import MAX_DEPTH, Peer
 from openab.core.mcp.access import HttpEndpoint
 from openab.core.mcp.proxy import BrowserProxy
@@ -266,6 +266,30 @@ class Stalling:
 
     def handle_notification(self, notification: Notification) -> None:
         return None
+
+
+async def test_a_request_given_less_time_while_nothing_else_happens_times_out_then() -> None:
+    # The tunnel gives a call its whole timeout again when the person answers a card: a deadline moved sooner
+    # must wake the connection's loop, which was asleep until the old one, on a socket where nothing else moves.
+    wrote = asyncio.Event()
+
+    async def send(_message: bytes) -> None:
+        wrote.set()
+
+    connection = RpcConnection(Stalling(), name="quiet")
+    writer = asyncio.create_task(connection.run(send))
+    sent: list[int] = []
+    call = asyncio.create_task(connection.request("mcp/message", {}, timeout=600, sent=sent.append))
+    try:
+        async with asyncio.timeout(BOUND):
+            await wrote.wait()  # written, and the loop back asleep until 600 s from now
+            connection.set_timeout(sent[0], 0.2)
+            with pytest.raises(RequestTimeout):
+                await call
+    finally:
+        call.cancel()
+        connection.close("test over")
+        await writer
 
 
 async def test_a_flood_over_the_open_request_bound_is_refused_at_once_and_the_rest_complete() -> None:

@@ -111,6 +111,26 @@ def runs_out_at(watch: TurnWatch, clock: Clock, now: float) -> float:
     raise AssertionError("the clock never ran out")
 
 
+@given(st.lists(st.tuples(st.sampled_from(["idle", "ask", "answer"]), st.floats(0, 50), st.sampled_from("ab"),
+                          st.floats(0.5, 100)), max_size=30))
+def test_runs_out_is_when_the_clock_runs_out_if_nothing_else_happens(
+    script: list[tuple[str, float, str, float]],
+) -> None:
+    # What the tunnel hands the JSON-RPC request as its deadline, moved at each ask and answer.
+    watch = watch_at(idle=20.0)
+    now = 0.0
+    for kind, step, key, up_to in script:
+        now += step
+        if kind == "idle":
+            watch.active(IDLE, now)
+        elif kind == "ask":
+            watch.asking(key, now, up_to=up_to)
+        else:
+            watch.answered(key, now)
+        assert watch.runs_out(IDLE, now) == pytest.approx(runs_out_at(watch, IDLE, now))
+    assert watch.runs_out(SILENCE, now) == math.inf  # not armed
+
+
 events = st.lists(st.tuples(st.sampled_from(["idle", "silence", "ask", "answer"]), st.floats(0, 50),
                             st.sampled_from("ab"), st.floats(0.5, 100)), max_size=30)
 

@@ -237,6 +237,11 @@ class RpcConnection:
             # Cancelled by our caller: stop waiting so a late answer is dropped.
             self._peer.abandon(request_id)
 
+    def set_timeout(self, request_id: int, timeout: float) -> None:
+        """Give a request in flight ``timeout`` seconds from now instead of what it had left."""
+        if self._peer.set_deadline(request_id, self._clock() + timeout):
+            self._wakeup.set()  # the run loop sleeps until the soonest deadline: it may be sooner now
+
     def notify(self, method: str, params: Any = None) -> None:
         if self.closed:
             return

@@ -564,6 +564,15 @@ class Peer:
         """Stop waiting for an answer; a late one is then dropped. Returns whether it was pending."""
         return self._pending.pop(request_id, None) is not None
 
+    def set_deadline(self, request_id: int, deadline: float | None) -> bool:
+        """Move a pending request's deadline (a clock that stopped while a person was asked, or started again).
+        Returns whether it was pending."""
+        pending = self._pending.get(request_id)
+        if pending is None:
+            return False
+        pending.deadline = deadline
+        return True
+
     def expire(self, now: float) -> list[RequestFailed]:
         """Fail every pending request whose deadline has passed."""
         expired = [

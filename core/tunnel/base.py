@@ -30,8 +30,6 @@ Form = Literal["connection", "stateless"]
 
 # A bound on tools/list pages: a server that cycles its cursor must not keep us asking forever.
 _MAX_TOOL_PAGES = 100
-# However often a panel says a person is asked, no call waits longer than its timeout and this in all.
-_MAX_PERSON_WAIT = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,8 +101,9 @@ class Tunnel(abc.ABC):
     closed: bool = field(default=False, init=False)
     _disconnected: bool = field(default=False, init=False, repr=False)
     _progress: dict[Any, ProgressCallback] = field(default_factory=dict, init=False, repr=False)
-    # The clock of each call in flight, and until when a card the panel announced pauses a call that starts now.
-    _calls: set[TurnWatch] = field(default_factory=set, init=False, repr=False)
+    # The clock of each call in flight with its wire id once sent, and until when a card the panel announced
+    # pauses a call that starts now.
+    _calls: dict[TurnWatch, list[int]] = field(default_factory=dict, init=False, repr=False)
     _person_until: float = field(default=0.0, init=False, repr=False)
 
     @property
@@ -168,21 +167,11 @@ class Tunnel(abc.ABC):
         watch.arm(CALL, timeout, now)
         if self._person_until > now:
             watch.asking(PERSON, now, up_to=self._person_until - now)
-        self._calls.add(watch)
-        # The connection's own deadline is only a backstop: the watch's, which stops while a person is asked,
-        # is the call's timeout.
-        answer = asyncio.ensure_future(self.conn.request("mcp/message", envelope, timeout=timeout + _MAX_PERSON_WAIT,
-                                                         sent=outer_id.append))
+        # The request's deadline is the watch's: person_asked moves it while a card waits for the person.
+        self._calls[watch] = outer_id
         try:
-            while not answer.done():
-                now = time.monotonic()
-                if watch.expired(CALL, now):
-                    answer.cancel()
-                    if outer_id:
-                        self._withdraw_timed_out(outer_id[0])
-                    raise self._error(f"{method} timed out after {timeout:g} s", TunnelFailure.TIMED_OUT)
-                await asyncio.wait({answer}, timeout=watch.deadline(CALL, now) - now)
-            return answer.result()
+            return await self.conn.request("mcp/message", envelope, timeout=watch.runs_out(CALL, now) - now,
+                                           sent=outer_id.append)
         except RequestTimeout as exc:
             self._withdraw_timed_out(exc.request_id)
             raise self._error(f"{method} timed out after {timeout:g} s", TunnelFailure.TIMED_OUT) from None
@@ -190,14 +179,11 @@ class Tunnel(abc.ABC):
             raise self._error(f"browser disconnected: {exc}", TunnelFailure.DISCONNECTED) from None
         except asyncio.CancelledError:
             # The caller gave up (the agent cancelled): the browser must stop working for nobody.
-            answer.cancel()
             if outer_id:
                 self._withdraw_cancelled(outer_id[0])
             raise
         finally:
-            self._calls.discard(watch)
-            if not answer.done():
-                answer.cancel()
+            self._calls.pop(watch, None)
             if progress_key is not None:
                 self._progress.pop(progress_key, None)
 
@@ -206,11 +192,13 @@ class Tunnel(abc.ABC):
         at most ``up_to`` s, and a call sent meanwhile starts stopped; an answer gives each its whole timeout
         again (the person may have been asked about that very call)."""
         self._person_until = now + up_to if asking else 0.0
-        for watch in self._calls:
+        for watch, outer_id in self._calls.items():
             if asking:
                 watch.asking(PERSON, now, up_to=up_to)
             else:
                 watch.answered(PERSON, now)
+            if outer_id:
+                self.conn.set_timeout(outer_id[0], watch.runs_out(CALL, now) - now)
 
     @abc.abstractmethod
     def _withdraw_timed_out(self, outer_id: int) -> None:
