@@ -141,6 +141,14 @@ class Pod:
                     return line
 
 
+def pod_certificate(tmp_path: Path) -> tuple[Ca, Path, Path]:
+    """A fresh CA and the pod's certificate and key it signed, in ``tmp_path``."""
+    ca = Ca.make()
+    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
+    ca.issue(cert, key)
+    return ca, cert, key
+
+
 @contextlib.asynccontextmanager
 async def openab_run(
     tmp_path: Path, *args: str, env: dict[str, str] | None = None, open_files: int | None = None,
@@ -252,9 +260,7 @@ async def test_a_clear_text_bind_off_loopback_is_refused_unless_tls_a_proxy_or_t
 
 
 async def test_tls_and_proxy_settings_that_cannot_work_are_refused_with_what_to_do(tmp_path: Path) -> None:
-    ca = Ca.make()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    ca.issue(cert, key)
+    _ca, cert, key = pod_certificate(tmp_path)
     assert "both --tls-cert and --tls-key" in await refused_to_start(tmp_path, "--tls-cert", str(cert))
     assert "both --tls-cert and --tls-key" in await refused_to_start(tmp_path, "--tls-key", str(key))
     other = tmp_path / "other.key"
@@ -367,9 +373,7 @@ async def test_readyz_is_ready_while_serving_and_fails_from_the_first_moment_of_
 async def test_tls_and_the_proxy_rules_together_an_ingress_that_re_encrypts(
     tmp_path: Path, caplog: pytest.LogCaptureFixture,
 ) -> None:
-    ca = Ca.make()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    ca.issue(cert, key)
+    ca, cert, key = pod_certificate(tmp_path)
     async with gateway(["127.0.0.1"], tls=ReloadingTls(cert, key)) as (url, token, _guard):
         assert url.startswith("https://")
         caplog.clear()
@@ -458,9 +462,7 @@ async def closed_by_the_pod(reader: asyncio.StreamReader, timeout: float) -> boo
 async def test_tls_sockets_count_from_accept_per_address_and_in_all_and_go_at_the_handshake_timeout(
     tmp_path: Path,
 ) -> None:
-    ca = Ca.make()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    ca.issue(cert, key)
+    ca, cert, key = pod_certificate(tmp_path)
     async with gateway([], tls=ReloadingTls(cert, key), handshake_timeout=4.0,
                        max_connections_per_peer=20) as (url, token, guard):
         port = int(url.rsplit(":", 1)[1])
@@ -495,9 +497,7 @@ async def test_tls_sockets_count_from_accept_per_address_and_in_all_and_go_at_th
 
 
 async def test_the_pods_total_socket_cap_holds_tls_sockets_in_their_handshake(tmp_path: Path) -> None:
-    ca = Ca.make()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    ca.issue(cert, key)
+    _ca, cert, key = pod_certificate(tmp_path)
     async with gateway([], tls=ReloadingTls(cert, key), handshake_timeout=30.0, max_connections=10,
                        max_connections_per_peer=100) as (url, _token, guard):
         port = int(url.rsplit(":", 1)[1])
@@ -513,9 +513,7 @@ async def test_the_pods_total_socket_cap_holds_tls_sockets_in_their_handshake(tm
 
 
 async def test_silent_tls_sockets_from_one_address_cannot_use_up_a_1024_file_limit(tmp_path: Path) -> None:
-    ca = Ca.make()
-    cert, key = tmp_path / "tls.crt", tmp_path / "tls.key"
-    ca.issue(cert, key)
+    ca, cert, key = pod_certificate(tmp_path)
     # The reported flood: 1,100 sockets that never send a ClientHello, against a pod limited to 1,024 files.
     async with openab_run(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), open_files=1024,
                           env={"OPENAB_HANDSHAKE_TIMEOUT": "120"}) as pod:

@@ -111,8 +111,23 @@ def runs_out_at(watch: TurnWatch, clock: Clock, now: float) -> float:
     raise AssertionError("the clock never ran out")
 
 
-@given(st.lists(st.tuples(st.sampled_from(["idle", "ask", "answer"]), st.floats(0, 50), st.sampled_from("ab"),
-                          st.floats(0.5, 100)), max_size=30))
+events = st.lists(st.tuples(st.sampled_from(["idle", "silence", "ask", "answer"]), st.floats(0, 50),
+                            st.sampled_from("ab"), st.floats(0.5, 100)), max_size=30)
+
+
+def feed(watch: TurnWatch, kind: str, now: float, key: str, up_to: float) -> None:
+    """One drawn event, at ``now``."""
+    if kind == "idle":
+        watch.active(IDLE, now)
+    elif kind == "silence":
+        watch.active(SILENCE, now)
+    elif kind == "ask":
+        watch.asking(key, now, up_to=up_to)
+    else:
+        watch.answered(key, now)
+
+
+@given(events)
 def test_runs_out_is_when_the_clock_runs_out_if_nothing_else_happens(
     script: list[tuple[str, float, str, float]],
 ) -> None:
@@ -121,18 +136,9 @@ def test_runs_out_is_when_the_clock_runs_out_if_nothing_else_happens(
     now = 0.0
     for kind, step, key, up_to in script:
         now += step
-        if kind == "idle":
-            watch.active(IDLE, now)
-        elif kind == "ask":
-            watch.asking(key, now, up_to=up_to)
-        else:
-            watch.answered(key, now)
+        feed(watch, kind, now, key, up_to)
         assert watch.runs_out(IDLE, now) == pytest.approx(runs_out_at(watch, IDLE, now))
     assert watch.runs_out(SILENCE, now) == math.inf  # not armed
-
-
-events = st.lists(st.tuples(st.sampled_from(["idle", "silence", "ask", "answer"]), st.floats(0, 50),
-                            st.sampled_from("ab"), st.floats(0.5, 100)), max_size=30)
 
 
 @given(events)
@@ -145,14 +151,7 @@ def test_no_event_but_a_cancel_runs_a_clock_out_before_the_deadline_last_read(
     read = {clock: watch.deadline(clock, now) for clock in (IDLE, SILENCE)}
     for kind, step, key, up_to in script:
         now += step
-        if kind == "idle":
-            watch.active(IDLE, now)
-        elif kind == "silence":
-            watch.active(SILENCE, now)
-        elif kind == "ask":
-            watch.asking(key, now, up_to=up_to)
-        else:
-            watch.answered(key, now)
+        feed(watch, kind, now, key, up_to)
         for clock in (IDLE, SILENCE):
             if now < read[clock]:  # a waiter still asleep until what it read
                 assert runs_out_at(watch, clock, now) >= read[clock]

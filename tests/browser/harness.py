@@ -199,6 +199,14 @@ async def panel_browser(url: str, key: str, site: str, tmp: Path, *,
 
 
 @contextlib.asynccontextmanager
+async def unpaired_panel(site: str, tmp: Path) -> AsyncIterator[Page]:
+    """The panel's page of an extension with no pod set (nothing dials out): for the extension's own modules."""
+    ext = stage_extension(tmp / "ext", {})
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+        yield await open_panel(ctx)
+
+
+@contextlib.asynccontextmanager
 async def side_panel(ctx: BrowserContext, user_data_dir: Path) -> AsyncIterator[Page]:
     """The panel opened as Chrome's own side panel of the first window, as a Playwright page.
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import pytest
 from playwright.async_api import Page
 
-from .harness import open_panel, playwright_browser, stage_extension
+from .harness import unpaired_panel
 
 pytestmark = pytest.mark.anyio
 
@@ -37,10 +37,8 @@ UNANSWERED = """async (element) => {
 
 @pytest.fixture(scope="module")
 async def page(site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Page]:
-    tmp = tmp_path_factory.mktemp("card-timeout")
-    ext = stage_extension(tmp / "ext", {})  # not configured: nothing dials out
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
-        yield await open_panel(ctx)
+    async with unpaired_panel(site, tmp_path_factory.mktemp("card-timeout")) as page:
+        yield page
 
 
 async def test_a_card_nobody_answers_declines_that_action_and_says_so(page: Page) -> None:

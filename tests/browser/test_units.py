@@ -11,17 +11,15 @@ from typing import Any
 import pytest
 from playwright.async_api import Page
 
-from .harness import open_panel, playwright_browser, stage_extension
+from .harness import unpaired_panel
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
 async def page(site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Page]:
-    tmp = tmp_path_factory.mktemp("units")
-    ext = stage_extension(tmp / "ext", {})  # not configured: nothing dials out
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
-        yield await open_panel(ctx)
+    async with unpaired_panel(site, tmp_path_factory.mktemp("units")) as page:
+        yield page
 
 
 async def run(page: Page, module: str, body: str, arg: Any = None) -> Any:
