@@ -5,7 +5,7 @@
 // debugger session with the Page domain on, and a call racing its page work against a dialog opening
 // reports the dialog instead of waiting.
 
-import { ToolError } from './errors.js';
+import { ToolError, NO_DIALOG, TOOL_ERROR } from './errors.js';
 
 const PROTOCOL = '1.3';
 // A page chooses its dialog's text and may make it huge: the agent gets this much of it.
@@ -168,14 +168,14 @@ export class Dialogs {
   /** Answers the tab's open dialog; resolves once the page has it. */
   async answer(tabId, accept, promptText) {
     const dialog = this.pending(tabId);
-    if (!dialog) throw new ToolError('no_dialog', 'no JavaScript dialog is open in the agent tab; take a browser_snapshot');
+    if (!dialog) throw new ToolError(NO_DIALOG, 'no JavaScript dialog is open in the agent tab; take a browser_snapshot');
     const params = { accept: Boolean(accept), ...(typeof promptText === 'string' && { promptText }) };
     try {
       await chrome.debugger.sendCommand({ tabId }, 'Page.handleJavaScriptDialog', params);
     } catch (e) {
       // The person may have answered it in the tab a moment earlier.
-      if (!this.pending(tabId)) throw new ToolError('no_dialog', 'the dialog was already answered (by the person?); take a browser_snapshot');
-      throw new ToolError('tool_error', 'could not answer the dialog; the browser said:', String(e.message || e));
+      if (!this.pending(tabId)) throw new ToolError(NO_DIALOG, 'the dialog was already answered (by the person?); take a browser_snapshot');
+      throw new ToolError(TOOL_ERROR, 'could not answer the dialog; the browser said:', String(e.message || e));
     }
     if (this.open.get(tabId) === dialog) this._closed(tabId);
   }

@@ -2,7 +2,7 @@
 // in the panel, or is refused. Page text never reaches this decision as instructions; it only
 // looks at the element's kind, its label words and the site.
 
-import { ToolError } from './errors.js';
+import { ToolError, BAD_ARGS, NOT_ALLOWED } from './errors.js';
 
 const RISKY_WORDS =
   /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
@@ -88,7 +88,7 @@ const MAX_KEY_NAME = 64;
  * name in our words when it activates. Throws bad_args on a name that is not a key. Pure.
  */
 export function keyPress(name) {
-  const bad = () => new ToolError('bad_args', '"key" must be a key name like "Enter", "Tab", "a" or "Control+Enter"');
+  const bad = () => new ToolError(BAD_ARGS, '"key" must be a key name like "Enter", "Tab", "a" or "Control+Enter"');
   if (typeof name !== 'string' || !name || name.length > MAX_KEY_NAME) throw bad();
   // "+" and "Shift++" press the plus key itself.
   const plus = name === '+' || name.endsWith('++');
@@ -192,7 +192,7 @@ export class Guard {
     const { siteRules } = this.getSettings();
     for (const origin of origins) {
       if (origin && siteRules[origin] === 'never') {
-        throw new ToolError('not_allowed', `not allowed by the user: actions on ${origin} are blocked by the user's ` +
+        throw new ToolError(NOT_ALLOWED, `not allowed by the user: actions on ${origin} are blocked by the user's ` +
           'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
       }
     }
@@ -219,7 +219,7 @@ export class Guard {
     if (decision !== 'allow' && decision !== 'always') {
       const why = decision === 'timeout'
         ? `the person did not answer in ${CARD_TIMEOUT_MS / 1000} s; the action was not taken` : 'the user declined';
-      throw new ToolError('not_allowed', `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
+      throw new ToolError(NOT_ALLOWED, `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
         'below). Do not retry it; ask the user in the chat if it is needed.', risky.target);
     }
     return { asked: true, risky };

@@ -3,7 +3,7 @@
 // its bounded timeout. What the person types is marked in the page (page/agent.js, personTurn) so no
 // later snapshot or read shows it to the agent.
 
-import { ToolError } from './errors.js';
+import { ToolError, BAD_ARGS, BUSY, CANCELLED } from './errors.js';
 
 // Under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise end the
 // call first and tell the agent its outcome is unknown.
@@ -51,7 +51,7 @@ export function handoffSeconds(asked) {
  */
 export async function handOff({ guard, tab, reason, seconds, signal, personTurn }) {
   const said = String(reason || '').replace(/\s+/g, ' ').trim().slice(0, MAX_REASON);
-  if (!said) throw new ToolError('bad_args', '"reason" must say what the person should do, e.g. "Sign in to example.com"');
+  if (!said) throw new ToolError(BAD_ARGS, '"reason" must say what the person should do, e.g. "Sign in to example.com"');
   const reloaded = (tabId, info) => {
     if (tabId === tab.id && info.status === 'complete') personTurn();
   };
@@ -65,8 +65,8 @@ export async function handOff({ guard, tab, reason, seconds, signal, personTurn 
       kind: 'handoff', tool: 'browser_handoff', title: 'Your turn', reason: said, site: originOf(tab.url),
       detail: String(tab.title || '').slice(0, 200), tabId: tab.id, timeoutMs: seconds * 1000,
     }, signal);
-    if (answer === 'cancelled') throw new ToolError('cancelled', 'the call was cancelled');
-    if (answer === 'deny') throw new ToolError('busy', 'too many questions wait in the panel; try again once they are answered');
+    if (answer === 'cancelled') throw new ToolError(CANCELLED, 'the call was cancelled');
+    if (answer === 'deny') throw new ToolError(BUSY, 'too many questions wait in the panel; try again once they are answered');
     return answer === 'done' || answer === 'timeout' ? answer : 'cancel';
   } finally {
     chrome.tabs.onUpdated.removeListener(reloaded);

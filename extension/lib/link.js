@@ -2,7 +2,7 @@
 // It reports an honest state: 'connected' only after the session handshake, and it drops
 // straight back to 'retrying' the moment the socket or a keepalive says the peer is gone.
 
-import { RpcPeer, RpcError } from './rpc.js';
+import { RpcPeer, RpcError, INTERNAL_ERROR, METHOD_NOT_FOUND, SESSION_BUSY } from './rpc.js';
 import { checkKey, checkUrl } from './settings.js';
 
 export const VERSION = chrome.runtime.getManifest().version;
@@ -18,7 +18,6 @@ const BACKOFF_MAX_MS = 30_000;
 const SESSION_KEY = 'openab.session';
 const AGENTS_META = 'dev.openab/agents';
 const AGENT_META = 'dev.openab/agent';
-const SESSION_BUSY = -32001;
 const SERVER_ID_KEY = 'openab.serverId';
 const SESSION_MOVED = '_openab/session/moved';
 export const SESSION_MOVED_DETAIL =
@@ -145,7 +144,7 @@ export class Link {
 
   request(method, params, timeoutMs) {
     if (!this.peer || !this.connected) {
-      return Promise.reject(new RpcError(-32603, 'Not connected to the gateway; check the connection settings.'));
+      return Promise.reject(new RpcError(INTERNAL_ERROR, 'Not connected to the gateway; check the connection settings.'));
     }
     return this.peer.request(method, params, timeoutMs);
   }
@@ -333,7 +332,7 @@ export class Link {
         await this.peer.request('openab/ping', {}, KEEPALIVE_ANSWER_MS);
       } catch (e) {
         // "Method not found" is the expected answer: any answer proves the socket is alive.
-        if (e instanceof RpcError && e.code === -32601) return;
+        if (e instanceof RpcError && e.code === METHOD_NOT_FOUND) return;
         if (gen !== this._generation) return;
         this._closeSocket(4001, 'keepalive unanswered');
         this._lost('The gateway stopped answering; reconnecting.');

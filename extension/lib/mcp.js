@@ -5,7 +5,7 @@
 //  - stateless form: mcp/message {serverId, requestId, method, params} answered with the
 //    carrier {result} or {error}; outer errors are kept for binding failures.
 
-import { RpcError, METHOD_NOT_FOUND, INVALID_PARAMS, REQUEST_CANCELLED } from './rpc.js';
+import { RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED, SERVER_OVERLOADED, SERVER_UNAVAILABLE } from './rpc.js';
 import { VERSION } from './link.js';
 
 // Equal to HANDSHAKE_VERSIONS and REQUESTED_HANDSHAKE_VERSION in core/mcp/vocabulary.py (a test holds them so).
@@ -96,7 +96,7 @@ export class McpServer {
 
   async _stateless(p, outerId) {
     if (p.serverId !== this.serverId()) {
-      throw new RpcError(-33001, 'MCP server registration unavailable', { serverId: p.serverId });
+      throw new RpcError(SERVER_UNAVAILABLE, 'MCP server registration unavailable', { serverId: p.serverId });
     }
     if (!this.statelessSeen) {
       this.statelessSeen = true;
@@ -106,7 +106,7 @@ export class McpServer {
       return { result: await this._inner(p.method, p.params, outerId, null) };
     } catch (e) {
       if (e instanceof RpcError && e.code === REQUEST_CANCELLED) throw e;
-      return { error: { code: Number.isInteger(e.code) ? e.code : -32603, message: String(e.message || e) } };
+      return { error: { code: Number.isInteger(e.code) ? e.code : INTERNAL_ERROR, message: String(e.message || e) } };
     }
   }
 
@@ -141,7 +141,7 @@ export class McpServer {
     if (typeof p.name !== 'string' || !this.tools.has(p.name)) {
       throw new RpcError(INVALID_PARAMS, `Unknown tool: ${p.name}`);
     }
-    if (this.inflight.size >= MAX_INFLIGHT) throw new RpcError(-32000, 'too many tool calls in flight');
+    if (this.inflight.size >= MAX_INFLIGHT) throw new RpcError(SERVER_OVERLOADED, 'too many tool calls in flight');
     const ctl = new AbortController();
     this.inflight.set(outerId, ctl);
     try {

@@ -9,10 +9,18 @@ export class RpcError extends Error {
   }
 }
 
+// The error codes of every JSON-RPC hop the extension speaks, named as the pod's core/jsonrpc/ names them.
+export const PARSE_ERROR = -32700;
 export const METHOD_NOT_FOUND = -32601;
 export const INVALID_PARAMS = -32602;
 export const INTERNAL_ERROR = -32603;
+// Implementation-defined server errors (-32000 to -32099): too much in flight, and a session that another
+// socket's prompt still holds (the gateway's answer to session/resume).
+export const SERVER_OVERLOADED = -32000;
+export const SESSION_BUSY = -32001;
 export const REQUEST_CANCELLED = -32800;
+// MCP-over-ACP's stateless form: no MCP server is registered under the serverId a message names.
+export const SERVER_UNAVAILABLE = -33001;
 
 // Bounds every outstanding request so a silent peer can never pile up promises forever.
 const MAX_PENDING = 256;
@@ -67,7 +75,7 @@ export class RpcPeer {
     try {
       msg = JSON.parse(text);
     } catch {
-      this._write({ jsonrpc: '2.0', id: null, error: { code: -32700, message: 'Parse error' } });
+      this._write({ jsonrpc: '2.0', id: null, error: { code: PARSE_ERROR, message: 'Parse error' } });
       return;
     }
     if (msg === null || typeof msg !== 'object' || Array.isArray(msg)) return;

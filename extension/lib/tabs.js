@@ -3,7 +3,7 @@
 // the chat that has them: a new chat starts with none (`releaseAll`), and the person can take a tab
 // they shared back at any time (`unshare`).
 
-import { ToolError } from './errors.js';
+import { ToolError, BAD_URL, BROWSER_RESTRICTED, CHAT_ENDED, NOT_OWNED, NO_TAB, NO_WINDOW } from './errors.js';
 
 const STORE = 'openab.tabs';
 const GROUP_TITLE = 'openab';
@@ -34,13 +34,13 @@ export function checkNavigable(url) {
   try {
     u = new URL(String(url));
   } catch {
-    throw new ToolError('bad_url', `"${url}" is not an absolute URL; use https://...`);
+    throw new ToolError(BAD_URL, `"${url}" is not an absolute URL; use https://...`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') {
-    throw new ToolError('bad_url', `only http(s) URLs can be opened, not ${u.protocol}//`);
+    throw new ToolError(BAD_URL, `only http(s) URLs can be opened, not ${u.protocol}//`);
   }
   const why = restrictedReason(u.href);
-  if (why) throw new ToolError('browser_restricted', `cannot open ${u.href}: ${why}`);
+  if (why) throw new ToolError(BROWSER_RESTRICTED, `cannot open ${u.href}: ${why}`);
   return u.href;
 }
 
@@ -153,7 +153,7 @@ export class AgentTabs {
   async open(url, openerTabId = undefined) {
     const epoch = this.epoch;
     const windows = await chrome.windows.getAll({ windowTypes: ['normal'] });
-    if (!windows.length) throw new ToolError('no_window', 'there is no browser window to open a tab in');
+    if (!windows.length) throw new ToolError(NO_WINDOW, 'there is no browser window to open a tab in');
     const cur = this.current != null ? await chrome.tabs.get(this.current).catch(() => null) : null;
     const windowId = cur ? cur.windowId : (windows.find((w) => w.focused) || windows[0]).id;
     this._sameChat(epoch);
@@ -221,7 +221,7 @@ export class AgentTabs {
 
   _sameChat(epoch) {
     if (epoch !== this.epoch) {
-      throw new ToolError('chat_ended', 'this chat has ended: the user started a new chat and its tabs were released');
+      throw new ToolError(CHAT_ENDED, 'this chat has ended: the user started a new chat and its tabs were released');
     }
   }
 
@@ -238,7 +238,7 @@ export class AgentTabs {
   async close(tabId) {
     this._mustOwn(tabId);
     if (this.owned.get(tabId).by !== 'agent') {
-      throw new ToolError('not_owned', `tab ${tabId} belongs to the user; only tabs the agent opened can be closed`);
+      throw new ToolError(NOT_OWNED, `tab ${tabId} belongs to the user; only tabs the agent opened can be closed`);
     }
     await chrome.tabs.remove(tabId);
     this._forget(tabId);
@@ -255,7 +255,7 @@ export class AgentTabs {
 
   _mustOwn(tabId) {
     if (!this.owned.has(tabId)) {
-      throw new ToolError('not_owned', `tab ${tabId} is not an agent tab; list yours with browser_tabs {"action":"list"}`);
+      throw new ToolError(NOT_OWNED, `tab ${tabId} is not an agent tab; list yours with browser_tabs {"action":"list"}`);
     }
   }
 
@@ -263,10 +263,10 @@ export class AgentTabs {
   async target() {
     if (this.current == null || !this.owned.has(this.current)) {
       if (this.owned.size) {
-        throw new ToolError('no_tab', 'no current agent tab (the user stopped sharing the one you were using, or it closed): ' +
+        throw new ToolError(NO_TAB, 'no current agent tab (the user stopped sharing the one you were using, or it closed): ' +
           'list yours with browser_tabs {"action":"list"} and switch to one, or open one');
       }
-      throw new ToolError('no_tab', 'no agent tab yet: open one with browser_navigate {"url": ...} or ' +
+      throw new ToolError(NO_TAB, 'no agent tab yet: open one with browser_navigate {"url": ...} or ' +
         'browser_tabs {"action":"open","url":...}, or ask the user to share a tab from the openab panel');
     }
     const current = this.current;
@@ -278,14 +278,14 @@ export class AgentTabs {
     }
     const why = restrictedReason(tab.url || tab.pendingUrl);
     if (why) {
-      throw new ToolError('browser_restricted', `Chrome does not let extensions act on the page in the block below: ${why}. ` +
+      throw new ToolError(BROWSER_RESTRICTED, `Chrome does not let extensions act on the page in the block below: ${why}. ` +
         'Navigate the tab to an http(s) page first.', `URL: ${tab.url || tab.pendingUrl}`);
     }
     return tab;
   }
 }
 
-const CHAT_ENDED = 'stopped: this chat has ended (the user started a new one) and its browser tabs were released; ' +
+const CHAT_ENDED_MESSAGE = 'stopped: this chat has ended (the user started a new one) and its browser tabs were released; ' +
   'the call ended at its next step.';
 const TAB_UNSHARED = 'stopped: the user stopped sharing the tab this call was using; the call ended at its next step ' +
   'and what it saw there is withheld. List the tabs you may still use with browser_tabs {"action":"list"}.';
@@ -314,7 +314,7 @@ export class ChatCalls {
   }
 
   async call(name, args, signal) {
-    if (this.ending) return { content: [{ type: 'text', text: CHAT_ENDED }], isError: true };
+    if (this.ending) return { content: [{ type: 'text', text: CHAT_ENDED_MESSAGE }], isError: true };
     const entry = { ctl: new AbortController(), why: '' };
     const passOn = () => entry.ctl.abort();
     if (signal) {
@@ -347,7 +347,7 @@ export class ChatCalls {
   /** New chat: the old chat's calls stop, and none is taken until `chatOpened()`. */
   endChat() {
     this.ending = true;
-    this._stop(CHAT_ENDED);
+    this._stop(CHAT_ENDED_MESSAGE);
   }
 
   chatOpened() {
