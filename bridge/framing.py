@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from openab.core.jsonrpc import SERVER_OVERLOADED, RequestId, RpcError, dumps, error_message
+from openab.core.jsonrpc import SERVER_OVERLOADED, LocalRpcError, RequestId, RpcError, dumps, error_message
 
 __all__ = [
     "BRIDGE_REFUSED",
@@ -32,7 +32,7 @@ PROTOCOL_VERSION: Final = 1
 READY_METHOD: Final = "openab/bridge/ready"
 CHANNEL_CLAIM: Final = "channel_id"
 # Implementation-defined server error; outside -32020..-32099, which MCP 2026-07-28 reserves, so a dual-era
-# client reads it as "not a modern server" and falls back to `initialize` instead of giving up on the probe.
+# client reads it as "not a stateless server" and falls back to `initialize` instead of giving up on the probe.
 BRIDGE_REFUSED: Final = -32010
 
 
@@ -91,4 +91,4 @@ def error_line(error: RpcError, request_id: RequestId = None) -> bytes:
 
 
 def frame_too_large(limit: int = MAX_FRAME_BYTES) -> RpcError:
-    return RpcError(SERVER_OVERLOADED, f"Frame too large: a message may be at most {limit} bytes on one line")
+    return LocalRpcError(SERVER_OVERLOADED, f"Frame too large: a message may be at most {limit} bytes on one line")

@@ -29,7 +29,17 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.jsonrpc import INTERNAL_ERROR, SERVER_OVERLOADED, Peer, Request, RpcError, dumps, notification_message
+from openab.core.jsonrpc import (
+    INTERNAL_ERROR,
+    SERVER_OVERLOADED,
+    LocalRpcError,
+    Peer,
+    RemoteRpcError,
+    Request,
+    RpcError,
+    dumps,
+    notification_message,
+)
 
 from .framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD, TooLarge, error_line, frame_too_large
 
@@ -184,7 +194,7 @@ class Relay:
                 if self._track(message):
                     self._to_pod.append(frame + b"\n")
                 else:
-                    self._answer_locally(frame, RpcError(
+                    self._answer_locally(frame, LocalRpcError(
                         SERVER_OVERLOADED, f"Too many requests in flight (max {_MAX_IN_FLIGHT})"
                     ))
             elif now >= deadline:
@@ -194,7 +204,7 @@ class Relay:
             self._waiting.popleft()
 
     def _unreachable(self) -> RpcError:
-        return RpcError(
+        return LocalRpcError(
             INTERNAL_ERROR,
             f"the openab pod is not reachable at {self.path} ({self._down_reason}); waited {self.wait:g} s. "
             "Is `openab run --browser-mode bridge` running in this pod?",
@@ -302,7 +312,7 @@ class Relay:
             return
         self.state = "down"
         if isinstance(hello, dict) and "error" in hello:
-            error = RpcError.from_json(hello["error"])
+            error = RemoteRpcError.from_json(hello["error"])
             if error.code == BRIDGE_REFUSED:
                 self._refused, self.state = error, "refused"
                 self._say(f"the pod refused this relay: {error.message}")
@@ -361,7 +371,7 @@ class Relay:
                 )
             else:
                 reason = f"{closed}; the outcome of {method} is unknown: it may or may not have run"
-            self._to_agent.append(error_line(RpcError(INTERNAL_ERROR, reason), request_id))
+            self._to_agent.append(error_line(LocalRpcError(INTERNAL_ERROR, reason), request_id))
 
     def _retry_later(self, now: float) -> None:
         self._connect_at = now + self._retry

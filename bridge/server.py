@@ -30,13 +30,11 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.acp.naming import CHANNEL_PATTERN
-from openab.core.acp.sessions import Session
 from openab.core.errors import BridgeError
 from openab.core.jsonrpc import (
     SERVER_OVERLOADED,
     JsonObject,
-    RpcError,
+    LocalRpcError,
     dumps,
     error_message,
     notification_message,
@@ -45,6 +43,8 @@ from openab.core.jsonrpc.protocol import reply_id, unreadable_error
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
 from openab.core.mcp.audit import AuditLog
 from openab.core.mcp.server import BrowserMcp, Limits
+from openab.core.session_naming import CHANNEL_PATTERN
+from openab.core.sessions import Session
 from openab.core.tunnel.registry import TunnelRegistry
 
 from .ancestry import AncestryError, ProcessIdentity, descends_from, process_identity, resolve_channel
@@ -132,7 +132,7 @@ class _Connection:
                         self.session_id)
             if "id" not in message:
                 return
-            line = dumps(error_message(message["id"], RpcError(
+            line = dumps(error_message(message["id"], LocalRpcError(
                 SERVER_OVERLOADED,
                 f"The answer is {len(line)} bytes, over the bridge's {self.server.max_frame_bytes}-byte frame "
                 "limit; ask for less (a smaller max_chars, a selector, a screenshot without full_size)",
@@ -147,7 +147,7 @@ class _Connection:
             log.exception("bridge: %s failed for session %s", method, self.session_id)
             if not isinstance(message, dict) or "id" not in message:
                 return
-            response = error_message(message["id"], RpcError.internal(f"Internal error in {method}"))
+            response = error_message(message["id"], LocalRpcError.internal(f"Internal error in {method}"))
         if response is not None:
             self.send(response)
 
@@ -211,7 +211,7 @@ class BridgeServer:
         self._connections: set[_Connection] = set()
         self._handlers: set[asyncio.Task[Any]] = set()
         # channel -> the session and the agent the pod started for it; a relay is admitted only below that very
-        # process, and serves that session (the channel does not reveal the session's id: see acp/naming.py).
+        # process, and serves that session (the channel does not reveal the session's id: see session_naming.py).
         self._agents: dict[str, tuple[str, ProcessIdentity]] = {}
 
     # -- life ---------------------------------------------------------------------------------------------
@@ -411,7 +411,7 @@ class BridgeServer:
         admitted = self._establish(writer)
         if isinstance(admitted, str):
             log.warning("bridge: %s", admitted)
-            writer.write(error_line(RpcError(BRIDGE_REFUSED, admitted)))
+            writer.write(error_line(LocalRpcError(BRIDGE_REFUSED, admitted)))
             await _drain(writer)
             return
         connection = _Connection(self, writer, admitted.session_id, admitted.channel, admitted.pid)
@@ -443,7 +443,7 @@ class BridgeServer:
                 connection.write_line(error_line(unreadable_error(exc)))
                 continue
             if isinstance(message, dict) and CHANNEL_CLAIM in message and message[CHANNEL_CLAIM] != connection.channel:
-                connection.write_line(error_line(RpcError(
+                connection.write_line(error_line(LocalRpcError(
                     BRIDGE_REFUSED,
                     f"refused: this connection belongs to {connection.channel} by its process ancestry, and a "
                     f"frame may not name another channel ({message[CHANNEL_CLAIM]!r})",
@@ -456,7 +456,7 @@ class BridgeServer:
             if isinstance(message, dict) and "id" in message and "method" in message:
                 if len(connection.tasks) >= self.max_requests:
                     connection.write_line(error_line(
-                        RpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self.max_requests})"),
+                        LocalRpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self.max_requests})"),
                         message["id"],
                     ))
                     continue

@@ -24,8 +24,9 @@ Where each is raised::
     └── BridgeError                        the bridge socket cannot be served
         └── AncestryError                  a relay's process ancestry names no single session
 
-:class:`openab.core.jsonrpc.RpcError`, the JSON-RPC error object a peer sent or a handler raises, is an
-``OpenabError`` too.
+:class:`openab.core.jsonrpc.RpcError`, a JSON-RPC error object, is an ``OpenabError`` too, in two kinds
+(:mod:`openab.core.jsonrpc.errors`): ``LocalRpcError``, what our side answers with, and ``RemoteRpcError``,
+what a peer answered us with.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit, urlunsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, field_validator
 
 from .addresses import LOOPBACK_NAMES
-from .agents.names import canonical_agent
+from .agent_names import canonical_agent
 from .errors import ConfigurationError
 
 __all__ = ["ENV_VARS", "Settings"]

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.acp.backend import AgentBackend
     from openab.core.acp.schema import AgentOffer
-    from openab.core.acp.sessions import SessionStore
     from openab.core.agents.recipes import Recipe
     from openab.core.mcp.access import BrowserAccess
     from openab.core.mcp.audit import AuditLog
     from openab.core.pod import Pod
+    from openab.core.sessions import SessionStore
     from openab.core.settings import Settings
     from openab.core.tunnel.registry import TunnelRegistry
 
@@ -41,10 +41,11 @@ def assemble(
     Raises ``ConfigurationError`` (a ``ValueError``) for an unknown agent, a missing ``--agent-cmd`` or a state
     dir other users can enter.
     """
-    from openab.core.acp.naming import SessionNaming
-    from openab.core.acp.sessions import SessionStore
-    from openab.core.pod import BackgroundTasks, Pod
+    from openab.core.pod import Pod
+    from openab.core.session_naming import SessionNaming
+    from openab.core.sessions import SessionStore
     from openab.core.statedir import naming_secret
+    from openab.core.tasks import BackgroundTasks
     from openab.core.tunnel.registry import TunnelRegistry
 
     from .logs import name_sessions

@@ -86,8 +86,8 @@ def _tag_of(session: str, state_dir: Path) -> str:
     """The tag the records name ``session`` by: as given if it is one, else derived with the pod's secret."""
     if _TAG.fullmatch(session):
         return session
-    from openab.core.acp.naming import SessionNaming
     from openab.core.errors import ConfigurationError
+    from openab.core.session_naming import SessionNaming
     from openab.core.statedir import NAMING_SECRET_FILE, kept_secret_path, naming_secret
 
     if not (kept := kept_secret_path(state_dir, NAMING_SECRET_FILE)).exists():  # never make one: it names nothing

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
-    from openab.core.acp.sessions import Session
     from openab.core.jsonrpc import JsonObject
     from openab.core.pod import Pod
+    from openab.core.sessions import Session
 
 __all__ = ["DemoTurn", "default_task", "register", "run_demo"]
 

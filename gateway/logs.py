@@ -25,7 +25,7 @@ from typing import Any, Final
 import orjson
 
 from openab.core.acp.logcontext import REQUEST_ID, SESSION_TAG
-from openab.core.acp.naming import SessionNaming
+from openab.core.session_naming import SessionNaming
 
 __all__ = [
     "LOG_FORMATS", "TRACE", "JsonFormatter", "add_secret", "configure_logging", "json_logging", "name_sessions",

@@ -10,7 +10,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from openab.core.agents.names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
+from openab.core.agent_names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.pod import Pod

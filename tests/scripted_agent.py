@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from openab.core.acp.backend import PromptTurn
-from openab.core.acp.sessions import Session
+from openab.core.sessions import Session
 
 # A test's own turn: gets the turn and the prompt's whole text, returns the stopReason.
 Script = Callable[[PromptTurn, str], Awaitable[str]]

@@ -10,7 +10,7 @@ from fake_extension import RemoteError, connect_extension, text_result
 from gateway_harness import eventually, run_gateway
 from scripted_agent import ScriptedAgent
 
-from openab.core.acp.sessions import SessionStore
+from openab.core.sessions import SessionStore
 
 pytestmark = pytest.mark.anyio
 

@@ -29,9 +29,9 @@ from mcp.shared.exceptions import MCPError
 from test_bridge import bridge_pod, browser_session, relay_params, text_of
 from test_proxy import endpoint, extension, first_text, mcp_client, open_session
 
-from openab.core.acp.naming import SessionNaming
 from openab.core.mcp.audit import AUDIT_FILE, AuditLog, read_records
 from openab.core.mcp.proxy import BrowserProxy
+from openab.core.session_naming import SessionNaming
 from openab.core.statedir import naming_secret
 from openab.gateway.cli import main
 

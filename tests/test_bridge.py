@@ -48,14 +48,13 @@ from openab.bridge.ancestry import AncestryError, ProcessIdentity, descends_from
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
 from openab.bridge.server import BridgeError, BridgeServer
 from openab.core.acp.backend import NoAgentBackend
-from openab.core.acp.naming import SessionNaming
-from openab.core.acp.schema import new_session_id
-from openab.core.acp.sessions import Session
 from openab.core.agents.config import entry
-from openab.core.agents.handoff import acp_server_entry
+from openab.core.agents.provision import acp_server_entry
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
 from openab.core.mcp.tools import BROWSER_TOOLS
 from openab.core.pod import Pod
+from openab.core.session_naming import SessionNaming
+from openab.core.sessions import Session, new_session_id
 from openab.core.settings import Settings
 from openab.core.statedir import naming_secret
 from openab.gateway.assemble import assemble

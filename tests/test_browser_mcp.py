@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from openab.core.jsonrpc import ConnectionClosed, RequestTimeout, RpcError, TooManyPendingRequests
+from openab.core.jsonrpc import ConnectionClosed, LocalRpcError, RequestTimeout, TooManyPendingRequests
 from openab.core.mcp.server import BrowserMcp, Limits, bound_result
 from openab.core.mcp.tools import BROWSER_TOOLS, exposed_name
 from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.anyio
 
 SESSION = "sess_00000000-0000-4000-8000-000000000001"
 OTHER = "sess_00000000-0000-4000-8000-000000000002"
-MODERN_META = {
+STATELESS_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
@@ -68,7 +68,7 @@ async def echo_call(method: str, params: dict[str, Any]) -> Any:
         return text(f"{params['name']} {params.get('arguments')}")
     if method == "tools/list":
         return {"tools": [{"name": "browser_click"}, {"name": "browser_hover"}]}
-    raise RpcError(-32601, f"method not found: {method}")
+    raise LocalRpcError(-32601, f"method not found: {method}")
 
 
 def request(method: str, params: dict[str, Any] | None = None, request_id: Any = 1) -> dict[str, Any]:
@@ -106,15 +106,15 @@ async def test_initialize_echoes_a_version_it_speaks_and_offers_its_latest_other
 
 async def test_stateless_2026_requests_need_no_handshake_and_carry_result_type() -> None:
     mcp, _ = server()
-    discover = await mcp.handle(request("server/discover", {"_meta": MODERN_META}))
+    discover = await mcp.handle(request("server/discover", {"_meta": STATELESS_META}))
     assert discover is not None
     assert "2026-07-28" in discover["result"]["supportedVersions"]
     assert discover["result"]["_meta"]["io.modelcontextprotocol/serverInfo"]["name"] == "openab_browser"
-    listed = await mcp.handle(request("tools/list", {"_meta": MODERN_META}, 2))
+    listed = await mcp.handle(request("tools/list", {"_meta": STATELESS_META}, 2))
     assert listed is not None
     assert listed["result"]["resultType"] == "complete"
     assert listed["result"]["ttlMs"] == 0
-    called = await mcp.handle(request("tools/call", {"name": "browser_back", "_meta": MODERN_META}, 3))
+    called = await mcp.handle(request("tools/call", {"name": "browser_back", "_meta": STATELESS_META}, 3))
     assert called is not None
     assert called["result"]["isError"] is True
     assert called["result"]["resultType"] == "complete"
@@ -122,7 +122,7 @@ async def test_stateless_2026_requests_need_no_handshake_and_carry_result_type()
 
 async def test_an_unsupported_2026_version_gets_32022_naming_the_versions_spoken() -> None:
     mcp, _ = server()
-    meta = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2030-01-01"}
+    meta = {**STATELESS_META, "io.modelcontextprotocol/protocolVersion": "2030-01-01"}
     response = await mcp.handle(request("tools/list", {"_meta": meta}))
     assert response is not None
     assert response["error"]["code"] == -32022
@@ -220,7 +220,7 @@ async def test_a_tunnel_failure_is_an_is_error_result_naming_the_cause() -> None
 
 async def test_the_browsers_own_mcp_error_stays_a_json_rpc_error() -> None:
     async def refuse(method: str, params: dict[str, Any]) -> Any:
-        raise RpcError(-32602, "Unknown tool: browser_click", {"hint": "reload the extension"})
+        raise LocalRpcError(-32602, "Unknown tool: browser_click", {"hint": "reload the extension"})
 
     registry = TunnelRegistry()
     attach(registry, refuse)
@@ -438,7 +438,7 @@ async def test_a_2026_listen_stream_is_acknowledged_hears_changes_and_ends_grace
 
     listen = asyncio.ensure_future(mcp.handle(
         request("subscriptions/listen", {"notifications": {"toolsListChanged": True, "promptsListChanged": True},
-                                         "_meta": MODERN_META}, "listen-1"),
+                                         "_meta": STATELESS_META}, "listen-1"),
         progress=on_stream,
     ))
     await acknowledged.wait()

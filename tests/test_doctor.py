@@ -21,8 +21,8 @@ import pytest
 from gateway_harness import run_gateway
 from test_request_log import openab_run
 
-from openab.core.acp.naming import SessionNaming
 from openab.core.mcp.audit import AuditLog
+from openab.core.session_naming import SessionNaming
 from openab.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio

@@ -18,9 +18,9 @@ from gateway_harness import eventually, run_gateway
 from pydantic import SecretStr
 
 from openab.core.acp.backend import NoAgentBackend
-from openab.core.acp.naming import CHANNEL_PATTERN, SessionNaming
-from openab.core.acp.schema import new_session_id
 from openab.core.errors import ConfigurationError
+from openab.core.session_naming import CHANNEL_PATTERN, SessionNaming
+from openab.core.sessions import new_session_id
 from openab.core.settings import Settings
 from openab.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
 from openab.gateway.app import create_app

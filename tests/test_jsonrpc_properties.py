@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from openab.core.jsonrpc import Notification, Peer, Request, RpcError
+from openab.core.jsonrpc import LocalRpcError, Notification, Peer, Request
 
 json_scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)
@@ -59,7 +59,7 @@ def test_arbitrary_frames_never_raise_and_requests_get_one_answer(batch: list[st
         if events and isinstance(events[0], Request):
             # The application answers: together with the peer's own words that is exactly one answer.
             assert auto_answers == []
-            peer.send_error(events[0].id, RpcError.method_not_found(events[0].method))
+            peer.send_error(events[0].id, LocalRpcError.method_not_found(events[0].method))
             [reply] = answers(peer)
             assert reply["id"] == events[0].id
         elif events and isinstance(events[0], Notification):

@@ -291,7 +291,7 @@ def test_our_own_link_to_a_file_of_another_user_is_not_written_through(dirs: Dir
 
 @pytest.mark.usefixtures("as_root")
 def test_the_runtimes_writer_refuses_a_planted_link_too(dirs: Dirs, tmp_path: Path) -> None:
-    # What the agent runtime calls for an agent that reads its config file (core/agents/handoff.py).
+    # What the agent runtime calls for an agent that reads its config file (core/agents/provision.py).
     from openab.core.agents.config.claims import ConfigClaims
 
     victim = tmp_path / "victim.toml"
@@ -578,44 +578,44 @@ def session_dir(tmp_path: Path) -> Path:
     return folder
 
 
-def test_the_handoff_file_holds_our_server_alone_0600(session_dir: Path) -> None:
+def test_the_flag_file_holds_our_server_alone_0600(session_dir: Path) -> None:
     path = session_dir / ".openab-browser.json"
-    mcp_config.write_handoff_file("copilot", PROXY, path)
+    mcp_config.write_flag_file("copilot", PROXY, path)
 
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert json.loads(path.read_text()) == {"mcpServers": {SERVER_NAME: entry("copilot", PROXY)}}
-    assert mcp_config.remove_handoff_file(path) and not path.exists()
-    assert not mcp_config.remove_handoff_file(path), "nothing left to remove"
+    assert mcp_config.remove_flag_file(path) and not path.exists()
+    assert not mcp_config.remove_flag_file(path), "nothing left to remove"
 
 
-def test_a_link_at_the_handoff_files_place_is_replaced_not_written_through(session_dir: Path, tmp_path: Path) -> None:
+def test_a_link_at_the_flag_files_place_is_replaced_not_written_through(session_dir: Path, tmp_path: Path) -> None:
     theirs = tmp_path / "victim.json"
     theirs.write_text("keep me")
     path = session_dir / ".openab-browser.json"
     path.symlink_to(theirs)
 
-    mcp_config.write_handoff_file("copilot", PROXY, path)
+    mcp_config.write_flag_file("copilot", PROXY, path)
 
     assert theirs.read_text() == "keep me" and not path.is_symlink() and PROXY.token in path.read_text()
     path.unlink()
     path.symlink_to(theirs)
-    assert mcp_config.remove_handoff_file(path) and theirs.read_text() == "keep me", "the link went, not its target"
+    assert mcp_config.remove_flag_file(path) and theirs.read_text() == "keep me", "the link went, not its target"
 
 
 @pytest.mark.parametrize("mode", [0o755, 0o770, 0o777])
-def test_the_handoff_file_is_refused_in_a_folder_others_can_enter(session_dir: Path, mode: int) -> None:
+def test_the_flag_file_is_refused_in_a_folder_others_can_enter(session_dir: Path, mode: int) -> None:
     session_dir.chmod(mode)
     path = session_dir / ".openab-browser.json"
 
     with pytest.raises(ConfigError, match="chmod 700"):
-        mcp_config.write_handoff_file("copilot", PROXY, path)
+        mcp_config.write_flag_file("copilot", PROXY, path)
     assert not path.exists() and list(session_dir.iterdir()) == []
 
 
-def test_the_handoff_file_is_refused_through_a_linked_folder(session_dir: Path, tmp_path: Path) -> None:
+def test_the_flag_file_is_refused_through_a_linked_folder(session_dir: Path, tmp_path: Path) -> None:
     linked = tmp_path / "linked"
     linked.symlink_to(session_dir)
 
     with pytest.raises(ConfigError):
-        mcp_config.write_handoff_file("copilot", PROXY, linked / ".openab-browser.json")
+        mcp_config.write_flag_file("copilot", PROXY, linked / ".openab-browser.json")
     assert list(session_dir.iterdir()) == []

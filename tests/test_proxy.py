@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 
 from openab.core.agents.config.claims import ConfigClaims
-from openab.core.agents.handoff import acp_server_entry
+from openab.core.agents.provision import acp_server_entry
 from openab.core.errors import ConfigConflict
 from openab.core.mcp.access import HttpEndpoint
 from openab.core.mcp.proxy import BrowserProxy
@@ -296,7 +296,7 @@ async def test_progress_from_the_browser_reaches_the_agent(image: bool) -> None:
 INIT = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
         "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
 ACCEPT = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
 
 
@@ -311,22 +311,22 @@ async def test_the_http_gate_refuses_what_it_must() -> None:
             host = await http.post(url, json=INIT, headers={**auth, "Host": "evil.example"})
             unknown = await http.post(url, json=INIT, headers={**auth, "Mcp-Session-Id": "no-such-session"})
             put = await http.put(url, json=INIT, headers=auth)
-            modern_get = await http.get(url, headers={**auth, "MCP-Protocol-Version": "2026-07-28"})
+            stateless_get = await http.get(url, headers={**auth, "MCP-Protocol-Version": "2026-07-28"})
             no_session = await http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"}, headers=auth)
             not_json = await http.post(url, content=b"{}", headers={**auth, "Content-Type": "text/plain"})
             html_only = await http.post(url, json=INIT, headers={**auth, "Accept": "text/html"})
             huge = await http.post(url, content=b" " * (2 << 20), headers=auth)
             garbage = await http.post(url, content=b"{not json", headers=auth)
             other_path = await http.post(url.removesuffix("/mcp") + "/other", json=INIT, headers=auth)
-            modern = {**auth, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
-            listed = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": MODERN_META}}
-            stateless = await http.post(url, json=listed, headers=modern)
-            mismatch = await http.post(url, json=listed, headers={**modern, "Mcp-Method": "tools/call"})
-            future = {**MODERN_META, "io.modelcontextprotocol/protocolVersion": "2031-01-01"}
-            too_new = await http.post(url, headers={**modern, "MCP-Protocol-Version": "2031-01-01"},
+            stateless_headers = {**auth, "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"}
+            listed = {"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": STATELESS_META}}
+            stateless = await http.post(url, json=listed, headers=stateless_headers)
+            mismatch = await http.post(url, json=listed, headers={**stateless_headers, "Mcp-Method": "tools/call"})
+            future = {**STATELESS_META, "io.modelcontextprotocol/protocolVersion": "2031-01-01"}
+            too_new = await http.post(url, headers={**stateless_headers, "MCP-Protocol-Version": "2031-01-01"},
                                       json={**listed, "params": {"_meta": future}})
             no_method = await http.post(url, json={**listed, "method": "prompts/list"},
-                                        headers={**modern, "Mcp-Method": "prompts/list"})
+                                        headers={**stateless_headers, "Mcp-Method": "prompts/list"})
             sse_only = await http.post(url, json=INIT, headers={**auth, "Accept": "text/event-stream"})
             doubled = await http.post(url, json=INIT, headers=[*auth.items(), ("Authorization", "Bearer x")])
             ok = await http.post(url, json=INIT, headers=auth)
@@ -340,7 +340,7 @@ async def test_the_http_gate_refuses_what_it_must() -> None:
     assert (origin.status_code, host.status_code) == (403, 403)
     assert unknown.status_code == 404
     assert put.status_code == 405 and "POST" in put.headers["allow"]
-    assert modern_get.status_code == 405
+    assert stateless_get.status_code == 405
     assert no_session.status_code == 400
     assert not_json.status_code == 415
     assert html_only.status_code == 406

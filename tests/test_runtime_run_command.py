@@ -18,8 +18,8 @@ from fake_extension import connect_extension
 from test_runtime_limits import cgroup_modes, escapee_pids, escaping_agent
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt
 
-from openab.core.acp.naming import SessionNaming
 from openab.core.procfs import read_stat
+from openab.core.session_naming import SessionNaming
 from openab.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.mcp.vocabulary import HANDSHAKE_VERSIONS, MODERN_VERSION, REQUESTED_HANDSHAKE_VERSION
+from openab.core.mcp_vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION, STATELESS_VERSION
 
 EXTENSION_TOOLS = Path(__file__).resolve().parent.parent / "extension" / "lib" / "catalogue.js"
 
@@ -68,7 +68,7 @@ def test_the_extension_negotiates_the_mcp_revisions_the_gateway_does() -> None:
     source = EXTENSION_MCP.read_text()
     assert tuple(_js_const(source, "HANDSHAKE_VERSIONS")) == HANDSHAKE_VERSIONS
     assert _js_const(source, "REQUESTED_HANDSHAKE_VERSION") == REQUESTED_HANDSHAKE_VERSION
-    assert _js_const(source, "STATELESS_VERSION") == MODERN_VERSION
+    assert _js_const(source, "STATELESS_VERSION") == STATELESS_VERSION
 
 
 def test_the_browser_serves_the_catalogue(extension_tools: dict[str, dict[str, Any]]) -> None:

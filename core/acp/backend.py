@@ -9,9 +9,9 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 from ..errors import PermissionUnavailable
-from ..jsonrpc import INTERNAL_ERROR, JsonObject, RpcError
+from ..jsonrpc import INTERNAL_ERROR, JsonObject, LocalRpcError
+from ..sessions import Session
 from ..turn_watch import TurnWatch
-from .sessions import Session
 
 __all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn", "WatchedTurn"]
 
@@ -72,7 +72,7 @@ class NoAgentBackend:
         return None
 
     async def prompt(self, turn: PromptTurn, prompt: list[JsonObject]) -> str:
-        raise RpcError(INTERNAL_ERROR, "No agent backend connected")
+        raise LocalRpcError(INTERNAL_ERROR, "No agent backend connected")
 
     async def cancel(self, session_id: str) -> None:
         return None

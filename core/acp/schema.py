@@ -7,14 +7,13 @@ The error texts are those of the `/acp` contract, so a client written for upstre
 from __future__ import annotations
 
 import re
-import uuid
 from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from .. import META_PREFIX
-from ..jsonrpc import INVALID_PARAMS, JsonObject, RpcError
+from ..jsonrpc import INVALID_PARAMS, JsonObject, LocalRpcError
 
 __all__ = [
     "ACP_TUNNEL_META",
@@ -35,7 +34,6 @@ __all__ = [
     "acp_declarations",
     "checked_prompt",
     "initialize_result",
-    "new_session_id",
     "parse_params",
     "validate_session_id",
 ]
@@ -112,14 +110,14 @@ def parse_params(model: type[M], params: Any, what: str = "params") -> M:
     if params is None:
         params = {}
     if not isinstance(params, dict):
-        raise RpcError(INVALID_PARAMS, f"Invalid {what}: params must be an object")
+        raise LocalRpcError(INVALID_PARAMS, f"Invalid {what}: params must be an object")
     try:
         return model.model_validate(params)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'params'}: {err['msg']}" for err in exc.errors()
         )
-        raise RpcError(INVALID_PARAMS, f"Invalid {what}: {problems}") from None
+        raise LocalRpcError(INVALID_PARAMS, f"Invalid {what}: {problems}") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,7 +183,7 @@ class AgentOffer:
             return self.default
         ids = [c.id for c in self.choices]
         if wanted not in ids:
-            raise RpcError(
+            raise LocalRpcError(
                 INVALID_PARAMS,
                 f"Invalid params: _meta.{AGENT_META} {wanted!r} is not an agent this gateway offers; "
                 f"choose one of {', '.join(ids)} (initialize's _meta.{AGENTS_META} lists them)",
@@ -199,13 +197,9 @@ class AgentOffer:
         return str(wanted) if wanted in [c.id for c in self.choices] else self.default
 
 
-def new_session_id() -> str:
-    return f"sess_{uuid.uuid4()}"
-
-
 def validate_session_id(session_id: str) -> str:
     if not _SESSION_ID.fullmatch(session_id):
-        raise RpcError(INVALID_PARAMS, "Invalid sessionId: expected the form sess_<uuid>")
+        raise LocalRpcError(INVALID_PARAMS, "Invalid sessionId: expected the form sess_<uuid>")
     return session_id
 
 
@@ -233,26 +227,26 @@ def checked_prompt(prompt: Any) -> list[JsonObject]:
     the browser could not have meant for it (a local file, an image we do not advertise) is refused here.
     """
     if not isinstance(prompt, list):
-        raise RpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of content blocks")
+        raise LocalRpcError(INVALID_PARAMS, "Invalid params: prompt must be an array of content blocks")
     has_words = False
     for block in prompt:
         if not isinstance(block, dict):
-            raise RpcError(INVALID_PARAMS, "Invalid params: each prompt block must be an object")
+            raise LocalRpcError(INVALID_PARAMS, "Invalid params: each prompt block must be an object")
         kind = block.get("type")
         if kind == "text":
             text = block.get("text")
             if not isinstance(text, str):
-                raise RpcError(INVALID_PARAMS, "Invalid params: a text block needs a string `text`")
+                raise LocalRpcError(INVALID_PARAMS, "Invalid params: a text block needs a string `text`")
             has_words = has_words or bool(text.strip())
         elif kind == "resource_link":
             if not isinstance(block.get("name"), str) or not isinstance(block.get("uri"), str):
-                raise RpcError(INVALID_PARAMS, "Invalid params: a resource_link block needs `name` and `uri`")
+                raise LocalRpcError(INVALID_PARAMS, "Invalid params: a resource_link block needs `name` and `uri`")
             has_words = True
         else:
-            raise RpcError(
+            raise LocalRpcError(
                 INVALID_PARAMS,
                 f"Unsupported prompt content block type '{kind}' — send text or resource_link blocks",
             )
     if not has_words:
-        raise RpcError(INVALID_PARAMS, "Empty prompt")
+        raise LocalRpcError(INVALID_PARAMS, "Empty prompt")
     return prompt

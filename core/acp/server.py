@@ -28,6 +28,7 @@ from ..jsonrpc import (
     SESSION_BUSY,
     JsonObject,
     Later,
+    LocalRpcError,
     Notification,
     PassThrough,
     Peer,
@@ -36,6 +37,7 @@ from ..jsonrpc import (
     RpcConnection,
     RpcError,
 )
+from ..sessions import Session, SessionStore, TooManySessions
 from ..tunnel.tunnel import TunnelAddress, TunnelError, TunnelOwner, establish
 from ..turn_watch import IDLE, PERSON, TurnWatch
 from .backend import AgentBackend, PermissionUnavailable
@@ -57,11 +59,10 @@ from .schema import (
     parse_params,
     validate_session_id,
 )
-from .sessions import Session, SessionStore, TooManySessions
 
 if TYPE_CHECKING:
-    from ..pod import Spawn
     from ..settings import Settings
+    from ..tasks import Spawn
     from ..tunnel.registry import TunnelRegistry
     from ..tunnel.tunnel import Tunnel
 
@@ -253,7 +254,7 @@ class AcpServerConnection:
         if method == "initialize":
             return self._initialize(params)
         if method in _SESSION_METHODS and not self._initialized:
-            raise RpcError(NOT_INITIALIZED, "Not initialized")
+            raise LocalRpcError(NOT_INITIALIZED, "Not initialized")
         if method == "session/new":
             return self._new_session(params)
         if method == "session/resume":
@@ -263,8 +264,8 @@ class AcpServerConnection:
         if method == "session/close":
             return self._close_session(params)
         if method == "session/cancel":
-            raise RpcError(INVALID_REQUEST, "session/cancel is a notification and must not carry an id")
-        raise RpcError.method_not_found(method)
+            raise LocalRpcError(INVALID_REQUEST, "session/cancel is a notification and must not carry an id")
+        raise LocalRpcError.method_not_found(method)
 
     def handle_notification(self, notification: Notification) -> None:
         if notification.method == "session/cancel":
@@ -280,7 +281,7 @@ class AcpServerConnection:
     def _initialize(self, params: Any) -> JsonObject:
         parsed = parse_params(InitializeParams, params, "initialize params")
         if parsed.protocol_version < 1:
-            raise RpcError(
+            raise LocalRpcError(
                 INVALID_PARAMS, f"Unsupported protocolVersion {parsed.protocol_version}; this agent supports 1"
             )
         self._initialized = True
@@ -290,13 +291,13 @@ class AcpServerConnection:
         servers = acp_declarations(declared)
         limit = self.settings.max_servers_per_session
         if len(servers) > limit:
-            raise RpcError(SERVER_OVERLOADED, f"Too many type:acp servers declared ({len(servers)}, max {limit})")
+            raise LocalRpcError(SERVER_OVERLOADED, f"Too many type:acp servers declared ({len(servers)}, max {limit})")
         return servers
 
     def _hold(self, session_id: str | None) -> None:
         limit = self.settings.max_sessions_per_connection
         if session_id not in self._sessions and len(self._sessions) >= limit:
-            raise RpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit}): close one "
+            raise LocalRpcError(SERVER_OVERLOADED, f"Too many sessions on this connection (max {limit}): close one "
                                               "(session/close) before opening another")
 
     def _open(self, session_id: str | None, meta: dict[str, Any] | None, agent: str) -> Session:
@@ -310,7 +311,7 @@ class AcpServerConnection:
                 session_id, owner=self.id, owner_generation=self.generation
             )
         except TooManySessions as exc:
-            raise RpcError(SERVER_OVERLOADED, str(exc)) from None
+            raise LocalRpcError(SERVER_OVERLOADED, str(exc)) from None
         self._sessions.add(session.id)
         if session.agent is None:
             session.agent = agent
@@ -337,7 +338,7 @@ class AcpServerConnection:
         servers = self._check_declarations(parsed.mcp_servers)
         existing = self.sessions.get(session_id)
         if existing is not None and existing.prompting:
-            raise RpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
+            raise LocalRpcError(SESSION_BUSY, "Session busy: a prompt is in progress; cannot resume")
         self._hold(session_id)
         previous_owner = existing.owner if existing is not None else None
         session = self._open(session_id, parsed.meta, self.agents.resumed(parsed.meta))
@@ -426,29 +427,29 @@ class AcpServerConnection:
 
     def _owned_session(self, session_id: str | None) -> Session:
         if not session_id:
-            raise RpcError(INVALID_PARAMS, "Missing sessionId")
+            raise LocalRpcError(INVALID_PARAMS, "Missing sessionId")
         session = self.sessions.get(session_id)
         if session is None or session_id not in self._sessions:
-            raise RpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
+            raise LocalRpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
         if session.owner != self.id:
-            raise RpcError(
+            raise LocalRpcError(
                 INVALID_PARAMS, f"Session {session_id} was resumed on another connection; resume it here first"
             )
         return session
 
     def _prompt(self, params: Any, request_id: object) -> Later:
         if isinstance(params, dict) and not params.get("sessionId"):
-            raise RpcError(INVALID_PARAMS, "Missing sessionId")
+            raise LocalRpcError(INVALID_PARAMS, "Missing sessionId")
         parsed = parse_params(PromptParams, params)
         session = self._owned_session(parsed.session_id)
         if self.connections.draining:
-            raise RpcError(SERVER_OVERLOADED, "The gateway is shutting down for a restart: send the prompt again "
+            raise LocalRpcError(SERVER_OVERLOADED, "The gateway is shutting down for a restart: send the prompt again "
                                               "once the connection is back")
         if session.prompting:
-            raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
+            raise LocalRpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
         limit = self.settings.max_inflight_prompts
         if len(self._turns) >= limit:
-            raise RpcError(SERVER_OVERLOADED, f"Too many in-flight prompts (max {limit})")
+            raise LocalRpcError(SERVER_OVERLOADED, f"Too many in-flight prompts (max {limit})")
         blocks = checked_prompt(parsed.prompt)
         session.prompting = session.prompted = True
         turn = _Turn(self, session)
@@ -481,7 +482,7 @@ class AcpServerConnection:
                     if now >= limit:
                         work.cancel()
                         self.spawn(self.backend.cancel(session.id))
-                        raise RpcError(INTERNAL_ERROR, "Timed out waiting for agent backend")
+                        raise LocalRpcError(INTERNAL_ERROR, "Timed out waiting for agent backend")
                 changed = asyncio.ensure_future(turn.changed.wait())
                 try:
                     await asyncio.wait({work, changed}, timeout=limit - now, return_when=asyncio.FIRST_COMPLETED)

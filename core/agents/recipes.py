@@ -34,10 +34,10 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..agent_names import AGENT_NAMES, canonical_agent
 from ..errors import ConfigurationError
 from ..jsonrpc import JsonObject
-from ..mcp.vocabulary import SERVER_NAME
-from .names import AGENT_NAMES, canonical_agent
+from ..mcp_vocabulary import SERVER_NAME
 
 __all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "running_as_root"]
 

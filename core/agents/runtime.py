@@ -3,7 +3,7 @@
 For each session it starts the configured agent (:mod:`openab.core.agents.recipes`) as a child speaking ACP
 on stdio (:mod:`openab.core.agents.process`), in the session's own working directory under the state dir, with
 a scrubbed environment and ``OPENAB_BROWSER_CHANNEL`` set, and hands it the session's browser endpoint
-(:mod:`openab.core.agents.handoff`). The
+(:mod:`openab.core.agents.provision`). The
 agent is started by the session's first prompt (not when it opens: an idle CLI costs tens of MB, and a page can
 open sessions at will), kept across prompts and across ``session/resume`` (the session id is the key, whatever
 socket holds it), and stopped, with its whole process tree, when its session is evicted or after it has been
@@ -32,22 +32,22 @@ from typing import TYPE_CHECKING, Any
 
 from ..acp.backend import PromptTurn
 from ..acp.schema import AgentChoice, AgentOffer
-from ..acp.sessions import Session, SessionStore
 from ..errors import AgentExited, AgentNotFound, ConfigError
-from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObject, RpcError
+from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObject, LocalRpcError, RpcError
 from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
+from ..sessions import Session, SessionStore
 from ..settings import Settings
 from ..statedir import session_workdir
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
-from .handoff import BrowserHandoff
 from .process import scrubbed_env
+from .provision import BrowserProvision
 from .recipes import Recipe, recipe_for, running_as_root
 from .session_agent import SessionAgent
 from .tree import REAPER, own_cgroup
 
 if TYPE_CHECKING:
-    from ..pod import Spawn
+    from ..tasks import Spawn
 
 __all__ = ["AgentRuntime", "OfferedAgent", "operator_env"]
 
@@ -72,14 +72,14 @@ class OfferedAgent:
 
     recipe: Recipe
     argv: list[str]
-    handoff: BrowserHandoff
+    provision: BrowserProvision
 
     @classmethod
     def of(cls, recipe: Recipe, command: list[str] | None) -> OfferedAgent:
         argv = recipe.command(command)
         if not argv:
             raise ValueError(f"agent {recipe.name!r} has no command: give --agent-cmd")
-        return cls(recipe, argv, BrowserHandoff(recipe))
+        return cls(recipe, argv, BrowserProvision(recipe))
 
 
 class AgentRuntime:
@@ -235,7 +235,7 @@ class AgentRuntime:
         """
         session = self.sessions.get(session_id)
         if session is None:
-            raise RpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
+            raise LocalRpcError(INVALID_PARAMS, f"Unknown session: {session_id}")
         with self._claim(session_id):
             agent = await self._ensure(session)
         return agent.process.pid if agent.process is not None else None
@@ -291,7 +291,7 @@ class AgentRuntime:
                 if not agent.busy and not self._claims.get(sid)]
         if not idle:
             log.warning("session %s: no agent started: all %d agents of the pod are busy", session_id, cap)
-            raise RpcError(
+            raise LocalRpcError(
                 SERVER_OVERLOADED,
                 f"Every agent this pod may run ({cap}) is busy in a turn: wait for one to finish, close another "
                 "chat, or ask the operator to raise the cap (--max-agents, OPENAB_MAX_AGENTS).",
@@ -310,16 +310,16 @@ class AgentRuntime:
         except AgentExited as exc:
             await agent.close()
             how = f" ({recipe.install})" if isinstance(exc, AgentNotFound) and recipe.install else ""
-            raise RpcError(INTERNAL_ERROR, f"Could not start {recipe.title}: {exc}{how}") from None
+            raise LocalRpcError(INTERNAL_ERROR, f"Could not start {recipe.title}: {exc}{how}") from None
         except (ConfigError, OSError) as exc:
             await agent.close()
-            raise RpcError(INTERNAL_ERROR, f"Could not prepare {recipe.title}: {exc}") from None
+            raise LocalRpcError(INTERNAL_ERROR, f"Could not prepare {recipe.title}: {exc}") from None
         except BaseException:
             await agent.close()
             raise
         if self.sessions.get(session.id) is not session:
             await agent.close()  # the session was evicted while its agent was starting
-            raise RpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
+            raise LocalRpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
         self._agents[session.id] = agent
         if agent.acp_session_id is not None:
             self._conversations.remember(session.id, recipe.name, agent.acp_session_id)

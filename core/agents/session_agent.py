@@ -14,15 +14,15 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import package_version
 from ..acp.backend import PromptTurn, WatchedTurn
 from ..acp.schema import AUTH_REQUIRED
-from ..acp.sessions import Session
 from ..errors import AgentExited, PermissionUnavailable, TransportError
-from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, Notification, Request, RpcError
+from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, LocalRpcError, Notification, RemoteRpcError, Request, RpcError
 from ..mcp.access import BrowserEndpoint
+from ..sessions import Session
 from ..turn_watch import SILENCE, TurnWatch
-from .handoff import Handover
 from .permissions import cancelled as cancelled_outcome
 from .permissions import decide, decide_ours, reject
 from .process import AgentProcess
+from .provision import Provided
 
 if TYPE_CHECKING:
     from .runtime import AgentRuntime
@@ -49,7 +49,7 @@ class SessionAgent:
         self.process: AgentProcess | None = None
         self.acp_session_id: str | None = None
         self.endpoint: BrowserEndpoint | None = None
-        self.handover: Handover | None = None
+        self.provided: Provided | None = None
         self.turn: PromptTurn | None = None
         self.cancelling = False
         self.last_used = time.monotonic()
@@ -80,7 +80,7 @@ class SessionAgent:
             params = request.params if isinstance(request.params, dict) else {}
             return Later(self._permission(params))
         # We advertise no fs and no terminal: the agent works in the pod, the browser is its only reach.
-        raise RpcError.method_not_found(request.method)
+        raise LocalRpcError.method_not_found(request.method)
 
     def handle_notification(self, notification: Notification) -> None:
         self._heard()
@@ -176,9 +176,9 @@ class SessionAgent:
             # is risky); a variable the operator set is theirs, not replaced.
             argv += recipe.allow_browser_argv
             env.update({k: v for k, v in recipe.allow_browser_env.items() if env.get(k) == recipe.env.get(k)})
-        self.handover = self.offered.handoff.hand_over(self.session.id, self.endpoint, self.cwd, env)
-        argv += self.handover.argv
-        servers = self.handover.servers
+        self.provided = self.offered.provision.provide(self.session.id, self.endpoint, self.cwd, env)
+        argv += self.provided.argv
+        servers = self.provided.servers
         self.process = AgentProcess(argv, handler=self, env=env, cwd=self.cwd, name=self.name,
                                     cgroups=runtime.cgroups)
         await self.process.start()
@@ -209,7 +209,7 @@ class SessionAgent:
         except TransportError:
             await self.stop()
             raise AgentExited(self.process.exit_message()) from None
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             await self.stop()
             raise AgentExited(f"the agent refused to start a session: {_agent_error_text(exc)}") from None
         except AgentExited:
@@ -240,7 +240,7 @@ class SessionAgent:
             try:
                 await rpc.request(method, {**params, "sessionId": previous}, timeout=timeout)
                 return previous
-            except RpcError as exc:
+            except RemoteRpcError as exc:
                 log.info("%s: %s refused (%s); starting a new conversation", self.name, method, exc.message)
         created = await rpc.request("session/new", params, timeout=timeout)
         session_id = created.get("sessionId") if isinstance(created, dict) else None
@@ -274,15 +274,15 @@ class SessionAgent:
                     reason = f"it said nothing for {silence:g} s"
                     rpc.notify("session/cancel", {"sessionId": self.acp_session_id})
                     await self.stop(reason)
-                    raise RpcError(INTERNAL_ERROR, f"The agent stopped answering: {reason}, so it was stopped. "
+                    raise LocalRpcError(INTERNAL_ERROR, f"The agent stopped answering: {reason}, so it was stopped. "
                                                    "Prompt again to start a fresh agent.")
                 await asyncio.wait({request}, timeout=max(0.05, watch.deadline(SILENCE, now) - now))
             result = request.result()
         except TransportError:
             raise _agent_gone(self) from None
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             if request.done() and not request.cancelled() and request.exception() is exc:
-                raise RpcError(INTERNAL_ERROR, f"The agent failed: {_agent_error_text(exc)}", exc.data) from None
+                raise LocalRpcError(INTERNAL_ERROR, f"The agent failed: {_agent_error_text(exc)}", exc.data) from None
             raise
         except asyncio.CancelledError:
             if not request.done():
@@ -329,9 +329,9 @@ class SessionAgent:
 
     async def close(self) -> None:
         await self.stop("its session was closed")
-        if self.handover is not None:
-            self.offered.handoff.take_back(self.handover)
-            self.handover = None
+        if self.provided is not None:
+            self.offered.provision.withdraw(self.provided)
+            self.provided = None
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
@@ -341,7 +341,7 @@ def _consume(future: asyncio.Future[Any]) -> None:
 
 def _agent_gone(agent: SessionAgent) -> RpcError:
     how = agent.process.exit_message() if agent.process is not None else "the agent is not running"
-    return RpcError(INTERNAL_ERROR, f"The agent ended mid-turn: {how}. Prompt again to start a fresh agent.")
+    return LocalRpcError(INTERNAL_ERROR, f"The agent ended mid-turn: {how}. Prompt again to start a fresh agent.")
 
 
 def _agent_error_text(exc: RpcError) -> str:

@@ -22,6 +22,7 @@ from ..errors import ConnectionClosed, RequestTimeout
 from .protocol import (
     INTERNAL_ERROR,
     REQUEST_CANCELLED,
+    LocalRpcError,
     Notification,
     Peer,
     Request,
@@ -145,7 +146,7 @@ class RpcConnection:
             return
         except Exception:
             log.exception("%s: handler for %s failed", self.name, request.method)
-            self._peer.send_error(request.id, RpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
+            self._peer.send_error(request.id, LocalRpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
             return
         if isinstance(outcome, Later):
             key = id_key(request.id)
@@ -162,11 +163,11 @@ class RpcConnection:
             self._answer(request.id, error=error)
         except asyncio.CancelledError:
             # Cancelled by $/cancel_request, or by close() (then the answer goes nowhere, harmlessly).
-            self._answer(request.id, error=RpcError(REQUEST_CANCELLED, "Request cancelled"))
+            self._answer(request.id, error=LocalRpcError(REQUEST_CANCELLED, "Request cancelled"))
             raise
         except Exception:
             log.exception("%s: handler for %s failed", self.name, request.method)
-            self._answer(request.id, error=RpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
+            self._answer(request.id, error=LocalRpcError(INTERNAL_ERROR, f"Internal error in {request.method}"))
         else:
             self._answer(request.id, result=result)
 

@@ -26,8 +26,22 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from ..errors import OpenabError, TooManyPendingRequests
+from ..errors import TooManyPendingRequests
 from . import passthrough
+from .errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    NOT_INITIALIZED,
+    PARSE_ERROR,
+    REQUEST_CANCELLED,
+    SERVER_OVERLOADED,
+    SESSION_BUSY,
+    LocalRpcError,
+    RemoteRpcError,
+    RpcError,
+)
 from .passthrough import PassThrough, is_answer
 
 __all__ = [
@@ -46,8 +60,10 @@ __all__ = [
     "IdRule",
     "Invalid",
     "JsonObject",
+    "LocalRpcError",
     "Notification",
     "Peer",
+    "RemoteRpcError",
     "Reply",
     "Request",
     "RequestFailed",
@@ -70,16 +86,6 @@ __all__ = [
 
 JsonObject = dict[str, Any]
 RequestId = int | str | float | None
-
-PARSE_ERROR: Final = -32700
-INVALID_REQUEST: Final = -32600
-METHOD_NOT_FOUND: Final = -32601
-INVALID_PARAMS: Final = -32602
-INTERNAL_ERROR: Final = -32603
-SERVER_OVERLOADED: Final = -32000
-SESSION_BUSY: Final = -32001
-NOT_INITIALIZED: Final = -32002
-REQUEST_CANCELLED: Final = -32800
 
 # How deep a message may nest arrays and objects, the envelope object being level 1. orjson reads 1024 levels
 # but writes only 254, and every hop wraps what it relays in a few more: 128 leaves room for that, and no
@@ -121,48 +127,6 @@ def error_message(request_id: RequestId, error: RpcError) -> JsonObject:
 def dumps(message: JsonObject) -> bytes:
     """Serialize one message; never emits a newline, so it is safe for line-delimited transports."""
     return orjson.dumps(message)
-
-
-class RpcError(OpenabError):
-    """A JSON-RPC error object, raised by handlers and carried by :class:`Response`."""
-
-    def __init__(self, code: int, message: str, data: Any = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-        self.data = data
-
-    def to_json(self) -> JsonObject:
-        error: JsonObject = {"code": self.code, "message": self.message}
-        if self.data is not None:
-            error["data"] = self.data
-        return error
-
-    @classmethod
-    def from_json(cls, error: Any) -> RpcError:
-        """Read an ``error`` member sent by a peer, tolerating shapes that break the spec."""
-        if isinstance(error, dict) and isinstance(error.get("code"), int) and not isinstance(
-            error.get("code"), bool
-        ):
-            message = error.get("message")
-            return cls(error["code"], message if isinstance(message, str) else "", error.get("data"))
-        return cls(INTERNAL_ERROR, f"Malformed error object from peer: {_preview(error)}")
-
-    @classmethod
-    def method_not_found(cls, method: str) -> RpcError:
-        return cls(METHOD_NOT_FOUND, f"Method not found: {method}")
-
-    @classmethod
-    def invalid_params(cls, message: str) -> RpcError:
-        return cls(INVALID_PARAMS, message)
-
-    @classmethod
-    def internal(cls, message: str) -> RpcError:
-        return cls(INTERNAL_ERROR, message)
-
-    def __repr__(self) -> str:
-        return f"RpcError({self.code}, {self.message!r})"
-
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +203,7 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
 
 def too_deep_error(limit: int = MAX_DEPTH) -> RpcError:
     """The -32600 for a message nested past ``limit``: it names the bound and what to send instead."""
-    return RpcError(
+    return LocalRpcError(
         INVALID_REQUEST,
         f"Invalid Request: nested more than {limit} levels deep (the limit of every openab hop); "
         "send flatter JSON",
@@ -278,7 +242,7 @@ def unreadable_error(error: orjson.JSONDecodeError, limit: int = MAX_DEPTH) -> R
     parses on its own (the proxy, the bridge) answers with it, so a client hears the same words everywhere."""
     if _failed_deep(error, limit):
         return too_deep_error(limit)
-    return RpcError(PARSE_ERROR, f"Parse error: {error}")
+    return LocalRpcError(PARSE_ERROR, f"Parse error: {error}")
 
 
 def _failed_deep(error: orjson.JSONDecodeError, limit: int) -> bool:
@@ -294,11 +258,6 @@ def _failed_deep(error: orjson.JSONDecodeError, limit: int) -> bool:
         return False
     read = _STRING_LITERAL.sub("", read)
     return read.count("[") + read.count("{") - read.count("]") - read.count("}") > limit
-
-
-def _preview(value: Any, limit: int = 120) -> str:
-    text = repr(value)
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def id_key(request_id: Any) -> tuple[str, RequestId]:
@@ -360,16 +319,17 @@ def classify(
     """
     if not isinstance(message, dict):
         kind = "batches are not supported" if isinstance(message, list) else "expected a JSON object"
-        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: {kind}"))
+        return Invalid(None, LocalRpcError(INVALID_REQUEST, f"Invalid Request: {kind}"))
     has_id = "id" in message
     request_id = message.get("id")
     valid_id, id_words = _ID_RULES[ids]
     if has_id and not valid_id(request_id):
-        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id must be {id_words}"))
+        return Invalid(None, LocalRpcError(INVALID_REQUEST, f"Invalid Request: id must be {id_words}"))
     if is_answer(message):
         return Reply(request_id, message)
     if isinstance(request_id, str) and len(request_id) > MAX_ID_CHARS:
-        return Invalid(None, RpcError(INVALID_REQUEST, f"Invalid Request: id longer than {MAX_ID_CHARS} characters"))
+        too_long = f"Invalid Request: id longer than {MAX_ID_CHARS} characters"
+        return Invalid(None, LocalRpcError(INVALID_REQUEST, too_long))
     method = message.get("method")
     problem = (
         "method must be a string" if not isinstance(method, str)
@@ -377,7 +337,7 @@ def classify(
         else None
     )
     if problem is not None:
-        return Invalid(request_id, RpcError(INVALID_REQUEST, f"Invalid Request: {problem}")) if has_id else None
+        return Invalid(request_id, LocalRpcError(INVALID_REQUEST, f"Invalid Request: {problem}")) if has_id else None
     assert isinstance(method, str)
     if not has_id:
         return Notification(method, message.get("params"), size)
@@ -449,7 +409,7 @@ class Peer:
             if isinstance(kind, Request):
                 self._send_error_reply(
                     kind.id,
-                    RpcError(
+                    LocalRpcError(
                         SERVER_OVERLOADED,
                         f"Frame too large: {size} exceeds the {self._max_method_bytes}-byte limit for "
                         f"`{kind.method}`",
@@ -463,13 +423,13 @@ class Peer:
         if key in self._open:
             self._send_error_reply(
                 None,
-                RpcError(INVALID_REQUEST, f"Invalid Request: id {kind.id!r} is already in use"),
+                LocalRpcError(INVALID_REQUEST, f"Invalid Request: id {kind.id!r} is already in use"),
             )
             return []
         if len(self._open) >= self._max_open:
             self._send_error_reply(
                 kind.id,
-                RpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self._max_open})"),
+                LocalRpcError(SERVER_OVERLOADED, f"Too many requests in flight (max {self._max_open})"),
             )
             return []
         self._open.add(key)
@@ -498,13 +458,13 @@ class Peer:
         assert our_id is not None
         if nested_too_deep:
             # Failing the request now beats a timeout, and beats relaying what the next hop cannot write.
-            error = RpcError(
+            error = RemoteRpcError(
                 INTERNAL_ERROR,
                 f"Malformed answer from peer to {pending.method}: nested more than {self._max_depth} levels deep",
             )
             return [Response(our_id, None, error, pending.context)]
         if "error" in message:
-            return [Response(our_id, None, RpcError.from_json(message["error"]), pending.context)]
+            return [Response(our_id, None, RemoteRpcError.from_json(message["error"]), pending.context)]
         return [Response(our_id, message["result"], None, pending.context)]
 
     @staticmethod

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ..acp.sessions import Session
+from ..sessions import Session
 
 __all__ = ["BROWSER_CHANNEL_ENV", "BrowserAccess", "BrowserEndpoint", "Entry", "HttpEndpoint", "StdioCommand"]
 

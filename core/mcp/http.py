@@ -33,19 +33,19 @@ from ..jsonrpc import (
     PARSE_ERROR,
     REQUEST_CANCELLED,
     JsonObject,
-    RpcError,
+    LocalRpcError,
     error_message,
 )
 from ..jsonrpc.protocol import reply_id, unreadable_error
-from .server import BrowserMcp, modern_version
-from .vocabulary import (
+from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,
     HEADER_MISMATCH,
-    MODERN_VERSION,
     PROTOCOL_VERSION_HEADER,
     SESSION_ID_HEADER,
+    STATELESS_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from .server import BrowserMcp, stateless_version
 
 __all__ = ["MCP_PATH", "McpHttpApp"]
 
@@ -59,7 +59,7 @@ _ALLOWED_METHODS: Final = "GET, POST, DELETE"
 _SINGLE_HEADERS: Final = frozenset((b"host", b"origin", b"authorization", b"mcp-session-id",
                                     b"mcp-protocol-version", b"mcp-method", b"mcp-name", b"content-type"))
 # 2026-07-28 over HTTP: JSON-RPC error codes that are also HTTP statuses.
-_MODERN_STATUS: Final = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
+_STATELESS_STATUS: Final = {PARSE_ERROR: 400, INVALID_REQUEST: 400, INVALID_PARAMS: 400, HEADER_MISMATCH: 400,
                          UNSUPPORTED_PROTOCOL_VERSION: 400, METHOD_NOT_FOUND: 404}
 
 
@@ -252,12 +252,12 @@ class McpHttpApp:
             return session.server, session, _always_ok
         if message.get("method") == "initialize":
             return self._stateless, None, _always_ok
-        meta_version = modern_version(message)
-        if meta_version is None and version != MODERN_VERSION:
+        meta_version = stateless_version(message)
+        if meta_version is None and version != STATELESS_VERSION:
             raise _Refusal(400, "Bad Request: Mcp-Session-Id header is required; send initialize first",
                            request_id=reply_id(message, ids="mcp"))
-        _check_modern_headers(headers, message, meta_version)
-        return self._stateless, None, _modern_status
+        _check_stateless_headers(headers, message, meta_version)
+        return self._stateless, None, _stateless_status
 
     def _session(self, session_id: str) -> _McpSession:
         session = self.sessions.get(session_id)
@@ -323,7 +323,7 @@ class McpHttpApp:
                     break
             response = work.result()
             if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
-                response = error_message(message["id"], RpcError(REQUEST_CANCELLED, "Request cancelled"))
+                response = error_message(message["id"], LocalRpcError(REQUEST_CANCELLED, "Request cancelled"))
             if streaming:
                 while not progress.empty():
                     await _sse_event(send, progress.get_nowait())
@@ -340,7 +340,7 @@ class McpHttpApp:
     async def _get(self, headers: Headers, receive: Receive, send: Send) -> None:
         session_id = headers.get(SESSION_ID_HEADER)
         if session_id is None:
-            if headers.get(PROTOCOL_VERSION_HEADER) == MODERN_VERSION:
+            if headers.get(PROTOCOL_VERSION_HEADER) == STATELESS_VERSION:
                 raise _Refusal(405, "2026-07-28 has no GET stream", headers=(("allow", "POST"),))
             raise _Refusal(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
         session = self._session(session_id)
@@ -412,13 +412,13 @@ def _always_ok(_response: JsonObject) -> int:
     return 200
 
 
-def _modern_status(response: JsonObject) -> int:
+def _stateless_status(response: JsonObject) -> int:
     error = response.get("error")
     code = error.get("code") if isinstance(error, dict) else None
-    return _MODERN_STATUS.get(code, 200) if isinstance(code, int) else 200
+    return _STATELESS_STATUS.get(code, 200) if isinstance(code, int) else 200
 
 
-def _check_modern_headers(headers: Headers, message: JsonObject, meta_version: str | None) -> None:
+def _check_stateless_headers(headers: Headers, message: JsonObject, meta_version: str | None) -> None:
     """2026-07-28: the routing headers must say what the body says."""
     request_id = reply_id(message, ids="mcp")
     version = headers.get(PROTOCOL_VERSION_HEADER)
@@ -495,7 +495,7 @@ async def _reply(
 
 
 async def _refuse(send: Send, refusal: _Refusal) -> None:
-    body = error_message(refusal.request_id, RpcError(refusal.code, refusal.message))
+    body = error_message(refusal.request_id, LocalRpcError(refusal.code, refusal.message))
     await _reply(send, refusal.status, orjson.dumps(body), "application/json", refusal.headers)
 
 

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
-from ..acp.sessions import Session, SessionStore
 from ..addresses import is_loopback
 from ..jsonrpc import JsonObject
+from ..sessions import Session, SessionStore
 from ..sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
 from ..tunnel.registry import TunnelRegistry
 from .access import BrowserEndpoint, HttpEndpoint

@@ -45,6 +45,7 @@ from ..jsonrpc import (
     SERVER_OVERLOADED,
     Invalid,
     JsonObject,
+    LocalRpcError,
     Notification,
     Request,
     RequestId,
@@ -56,11 +57,7 @@ from ..jsonrpc import (
     result_message,
 )
 from ..jsonrpc.protocol import too_deep, too_deep_error
-from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
-from ..tunnel.tunnel import TunnelError
-from .audit import AuditLog
-from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
-from .vocabulary import (
+from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
     META_SERVER_INFO,
@@ -68,12 +65,16 @@ from .vocabulary import (
     META_SUBSCRIPTION_ID,
     META_TRUNCATED,
     META_VERSION,
-    MODERN_VERSION,
     SERVER_NAME,
+    STATELESS_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
+from ..tunnel.tunnel import TunnelError
+from .audit import AuditLog
+from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
 
-__all__ = ["BrowserMcp", "Limits", "Send", "bound_result", "modern_version"]
+__all__ = ["BrowserMcp", "Limits", "Send", "bound_result", "stateless_version"]
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,7 @@ class Limits:
     call_timeout: float | None = None
 
 
-def modern_version(message: Mapping[str, Any]) -> str | None:
+def stateless_version(message: Mapping[str, Any]) -> str | None:
     """The 2026-07-28-style ``_meta`` protocol version a request carries, if any."""
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -179,15 +180,15 @@ class BrowserMcp:
         if too_deep(message):
             return error_message(request_id, too_deep_error())
         if params is not None and not isinstance(params, dict):
-            return error_message(request_id, RpcError(INVALID_PARAMS, "params must be an object"))
+            return error_message(request_id, LocalRpcError(INVALID_PARAMS, "params must be an object"))
         try:
-            result = await self._request(request_id, method, params or {}, modern_version(message), progress)
+            result = await self._request(request_id, method, params or {}, stateless_version(message), progress)
         except RpcError as exc:
             return error_message(request_id, exc)
         except Exception:
             # A bug of ours must cost one answer, not the transport that called us.
             log.exception("browser MCP: %s failed for session %s", method, self.session_id)
-            return error_message(request_id, RpcError(INTERNAL_ERROR, f"Internal error in {method}"))
+            return error_message(request_id, LocalRpcError(INTERNAL_ERROR, f"Internal error in {method}"))
         if result is None:
             return None
         return result_message(request_id, result)
@@ -219,30 +220,30 @@ class BrowserMcp:
     # -- requests ---------------------------------------------------------------------------------------
 
     async def _request(
-        self, request_id: RequestId, method: str, params: JsonObject, modern: str | None, progress: Send | None
+        self, request_id: RequestId, method: str, params: JsonObject, stateless: str | None, progress: Send | None
     ) -> JsonObject | None:
         if self.closed:
-            raise RpcError(INVALID_REQUEST, "This MCP conversation is closed: connect (initialize) again")
-        if modern is not None and modern != MODERN_VERSION:
-            raise RpcError(
+            raise LocalRpcError(INVALID_REQUEST, "This MCP conversation is closed: connect (initialize) again")
+        if stateless is not None and stateless != STATELESS_VERSION:
+            raise LocalRpcError(
                 UNSUPPORTED_PROTOCOL_VERSION,
-                f"Unsupported protocol version {modern!r}",
-                {"supported": [*HANDSHAKE_VERSIONS, MODERN_VERSION], "requested": modern},
+                f"Unsupported protocol version {stateless!r}",
+                {"supported": [*HANDSHAKE_VERSIONS, STATELESS_VERSION], "requested": stateless},
             )
         if method == "initialize":
             return self._initialize(params)
         if method == "ping":
-            return self._complete({}, modern)
+            return self._complete({}, stateless)
         if method == "server/discover":
             return self._discover()
         if method == "tools/list":
-            return self._complete(await self._list_tools(params), modern, listing=True)
+            return self._complete(await self._list_tools(params), stateless, listing=True)
         if method == "tools/call":
             result = await self._run(request_id, self._call_tool(params, progress or self._send))
-            return None if result is None else self._complete(result, modern)
-        if method == "subscriptions/listen" and modern is not None:
+            return None if result is None else self._complete(result, stateless)
+        if method == "subscriptions/listen" and stateless is not None:
             return await self._run(request_id, self._listen(request_id, params, progress or self._send))
-        raise RpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
+        raise LocalRpcError(METHOD_NOT_FOUND, f"Method not found: {method}")
 
     def _initialize(self, params: JsonObject) -> JsonObject:
         requested = params.get("protocolVersion")
@@ -257,11 +258,11 @@ class BrowserMcp:
         }
 
     def _discover(self) -> JsonObject:
-        self.protocol_version = MODERN_VERSION
+        self.protocol_version = STATELESS_VERSION
         return {
             "resultType": "complete",
-            # Only modern versions: a dual-era client that sees none falls back to initialize anyway.
-            "supportedVersions": [MODERN_VERSION],
+            # Only stateless versions: a dual-era client that sees none falls back to initialize anyway.
+            "supportedVersions": [STATELESS_VERSION],
             "capabilities": {"tools": {"listChanged": True}},
             "instructions": INSTRUCTIONS,
             "ttlMs": 0,
@@ -272,9 +273,9 @@ class BrowserMcp:
     def _server_info(self) -> JsonObject:
         return {"name": SERVER_NAME, "title": "openab browser", "version": self._server_version}
 
-    def _complete(self, result: JsonObject, modern: str | None, *, listing: bool = False) -> JsonObject:
+    def _complete(self, result: JsonObject, stateless: str | None, *, listing: bool = False) -> JsonObject:
         """Add what a 2026-07-28 result must carry; handshake-era results go out as they are."""
-        if modern is None:
+        if stateless is None:
             return result
         out = dict(result)
         out.setdefault("resultType", "complete")
@@ -290,7 +291,7 @@ class BrowserMcp:
 
     async def _list_tools(self, params: JsonObject) -> JsonObject:
         if params.get("cursor") is not None:
-            raise RpcError(INVALID_PARAMS, "Invalid cursor: this server lists every tool on one page")
+            raise LocalRpcError(INVALID_PARAMS, "Invalid cursor: this server lists every tool on one page")
         return {"tools": await self._current_tools()}
 
     async def _current_tools(self) -> list[JsonObject]:
@@ -324,7 +325,7 @@ class BrowserMcp:
         original = self._names.get(exposed)
         if original is not None:
             return original
-        raise RpcError(
+        raise LocalRpcError(
             INVALID_PARAMS, f"Unknown tool: {exposed}. Available: {', '.join(sorted(self._names)) or 'none'}"
         )
 
@@ -336,8 +337,8 @@ class BrowserMcp:
         if key in self._running or len(self._running) >= self.limits.max_running_calls:
             work.close()
             if key in self._running:
-                raise RpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use")
-            raise RpcError(
+                raise LocalRpcError(INVALID_REQUEST, f"Invalid Request: id {request_id!r} is already in use")
+            raise LocalRpcError(
                 SERVER_OVERLOADED, f"Too many tool calls in flight (max {self.limits.max_running_calls})"
             )
         # The call runs as its own task so notifications/cancelled can stop it without cancelling our caller.
@@ -375,21 +376,23 @@ class BrowserMcp:
     async def _call_browser(self, params: JsonObject, progress: Send | None) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str) or not name:
-            raise RpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
+            raise LocalRpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
         arguments = params.get("arguments")
         if arguments is not None and not isinstance(arguments, dict):
-            raise RpcError(INVALID_PARAMS, "tools/call `arguments` must be an object")
+            raise LocalRpcError(INVALID_PARAMS, "tools/call `arguments` must be an object")
         if not self.registry.attached(self.session_id):
             if name in STATIC_NAMES or name in self._names:
                 return _tool_failure(BROWSER_NOT_CONNECTED)
-            raise RpcError(INVALID_PARAMS, f"Unknown tool: {name}")
+            raise LocalRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         original = await self._browser_name(name)
         meta, on_progress = self._progress_route(params, progress)
         result = await self.registry.call_tool(
             self.session_id, original, arguments, meta=meta, progress=on_progress, timeout=self.limits.call_timeout,
         )
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
-            raise RpcError(INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)")
+            raise LocalRpcError(
+                INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)"
+            )
         return bound_result(result, name, self.limits.max_text_chars)
 
     def _progress_route(self, params: JsonObject, progress: Send | None) -> tuple[JsonObject | None, Any]:
@@ -416,7 +419,7 @@ class BrowserMcp:
     async def _listen(self, request_id: RequestId, params: JsonObject, sink: Send | None) -> JsonObject:
         """2026-07-28 ``subscriptions/listen``: the one way a stateless client hears that the tools changed."""
         if sink is None:
-            raise RpcError(INVALID_REQUEST, "subscriptions/listen needs a stream to send on")
+            raise LocalRpcError(INVALID_REQUEST, "subscriptions/listen needs a stream to send on")
         wanted = params.get("notifications")
         honored = {"toolsListChanged": True} if isinstance(wanted, dict) and wanted.get("toolsListChanged") else {}
         meta = {META_SUBSCRIPTION_ID: request_id}

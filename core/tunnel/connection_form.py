@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import OpenabError, TunnelError, TunnelFailure
-from ..jsonrpc import METHOD_NOT_FOUND, JsonObject, RpcConnection, RpcError
-from ..mcp.vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION
+from ..jsonrpc import METHOD_NOT_FOUND, JsonObject, RemoteRpcError, RpcConnection
+from ..mcp_vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION
 from .base import ProgressCallback, Tunnel, TunnelAddress, client_info
 
 __all__ = ["ConnectionTunnel"]
@@ -28,10 +28,10 @@ class ConnectionTunnel(Tunnel):
 
     It owns that connection's life: the MCP handshake (:meth:`open`), inner notifications (:meth:`notify`),
     withdrawing abandoned calls (``mcp/cancel``) and the goodbye (``mcp/disconnect``). An inner MCP error comes
-    back as the outer error and is raised as :class:`RpcError` unchanged.
+    back as the outer error and is raised as :class:`RemoteRpcError` unchanged.
 
     It speaks only the handshake-era MCP revisions in
-    :data:`~openab.core.mcp.vocabulary.HANDSHAKE_VERSIONS`; a server that answers ``initialize`` with any
+    :data:`~openab.core.mcp_vocabulary.HANDSHAKE_VERSIONS`; a server that answers ``initialize`` with any
     other is refused and disconnected.
 
     Args:
@@ -58,7 +58,7 @@ class ConnectionTunnel(Tunnel):
         server_id = address.server_id
         try:
             connected = await conn.request("mcp/connect", {"acpId": server_id, "serverId": server_id}, timeout=timeout)
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             if exc.code == METHOD_NOT_FOUND:
                 return None
             raise failure(f"mcp/connect refused: {exc.message} ({exc.code})", TunnelFailure.HANDSHAKE) from None
@@ -77,7 +77,7 @@ class ConnectionTunnel(Tunnel):
                 {"protocolVersion": REQUESTED_HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": client_info()},
                 timeout=timeout,
             )
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             await self.disconnect()
             raise self._error(
                 f"inner initialize failed: {exc.message} ({exc.code})", TunnelFailure.HANDSHAKE

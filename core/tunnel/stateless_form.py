@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import TunnelFailure
-from ..jsonrpc import JsonObject, RpcConnection, RpcError
-from ..mcp.vocabulary import (
+from ..jsonrpc import JsonObject, RemoteRpcError, RpcConnection
+from ..mcp_vocabulary import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_SERVER_INFO,
     META_VERSION,
-    MODERN_VERSION,
+    STATELESS_VERSION,
 )
 from .base import ProgressCallback, Tunnel, TunnelAddress, client_info
 
@@ -38,7 +38,7 @@ class StatelessTunnel(Tunnel):
     tunnel says nothing on the wire. The browser cannot be sent notifications in this form.
     """
 
-    protocol_version: str = field(default=MODERN_VERSION, init=False)
+    protocol_version: str = field(default=STATELESS_VERSION, init=False)
 
     @property
     def form(self) -> Literal["stateless"]:
@@ -50,7 +50,7 @@ class StatelessTunnel(Tunnel):
         tunnel = cls(conn, address.session_id, address.server_id, address.name, address.owner, address.generation)
         try:
             result = await tunnel.request("server/discover", {}, timeout=timeout)
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             raise tunnel._error(
                 f"server/discover failed: {exc.message} ({exc.code})", TunnelFailure.HANDSHAKE
             ) from None
@@ -65,14 +65,14 @@ class StatelessTunnel(Tunnel):
         request_id = f"mcp-request:{uuid.uuid4()}"
         inner = dict(params) if isinstance(params, dict) else {}
         meta = dict(inner.get("_meta") or {})
-        meta.setdefault(META_VERSION, MODERN_VERSION)
+        meta.setdefault(META_VERSION, STATELESS_VERSION)
         meta.setdefault(META_CLIENT_CAPABILITIES, {})
         meta.setdefault(META_CLIENT_INFO, client_info())
         inner["_meta"] = meta
         envelope = {"serverId": self.server_id, "requestId": request_id, "method": method, "params": inner}
         try:
             carrier = await self._send(method, envelope, timeout=timeout, progress_key=request_id, progress=progress)
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             raise self._error(
                 f"{method} failed in the ACP binding: {exc.message} ({exc.code})", TunnelFailure.MALFORMED
             ) from None
@@ -81,7 +81,7 @@ class StatelessTunnel(Tunnel):
         if "result" in carrier:
             return carrier["result"]
         if "error" in carrier:
-            raise RpcError.from_json(carrier["error"])
+            raise RemoteRpcError.from_json(carrier["error"])
         raise self._error(f"{method}: answer carrier has neither result nor error", TunnelFailure.MALFORMED)
 
     def _withdraw_timed_out(self, outer_id: int) -> None:

@@ -14,7 +14,7 @@ from acp import text_block
 from acp.schema import HttpMcpServer
 
 from openab.core.agents.config import HttpEndpoint, write
-from openab.core.agents.handoff import BrowserHandoff
+from openab.core.agents.provision import BrowserProvision
 from openab.core.agents.recipes import RECIPES
 from openab.core.mcp.access import BrowserEndpoint
 
@@ -113,24 +113,24 @@ async def test_injected_server_wins_over_a_stale_entry_of_the_same_name(
 ) -> None:
     """A file entry left by an earlier session must not take this session's browser calls.
 
-    The server reaches the CLI the way the pod's own handoff gives it (``session/new.mcpServers``, or for Copilot,
+    The server reaches the CLI the way the pod's own provision gives it (``session/new.mcpServers``, or for Copilot,
     whose own config wins over those, a file named on its command line)."""
-    handoff = BrowserHandoff(RECIPES[acp_cli])
+    provision = BrowserProvision(RECIPES[acp_cli])
     with browser_peer("stale-token") as stale:
         agent = agent_setup(acp_cli)
         write(acp_cli, HttpEndpoint(stale.url, "stale-token"), dir=agent.cwd, home=agent.home, env=agent.env)
         agent.cwd.chmod(0o700)  # as the pod makes each session's folder
-        handover = handoff.hand_over("s1", BrowserEndpoint("proxy", HttpEndpoint(browser.url, browser.token)),
+        provided = provision.provide("s1", BrowserEndpoint("proxy", HttpEndpoint(browser.url, browser.token)),
                                      agent.cwd, agent.env)
-        servers: list[McpServer] = [HttpMcpServer.model_validate(server) for server in handover.servers]
+        servers: list[McpServer] = [HttpMcpServer.model_validate(server) for server in provided.servers]
         try:
             with anyio.fail_after(180):
                 async with acp_agent(agent, RecordingClient(), offline(stale.port, browser.port),
-                                     handover.argv) as (conn, _process):
+                                     provided.argv) as (conn, _process):
                     session_id = await open_session(conn, agent, servers)
                     await conn.prompt(session_id=session_id, prompt=[text_block("Open the page.")])
         finally:
-            handoff.take_back(handover)
+            provision.withdraw(provided)
 
     assert (browser.calls, stale.calls) == ([("browser_navigate", {"url": page})], [])
-    assert handover.file is None or not (handover.file.exists() or handover.file.is_symlink())
+    assert provided.file is None or not (provided.file.exists() or provided.file.is_symlink())

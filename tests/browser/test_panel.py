@@ -25,7 +25,7 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.jsonrpc import RpcError
 from openab.core.mcp.audit import read_records
-from openab.core.mcp.vocabulary import META_GUARD
+from openab.core.mcp_vocabulary import META_GUARD
 from openab.core.tunnel.tunnel import Tunnel
 
 from .harness import (

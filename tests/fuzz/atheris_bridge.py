@@ -28,7 +28,7 @@ with atheris.instrument_imports(include=["openab.bridge", "openab.core.mcp", "op
     from fuzz.dialler import Dialler
     from openab.bridge.framing import CHANNEL_CLAIM
     from openab.bridge.server import BridgeServer
-    from openab.core.acp.sessions import SessionStore
+    from openab.core.sessions import SessionStore
     from openab.core.tunnel.registry import TunnelRegistry
 
 DEADLINE = 5.0

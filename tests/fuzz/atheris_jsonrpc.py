@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fuzz.atheris_support import check_answer, run
 
 with atheris.instrument_imports(include=["openab.core.jsonrpc"]):
-    from openab.core.jsonrpc import Peer, Request, RpcError
+    from openab.core.jsonrpc import LocalRpcError, Peer, Request
 
 
 def answers(data: bytes | str) -> list[bytes]:
@@ -28,7 +28,7 @@ def answers(data: bytes | str) -> list[bytes]:
     for event in events:
         if isinstance(event, Request):
             assert not out, out  # answered by the peer itself, and handed up too: two answers
-            peer.send_error(event.id, RpcError.method_not_found(event.method))
+            peer.send_error(event.id, LocalRpcError.method_not_found(event.method))
             out = peer.data_to_send()
     assert peer.open_requests == 0
     for raw in out:

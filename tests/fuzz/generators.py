@@ -176,10 +176,10 @@ def frame_bytes(frame: Any, known: Mapping[str, Any], *, ascii_only: bool = Fals
 # -- MCP, as the proxy and the bridge take it ----------------------------------------------------------------
 
 VERSIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25", "2026-07-28"]
-MODERN_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+STATELESS_META = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {}}
 
-mcp_metas = st.none() | st.just(MODERN_META) | st.fixed_dictionaries(
+mcp_metas = st.none() | st.just(STATELESS_META) | st.fixed_dictionaries(
     {}, optional={"progressToken": ids, "io.modelcontextprotocol/protocolVersion": st.sampled_from(VERSIONS) | values,
                   "dev.openab/x": values})
 mcp_params = st.one_of(

@@ -19,8 +19,18 @@ import httpx
 
 from ... import package_version
 from ...errors import OpenabError
-from ...jsonrpc import INVALID_PARAMS, SESSION_BUSY, JsonObject, Later, Notification, Request, RpcConnection, RpcError
-from ...mcp.vocabulary import SERVER_NAME
+from ...jsonrpc import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    SESSION_BUSY,
+    JsonObject,
+    Later,
+    LocalRpcError,
+    Notification,
+    Request,
+    RpcConnection,
+)
+from ...mcp_vocabulary import SERVER_NAME
 from .mcp_client import TOOL_TIMEOUT, McpClient, McpError, connect_mcp
 from .planner import HELP, Step, find_ref, plan_steps, result_text
 
@@ -88,14 +98,14 @@ class BuiltinAgent:
         if request.method == "session/prompt":
             session = self._sessions.get(str(params.get("sessionId")))
             if session is None:
-                raise RpcError(INVALID_PARAMS, f"Unknown session: {params.get('sessionId')}")
+                raise LocalRpcError(INVALID_PARAMS, f"Unknown session: {params.get('sessionId')}")
             if session.turn is not None and not session.turn.done():
-                raise RpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
+                raise LocalRpcError(SESSION_BUSY, "Session busy: a prompt is already in progress")
             text = "\n".join(str(b.get("text", "")) for b in params.get("prompt") or []
                              if isinstance(b, dict) and b.get("type") == "text")
             session.turn = asyncio.get_running_loop().create_task(self._turn(session, text))
             return Later(self._answer(session.turn))
-        raise RpcError.method_not_found(request.method)
+        raise LocalRpcError.method_not_found(request.method)
 
     def handle_notification(self, notification: Notification) -> None:
         params = notification.params if isinstance(notification.params, dict) else {}
@@ -245,9 +255,10 @@ class BuiltinAgent:
                 try:
                     response = await http.post(url, json=body, headers=headers)
                 except httpx.HTTPError as exc:
-                    raise RpcError(-32603, f"cannot reach the model at {self._model_url}: {exc}") from None
+                    raise LocalRpcError(INTERNAL_ERROR, f"cannot reach the model at {self._model_url}: {exc}") from None
                 if response.status_code >= 400:
-                    raise RpcError(-32603, f"the model answered HTTP {response.status_code}: {response.text[:300]}")
+                    answered = f"the model answered HTTP {response.status_code}: {response.text[:300]}"
+                    raise LocalRpcError(INTERNAL_ERROR, answered)
                 message = ((response.json().get("choices") or [{}])[0]).get("message") or {}
                 content = message.get("content")
                 if isinstance(content, str) and content:

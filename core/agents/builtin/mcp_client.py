@@ -19,8 +19,16 @@ import httpx
 
 from ... import package_version
 from ...errors import OpenabError
-from ...jsonrpc import JsonObject, Notification, Request, RpcError, notification_message, request_message
-from ...mcp.vocabulary import REQUESTED_HANDSHAKE_VERSION, SESSION_ID_HEADER
+from ...jsonrpc import (
+    JsonObject,
+    LocalRpcError,
+    Notification,
+    RemoteRpcError,
+    Request,
+    notification_message,
+    request_message,
+)
+from ...mcp_vocabulary import REQUESTED_HANDSHAKE_VERSION, SESSION_ID_HEADER
 from ..process import AgentProcess, scrubbed_env
 
 __all__ = ["TOOL_TIMEOUT", "HttpMcpClient", "McpClient", "McpError", "StdioMcpClient", "connect_mcp"]
@@ -76,7 +84,7 @@ class HttpMcpClient:
         except httpx.HTTPError as exc:
             raise McpError(f"cannot reach the browser endpoint: {exc}") from None
         if "error" in message:
-            error = RpcError.from_json(message["error"])
+            error = RemoteRpcError.from_json(message["error"])
             raise McpError(error.message or f"error {error.code}")
         result = message.get("result")
         if method == "initialize" and isinstance(result, dict) and isinstance(result.get("protocolVersion"), str):
@@ -121,7 +129,7 @@ class _Quiet:
     # A stdio server's own requests (sampling, roots) get method-not-found: the agent offers none of them.
 
     def handle_request(self, request: Request) -> Any:
-        raise RpcError.method_not_found(request.method)
+        raise LocalRpcError.method_not_found(request.method)
 
     def handle_notification(self, notification: Notification) -> None:
         return None
@@ -147,7 +155,7 @@ class StdioMcpClient:
     async def request(self, method: str, params: JsonObject, *, timeout: float) -> Any:
         try:
             return await self._process.rpc.request(method, params, timeout=timeout)
-        except RpcError as exc:
+        except RemoteRpcError as exc:
             raise McpError(exc.message) from None
         except Exception as exc:
             raise McpError(f"the browser MCP server did not answer {method}: {exc}") from None

@@ -5,12 +5,12 @@ lock, atomic replace, 0600). Re-exported here: callers import from ``openab.core
 from ...errors import ConfigError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint, StdioCommand
-from ...mcp.vocabulary import SERVER_NAME
-from .files import Written, config_write, remove_handoff_file, strip, write, write_handoff_file, write_private
+from ...mcp_vocabulary import SERVER_NAME
+from .files import Written, config_write, remove_flag_file, strip, write, write_flag_file, write_private
 from .formats import AGENTS, KIRO_GRANT, ConfigFile, agent_name, config_files, document, entry, expands_token
 
 __all__ = [
     "AGENTS", "KIRO_GRANT", "SERVER_NAME", "ConfigError", "ConfigFile", "Endpoint", "HttpEndpoint", "StdioCommand",
     "Written", "agent_name", "config_files", "config_write", "document", "entry", "expands_token",
-    "remove_handoff_file", "strip", "write", "write_handoff_file", "write_private",
+    "remove_flag_file", "strip", "write", "write_flag_file", "write_private",
 ]

@@ -44,7 +44,7 @@ import tomlkit.exceptions
 from ...errors import ConfigError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint, StdioCommand
-from ...mcp.vocabulary import SERVER_NAME
+from ...mcp_vocabulary import SERVER_NAME
 from . import goose_yaml, merge
 from .formats import (
     ConfigFile,
@@ -58,7 +58,7 @@ from .formats import (
     expands_token,
 )
 
-__all__ = ["Written", "config_write", "remove_handoff_file", "strip", "write", "write_handoff_file", "write_private"]
+__all__ = ["Written", "config_write", "remove_flag_file", "strip", "write", "write_flag_file", "write_private"]
 
 # As many links as the kernel follows in one path lookup (MAXSYMLINKS) before it gives up with ELOOP.
 _MAX_LINKS: Final = 40
@@ -231,7 +231,7 @@ def write_private(path: Path, text: str) -> None:
         raise
 
 
-def write_handoff_file(agent: str, endpoint: Endpoint, path: Path) -> None:
+def write_flag_file(agent: str, endpoint: Endpoint, path: Path) -> None:
     """Put a file at ``path`` holding only ``agent``'s ``openab_browser`` entry, for a CLI that is pointed at it on
     its command line (Copilot's ``--additional-mcp-config @FILE``), so the bearer token is never in an argv.
 
@@ -246,8 +246,8 @@ def write_handoff_file(agent: str, endpoint: Endpoint, path: Path) -> None:
         _replace(folder, path, data)
 
 
-def remove_handoff_file(path: Path) -> bool:
-    """Remove what :func:`write_handoff_file` put at ``path`` (a link there is removed, never followed); returns
+def remove_flag_file(path: Path) -> bool:
+    """Remove what :func:`write_flag_file` put at ``path`` (a link there is removed, never followed); returns
     whether there was anything to remove. Raises :class:`ConfigError` when its folder is not what it was (a link
     on the way)."""
     folder = _open_folder(path.parent, create=False)

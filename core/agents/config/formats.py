@@ -3,7 +3,7 @@ reads (project or user, and the variable that moves them) and their format.
 
 What differs between CLIs lives here and only here; merging our entry into a file is :mod:`.merge`, and
 reading, locking and writing the files is :mod:`.files`. Names and aliases resolve through
-:mod:`openab.core.agents.names`; this table adds the config *formats*, including clients the pod does not
+:mod:`openab.core.agent_names`; this table adds the config *formats*, including clients the pod does not
 run (VS Code, Windsurf). The shapes come from each CLI's docs; see docs/agents.md.
 """
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from ...agent_names import AGENT_NAMES, CLIENT_NAMES, canonical_client
 from ...errors import ConfigError, ConfigurationError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint
-from ...mcp.vocabulary import SERVER_NAME
-from ..names import AGENT_NAMES, CLIENT_NAMES, canonical_client
+from ...mcp_vocabulary import SERVER_NAME
 
 __all__ = [
     "AGENTS",
@@ -170,7 +170,7 @@ AGENTS: tuple[str, ...] = tuple(_AGENTS)
 # Every writer must be reachable by a name names.py resolves, or agent_name() could never pick it.
 _UNNAMED = set(_AGENTS) - {*AGENT_NAMES, *CLIENT_NAMES}
 if _UNNAMED:
-    raise RuntimeError(f"config writers {sorted(_UNNAMED)} have no name in openab.core.agents.names")
+    raise RuntimeError(f"config writers {sorted(_UNNAMED)} have no name in openab.core.agent_names")
 
 
 def agent_name(name: str) -> str:

@@ -14,7 +14,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from ...mcp.vocabulary import SERVER_NAME
+from ...mcp_vocabulary import SERVER_NAME
 from .formats import Json
 
 __all__ = ["dump", "load"]

@@ -14,7 +14,7 @@ import tomlkit
 import tomlkit.items
 
 from ...errors import ConfigError
-from ...mcp.vocabulary import SERVER_NAME
+from ...mcp_vocabulary import SERVER_NAME
 from .formats import KIRO_GRANT, ConfigFile, Format, Json
 
 __all__ = ["is_ours", "put", "remove", "servers"]

@@ -15,21 +15,26 @@ from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import TooManySessions
-from .naming import SessionNaming
-from .schema import new_session_id
+from .errors import TooManySessions
+from .session_naming import SessionNaming
 
-__all__ = ["Session", "SessionStore", "TooManySessions"]
+__all__ = ["Session", "SessionStore", "TooManySessions", "new_session_id"]
 
+
+
+def new_session_id() -> str:
+    return f"sess_{uuid.uuid4()}"
 
 
 @dataclass(eq=False)
 class Session:
     """One ACP session: its id, its in-pod ``channel`` (its folder; the agent's environment names it; not
-    derived from the id, see :mod:`.naming`), and which socket holds it (``owner``; ``None`` while none does)."""
+    derived from the id, see :mod:`.session_naming`), and which socket holds it (``owner``; ``None`` while none
+    does)."""
 
     id: str
     channel: str

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
-from ..errors import ConfigurationError
+from .errors import ConfigurationError
 
 __all__ = [
     "AGENT_ALIASES",

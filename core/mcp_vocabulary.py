@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from .. import META_PREFIX
+from . import META_PREFIX
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -23,11 +23,11 @@ __all__ = [
     "META_SUBSCRIPTION_ID",
     "META_TRUNCATED",
     "META_VERSION",
-    "MODERN_VERSION",
     "PROTOCOL_VERSION_HEADER",
     "REQUESTED_HANDSHAKE_VERSION",
     "SERVER_NAME",
     "SESSION_ID_HEADER",
+    "STATELESS_VERSION",
     "UNSUPPORTED_PROTOCOL_VERSION",
 ]
 
@@ -41,7 +41,7 @@ LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
 # peer we met speaks, and what the extension answers when asked for one it does not know.
 REQUESTED_HANDSHAKE_VERSION: Final = "2025-06-18"
 # The stateless revision: no ``initialize``, the version travels in each request's ``_meta``.
-MODERN_VERSION: Final = "2026-07-28"
+STATELESS_VERSION: Final = "2026-07-28"
 
 META_SPEC_PREFIX: Final = "io.modelcontextprotocol/"
 META_VERSION: Final = META_SPEC_PREFIX + "protocolVersion"

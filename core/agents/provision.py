@@ -20,12 +20,12 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..jsonrpc import JsonObject
 from ..mcp.access import BrowserEndpoint, Entry, HttpEndpoint
-from ..mcp.vocabulary import SERVER_NAME
-from .config import remove_handoff_file, write_handoff_file
+from ..mcp_vocabulary import SERVER_NAME
+from .config import remove_flag_file, write_flag_file
 from .config.claims import ConfigClaims
 from .recipes import Recipe
 
-__all__ = ["BrowserHandoff", "Handover", "acp_server_entry"]
+__all__ = ["BrowserProvision", "Provided", "acp_server_entry"]
 
 log = logging.getLogger(__name__)
 
@@ -43,9 +43,9 @@ def acp_server_entry(entry: Entry) -> JsonObject:
 
 
 @dataclass(frozen=True)
-class Handover:
+class Provided:
     """What one start of a session's agent was given: ``servers`` for its ``session/new``, ``argv`` to add to its
-    command, and the ``file`` those arguments name (removed by :meth:`BrowserHandoff.take_back`)."""
+    command, and the ``file`` those arguments name (removed by :meth:`BrowserProvision.withdraw`)."""
 
     session_id: str
     servers: list[JsonObject] = field(default_factory=list, repr=False)  # may carry the bearer token
@@ -53,11 +53,11 @@ class Handover:
     file: Path | None = None
 
 
-class BrowserHandoff:
-    """Hands each session's browser endpoint to its agent the way ``recipe`` says, and takes it back.
+class BrowserProvision:
+    """Provides each session's agent with its browser endpoint the way ``recipe`` says, and withdraws it.
 
     Config files are claimed per session (:class:`ConfigClaims`): one file never holds two live sessions'
-    entries, and :meth:`take_back` strips ours and leaves the rest of the file as it was. A command-line file
+    entries, and :meth:`withdraw` strips ours and leaves the rest of the file as it was. A command-line file
     is per agent process (a fresh name each start), so the one an agent being stopped still names is never the
     one its successor in the same session reads.
     """
@@ -74,7 +74,7 @@ class BrowserHandoff:
     def via_flag(self) -> bool:
         return self.recipe.browser_via == "flag" and bool(self.recipe.config_agent)
 
-    def hand_over(self, session_id: str, endpoint: BrowserEndpoint, workdir: Path, env: Mapping[str, str]) -> Handover:
+    def provide(self, session_id: str, endpoint: BrowserEndpoint, workdir: Path, env: Mapping[str, str]) -> Provided:
         """Give ``endpoint`` to the session's agent about to start in ``workdir`` with ``env``."""
         agent = self.recipe.config_agent
         if self.via_flag:
@@ -82,23 +82,23 @@ class BrowserHandoff:
             # Dotted, so it stays out of the agent's way in the folder it works in; the name is the file's only link
             # to the process that reads it.
             file = workdir / f".openab-browser-{secrets.token_hex(6)}.json"
-            write_handoff_file(agent, endpoint.entry, file)
+            write_flag_file(agent, endpoint.entry, file)
             argv = [arg.replace("{file}", str(file)) for arg in self.recipe.browser_flag]
-            return Handover(session_id, argv=argv, file=file)
+            return Provided(session_id, argv=argv, file=file)
         if self.via_config:
             assert agent is not None
             # The agent's HOME, CODEX_HOME and the like say where the CLI reads its user config.
             home = Path(env.get("HOME") or Path.home())
             self.claims.write(session_id, agent, endpoint.entry, workdir, home=home, env=env)
-            return Handover(session_id)
-        return Handover(session_id, servers=[acp_server_entry(endpoint.entry)])
+            return Provided(session_id)
+        return Provided(session_id, servers=[acp_server_entry(endpoint.entry)])
 
-    def take_back(self, handover: Handover) -> None:
-        """Remove what :meth:`hand_over` wrote for that agent: its command-line file, or its config entries."""
-        if handover.file is not None:
+    def withdraw(self, provided: Provided) -> None:
+        """Remove what :meth:`provide` wrote for that agent: its command-line file, or its config entries."""
+        if provided.file is not None:
             try:
-                remove_handoff_file(handover.file)
+                remove_flag_file(provided.file)
             except (ConfigError, OSError) as exc:
-                log.warning("could not remove the browser file of session %s: %s", handover.session_id, exc)
+                log.warning("could not remove the browser file of session %s: %s", provided.session_id, exc)
         if self.via_config:
-            self.claims.release(handover.session_id)
+            self.claims.release(provided.session_id)
