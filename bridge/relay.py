@@ -65,7 +65,7 @@ def _key(request_id: Any) -> tuple[str, Any]:
 
 
 class Relay:
-    """One agent's stdio conversation, carried over the pod's socket at ``path`` (named in messages only).
+    """One agent's stdio MCP connection, carried over the pod's socket at ``path`` (named in messages only).
 
     Inputs: :meth:`agent_frames`, :meth:`agent_ended`, :meth:`connecting`, :meth:`connected`, :meth:`connect_failed`,
     :meth:`pod_frames`, :meth:`pod_closed`, :meth:`tick`. Outputs: :meth:`data_to_agent`, :meth:`data_to_pod`,

@@ -65,7 +65,7 @@ class Handler(Protocol):
 
 
 class RpcConnection:
-    """One JSON-RPC conversation over any transport that moves whole messages, run on asyncio.
+    """One JSON-RPC connection over any transport that moves whole messages, run on asyncio.
 
     Owns the :class:`Peer` (ids, deadlines, bounds), the futures our requests wait on, the tasks answering the
     peer's requests (cancelled by ``$/cancel_request`` or when the connection closes) and the send buffer. The
@@ -292,7 +292,7 @@ class RpcConnection:
                 self.close("writer stopped")
 
     def close(self, reason: str, *, peer_at_fault: bool = False) -> None:
-        """End the conversation: every waiter fails now with ``reason``; handlers are cancelled.
+        """End the connection: every waiter fails now with ``reason``; handlers are cancelled.
 
         ``peer_at_fault`` says the peer broke a bound, so the transport can close its socket with a code that
         tells the peer it was refused rather than that we failed.

@@ -1,7 +1,7 @@
 """A JSON-RPC 2.0 peer that knows nothing of sockets.
 
 Every hop of openab speaks JSON-RPC: the extension's `/acp` WebSocket, the agent CLI's stdio, the bridge's
-Unix socket. :class:`Peer` holds the state of one such conversation. Feed it each received message with
+Unix socket. :class:`Peer` holds the state of one such connection. Feed it each received message with
 :meth:`Peer.receive`; it returns :data:`Event` objects for the application, and queues whatever must be sent
 (error answers it gives on its own, the application's responses and requests) for :meth:`Peer.data_to_send`.
 Time is passed in, never read, so timeouts are as testable as the rest.
@@ -352,7 +352,7 @@ def reply_id(message: Any, *, ids: IdRule = "json-rpc") -> RequestId:
 
 
 class Peer:
-    """State of one JSON-RPC conversation, for either side of any hop.
+    """State of one JSON-RPC connection, for either side of any hop.
 
     ``max_pending`` bounds our unanswered requests; ``max_open_requests`` bounds the peer's requests we have
     not answered yet (over it they get -32000 at once). ``max_method_bytes``, when set, is the size limit for
@@ -551,7 +551,7 @@ class Peer:
         return min(deadlines) if deadlines else None
 
     def fail_all(self, reason: str) -> list[RequestFailed]:
-        """The conversation is over: every pending request fails now, not at its timeout."""
+        """The connection is over: every pending request fails now, not at its timeout."""
         failures = [
             RequestFailed(request_id, pending.method, False, reason, pending.context)
             for request_id, pending in self._pending.items()

@@ -56,6 +56,7 @@ from ..jsonrpc import (
     notification_message,
     result_message,
 )
+from ..catalogue import catalogue
 from ..jsonrpc.protocol import too_deep, too_deep_error
 from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,
@@ -80,10 +81,6 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[JsonObject], None]
 """Takes one server->client JSON-RPC notification; must not block (transports queue, boundedly)."""
-
-# The extension's tools that only read the page: after a lost answer, calling one again changes nothing.
-_READ_ONLY_TOOLS = frozenset({"browser_snapshot", "browser_read_dom", "browser_screenshot", "browser_wait_for"})
-
 
 @dataclass(frozen=True)
 class Limits:
@@ -112,7 +109,7 @@ def _lost_call(name: str, error: TunnelError) -> JsonObject:
         return _tool_failure(BROWSER_NOT_CONNECTED)
     if error.reason in (TunnelFailure.OVERLOADED, TunnelFailure.SHUTTING_DOWN):  # refused before it was sent
         return _tool_failure(f"{name} was not run: {error.detail}.")
-    if name in _READ_ONLY_TOOLS:
+    if catalogue().read_only(name):  # MCP's readOnlyHint: after a lost answer, calling it again changes nothing
         return _tool_failure(f"{name} did not finish: {error.detail}. It only reads the page, so calling it again "
                              "is safe once the browser answers (the openab side panel open).")
     # The browser may have clicked, typed or navigated before the answer was lost: "try again" would do it twice.
@@ -124,11 +121,11 @@ def _lost_call(name: str, error: TunnelError) -> JsonObject:
 
 
 class BrowserMcp:
-    """One agent-facing MCP conversation with one session's browser.
+    """One agent-facing MCP session with one session's browser.
 
     ``send`` receives server->client notifications (``list_changed``; progress when a request has no sink of
     its own); ``audit``, when given, gets one record per ``tools/call``. Call :meth:`close` when the
-    conversation ends: running calls are cancelled and the tunnel listener is removed.
+    MCP session ends: running calls are cancelled and the tunnel listener is removed.
     """
 
     def __init__(
@@ -223,7 +220,7 @@ class BrowserMcp:
         self, request_id: RequestId, method: str, params: JsonObject, stateless: str | None, progress: Send | None
     ) -> JsonObject | None:
         if self.closed:
-            raise LocalRpcError(INVALID_REQUEST, "This MCP conversation is closed: connect (initialize) again")
+            raise LocalRpcError(INVALID_REQUEST, "This MCP session is closed: connect (initialize) again")
         if stateless is not None and stateless != STATELESS_VERSION:
             raise LocalRpcError(
                 UNSUPPORTED_PROTOCOL_VERSION,
