@@ -119,7 +119,7 @@ async def test_ordinary_text_is_left_alone(page: Page, text: str) -> None:
 
 
 async def test_untrusted_blocks_redact_and_redaction_is_idempotent(page: Page) -> None:
-    got = await run(page, "tools.js", "m.untrusted(arg)", "key ghp_u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d")
+    got = await run(page, "results.js", "m.untrusted(arg)", "key ghp_u8jzPde0IgxLd6GncfBAepfJBd0Kh8oOOL8d")
     assert "ghp_" not in got and "\nkey [redacted]\n" in got
     once = await run(page, "redact.js", "m.redactTokens(arg)", "token=abc12345 and Bearer Zx8Qm2Lk9Pw4Rt7Yv1Nb5")
     assert await run(page, "redact.js", "m.redactTokens(arg)", once) == once
@@ -239,7 +239,7 @@ async def test_browser_owned_pages(page: Page, url: str, restricted: bool) -> No
 
 async def test_paging_covers_the_text_exactly_once(page: Page) -> None:
     text = "".join(chr(97 + i % 26) for i in range(10_000))
-    pieces = await run(page, "tools.js", """(() => {
+    pieces = await run(page, "results.js", """(() => {
         const out = []; let offset = 0;
         for (;;) {
           const r = m.pageSlice(arg, offset, 3000); out.push(r);
@@ -253,7 +253,7 @@ async def test_paging_covers_the_text_exactly_once(page: Page) -> None:
 
 async def test_each_untrusted_block_gets_a_fresh_nonce(page: Page) -> None:
     body = "Array.from({length: 50}, () => /<<<page-content ([0-9]+)\\n/.exec(m.untrusted('x'))[1])"
-    nonces = await run(page, "tools.js", body)
+    nonces = await run(page, "results.js", body)
     assert len(set(nonces)) == 50 and all(len(n) == 15 for n in nonces)
 
 
@@ -264,14 +264,14 @@ async def test_nonce_digits_are_evenly_drawn(page: Page) -> None:
     body = """(() => { const counts = new Array(10).fill(0);
         for (let i = 0; i < 300000; i++) for (const d of m.markerNonce()) counts[Number(d)] += 1;
         return counts; })()"""
-    counts = await run(page, "tools.js", body)
+    counts = await run(page, "results.js", body)
     assert sum(counts) == 4_500_000 and max(counts) - min(counts) < 8000, counts
 
 
 async def test_a_wait_on_a_tab_wakes_on_its_load_not_on_the_page_retitling_itself(page: Page, site: str) -> None:
     # A page that renames its tab every 20 ms (an unread count, a clock) must not drive the loop that waits for a
     # load: it would look at the tab 50 times a second. A navigation must wake it at once.
-    idle_ms, titles, woke_ms = await run(page, "tools.js", """(async () => {
+    idle_ms, titles, woke_ms = await run(page, "loads.js", """(async () => {
         const tab = await chrome.tabs.create({url: arg + '/retitle.html', active: true});
         for (let i = 0; i < 200 && (await chrome.tabs.get(tab.id)).status !== 'complete'; i++) {
           await new Promise((r) => setTimeout(r, 50));

@@ -1,0 +1,200 @@
+// Page loads in agent tabs: waiting for a tab to finish loading, and for the navigation an action started
+// (a click on a link, a form's submission, a script's redirect), so the call that follows meets the new
+// page, not the old one.
+
+import { ToolError, NO_TAB, TIMEOUT, throwIfCancelled } from './errors.js';
+
+const LOAD_TIMEOUT_MS = 30_000;
+const SETTLE_TIMEOUT_MS = 10_000;
+// After a click, a key or a choice that the page did not see itself leave on: how long its call watches the tab
+// for a navigation starting (a script may redirect in its handler's promise or a timer). Short, because every
+// such action pays it, and nothing is lost past it: a navigation that starts later, up to LATE_WINDOW_MS after
+// the action, still holds the next call until its load, and the next call waits out what is left of that
+// window (an agent's next call comes a model turn later, when it has passed). One that starts within
+// LATE_NAVIGATION_MS holds the next call too.
+const NAVIGATION_WINDOW_MS = 10;
+const LATE_WINDOW_MS = 80;
+const LATE_NAVIGATION_MS = 1_000;
+// A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
+const NAVIGATION_START_MS = 1_000;
+
+/**
+ * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
+ * `complete` once that load ends. Chrome's own events, so a timer-throttled background tab costs nothing.
+ */
+class LoadWatch {
+  constructor(tabId, watches) {
+    this.tabId = tabId;
+    this.started = false;
+    this.complete = false;
+    this.left = false; // the page said it started leaving (page/agent.js)
+    this._watches = watches;
+    watches.add(this);
+    this._wake = new Set();
+    this._listener = (id, change) => {
+      if (id !== tabId) return;
+      if (change.status === 'loading') {
+        this.started = true;
+        this.complete = false;
+      } else if (change.status === 'complete') this.complete = true;
+      else return;
+      for (const wake of [...this._wake]) wake();
+    };
+    chrome.tabs.onUpdated.addListener(this._listener);
+  }
+
+  /** Whether `test()` holds, at once or within `ms`. */
+  async until(test, ms) {
+    if (test()) return true;
+    await new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this._wake.delete(check);
+        resolve();
+      };
+      const check = () => test() && done();
+      const timer = setTimeout(done, ms);
+      this._wake.add(check);
+    });
+    return test();
+  }
+
+  leave() {
+    this.left = true;
+    for (const wake of [...this._wake]) wake();
+  }
+
+  stop() {
+    this._watches.delete(this);
+    chrome.tabs.onUpdated.removeListener(this._listener);
+  }
+}
+
+/**
+ * The tab's next change that Chrome reports, or `ms` passing, whichever comes first. Armed before a look at the
+ * tab, so a change made between the look and the wait is not missed: a wait for a load ends when the tab says it
+ * has loaded, not at the next of a poll's 100 ms steps (which put 50 ms on an average navigation). `ms` stays as
+ * the floor of how often the tab is looked at, whatever Chrome reports.
+ */
+export function nextUpdate(tabId, ms) {
+  let finish;
+  const done = new Promise((resolve) => {
+    // Only a change of load state or address: a page retitling itself in a loop must not drive the looks.
+    const listener = (id, change) => {
+      if (id === tabId && (change.status !== undefined || change.url !== undefined)) finish();
+    };
+    const timer = setTimeout(() => finish(), ms);
+    finish = () => {
+      clearTimeout(timer);
+      chrome.tabs.onUpdated.removeListener(listener);
+      resolve();
+    };
+    chrome.tabs.onUpdated.addListener(listener);
+  });
+  return { done, cancel: () => finish() };
+}
+
+/**
+ * Looks at the tab until `until(tab)` holds or `ms` have passed, and returns the last look (null once the tab is
+ * gone). Between two looks it waits for the tab's next change, at most `step` ms (nextUpdate).
+ */
+export async function watchTab(tabId, ms, step, until, signal) {
+  const end = Date.now() + ms;
+  for (;;) {
+    throwIfCancelled(signal);
+    const update = nextUpdate(tabId, step);
+    const tab = await chrome.tabs.get(tabId).catch(() => null);
+    if (until(tab) || Date.now() >= end) {
+      update.cancel();
+      return tab;
+    }
+    await update.done;
+  }
+}
+
+/**
+ * The loads of the agent's tabs, and the navigation each action started. Owns the watches running and the
+ * one left over from the last action that started none in its window (held for the next call).
+ */
+export class Loads {
+  constructor() {
+    this._late = null; // the LoadWatch of the last action that started no navigation in its window
+    this._watches = new Set(); // the LoadWatches running
+    // The page script in an agent tab says when its page starts leaving after an action; only our own
+    // isolated world can send this (pages cannot message the extension), and it only ever makes a call wait.
+    chrome.runtime.onMessage.addListener((msg, sender) => {
+      if (sender.id !== chrome.runtime.id || !sender.tab || sender.frameId !== 0 || !msg || msg.openab !== 'leaving') return;
+      for (const watch of this._watches) if (watch.tabId === sender.tab.id) watch.leave();
+    });
+  }
+
+  /** Starts watching the tab for a navigation, right before an action that may start one. */
+  watch(tabId) {
+    return new LoadWatch(tabId, this._watches);
+  }
+
+  /**
+   * After an action: the load of the navigation it started (the page saw itself leave, or the tab began
+   * loading within NAVIGATION_WINDOW_MS), as the loaded tab; null at once when it started none. A navigation
+   * the page starts later is left to `lateLoad`, so the next call meets the new page, not the old one.
+   */
+  async settle(watch, left) {
+    const acted = Date.now();
+    if (!left && !(await watch.until(() => watch.started || watch.left, NAVIGATION_WINDOW_MS))) {
+      if (this._late) this._late.stop();
+      watch.windowEnd = acted + LATE_WINDOW_MS;
+      this._late = watch;
+      setTimeout(() => {
+        if (this._late !== watch) return;
+        this._late = null;
+        watch.stop();
+      }, LATE_NAVIGATION_MS);
+      return null;
+    }
+    try {
+      return await this._landed(watch);
+    } finally {
+      watch.stop();
+    }
+  }
+
+  /** The tab once the navigation `watch` saw begin has loaded; null when it never reached the tab. */
+  async _landed(watch) {
+    // A navigation Chrome began before the page let it go (a "leave this page?" dialog) is loading already.
+    if (!watch.started) watch.started = (await chrome.tabs.get(watch.tabId).catch(() => null))?.status === 'loading';
+    if (!(await watch.until(() => watch.started, NAVIGATION_START_MS))) return null;
+    await watch.until(() => watch.complete, SETTLE_TIMEOUT_MS);
+    return chrome.tabs.get(watch.tabId).catch(() => null);
+  }
+
+  /** Before a call: the load of a navigation the last action's page started after its call returned. */
+  async lateLoad(tabId) {
+    const late = this._late;
+    if (!late) return;
+    this._late = null;
+    try {
+      if (late.tabId !== tabId) return;
+      if (await late.until(() => late.started || late.left, late.windowEnd - Date.now())) await this._landed(late);
+    } finally {
+      late.stop();
+    }
+  }
+
+  /** The tab once it has loaded (LOAD_TIMEOUT_MS at most). */
+  async waitLoaded(tabId, signal) {
+    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, (t) => !t || t.status === 'complete', signal);
+    if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
+    if (tab.status === 'complete') return tab;
+    throw new ToolError(TIMEOUT, `the page is still loading after ${Math.round(LOAD_TIMEOUT_MS / 1000)} s`);
+  }
+
+  /** Loads `url` in the tab and waits for that load, not the one that may still be running there. */
+  async navigate(tabId, url, signal) {
+    const before = await chrome.tabs.get(tabId);
+    throwIfCancelled(signal);
+    await chrome.tabs.update(tabId, { url });
+    // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
+    await watchTab(tabId, 1000, 50, (t) => !t || t.status !== 'complete' || t.url !== before.url);
+    return this.waitLoaded(tabId, signal);
+  }
+}

@@ -1,0 +1,102 @@
+// The tools that move the agent between pages and tabs: load a URL (browser_navigate), go back one page
+// (browser_back), and list, open, switch and close its tabs (browser_tabs). Every destination passes the
+// guard's site rules first.
+
+import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, NO_HISTORY } from './errors.js';
+import { checkNavigable, restrictedReason } from './tabs.js';
+import { watchTab } from './loads.js';
+import { text, untrusted, withPage } from './results.js';
+
+/** A path (`/orders?page=2`), as snapshots show same-site links, made absolute on the agent tab's site. */
+async function onAgentSite(b, url) {
+  if (typeof url !== 'string' || !url.startsWith('/') || url.startsWith('//')) return url;
+  const tab = b.tabs.current == null ? null : await chrome.tabs.get(b.tabs.current).catch(() => null);
+  let base = null;
+  try {
+    base = new URL(tab && tab.url);
+  } catch {
+    /* no tab, or no address in it */
+  }
+  if (!base || (base.protocol !== 'http:' && base.protocol !== 'https:')) {
+    throw new ToolError(BAD_URL, `"${url}" is a path, and the agent tab shows no web page to take it from; ` +
+      'give an absolute URL (https://...)');
+  }
+  // The URL parser reads `/\\host` and `/<tab>/host` as another host: a path must stay on the tab's site.
+  const resolved = new URL(url, base.origin);
+  if (resolved.origin !== base.origin) {
+    throw new ToolError(BAD_URL, `"${url}" is not a path on ${base.origin}; give an absolute URL (https://...)`);
+  }
+  return resolved.href;
+}
+
+async function navigate(b, args, call) {
+  const url = call.destination(checkNavigable(await onAgentSite(b, args.url)));
+  let tab;
+  if (b.tabs.current == null) {
+    tab = await b.tabs.open(url);
+    tab = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
+  } else {
+    const cur = await b.tabs.target().catch((e) => {
+      // A browser-owned page in the agent tab is exactly what navigating away fixes.
+      if (e.code === BROWSER_RESTRICTED) return chrome.tabs.get(b.tabs.current);
+      throw e;
+    });
+    tab = await b.loads.navigate(cur.id, url, call.signal);
+  }
+  if (!tab.url || tab.url === url) return text(`navigated to ${url}`);
+  return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${tab.url}`));
+}
+
+async function back(b, args, call) {
+  const tab = await b.tabs.target();
+  call.throwIfCancelled();
+  try {
+    await chrome.tabs.goBack(tab.id);
+  } catch {
+    // Chrome's back button skips entries a page added without a user gesture (the agent's
+    // clicks have none); the page's own history.back() does not skip them.
+    await chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] }, func: () => history.back() });
+  }
+  // The step back shows in the tab within moments; a tab with no earlier page never moves.
+  const unmoved = (t) => t !== null && t.url === tab.url && t.status === 'complete';
+  if (unmoved(await watchTab(tab.id, 3000, 50, (t) => !unmoved(t)))) {
+    throw new ToolError(NO_HISTORY, 'there is no earlier page in this tab; use browser_navigate instead');
+  }
+  const done = await b.loads.waitLoaded(tab.id, call.signal);
+  // A page can put any same-site URL in its history, so the URL is the page's text.
+  return text(withPage('went back one page, to the URL in the block below', `URL: ${done.url}`));
+}
+
+async function tabs(b, args, call) {
+  switch (args.action) {
+    case 'list': {
+      const listed = await b.tabs.list();
+      if (!listed.length) return text('no agent tabs. Open one with browser_tabs {"action":"open","url":...}.');
+      const lines = listed.map((t) => `- tab ${t.id}${t.current ? ' (current)' : ''}${t.by === 'user' ? ' (shared by the user)' : ''}: ${JSON.stringify(t.title)} ${t.url}`);
+      return text(untrusted(lines.join('\n')));
+    }
+    case 'open': {
+      const url = call.destination(checkNavigable(args.url));
+      const tab = await b.tabs.open(url);
+      const done = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
+      if (!done.url || done.url === url) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab`);
+      return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, at the URL in the block below`, `URL: ${done.url}`));
+    }
+    case 'switch': {
+      const tab = await b.tabs.switchTo(Number(args.tab_id));
+      const why = restrictedReason(tab.url);
+      return text(`switched to tab ${tab.id}${why ? ` (note: ${why}; page tools will not work there)` : ''}`);
+    }
+    case 'close':
+      await b.tabs.close(Number(args.tab_id));
+      return text(`closed tab ${args.tab_id}`);
+    default:
+      throw new ToolError(BAD_ARGS, 'action must be one of list, open, switch, close');
+  }
+}
+
+export const TAB_TOOLS = {
+  browser_navigate: navigate,
+  browser_back: back,
+  browser_tabs: tabs,
+};
