@@ -14,6 +14,7 @@ Where each is raised::
     │   ├── TooManyPendingRequests         unanswered requests on one connection
     │   └── TooManySessions                sessions in one pod
     ├── ConfigurationError (ValueError)    settings the pod refuses to start with
+    ├── InstallationError                  openab's own shipped files are missing or damaged
     ├── ConfigError                        an agent CLI's MCP config file we cannot read or write
     │   └── ConfigConflict                 that file already holds another live session's entry
     ├── AgentExited                        the agent process ended (or never started)
@@ -43,6 +44,7 @@ __all__ = [
     "ConfigError",
     "ConfigurationError",
     "ConnectionClosed",
+    "InstallationError",
     "OpenabError",
     "Overloaded",
     "PermissionUnavailable",
@@ -91,6 +93,10 @@ class TooManySessions(Overloaded):
 
 class ConfigurationError(OpenabError, ValueError):
     """Settings the pod refuses to start with; the message says which and what to change."""
+
+
+class InstallationError(OpenabError):
+    """A file openab ships with (the browser tool catalogue) is missing or unreadable: reinstall openab."""
 
 
 class ConfigError(OpenabError):

@@ -1,8 +1,8 @@
 """The MCP protocol's words as openab uses them, each said once: revisions, ``_meta`` keys, HTTP header names,
 error codes, and the name our browser server goes by.
 
-The extension (``extension/lib/mcp.js``) cannot import this; ``tests/test_tool_catalogue.py`` holds its copy
-of the revisions equal to these.
+The revisions are the browser tool catalogue's (``extension/catalogue.json``, read by :mod:`.catalogue`),
+which the extension's MCP server (``extension/lib/mcp.js``) reads too: one list for both ends.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Final
 
 from . import META_PREFIX
+from .catalogue import catalogue
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -35,13 +36,13 @@ __all__ = [
 SERVER_NAME: Final = "openab_browser"
 
 # Handshake-era revisions (``initialize`` negotiates one), oldest first.
-HANDSHAKE_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
+HANDSHAKE_VERSIONS: Final = catalogue().handshake_versions
 LATEST_HANDSHAKE_VERSION: Final = HANDSHAKE_VERSIONS[-1]
 # What our own MCP clients ask for (the tunnel toward the extension, the built-in agent): the revision every
 # peer we met speaks, and what the extension answers when asked for one it does not know.
-REQUESTED_HANDSHAKE_VERSION: Final = "2025-06-18"
+REQUESTED_HANDSHAKE_VERSION: Final = catalogue().requested_handshake_version
 # The stateless revision: no ``initialize``, the version travels in each request's ``_meta``.
-STATELESS_VERSION: Final = "2026-07-28"
+STATELESS_VERSION: Final = catalogue().stateless_version
 
 META_SPEC_PREFIX: Final = "io.modelcontextprotocol/"
 META_VERSION: Final = META_SPEC_PREFIX + "protocolVersion"

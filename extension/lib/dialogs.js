@@ -6,6 +6,7 @@
 // reports the dialog instead of waiting.
 
 import { ToolError, NO_DIALOG, TOOL_ERROR } from './errors.js';
+import { toolNamed } from './catalogue.js';
 
 const PROTOCOL = '1.3';
 // A page chooses its dialog's text and may make it huge: the agent gets this much of it.
@@ -22,19 +23,7 @@ function originOf(url) {
   }
 }
 
-export const DIALOG_TOOL = {
-  name: 'browser_handle_dialog',
-  description: 'Answer the JavaScript dialog (alert, confirm, prompt, or "leave this page?") open in the agent tab: ' +
-    'accept (OK / Leave) or dismiss (Cancel / Stay). prompt_text is what a prompt dialog gets typed into it.',
-  inputSchema: {
-    type: 'object',
-    properties: {
-      accept: { type: 'boolean', description: 'true for OK (or Leave), false for Cancel (or Stay)' },
-      prompt_text: { type: 'string', description: 'the answer to a prompt dialog (when accepting it)' },
-    },
-    required: ['accept'],
-  },
-};
+export const DIALOG_TOOL = toolNamed('browser_handle_dialog');
 
 /** The buttons of each kind, in the words a person sees on them. */
 const BUTTONS = {

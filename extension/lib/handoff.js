@@ -4,31 +4,14 @@
 // later snapshot or read shows it to the agent.
 
 import { ToolError, BAD_ARGS, BUSY, CANCELLED } from './errors.js';
+import { DEFAULTS, toolNamed } from './catalogue.js';
 
-// Under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise end the
-// call first and tell the agent its outcome is unknown.
-const DEFAULT_TIMEOUT_S = 150;
-const MIN_TIMEOUT_S = 5;
-const MAX_TIMEOUT_S = 160;
+export const HANDOFF_TOOL = toolNamed('browser_handoff');
+// The default stays under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise
+// end the call first and tell the agent its outcome is unknown; the bounds are the ones the schema states.
+const DEFAULT_TIMEOUT_S = DEFAULTS.handoffTimeoutSeconds;
+const { minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S } = HANDOFF_TOOL.inputSchema.properties.timeout_s;
 const MAX_REASON = 300;
-
-export const HANDOFF_TOOL = {
-  name: 'browser_handoff',
-  description: 'Hand the agent tab to the person for a step only they should do: signing in, a CAPTCHA, a ' +
-    'one-time code, a payment. The side panel shows them a "your turn" card with your reason; the call returns ' +
-    'when they press Done or Cancel (or after timeout_s), with a fresh snapshot. What they type is never shown to you.',
-  inputSchema: {
-    type: 'object',
-    properties: {
-      reason: { type: 'string', description: 'what the person should do, e.g. "Sign in to example.com"' },
-      timeout_s: {
-        type: 'integer', minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S,
-        description: `seconds to wait for the person (default ${DEFAULT_TIMEOUT_S})`,
-      },
-    },
-    required: ['reason'],
-  },
-};
 
 function originOf(url) {
   try {

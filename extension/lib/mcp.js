@@ -7,11 +7,12 @@
 
 import { RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED, SERVER_OVERLOADED, SERVER_UNAVAILABLE } from './rpc.js';
 import { VERSION } from './link.js';
+import { MCP_REVISIONS } from './catalogue.js';
 
-// Equal to HANDSHAKE_VERSIONS and REQUESTED_HANDSHAKE_VERSION in core/mcp/vocabulary.py (a test holds them so).
-const HANDSHAKE_VERSIONS = ['2024-11-05', '2025-03-26', '2025-06-18', '2025-11-25'];
-const REQUESTED_HANDSHAKE_VERSION = '2025-06-18';
-const STATELESS_VERSION = '2026-07-28';
+// The revisions are the catalogue's, which the pod reads too: a handshake-era one is answered as asked, any other
+// with the one the pod's own clients request.
+const { handshakeVersions: HANDSHAKE_VERSIONS, requestedHandshakeVersion: REQUESTED_HANDSHAKE_VERSION,
+  statelessVersion: STATELESS_VERSION } = MCP_REVISIONS;
 const SERVER_INFO = { name: 'openab-browser', title: 'openab browser', version: VERSION };
 const MAX_CONNECTIONS = 16;
 const MAX_INFLIGHT = 64;

@@ -8,7 +8,8 @@ export default [
   {
     files: ["**/*.js"],
     languageOptions: {
-      ecmaVersion: 2024,
+      // 2025: import attributes (lib/catalogue.js imports the catalogue as a JSON module).
+      ecmaVersion: 2025,
       sourceType: "module",
       globals: { ...globals.browser, ...globals.serviceworker, chrome: "readonly" },
     },
