@@ -46,6 +46,9 @@ async def test_builtin_agent_follows_instructions_in_the_browser(tmp_path: Path)
         assert browser.clicked == ["Sign in"]
         # Each step streamed as a tool call and its completion, between the agent's words.
         assert turn.kinds().count("tool_call") == 5  # navigate, snapshot, type, snapshot, click
+        # ACP kinds from the catalogue: what only reads (readOnlyHint) is "read", loading a page "fetch".
+        assert [u["kind"] for u in turn.updates if u["sessionUpdate"] == "tool_call"] == [
+            "fetch", "read", "other", "read", "other"]
         finished = [u for u in turn.updates if u["sessionUpdate"] == "tool_call_update"]
         assert {u["status"] for u in finished} == {"completed"}
         assert "Opening https://example.org/start" in turn.text

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import package_version
+from ..catalogue import catalogue
 from ..errors import OpenabError, TunnelFailure
 from ..jsonrpc import (
     INTERNAL_ERROR,
@@ -56,7 +57,6 @@ from ..jsonrpc import (
     notification_message,
     result_message,
 )
-from ..catalogue import catalogue
 from ..jsonrpc.protocol import too_deep, too_deep_error
 from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,

@@ -18,6 +18,7 @@ from typing import Any, Final
 import httpx
 
 from ... import package_version
+from ...catalogue import catalogue
 from ...errors import OpenabError
 from ...jsonrpc import (
     INTERNAL_ERROR,
@@ -135,8 +136,8 @@ class BuiltinAgent:
         if session.client is None:
             raise ToolFailed("no browser")
         call_id = f"call_{next(self._ids)}"
-        kind = {"browser_navigate": "fetch", "browser_snapshot": "read", "browser_read_dom": "read",
-                "browser_screenshot": "read"}.get(tool, "other")
+        # ACP's kind: a tool the catalogue annotates readOnlyHint reads; loading a page fetches it.
+        kind = "read" if catalogue().read_only(tool) else "fetch" if tool == "browser_navigate" else "other"
         self._update(session, {
             "sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind,
             "status": "in_progress", "rawInput": {"server": SERVER_NAME, "tool": tool, "arguments": arguments},
