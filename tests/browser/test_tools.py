@@ -18,6 +18,7 @@ import pytest
 from mcp import Client
 
 from openab.core.jsonrpc import RpcError
+from openab.core.mcp.tools import BROWSER_TOOLS
 from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
 
 from .live_pod import TIMEOUT, LiveGateway, call
@@ -318,7 +319,7 @@ async def test_stateless_form_answers_with_carriers(tunnel: Tunnel) -> None:
     assert found["result"]["capabilities"] == {"tools": {"listChanged": True}}
     listed = await message({"serverId": server_id, "requestId": "r-2", "method": "tools/list",
                             "params": {"_meta": meta}})
-    assert len(listed["result"]["tools"]) == 14
+    assert listed["result"]["tools"] == list(BROWSER_TOOLS)  # the catalogue the pod lists before it attaches
     called = await message({"serverId": server_id, "requestId": "r-3", "method": "tools/call",
                             "params": {"name": "browser_tabs", "arguments": {"action": "list"}, "_meta": meta}})
     assert "- tab " in called["result"]["content"][0]["text"]
@@ -352,8 +353,8 @@ async def test_connections_open_and_close_independently(tunnel: Tunnel, client: 
         await conn.request("mcp/message", {"connectionId": second, "method": "tools/list"}, timeout=TIMEOUT)
     assert "unknown connection" in err.value.message
     # The gateway's own connection is untouched: asked afresh, not from the gateway's cache.
-    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 14
-    assert len((await client.list_tools()).tools) == 14
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == len(BROWSER_TOOLS)
+    assert len((await client.list_tools()).tools) == len(BROWSER_TOOLS)
     with pytest.raises(RpcError) as err:
         await conn.request("mcp/connect", {"acpId": "someone-else", "serverId": "someone-else"}, timeout=TIMEOUT)
     assert "unknown MCP server" in err.value.message
@@ -388,8 +389,8 @@ async def test_bad_input_gets_errors_and_breaks_nothing(gateway: LiveGateway, tu
         await tunnel.conn.request("mcp/message", {"nothing": "useful"}, timeout=TIMEOUT)
     assert err.value.code == -32602
     assert not sock.closed.is_set() and not tunnel.conn.closed
-    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == 14
-    assert len((await client.list_tools()).tools) == 14
+    assert len(await tunnel.list_tools(timeout=TIMEOUT)) == len(BROWSER_TOOLS)
+    assert len((await client.list_tools()).tools) == len(BROWSER_TOOLS)
 
 
 async def test_a_link_to_a_new_tab_opens_an_agent_tab(client: Client, site: str) -> None:
