@@ -6,7 +6,6 @@
 // reports the dialog instead of waiting.
 
 import { ToolError, NO_DIALOG, TOOL_ERROR } from './errors.js';
-import { toolNamed } from './catalogue.js';
 
 const PROTOCOL = '1.3';
 // A page chooses its dialog's text and may make it huge: the agent gets this much of it.
@@ -22,8 +21,6 @@ function originOf(url) {
     return '';
   }
 }
-
-export const DIALOG_TOOL = toolNamed('browser_handle_dialog');
 
 /** The buttons of each kind, in the words a person sees on them. */
 const BUTTONS = {

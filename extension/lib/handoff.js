@@ -6,11 +6,10 @@
 import { ToolError, BAD_ARGS, BUSY, CANCELLED } from './errors.js';
 import { DEFAULTS, toolNamed } from './catalogue.js';
 
-export const HANDOFF_TOOL = toolNamed('browser_handoff');
 // The default stays under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise
 // end the call first and tell the agent its outcome is unknown; the bounds are the ones the schema states.
 const DEFAULT_TIMEOUT_S = DEFAULTS.handoffTimeoutSeconds;
-const { minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S } = HANDOFF_TOOL.inputSchema.properties.timeout_s;
+const { minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S } = toolNamed('browser_handoff').inputSchema.properties.timeout_s;
 const MAX_REASON = 300;
 
 function originOf(url) {
