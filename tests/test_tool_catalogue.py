@@ -10,6 +10,7 @@ acts on the annotations (a tool that only reads is safe to call again after a lo
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from jsonschema import Draft202012Validator
 from test_browser_mcp import attach, request, server
 
-from openab.core.catalogue import CATALOGUE_PATH, catalogue
+from openab.core.catalogue import CATALOGUE_PATH, catalogue, parse
 from openab.core.jsonrpc import ConnectionClosed
 from openab.core.mcp.tools import BROWSER_TOOLS, TOOL_NAME
 from openab.core.mcp_vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION, STATELESS_VERSION
@@ -164,3 +165,14 @@ async def test_after_a_lost_answer_only_a_tool_that_only_reads_is_called_safe_to
     assert read_only == {tool["name"] for tool in FILE["tools"] if tool["annotations"]["readOnlyHint"]}
     assert read_only >= {"browser_snapshot", "browser_read_dom", "browser_screenshot", "browser_wait_for"}
     assert all(catalogue().read_only(name) for name in read_only)
+
+
+@pytest.mark.parametrize(("broken", "said"), [
+    ({"tools": []}, "an object `mcp`"),
+    ({**FILE, "tools": [{"name": "browser_x", "inputSchema": {"type": "object"}}]},
+     "(browser_x) must have an object annotations"),
+    ({**FILE, "mcp": {**FILE["mcp"], "handshakeVersions": []}}, "mcp.handshakeVersions must be a non-empty list"),
+], ids=["no-revisions", "no-annotations", "no-handshake-revisions"])
+def test_a_damaged_catalogue_is_refused_with_what_is_wrong(broken: dict[str, Any], said: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(said)):
+        parse(broken)
