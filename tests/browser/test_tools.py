@@ -43,13 +43,18 @@ async def test_tools_have_names_every_client_accepts(client: Client, tunnel: Tun
     names = {t.name for t in tools}
     # As the extension itself lists them, not only as the proxy exposes them.
     assert {t["name"] for t in await tunnel.list_tools(timeout=TIMEOUT)} == names
-    assert names == {
+    assert names == {t["name"] for t in BROWSER_TOOLS} >= {
         "browser_read_dom", "browser_screenshot", "browser_navigate", "browser_click", "browser_type",
         "browser_snapshot", "browser_tabs", "browser_wait_for", "browser_press_key",
         "browser_select_option", "browser_scroll", "browser_back", "browser_handle_dialog", "browser_handoff",
     }
     assert all(NAME_RULE.match(n) for n in names)
     assert all(t.input_schema.get("type") == "object" for t in tools)
+    # The catalogue's annotations reach the agent's MCP client: what only reads, and what may destroy.
+    read_only = {t.name for t in tools if t.annotations is not None and t.annotations.read_only_hint}
+    assert read_only == {t["name"] for t in BROWSER_TOOLS if t["annotations"]["readOnlyHint"]} >= {
+        "browser_snapshot", "browser_read_dom", "browser_screenshot", "browser_wait_for"}
+    assert all(t.annotations is not None and t.annotations.destructive_hint is not None for t in tools)
 
 
 async def test_without_an_agent_tab_the_error_says_how_to_get_one(client: Client) -> None:
