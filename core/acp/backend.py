@@ -1,7 +1,8 @@
 """The seam between the `/acp` server and whatever runs the agent for a session.
 
 The gateway validates a prompt, holds the session busy, relays streamed updates and enforces the idle
-timeout; the backend only has to run the turn. ``NoAgentBackend`` is what a pod without an agent answers.
+timeout and the cancel grace on the turn's clock; the backend only has to run the turn (and may arm its own
+watchdog on that clock). ``NoAgentBackend`` is what a pod without an agent answers.
 """
 
 from __future__ import annotations
@@ -11,10 +12,9 @@ from typing import Protocol, runtime_checkable
 from ..errors import PermissionUnavailable
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, LocalRpcError
 from ..sessions import Session
-from ..turn_watch import TurnWatch
+from ..turn_watch import TurnClock
 
 __all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn", "WatchedTurn"]
-
 
 
 class PromptTurn(Protocol):
@@ -31,7 +31,8 @@ class PromptTurn(Protocol):
         """Stream one ``session/update`` ``update`` object to the extension, as it comes."""
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
-        """Relay ``session/request_permission`` (params without ``sessionId``) and return the outcome object.
+        """Relay ``session/request_permission`` (params without ``sessionId``) and return the outcome object; the
+        turn's clock stops while the person is asked.
 
         Raises :class:`PermissionUnavailable` when it cannot be asked, ``TimeoutError`` when nobody answered.
         """
@@ -39,11 +40,12 @@ class PromptTurn(Protocol):
 
 @runtime_checkable
 class WatchedTurn(PromptTurn, Protocol):
-    """A turn that carries its clock (the `/acp` side's): a backend arms its own watchdog on it, so that a person
-    asked, in a permission card or in the browser, stops the backend's timers and the gateway's at once."""
+    """A turn that carries its clock, the `/acp` side's (a turn without one, the demo's, gets a clock of its own):
+    a backend arms its own watchdog on it, so that a person asked, in a permission card or in the browser, stops
+    the backend's timers and the gateway's at once, and a cancel gives both sides one grace."""
 
     @property
-    def watch(self) -> TurnWatch: ...
+    def clock(self) -> TurnClock: ...
 
 
 class AgentBackend(Protocol):

@@ -14,7 +14,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import METHOD_PREFIX, package_version
@@ -39,7 +39,7 @@ from ..jsonrpc import (
 )
 from ..sessions import Session, SessionStore, TooManySessions
 from ..tunnel.tunnel import TunnelAddress, TunnelError, TunnelOwner, establish
-from ..turn_watch import IDLE, PERSON, TurnWatch
+from ..turn_watch import IDLE, Person, TurnClock
 from .backend import AgentBackend, PermissionUnavailable
 from .logcontext import SESSION_TAG, log_context
 from .schema import (
@@ -85,18 +85,15 @@ def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
 
 
 class _Turn:
-    """One running ``session/prompt``: what the backend sees as :class:`PromptTurn`, with its clock (``watch``,
-    shared with the backend's own watchdog: a person asked, here or in the browser, stops both)."""
+    """One running ``session/prompt``: what the backend sees as :class:`PromptTurn`, with its clock (``clock``,
+    on which the backend arms its own watchdog: a person asked, here or in the browser, stops both)."""
 
     def __init__(self, server: AcpServerConnection, session: Session) -> None:
         self._server = server
         self._session = session
-        now = time.monotonic()
-        self.watch = TurnWatch()
-        self.watch.arm(IDLE, server.settings.prompt_idle_timeout, now)
-        if server.person_asked_until > now:  # a card already open in the panel
-            self.watch.asking(PERSON, now, up_to=server.person_asked_until - now)
-        self.changed = asyncio.Event()
+        self.changed = asyncio.Event()  # the turn looks at its clock again
+        self.clock: TurnClock = server.person.clock(changed=self.changed.set)
+        self.clock.arm(IDLE, server.settings.prompt_idle_timeout)
 
     @property
     def session(self) -> Session:
@@ -107,14 +104,14 @@ class _Turn:
         return self._session.permission_relay and not self._server.rpc.closed
 
     def send_update(self, update: JsonObject) -> None:
-        self.watch.active(IDLE, time.monotonic())
+        self.clock.active(IDLE)
         self._server.rpc.notify("session/update", {"sessionId": self._session.id, "update": update})
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
         if not self.can_ask_permission:
             raise PermissionUnavailable("the extension does not answer permission requests")
         ask = object()
-        self.person_asked(ask, True, up_to=timeout)
+        self.clock.asking(ask, up_to=timeout)
         try:
             result = await self._server.rpc.request(
                 "session/request_permission", {**params, "sessionId": self._session.id}, timeout=timeout
@@ -124,24 +121,13 @@ class _Turn:
         except OpenabError as exc:  # the socket went, or the extension answered with an error
             raise PermissionUnavailable(f"the extension could not answer: {exc}") from None
         finally:
-            self.person_asked(ask, False)
+            self.clock.answered(ask)
         if not isinstance(result, dict) or not isinstance(result.get("outcome"), dict):
             raise PermissionUnavailable("the extension answered the permission request without an outcome")
         return result
 
-    def person_asked(self, ask: Hashable, asking: bool, *, up_to: float = 0.0) -> None:
-        """A person is asked (``asking``), for at most ``up_to`` s, or that ask is over: the turn's clocks stop
-        meanwhile, and start again from the answer."""
-        now = time.monotonic()
-        if asking:
-            self.watch.asking(ask, now, up_to=up_to)
-        else:
-            self.watch.answered(ask, now)
-        self.changed.set()  # the turn looks at its clock again
-
     def cancel(self) -> None:
-        self.watch.cancel(time.monotonic(), grace=self._server.settings.cancel_grace)
-        self.changed.set()
+        self.clock.cancel(grace=self._server.settings.cancel_grace)
 
 
 class AcpConnections:
@@ -237,8 +223,8 @@ class AcpServerConnection:
         self._sessions: set[str] = set()
         self._turns: dict[str, _Turn] = {}
         self._establishing = 0
-        # Until when a card the panel announced pauses a turn that starts now (0: no card is open).
-        self.person_asked_until = 0.0
+        # Whether a card waits for the person in this socket's panel: it stops the clocks of its turns and calls.
+        self.person = Person()
         self.connections.add(self)
 
     # -- the dispatcher ----------------------------------------------------------------------------------------
@@ -402,8 +388,8 @@ class AcpServerConnection:
     async def _establish(self, session: Session, server: AcpServerDeclaration, generation: int) -> None:
         settings = self.settings
         try:
-            address = TunnelAddress(session.id, server.server_id, server.name, TunnelOwner(self.id, self.generation),
-                                    generation)
+            owner = TunnelOwner(self.id, self.generation, self.person)
+            address = TunnelAddress(session.id, server.server_id, server.name, owner, generation)
             tunnel = await establish(
                 self.rpc,
                 address,
@@ -464,32 +450,31 @@ class AcpServerConnection:
 
     async def _turn(self, turn: _Turn, blocks: list[JsonObject]) -> JsonObject:
         session = turn.session
-        watch = turn.watch
+        clock = turn.clock
         work = asyncio.get_running_loop().create_task(self.backend.prompt(turn, blocks))
         try:
             while not work.done():
                 turn.changed.clear()
-                now = time.monotonic()
-                if watch.cancelled:
-                    limit = watch.cancel_deadline()
-                    if now >= limit:
+                if clock.cancelled:
+                    left = clock.grace_left()
+                    if left <= 0:
                         # The backend did not stop in time; the client was promised an answer.
                         work.cancel()
                         return {"stopReason": "cancelled"}
                 else:
                     # Stopped while a person is asked: their wait has its own bound (docs/architecture.md).
-                    limit = watch.deadline(IDLE, now)
-                    if now >= limit:
+                    left = clock.left(IDLE)
+                    if left <= 0:
                         work.cancel()
                         self.spawn(self.backend.cancel(session.id))
                         raise LocalRpcError(INTERNAL_ERROR, "Timed out waiting for agent backend")
                 changed = asyncio.ensure_future(turn.changed.wait())
                 try:
-                    await asyncio.wait({work, changed}, timeout=limit - now, return_when=asyncio.FIRST_COMPLETED)
+                    await asyncio.wait({work, changed}, timeout=left, return_when=asyncio.FIRST_COMPLETED)
                 finally:
                     changed.cancel()
             stop_reason = work.result()
-            if watch.cancelled:
+            if clock.cancelled:
                 stop_reason = "cancelled"
             return {"stopReason": stop_reason}
         except asyncio.CancelledError:
@@ -498,6 +483,7 @@ class AcpServerConnection:
             self.spawn(self.backend.cancel(session.id))
             raise
         finally:
+            clock.close()
             if not work.done():
                 work.cancel()
             with contextlib.suppress(BaseException):
@@ -532,11 +518,7 @@ class AcpServerConnection:
         asking = params.get("asking") if isinstance(params, dict) else None
         if not isinstance(asking, bool):
             return  # a notification gets no error answer
-        now, up_to = time.monotonic(), self.settings.permission_timeout
-        self.person_asked_until = now + up_to if asking else 0.0
-        for turn in self._turns.values():
-            turn.person_asked(PERSON, asking, up_to=up_to)
-        self.tunnels.person_asked(self.id, asking, now, up_to=up_to)
+        self.person.asked(asking, up_to=self.settings.permission_timeout)
 
     def _cancel_turn(self, session_id: str, turn: _Turn) -> None:
         turn.cancel()

@@ -21,12 +21,12 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import functools
 import logging
 import os
 import shutil
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,8 @@ from ..statedir import session_workdir
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
 from .process import scrubbed_env
-from .provision import BrowserProvision
 from .recipes import Recipe, recipe_for, running_as_root
-from .session_agent import SessionAgent
+from .session_agent import AgentContext, OfferedAgent, SessionAgent
 from .tree import REAPER, own_cgroup
 
 if TYPE_CHECKING:
@@ -64,22 +63,6 @@ def operator_env(entries: list[str], base: Mapping[str, str]) -> dict[str, str]:
         elif name in base:
             env[name] = base[name]
     return env
-
-
-@dataclass(frozen=True, slots=True)
-class OfferedAgent:
-    """One agent a session may choose: its recipe, the command that starts it, and how it gets the browser."""
-
-    recipe: Recipe
-    argv: list[str]
-    provision: BrowserProvision
-
-    @classmethod
-    def of(cls, recipe: Recipe, command: list[str] | None) -> OfferedAgent:
-        argv = recipe.command(command)
-        if not argv:
-            raise ValueError(f"agent {recipe.name!r} has no command: give --agent-cmd")
-        return cls(recipe, argv, BrowserProvision(recipe))
 
 
 class AgentRuntime:
@@ -186,6 +169,14 @@ class AgentRuntime:
     def cgroups(self) -> Path | None:
         """Where each agent gets a cgroup of its own (``None``: its tree is tracked through ``/proc``)."""
         return own_cgroup() if self.settings.agent_cgroups else None
+
+    def agent_context(self) -> AgentContext:
+        """What a session's agent gets of the pod: exactly what it uses, never the runtime itself."""
+        return AgentContext(
+            settings=self.settings, policy=self.policy, browser=self.browser, spawn=self.spawn,
+            workdir=functools.partial(self.workdir, create=True), agent_env=self.agent_env,
+            browser_tools=self.browser_tools, cgroups=self.cgroups,
+        )
 
     # -- AgentBackend ------------------------------------------------------------------------------------
 
@@ -303,7 +294,7 @@ class AgentRuntime:
     async def _start(self, session: Session, victim: SessionAgent | None = None) -> SessionAgent:
         if victim is not None:
             await victim.close()  # its memory is free before the next CLI boots
-        agent = SessionAgent(self, session, self.workdir(session))
+        agent = SessionAgent(self.agent_context(), session, self.offered(session), self.workdir(session))
         recipe = agent.offered.recipe
         try:
             await agent.start(self._conversations.get(session.id, recipe.name))

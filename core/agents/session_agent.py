@@ -1,5 +1,9 @@
 """One session's agent process, and the ACP client we play towards it: the turn relay, cancellation, the
-silence watchdog and permission requests (to the person when the extension can ask, else to the policy)."""
+silence watchdog and permission requests (to the person when the extension can ask, else to the policy).
+
+It gets what it uses of the pod as an :class:`AgentContext`, built by the agent runtime, and never the runtime
+itself; the watchdog and the cancel grace run on the turn's own clock (:class:`~openab.core.turn_watch.TurnClock`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,8 @@ import collections
 import contextlib
 import logging
 import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -18,16 +24,19 @@ from ..errors import AgentExited, PermissionUnavailable, TransportError
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, LocalRpcError, Notification, RemoteRpcError, Request, RpcError
 from ..mcp.access import BrowserEndpoint
 from ..sessions import Session
-from ..turn_watch import SILENCE, TurnWatch
+from ..turn_watch import SILENCE, Person, TurnClock
+from .permissions import Policy, decide, decide_ours, reject
 from .permissions import cancelled as cancelled_outcome
-from .permissions import decide, decide_ours, reject
 from .process import AgentProcess
-from .provision import Provided
+from .provision import BrowserProvision, Provided
+from .recipes import Recipe
 
 if TYPE_CHECKING:
-    from .runtime import AgentRuntime
+    from ..mcp.access import BrowserAccess
+    from ..settings import Settings
+    from ..tasks import Spawn
 
-__all__ = ["ACP_PROTOCOL_VERSION", "SessionAgent"]
+__all__ = ["ACP_PROTOCOL_VERSION", "AgentContext", "OfferedAgent", "SessionAgent"]
 
 log = logging.getLogger(__name__)
 
@@ -37,14 +46,52 @@ _MAX_TURN_SECONDS: Final = 6 * 3600.0
 _TOOL_CALLS_REMEMBERED: Final = 256
 
 
+@dataclass(frozen=True, slots=True)
+class OfferedAgent:
+    """One agent a session may choose: its recipe, the command that starts it, and how it gets the browser."""
+
+    recipe: Recipe
+    argv: list[str]
+    provision: BrowserProvision
+
+    @classmethod
+    def of(cls, recipe: Recipe, command: list[str] | None) -> OfferedAgent:
+        argv = recipe.command(command)
+        if not argv:
+            raise ValueError(f"agent {recipe.name!r} has no command: give --agent-cmd")
+        return cls(recipe, argv, BrowserProvision(recipe))
+
+
+@dataclass(frozen=True, slots=True)
+class AgentContext:
+    """What a session's agent uses of the pod, built by the agent runtime that runs it.
+
+    ``settings``: the pod's, read when used (the start, silence, permission and cancel limits); ``policy``: who
+    decides what the person is not asked; ``browser``: the session's endpoint, and who hears the agent's pid;
+    ``spawn``: background work (the settling of a turn the gateway gave up on); ``workdir(session)``: the
+    session's working folder, made 0700; ``agent_env(session, endpoint)``: the CLI's scrubbed environment;
+    ``browser_tools(session_id)``: the tools the session's browser offers right now; ``cgroups``: where each agent
+    gets a cgroup of its own (``None``: its tree is tracked through ``/proc``).
+    """
+
+    settings: Settings
+    policy: Policy
+    browser: BrowserAccess
+    spawn: Spawn
+    workdir: Callable[[Session], Path]
+    agent_env: Callable[[Session, BrowserEndpoint], dict[str, str]]
+    browser_tools: Callable[[str], set[str]]
+    cgroups: Path | None
+
+
 class SessionAgent:
     """One session's agent process and the ACP client side we play towards it."""
 
-    def __init__(self, runtime: AgentRuntime, session: Session, cwd: Path) -> None:
-        self.runtime = runtime
+    def __init__(self, context: AgentContext, session: Session, offered: OfferedAgent, cwd: Path) -> None:
+        self.context = context
         self.session = session
         # The agent the session chose at session/new; it stays the session's across restarts and resumes.
-        self.offered = runtime.offered(session)
+        self.offered = offered
         self.cwd = cwd
         self.process: AgentProcess | None = None
         self.acp_session_id: str | None = None
@@ -55,8 +102,8 @@ class SessionAgent:
         self.last_used = time.monotonic()
         self._tool_calls: collections.OrderedDict[str, JsonObject] = collections.OrderedDict()
         self._asks: set[asyncio.Future[JsonObject]] = set()
-        # The running turn's clock: the gateway's when the turn carries one (a person asked stops both).
-        self._watch: TurnWatch | None = None
+        # The running turn's clock, the gateway's: a person asked stops both sides' timers.
+        self._clock: TurnClock | None = None
         self._settling: asyncio.Task[None] | None = None
 
     @property
@@ -96,8 +143,8 @@ class SessionAgent:
             self.turn.send_update(update)
 
     def _heard(self) -> None:
-        if self._watch is not None:
-            self._watch.active(SILENCE, time.monotonic())
+        if self._clock is not None:
+            self._clock.active(SILENCE)
 
     def _remember_tool_call(self, update: JsonObject) -> None:
         call_id = update.get("toolCallId")
@@ -109,7 +156,7 @@ class SessionAgent:
             self._tool_calls.popitem(last=False)
 
     async def _permission(self, params: JsonObject) -> JsonObject:
-        runtime = self.runtime
+        context = self.context
         turn = self.turn
         if turn is None or self.cancelling:
             return cancelled_outcome()
@@ -119,21 +166,19 @@ class SessionAgent:
         # Codex sends sparse requests: what it streamed earlier for the same call fills the gaps.
         tool_call = {**self._tool_calls.get(call_id, {}), **raw_call} if isinstance(call_id, str) else raw_call
         recipe = self.offered.recipe
-        ours = decide_ours(runtime.policy, params, identify=recipe.identify, tool_call=tool_call,
-                           browser_tools=runtime.browser_tools(self.session.id))
+        ours = decide_ours(context.policy, params, identify=recipe.identify, tool_call=tool_call,
+                           browser_tools=context.browser_tools(self.session.id))
         if ours is not None:
             # Our own browser tool: the policy decides here and the browser's guard stops what is risky, so the
             # person is not asked twice for one click.
             log.info("%s: permission for %r: %s by the %s policy (a browser tool)", self.name, _title(tool_call),
-                     ours["outcome"].get("optionId", "cancelled"), runtime.policy)
+                     ours["outcome"].get("optionId", "cancelled"), context.policy)
             return ours
         if turn.can_ask_permission:
             relayed = {k: v for k, v in params.items() if k != "sessionId"}
-            wait = runtime.settings.permission_timeout
-            ask = asyncio.ensure_future(turn.request_permission(relayed, timeout=wait))
+            # The turn stops its clocks, ours included, while the person is asked.
+            ask = asyncio.ensure_future(turn.request_permission(relayed, timeout=context.settings.permission_timeout))
             self._asks.add(ask)
-            if self._watch is not None:
-                self._watch.asking(ask, time.monotonic(), up_to=wait)
             try:
                 outcome = _offered(await ask, params)
                 log.info("%s: permission for %r answered in the browser", self.name, _title(tool_call))
@@ -144,34 +189,32 @@ class SessionAgent:
                 ask.cancel()  # the agent went away: nobody needs the card any more
                 raise
             except PermissionUnavailable as exc:
-                log.info("%s: %s; the %s policy decides", self.name, exc, runtime.policy)
+                log.info("%s: %s; the %s policy decides", self.name, exc, context.policy)
             except TimeoutError as exc:
                 log.info("%s: %s; rejected", self.name, exc)
                 return reject(params)
             finally:
                 self._asks.discard(ask)
-                if self._watch is not None:
-                    self._watch.answered(ask, time.monotonic())
         log.debug("%s: permission request %s over %s", self.name, _preview(params, 4000), _preview(tool_call, 4000))
         outcome = decide(
-            runtime.policy, params, identify=recipe.identify, tool_call=tool_call,
-            browser_tools=runtime.browser_tools(self.session.id),
+            context.policy, params, identify=recipe.identify, tool_call=tool_call,
+            browser_tools=context.browser_tools(self.session.id),
         )
         log.info("%s: permission for %r: %s by the %s policy", self.name, _title(tool_call),
-                 outcome["outcome"].get("optionId", "cancelled"), runtime.policy)
+                 outcome["outcome"].get("optionId", "cancelled"), context.policy)
         return outcome
 
     # -- life --------------------------------------------------------------------------------------------
 
     async def start(self, previous: str | None = None) -> None:
-        runtime = self.runtime
-        settings = runtime.settings
+        context = self.context
+        settings = context.settings
         recipe = self.offered.recipe
-        runtime.workdir(self.session, create=True)
-        self.endpoint = await runtime.browser.open(self.session)
-        env = runtime.agent_env(self.session, self.endpoint)
+        context.workdir(self.session)
+        self.endpoint = await context.browser.open(self.session)
+        env = context.agent_env(self.session, self.endpoint)
         argv = list(self.offered.argv)
-        if runtime.policy != "deny":
+        if context.policy != "deny":
             # The CLI's own allow-list runs our browser tools unasked (the guard in the browser still stops what
             # is risky); a variable the operator set is theirs, not replaced.
             argv += recipe.allow_browser_argv
@@ -180,10 +223,10 @@ class SessionAgent:
         argv += self.provided.argv
         servers = self.provided.servers
         self.process = AgentProcess(argv, handler=self, env=env, cwd=self.cwd, name=self.name,
-                                    cgroups=runtime.cgroups)
+                                    cgroups=context.cgroups)
         await self.process.start()
         if self.process.pid is not None:
-            runtime.browser.agent_started(self.session, self.process.pid)
+            context.browser.agent_started(self.session, self.process.pid)
         rpc = self.process.rpc
         try:
             async with asyncio.timeout(settings.agent_start_timeout):
@@ -225,10 +268,10 @@ class SessionAgent:
         """The agent's session id: the session's earlier conversation when the agent can take it up again
         (this is a fresh process after an idle stop or a crash), else a new one."""
         assert self.process is not None
-        rpc, timeout = self.process.rpc, self.runtime.settings.agent_start_timeout
+        rpc, timeout = self.process.rpc, self.context.settings.agent_start_timeout
         params: JsonObject = {"cwd": str(self.cwd), "mcpServers": servers}
         allow_browser = self.offered.recipe.allow_browser
-        if allow_browser and self.runtime.policy != "deny":
+        if allow_browser and self.context.policy != "deny":
             params["_meta"] = allow_browser
         capabilities = init.get("agentCapabilities") if isinstance(init.get("agentCapabilities"), dict) else {}
         assert isinstance(capabilities, dict)
@@ -252,31 +295,31 @@ class SessionAgent:
         if self._settling is not None and not self._settling.done():
             # The previous turn was abandoned mid-cancel; the agent gets its grace to finish it first.
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.runtime.settings.cancel_grace + 5):
+                async with asyncio.timeout(self.context.settings.cancel_grace + 5):
                     await asyncio.shield(self._settling)
         if not self.alive:
             raise _agent_gone(self)
         assert self.process is not None
         rpc = self.process.rpc
         self.turn, self.cancelling, self.last_used = turn, False, time.monotonic()
-        silence = self.runtime.settings.agent_silence_timeout
+        silence = self.context.settings.agent_silence_timeout
         # Stopped while a person is asked, in a card here or in the browser: the gateway's clock when it has one.
-        watch = self._watch = turn.watch if isinstance(turn, WatchedTurn) else TurnWatch()
-        watch.arm(SILENCE, silence, self.last_used)
+        clock = self._clock = turn.clock if isinstance(turn, WatchedTurn) else Person().clock()
+        clock.arm(SILENCE, silence)
         request = asyncio.ensure_future(
             rpc.request("session/prompt", {"sessionId": self.acp_session_id, "prompt": blocks},
                         timeout=_MAX_TURN_SECONDS)
         )
         try:
             while not request.done():
-                now = time.monotonic()
-                if watch.expired(SILENCE, now):
+                left = clock.left(SILENCE)
+                if left <= 0:
                     reason = f"it said nothing for {silence:g} s"
                     rpc.notify("session/cancel", {"sessionId": self.acp_session_id})
                     await self.stop(reason)
                     raise LocalRpcError(INTERNAL_ERROR, f"The agent stopped answering: {reason}, so it was stopped. "
                                                    "Prompt again to start a fresh agent.")
-                await asyncio.wait({request}, timeout=max(0.05, watch.deadline(SILENCE, now) - now))
+                await asyncio.wait({request}, timeout=max(0.05, left))
             result = request.result()
         except TransportError:
             raise _agent_gone(self) from None
@@ -286,11 +329,11 @@ class SessionAgent:
             raise
         except asyncio.CancelledError:
             if not request.done():
-                self._abandon(request)
+                self._abandon(request, clock)
             raise
         finally:
-            self.turn, self._watch = None, None
-            watch.disarm(SILENCE)
+            self.turn, self._clock = None, None
+            clock.disarm(SILENCE)
             self.last_used = time.monotonic()
             if not request.done():
                 request.add_done_callback(_consume)
@@ -307,21 +350,24 @@ class SessionAgent:
         for ask in list(self._asks):
             ask.cancel()  # ACP: after session/cancel the client answers pending permissions with cancelled
 
-    def _abandon(self, request: asyncio.Future[Any]) -> None:
-        """The gateway gave up on this turn: cancel it at the agent; an agent that ignores that is stopped."""
+    def _abandon(self, request: asyncio.Future[Any], clock: TurnClock) -> None:
+        """The gateway gave up on this turn: cancel it at the agent; an agent that has not ended it when the turn's
+        cancel grace runs out is stopped. One grace per turn: if the gateway cancelled first, it is that one."""
         self.cancel()
-        grace = self.runtime.settings.cancel_grace
+        grace = self.context.settings.cancel_grace
+        clock.cancel(grace=grace)
 
         async def settle() -> None:
             try:
-                async with asyncio.timeout(grace):
-                    await asyncio.wait({request})
+                if not request.done():
+                    async with asyncio.timeout(max(0.0, clock.grace_left())):
+                        await asyncio.wait({request})
             except TimeoutError:
                 await self.stop(f"it did not end a cancelled turn within {grace:g} s")
             finally:
                 request.cancel()
 
-        self._settling = self.runtime.spawn(settle(), name=f"settle {self.session.id}")
+        self._settling = self.context.spawn(settle(), name=f"settle {self.session.id}")
 
     async def stop(self, reason: str | None = None) -> None:
         if self.process is not None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import abc
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -18,7 +17,7 @@ from typing import Any, Literal
 from .. import package_version
 from ..errors import OpenabError, TunnelError, TunnelFailure
 from ..jsonrpc import ConnectionClosed, JsonObject, RequestTimeout, RpcConnection, TooManyPendingRequests
-from ..turn_watch import CALL, PERSON, TurnWatch
+from ..turn_watch import CALL, Person
 
 __all__ = ["Form", "ProgressCallback", "Tunnel", "TunnelAddress",
     "TunnelOwner", "client_info"]
@@ -34,10 +33,12 @@ _MAX_TOOL_PAGES = 100
 
 @dataclass(frozen=True, slots=True)
 class TunnelOwner:
-    """Which socket installed a tunnel, and in what order, for last-attach-wins and scoped teardown."""
+    """Which socket installed a tunnel, and in what order, for last-attach-wins and scoped teardown; and the person
+    at that socket's panel, whose cards stop the clock of each call on the tunnel."""
 
     connection_id: str
     connection_generation: int
+    person: Person = field(default_factory=Person, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,10 +102,6 @@ class Tunnel(abc.ABC):
     closed: bool = field(default=False, init=False)
     _disconnected: bool = field(default=False, init=False, repr=False)
     _progress: dict[Any, ProgressCallback] = field(default_factory=dict, init=False, repr=False)
-    # The clock of each call in flight with its wire id once sent, and until when a card the panel announced
-    # pauses a call that starts now.
-    _calls: dict[TurnWatch, list[int]] = field(default_factory=dict, init=False, repr=False)
-    _person_until: float = field(default=0.0, init=False, repr=False)
 
     @property
     @abc.abstractmethod
@@ -162,15 +159,18 @@ class Tunnel(abc.ABC):
         if progress is not None and progress_key is not None:
             self._progress[progress_key] = progress
         outer_id: list[int] = []
-        now = time.monotonic()
-        watch = TurnWatch()
-        watch.arm(CALL, timeout, now)
-        if self._person_until > now:
-            watch.asking(PERSON, now, up_to=self._person_until - now)
-        # The request's deadline is the watch's: person_asked moves it while a card waits for the person.
-        self._calls[watch] = outer_id
+        # The request's deadline is the clock's: a card open in the panel (now or later) moves it, and an answer
+        # gives the call its whole timeout again (the person may have been asked about that very call).
+        clock = self.owner.person.clock()
+        clock.arm(CALL, timeout)
+
+        def moved() -> None:
+            if outer_id:
+                self.conn.set_timeout(outer_id[0], clock.runs_out_in(CALL))
+
+        clock.changed = moved
         try:
-            return await self.conn.request("mcp/message", envelope, timeout=watch.runs_out(CALL, now) - now,
+            return await self.conn.request("mcp/message", envelope, timeout=clock.runs_out_in(CALL),
                                            sent=outer_id.append)
         except RequestTimeout as exc:
             self._withdraw_timed_out(exc.request_id)
@@ -183,22 +183,9 @@ class Tunnel(abc.ABC):
                 self._withdraw_cancelled(outer_id[0])
             raise
         finally:
-            self._calls.pop(watch, None)
+            clock.close()
             if progress_key is not None:
                 self._progress.pop(progress_key, None)
-
-    def person_asked(self, asking: bool, now: float, *, up_to: float) -> None:
-        """The panel has a card waiting for the person (or none now): the calls in flight stop their clocks, for
-        at most ``up_to`` s, and a call sent meanwhile starts stopped; an answer gives each its whole timeout
-        again (the person may have been asked about that very call)."""
-        self._person_until = now + up_to if asking else 0.0
-        for watch, outer_id in self._calls.items():
-            if asking:
-                watch.asking(PERSON, now, up_to=up_to)
-            else:
-                watch.answered(PERSON, now)
-            if outer_id:
-                self.conn.set_timeout(outer_id[0], watch.runs_out(CALL, now) - now)
 
     @abc.abstractmethod
     def _withdraw_timed_out(self, outer_id: int) -> None:

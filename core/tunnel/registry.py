@@ -307,12 +307,6 @@ class TunnelRegistry:
 
     # -- notifications from the browser ---------------------------------------------------------------------
 
-    def person_asked(self, connection_owner: str, asking: bool, now: float, *, up_to: float) -> None:
-        """Socket ``connection_owner``'s panel has a card waiting for the person (or none now): the calls on its
-        tunnels stop their clocks meanwhile, each pause bounded by ``up_to`` s (:mod:`openab.core.turn_watch`)."""
-        for tunnel in self._by_owner.get(connection_owner, {}).values():
-            tunnel.person_asked(asking, now, up_to=up_to)
-
     async def deliver(self, connection_owner: str, params: Any) -> None:
         """Route an ``mcp/message`` notification that socket ``connection_owner`` sent to the tunnel it names."""
         if not isinstance(params, dict):
