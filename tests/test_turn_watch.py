@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from openab.core.settings import PANEL_PROMPT_WAIT, Settings
-from openab.core.turn_watch import CALL, IDLE, PERSON, SILENCE, Clock, TurnWatch
+from openab.core.turn_watch import CALL, IDLE, PERSON, SILENCE, Clock, Person, TurnClock, TurnWatch
 
 
 def watch_at(now: float = 0.0, *, idle: float = 180.0, silence: float | None = None) -> TurnWatch:
@@ -167,3 +167,160 @@ def test_settings_take_a_person_wait_longer_than_the_idle_timeout_but_not_than_t
     background = (Path(__file__).parent.parent / "extension" / "background.js").read_text()
     panel_wait = re.search(r"const PROMPT_TIMEOUT_MS = (\d+) \* 60_000;", background)
     assert panel_wait is not None and int(panel_wait[1]) * 60 == PANEL_PROMPT_WAIT
+
+
+# -- the turn's clock as both sides hold it: one socket's person, a turn's clock, a call's clock ------------------
+
+
+class FakeClock:
+    """The time the test says it is."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def socket_at(start: float = 0.0) -> tuple[FakeClock, Person]:
+    clock = FakeClock()
+    clock.now = start
+    return clock, Person(clock)
+
+
+def turn_on(person: Person, *, idle: float = 0.5, silence: float | None = None) -> tuple[TurnClock, list[str]]:
+    """A turn as the `/acp` side starts it (its idle clock), with the agent runtime's silence clock on it when
+    ``silence`` is given; the list records each time its waiter is told to look again."""
+    told: list[str] = []
+    turn = person.clock(changed=lambda: told.append("look"))
+    turn.arm(IDLE, idle)
+    if silence is not None:
+        turn.arm(SILENCE, silence)
+    return turn, told
+
+
+def test_a_turn_idles_out_at_its_limit_and_each_update_streamed_restarts_it() -> None:
+    now, person = socket_at()
+    turn, _told = turn_on(person, idle=0.5)
+    now.now = 0.4
+    assert turn.left(IDLE) == pytest.approx(0.1)
+    turn.active(IDLE)  # an update streamed to the panel
+    now.now = 0.8
+    assert turn.left(IDLE) == pytest.approx(0.1)
+    now.now = 0.9
+    assert turn.left(IDLE) <= 0
+
+
+def test_the_agents_silence_runs_on_the_turns_own_clock() -> None:
+    now, person = socket_at()
+    turn, _told = turn_on(person, idle=180.0, silence=0.5)
+    now.now = 0.3
+    turn.active(SILENCE)  # the agent said something on its stdio; nothing reached the panel
+    now.now = 0.7
+    assert turn.left(SILENCE) == pytest.approx(0.1) and turn.left(IDLE) == pytest.approx(179.3)
+    now.now = 0.8
+    assert turn.left(SILENCE) <= 0
+    turn.disarm(SILENCE)  # the turn is over at the agent: its watchdog goes, the gateway's clock stays
+    assert turn.left(SILENCE) == math.inf and turn.left(IDLE) > 0
+
+
+def test_a_permission_card_answered_after_the_idle_and_silence_limits_lets_the_turn_go_on() -> None:
+    # What tests/test_person_wait.py plays with 0.5 s limits and a person who takes 1.5 s, on numbers.
+    now, person = socket_at()
+    turn, told = turn_on(person, idle=0.5, silence=0.5)
+    now.now = 0.1
+    turn.asking("permission", up_to=30.0)
+    for moment in (0.7, 1.2, 1.6):
+        now.now = moment
+        assert turn.waiting_for_person() and turn.left(IDLE) > 0 and turn.left(SILENCE) > 0
+    turn.answered("permission")
+    assert turn.left(IDLE) == pytest.approx(0.5) and turn.left(SILENCE) == pytest.approx(0.5)
+    assert told == ["look", "look"]  # the waiter looked again at the ask and at the answer
+
+
+def test_a_permission_nobody_answers_stops_pausing_at_the_persons_wait() -> None:
+    now, person = socket_at()
+    turn, _told = turn_on(person, idle=0.5)
+    turn.asking("permission", up_to=1.5)
+    now.now = 1.4
+    assert turn.left(IDLE) == pytest.approx(0.1)  # look again at the pause's bound
+    now.now = 1.5
+    assert not turn.waiting_for_person() and turn.left(IDLE) == pytest.approx(0.5)
+    now.now = 2.0
+    assert turn.left(IDLE) <= 0
+
+
+def test_a_card_in_the_panel_stops_the_sockets_turns_and_calls_and_its_answer_starts_them_again() -> None:
+    now, person = socket_at()
+    turn, told = turn_on(person, idle=0.5, silence=0.5)
+    call = person.clock()
+    call.arm(CALL, 0.3)
+    now.now = 0.1
+    person.asked(True, up_to=30.0)  # _openab/person {"asking": true}
+    assert told == ["look"]
+    now.now = 1.6
+    assert turn.left(IDLE) > 0 and turn.left(SILENCE) > 0 and call.left(CALL) > 0
+    person.asked(False, up_to=30.0)
+    assert told == ["look", "look"]
+    assert call.runs_out_in(CALL) == pytest.approx(0.3)  # the whole timeout again: the card may have been about it
+    assert turn.left(IDLE) == pytest.approx(0.5)
+
+
+def test_a_call_made_while_a_card_is_open_starts_stopped_and_its_deadline_moves_with_the_card() -> None:
+    now, person = socket_at()
+    person.asked(True, up_to=30.0)
+    now.now = 1.0
+    moved: list[float] = []
+    call = person.clock()
+    call.arm(CALL, 0.3)
+    call.changed = lambda: moved.append(call.runs_out_in(CALL))
+    # The JSON-RPC request's deadline: if nothing else happens, the card ends at its bound, then one whole limit.
+    assert call.runs_out_in(CALL) == pytest.approx(29.0 + 0.3)
+    now.now = 2.5
+    person.asked(False, up_to=30.0)
+    assert moved == [pytest.approx(0.3)]
+    now.now = 2.8
+    assert call.left(CALL) <= 0  # answered, then nothing came back: one limit later it times out
+
+
+def test_a_card_announced_and_never_closed_pauses_only_up_to_the_persons_wait() -> None:
+    now, person = socket_at()
+    person.asked(True, up_to=1.0)  # and never {"asking": false}
+    turn, _told = turn_on(person, idle=0.5)  # a turn started while the card is open starts stopped
+    now.now = 0.9
+    assert turn.waiting_for_person() and turn.left(IDLE) > 0
+    now.now = 1.5
+    assert turn.left(IDLE) <= 0
+
+
+def test_another_sockets_card_does_not_pause_this_sockets_turn() -> None:
+    now, person = socket_at()
+    _now, other = socket_at()
+    turn, told = turn_on(person, idle=0.5)
+    other.asked(True, up_to=1200.0)
+    now.now = 0.5
+    assert turn.left(IDLE) <= 0 and told == []
+
+
+def test_a_cancelled_turn_has_one_grace_for_both_sides_that_no_person_pauses() -> None:
+    now, person = socket_at()
+    turn, told = turn_on(person, idle=0.5)
+    assert not turn.cancelled and turn.grace_left() == math.inf
+    person.asked(True, up_to=300.0)
+    now.now = 1.0
+    turn.cancel(grace=1.0)  # session/cancel: the gateway's grace
+    now.now = 1.5
+    turn.cancel(grace=1.0)  # the agent runtime settling the same turn: the first cancel counts
+    assert turn.cancelled and turn.grace_left() == pytest.approx(0.5)
+    assert told == ["look", "look", "look"]
+    now.now = 2.0
+    assert turn.grace_left() <= 0 and turn.waiting_for_person()
+
+
+def test_a_closed_clock_is_no_longer_moved_by_the_person() -> None:
+    now, person = socket_at()
+    turn, told = turn_on(person, idle=0.5)
+    turn.close()  # the turn ended
+    person.asked(True, up_to=300.0)
+    now.now = 0.5
+    assert told == [] and not turn.waiting_for_person() and turn.left(IDLE) <= 0
