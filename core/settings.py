@@ -112,7 +112,8 @@ class Settings(BaseModel):
     tunnel_connect_timeout: float = Field(default=30.0, gt=0)
     prompt_idle_timeout: float = Field(default=180.0, gt=0)
     cancel_grace: float = Field(default=10.0, gt=0)
-    permission_timeout: float = Field(default=300.0, gt=0)
+    # Checked against prompt_idle_timeout even when not given (validate_default): the two fit the panel's wait.
+    permission_timeout: float = Field(default=300.0, gt=0, validate_default=True)
     session_idle_ttl: float = Field(default=3600.0, gt=0)
     # One record per browser tool call in <state_dir>/audit.jsonl (docs/runtime.md, "Audit log"); past
     # audit_max_bytes it becomes audit.jsonl.1, and audit_backups such files are kept.
@@ -170,15 +171,31 @@ class Settings(BaseModel):
     max_connections: int = Field(default=1024, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
 
-    @field_validator("permission_timeout")
+    @field_validator("prompt_idle_timeout", "permission_timeout")
     @classmethod
-    def _person_wait_fits_a_turn(cls, value: float) -> float:
-        # A person's wait stops every other timer of the turn (core/turn_watch.py), so it may outlast the prompt
-        # idle timeout and the tool-call timeout; what it must fit in is the panel's wait for a prompt's answer.
-        if value > PANEL_PROMPT_WAIT:
+    def _turn_limits_fit_the_panels_wait(cls, value: float, info: ValidationInfo) -> float:
+        # The one place for the turn's limits that depend on each other (core/turn_watch.py runs them). A person's
+        # card stops every clock of the turn (idle, the agent's silence, the tool call) for up to
+        # permission_timeout, so the person's wait may outlast them all; then the idle timeout ends a turn whose
+        # agent says nothing. Both, one after the other, must fit in the panel's wait for the prompt's answer, or
+        # the panel gives up while the person is still asked, or before the gateway says why. The tool call's
+        # and the cancel's limits are not bound to these: a call cut short by the idle timeout ends with its
+        # turn, and a cancel's grace runs alone. A field validator, not a model one: its error quotes this field's
+        # input only, never the key. Each field checks against the other once that one is known (the later one
+        # at start-up, either on assignment).
+        other = "permission_timeout" if info.field_name == "prompt_idle_timeout" else "prompt_idle_timeout"
+        known = info.data.get(other)
+        if not isinstance(known, float | int):
+            return value
+        values = {info.field_name: value, other: float(known)}
+        person, idle = values["permission_timeout"], values["prompt_idle_timeout"]
+        if person + idle > PANEL_PROMPT_WAIT:
             raise ConfigurationError(
-                f"permission_timeout {value:g} s is longer than the side panel waits for a prompt's answer "
-                f"({PANEL_PROMPT_WAIT:g} s): the turn would end in the panel while the person is still asked"
+                f"permission_timeout {person:g} s and then prompt_idle_timeout {idle:g} s "
+                f"(OPENAB_ACP_IDLE_TIMEOUT_SECS) come to {person + idle:g} s, longer than the side panel waits for a "
+                f"prompt's answer ({PANEL_PROMPT_WAIT:g} s): a person's card stops the turn's clocks for up to the "
+                "first, a silent agent's turn then ends after the second, and the panel would give up first; lower "
+                f"one of them so that the two add up to at most {PANEL_PROMPT_WAIT:g} s"
             )
         return value
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -62,3 +64,63 @@ def test_openab_version_prints_the_installed_version() -> None:
                           timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"openab {version('openab')}\n"
+
+
+# -- the turn's limits that depend on each other -------------------------------------------------------------------
+
+PANEL_WAIT_WORDS = "longer than the side panel waits for a prompt's answer"
+
+
+def test_a_persons_wait_and_then_the_idle_timeout_must_fit_in_the_panels_wait_for_the_answer() -> None:
+    assert Settings(permission_timeout=1200, prompt_idle_timeout=600).permission_timeout == 1200  # 1800: fits
+    for given in ({"permission_timeout": 1700}, {"prompt_idle_timeout": 1700},
+                  {"permission_timeout": 900, "prompt_idle_timeout": 901}):
+        with pytest.raises(ValidationError, match=PANEL_WAIT_WORDS) as refused:
+            Settings(**given)
+        words = str(refused.value)
+        assert "permission_timeout" in words and "prompt_idle_timeout" in words and "lower one of them" in words
+    # Either may grow past the other's limits, as long as the two fit: the person's card stops the idle clock.
+    assert Settings(permission_timeout=30, prompt_idle_timeout=1700).prompt_idle_timeout == 1700
+
+
+def test_a_running_pods_limits_are_checked_again_when_one_is_changed() -> None:
+    settings = Settings()
+    with pytest.raises(ValidationError, match=PANEL_WAIT_WORDS):
+        settings.prompt_idle_timeout = 1600
+    with pytest.raises(ValidationError, match=PANEL_WAIT_WORDS):
+        settings.permission_timeout = 1700
+    assert (settings.prompt_idle_timeout, settings.permission_timeout) == (180, 300)  # refused: unchanged
+    settings.cancel_grace = 600  # a cancel's grace runs alone: bound to neither
+    settings.permission_timeout = 1
+
+
+def test_the_defaults_keep_each_limit_inside_the_one_around_it() -> None:
+    from openab.core.mcp.tools import BROWSER_TOOLS
+    from openab.core.settings import PANEL_PROMPT_WAIT
+
+    settings = Settings.from_env({})
+    handoff = next(t for t in BROWSER_TOOLS if t["name"] == "browser_handoff")
+    longest_handoff = handoff["inputSchema"]["properties"]["timeout_s"]["maximum"]
+    # A handoff ends before its tool call times out, which ends before the turn idles out, which ends before the
+    # agent is taken for silent: each says why to the one around it (docs/extension.md, docs/architecture.md).
+    assert longest_handoff < settings.tunnel_timeout < settings.prompt_idle_timeout < settings.agent_silence_timeout
+    assert settings.permission_timeout + settings.prompt_idle_timeout <= PANEL_PROMPT_WAIT
+
+
+def test_the_idle_timeout_from_the_environment_is_refused_under_the_flags_too(tmp_path: Path) -> None:
+    from openab.gateway.cli import build_parser
+    from openab.gateway.run_command import runtime_overrides
+
+    env = {"OPENAB_ACP_IDLE_TIMEOUT_SECS": "1700"}
+    args = build_parser().parse_args(["run", "--agent-silence-timeout", "60"])
+    with pytest.raises(ValidationError, match="OPENAB_ACP_IDLE_TIMEOUT_SECS"):
+        Settings.from_env(env, **runtime_overrides(args))
+    fits = Settings.from_env({"OPENAB_ACP_IDLE_TIMEOUT_SECS": "600"}, **runtime_overrides(args))
+    assert (fits.prompt_idle_timeout, fits.agent_silence_timeout) == (600, 60)
+    # What an operator sees: `openab run` says which settings and what to change, and starts nothing.
+    done = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "run", "--state-dir", str(tmp_path / "state"),
+                           "--agent-silence-timeout", "60"], capture_output=True, text=True, timeout=60, check=False,
+                          env={**os.environ, **env})
+    assert done.returncode == 2, done.stderr
+    assert PANEL_WAIT_WORDS in done.stderr and "lower one of them" in done.stderr
+    assert not (tmp_path / "state").exists()
