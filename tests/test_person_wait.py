@@ -5,7 +5,8 @@ declines that one action while the session goes on.
 Real pods on 127.0.0.1 with short settings: the real agent runtime running a small ACP agent process (an outside
 party: it asks permission for a shell command, as agent CLIs do), the real `/acp` socket, and the scripted
 extension as the person's side panel. The person's delay is the scenario itself, not a measurement: what the tests
-assert is the answer that comes after it.
+assert is the answer that comes after it. The clock logic these scenarios play (the pause, its bound, the answer
+restarting each limit, another socket's card) is driven on a fake clock in tests/test_turn_watch.py.
 """
 
 from __future__ import annotations
