@@ -205,3 +205,22 @@ export function publicSettings(s) {
     siteRules: { ...s.siteRules },
   };
 }
+
+/**
+ * The service worker's settings in use: what the guard, the link and the panel read. `current` is replaced by
+ * the settings each change saved (saveSettings, addGateway and the like store before they return), never edited
+ * in place, so what is read is what storage holds.
+ */
+export class SavedSettings {
+  constructor() {
+    this.current = { ...DEFAULTS };
+  }
+
+  async load() {
+    this.current = await loadSettings();
+  }
+
+  async save(patch) {
+    this.current = await saveSettings(this.current, patch);
+  }
+}

@@ -1,0 +1,143 @@
+// The chat side of the socket: the extension as the gateway's ACP client. It owns the Link (lib/link.js), sends
+// the person's prompts and Stop, folds the session's updates into the transcript, answers the agent's permission
+// questions the gateway relays with a card, and tells the gateway while a card waits for the person. The
+// gateway's MCP requests on the same socket go to the browser's MCP server (lib/mcp.js).
+
+import { Link, SESSION_MOVED_DETAIL } from './link.js';
+import { RpcError, METHOD_NOT_FOUND } from './rpc.js';
+
+// How long the panel waits for a prompt's answer; the pod holds its permission wait under it (core/settings.py).
+const PROMPT_TIMEOUT_MS = 30 * 60_000;
+const MAX_PROMPT_CHARS = 100_000;
+
+export class AcpClient {
+  /**
+   * @param {{mcp: import('./mcp.js').McpServer, guard: import('./guard.js').Guard,
+   *          transcript: import('./chat.js').Transcript, onChange: () => void}} parts
+   *   `onChange`: the connection or the turn changed (for the panel's state)
+   */
+  constructor({ mcp, guard, transcript, onChange }) {
+    this.guard = guard;
+    this.transcript = transcript;
+    this.onChange = onChange;
+    this.turn = null; // the prompt waiting for its answer: {startedAt, sessionId}
+    this._permissionWaits = new Map(); // outer request id -> AbortController
+    this._askingSaid = false;
+    this.link = new Link({
+      onRequest: async (method, params, id) => {
+        if (mcp.handles(method)) return mcp.onRequest(method, params, id);
+        if (method === 'session/request_permission') return this._relayPermission(params, id);
+        throw new RpcError(METHOD_NOT_FOUND, `Method not found: ${method}`);
+      },
+      onNotification: (method, params) => {
+        if (method === 'session/update') {
+          if (params && params.sessionId === this.link.sessionId) transcript.apply(params.update);
+          return;
+        }
+        if (method === '$/cancel_request') this._permissionWaits.get(params && params.requestId)?.abort();
+        mcp.onNotification(method, params);
+      },
+      onState: () => {
+        this._followSession();
+        onChange();
+      },
+      onSocketClosed: () => {
+        // Tunnels and questions belong to the socket; nothing on a dead socket can be answered.
+        mcp.reset();
+        guard.cancelAll();
+      },
+      sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
+    });
+  }
+
+  /**
+   * While a card waits for the person, the gateway stops the turn's timers and its tool calls' timeouts
+   * (`_openab/person`, docs/mcp-over-acp-tunnel-contract.md): a person taking their time must not fail the turn.
+   * Called whenever the cards change.
+   */
+  sayAsking() {
+    const asking = this.guard.cards.size > 0;
+    if (!this.link.connected) {
+      this._askingSaid = false; // the gateway forgets it with the socket
+      return;
+    }
+    if (asking === this._askingSaid) return;
+    this._askingSaid = asking;
+    this.link.notify('_openab/person', { asking });
+  }
+
+  /** The conversation on screen is that of the session the socket holds, per gateway and session. */
+  _followSession() {
+    const link = this.link;
+    const gateway = link.settings ? link.settings.id || link.settings.url : '';
+    this.transcript.follow(gateway, link.connected ? link.sessionId : null);
+  }
+
+  /** The gateway relays the agent's own permission question; the user answers on a card. */
+  async _relayPermission(params, id) {
+    const p = params && typeof params === 'object' ? params : {};
+    const options = (Array.isArray(p.options) ? p.options : [])
+      .filter((o) => o && typeof o.optionId === 'string')
+      .slice(0, 8)
+      .map((o) => ({ optionId: o.optionId, name: String(o.name || o.optionId).slice(0, 80), kind: String(o.kind || '') }));
+    if (!options.length || p.sessionId !== this.link.sessionId) return { outcome: { outcome: 'cancelled' } };
+    const ctl = new AbortController();
+    this._permissionWaits.set(id, ctl);
+    try {
+      const tc = p.toolCall && typeof p.toolCall === 'object' ? p.toolCall : {};
+      const answer = await this.guard.ask({
+        kind: 'permission', title: `The agent asks to run: ${String(tc.title || 'a tool').slice(0, 200)}`,
+        site: '', detail: String(tc.kind || ''), options,
+      }, ctl.signal);
+      // Nobody answered: that one action is declined (the agent's own reject), not the whole turn cancelled.
+      const picked = answer === 'timeout'
+        ? options.find((o) => o.kind === 'reject_once') || options.find((o) => o.kind === 'reject_always')
+        : options.find((o) => o.optionId === answer);
+      return picked ? { outcome: { outcome: 'selected', optionId: picked.optionId } } : { outcome: { outcome: 'cancelled' } };
+    } finally {
+      this._permissionWaits.delete(id);
+    }
+  }
+
+  /** Sends the person's prompt and waits for the turn to end; what goes wrong is said in the transcript. */
+  async prompt(text) {
+    const link = this.link;
+    const transcript = this.transcript;
+    const body = String(text || '').slice(0, MAX_PROMPT_CHARS);
+    if (!body.trim()) return;
+    if (this.turn) {
+      transcript.add('error', { text: 'The agent is still answering. Wait, or press Stop.' });
+      return;
+    }
+    if (!link.connected) {
+      transcript.add('error', { text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
+      return;
+    }
+    if (link.moved) {
+      transcript.add('error', { text: SESSION_MOVED_DETAIL });
+      return;
+    }
+    transcript.add('user', { text: body });
+    this.turn = { startedAt: Date.now(), sessionId: link.sessionId };
+    this.onChange();
+    try {
+      const res = await link.request('session/prompt', {
+        sessionId: link.sessionId, prompt: [{ type: 'text', text: body }],
+      }, PROMPT_TIMEOUT_MS);
+      transcript.endTurn(res && res.stopReason);
+    } catch (e) {
+      transcript.endTurn();
+      transcript.add('error', { text: `The prompt failed: ${e.message}` });
+    } finally {
+      this.turn = null;
+      this.onChange();
+    }
+  }
+
+  /** Stop: the turn running is cancelled. */
+  stop() {
+    if (this.turn) this.link.notify('session/cancel', { sessionId: this.turn.sessionId });
+    // A pending confirmation must not outlive Stop and be approved later by accident.
+    this.guard.cancelAll();
+  }
+}

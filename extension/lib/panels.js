@@ -1,0 +1,217 @@
+// The side panels' side of the service worker. Panels are views: each attaches over a runtime port, receives
+// the state and the conversation, and sends the person's input back, which this routes to the ACP client, the
+// guard, the tabs and the settings.
+
+import { activeGateway, addGateway, checkKey, checkUrl, normaliseOrigin, publicSettings, removeGateway, useGateway } from './settings.js';
+
+export class Panels {
+  /**
+   * @param {{acp: import('./acp.js').AcpClient, mcp: import('./mcp.js').McpServer,
+   *          guard: import('./guard.js').Guard, tabs: import('./tabs.js').AgentTabs,
+   *          calls: import('./tabs.js').ChatCalls, transcript: import('./chat.js').Transcript,
+   *          settings: import('./settings.js').SavedSettings}} parts
+   */
+  constructor({ acp, mcp, guard, tabs, calls, transcript, settings }) {
+    this.acp = acp;
+    this.mcp = mcp;
+    this.guard = guard;
+    this.tabs = tabs;
+    this.calls = calls;
+    this.transcript = transcript;
+    this.settings = settings;
+    this.ports = new Set();
+    this._activeCalls = 0;
+    this._lastToolAt = 0;
+    this._statePending = false;
+  }
+
+  /** A tool call started (+1) or ended (-1): the pill says "browser in use" meanwhile. */
+  toolActivity(delta) {
+    this._activeCalls += delta;
+    this._lastToolAt = Date.now();
+    this.pushState();
+  }
+
+  /** A port opened to the service worker; a panel's is served once the worker is `ready`, any other closed. */
+  accept(port, ready) {
+    // Only our own extension pages: the page agent injected into web pages has runtime access too.
+    const fromPanel = port.sender?.id === chrome.runtime.id && String(port.sender?.url || '').startsWith(chrome.runtime.getURL('panel/'));
+    if (port.name !== 'panel' || !fromPanel) {
+      port.disconnect();
+      return;
+    }
+    this.ports.add(port);
+    port.onMessage.addListener((msg) => ready.then(() => this._onMessage(port, msg)).catch((e) => console.error('openab:', e)));
+    port.onDisconnect.addListener(() => this.ports.delete(port));
+    ready.then(() => {
+      port.postMessage({ type: 'transcript', items: this.transcript.items });
+      port.postMessage(this._state());
+      this.acp.link.poke();
+    });
+  }
+
+  pushState() {
+    // Coalesce bursts (streamed chunks, many tool calls) into one message per tick.
+    if (this._statePending) return;
+    this._statePending = true;
+    setTimeout(() => {
+      this._statePending = false;
+      this.broadcast(this._state());
+    }, 0);
+  }
+
+  broadcast(msg) {
+    for (const port of this.ports) {
+      try {
+        port.postMessage(msg);
+      } catch {
+        this.ports.delete(port);
+      }
+    }
+  }
+
+  _state() {
+    const link = this.acp.link;
+    const connected = link.connected;
+    return {
+      type: 'state',
+      link: { status: link.state.status, detail: link.state.detail, retryAt: link.state.retryAt, moved: link.moved },
+      tunnel: connected && this.mcp.attached,
+      toolsInUse: connected && this._activeCalls > 0,
+      lastToolAt: this._lastToolAt,
+      busy: Boolean(this.acp.turn),
+      settings: publicSettings(this.settings.current),
+      agents: connected ? link.agents : [],
+      agent: connected ? link.agent : '',
+      cards: this.guard.publicCards(),
+      agentTabs: [...this.tabs.owned.keys()],
+      currentTab: this.tabs.current,
+      tabList: this.tabs.view(),
+    };
+  }
+
+  async _onMessage(port, msg) {
+    if (!msg || typeof msg !== 'object') return;
+    const { acp, guard, tabs, settings } = this;
+    switch (msg.type) {
+      case 'prompt':
+        return acp.prompt(msg.text);
+      case 'cancel':
+        return acp.stop();
+      case 'decide':
+        return guard.decide(String(msg.id), String(msg.decision));
+      case 'settings': {
+        const patch = msg.patch && typeof msg.patch === 'object' ? msg.patch : {};
+        const problem = ('url' in patch && checkUrl(String(patch.url).trim())) || ('key' in patch && checkKey(String(patch.key).trim()));
+        if (problem) return port.postMessage({ type: 'notice', level: 'error', text: problem });
+        if (!patch.key) delete patch.key; // an empty key box means "keep the saved key"
+        if (patch.clearKey) patch.key = '';
+        await settings.save(patch);
+        port.postMessage({ type: 'notice', level: 'ok', text: 'Settings saved.' });
+        this.pushState();
+        return acp.link.configure(activeGateway(settings.current));
+      }
+      case 'site-rule': {
+        const origin = normaliseOrigin(msg.origin);
+        if (!origin) return port.postMessage({ type: 'notice', level: 'error', text: 'Type a site such as example.com or https://example.com.' });
+        const rules = { ...settings.current.siteRules };
+        if (msg.rule === 'always' || msg.rule === 'never') rules[origin] = msg.rule;
+        else delete rules[origin];
+        await settings.save({ siteRules: rules });
+        return this.pushState();
+      }
+      case 'share-tab': {
+        try {
+          const [tab] = await chrome.tabs.query({ active: true, windowId: msg.windowId });
+          if (!tab) throw new Error('No active tab in this window.');
+          await tabs.attach(tab.id);
+          port.postMessage({ type: 'notice', level: 'ok', text: `The agent may now use "${tab.title}".` });
+        } catch (e) {
+          port.postMessage({ type: 'notice', level: 'error', text: e.message });
+        }
+        return;
+      }
+      case 'new-chat':
+        // The session it ends may be waiting on the person (a handoff, a guard card): that wait ends too.
+        guard.cancelAll();
+        await this._newChat(port, typeof msg.agent === 'string' ? msg.agent : undefined);
+        return this.pushState();
+      case 'unshare-tab': {
+        const tabId = Number(msg.tabId);
+        const wasCurrent = tabs.current === tabId;
+        const title = tabs.owned.get(tabId)?.title;
+        if (!tabs.unshare(tabId)) {
+          return port.postMessage({ type: 'notice', level: 'error', text: 'That tab is not one you shared with the agent.' });
+        }
+        // The agent may be mid-step in it: that step stops rather than land in a tab it no longer has.
+        if (wasCurrent) this.calls.tabTakenBack();
+        return port.postMessage({ type: 'notice', level: 'ok', text: `The agent can no longer use "${title || 'that tab'}".` });
+      }
+      case 'reconnect':
+        return acp.link.poke();
+      case 'gateway-add':
+      case 'gateway-use':
+      case 'gateway-remove':
+        return this._onGatewayMessage(port, msg);
+      default:
+        return undefined;
+    }
+  }
+
+  /**
+   * New chat: the session it replaces ends now (`restartSession` closes it, so the pod stops its agent) and
+   * gives up its tabs. Its calls still in the browser stop first, so its agent acts in none of them again.
+   */
+  async _newChat(port, agent) {
+    const link = this.acp.link;
+    if (!link.connected) {
+      port.postMessage({ type: 'notice', level: 'error', text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
+      return;
+    }
+    this.calls.endChat();
+    try {
+      const { kept, unshared } = await this.tabs.releaseAll();
+      await link.restartSession(agent);
+      this.transcript.clear();
+      port.postMessage({ type: 'transcript', items: [] });
+      const said = [
+        kept && `${kept === 1 ? 'The tab' : `The ${kept} tabs`} the agent opened stay${kept === 1 ? 's' : ''} open as yours.`,
+        unshared && `${unshared === 1 ? 'The tab' : `The ${unshared} tabs`} you shared ${unshared === 1 ? 'is' : 'are'} no longer shared.`,
+      ].filter(Boolean);
+      if (said.length) port.postMessage({ type: 'notice', level: 'ok', text: `New chat. ${said.join(' ')}` });
+    } catch (e) {
+      port.postMessage({ type: 'notice', level: 'error', text: e.message });
+    } finally {
+      this.calls.chatOpened();
+    }
+  }
+
+  /** The saved gateways: add, switch, remove (the settings form renames the one in use). A switch closes the
+   * socket and dials the other one. */
+  async _onGatewayMessage(port, msg) {
+    const settings = this.settings;
+    const before = settings.current.active;
+    if (msg.type === 'gateway-add') {
+      const [next, refused] = await addGateway(settings.current, { name: String(msg.name || '') });
+      if (refused) return port.postMessage({ type: 'notice', level: 'error', text: refused });
+      settings.current = next;
+    } else if (msg.type === 'gateway-use') {
+      settings.current = await useGateway(settings.current, String(msg.id));
+    } else {
+      settings.current = await removeGateway(settings.current, String(msg.id));
+    }
+    if (settings.current.active !== before) {
+      // The conversation on screen is the other gateway's session; it stays there, saved with that gateway.
+      this.transcript.follow(activeGateway(settings.current).id, null);
+      // Tabs belong to a chat: the other gateway's agent never inherits this one's (lib/tabs.js, releaseAll).
+      this.calls.endChat();
+      await this.tabs.releaseAll();
+    }
+    this.pushState();
+    try {
+      return await this.acp.link.configure(activeGateway(settings.current));
+    } finally {
+      this.calls.chatOpened();
+    }
+  }
+}
