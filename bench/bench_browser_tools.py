@@ -44,9 +44,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser.harness import CHROMIUM, chromium, site_server, stage_extension
 from browser.live_pod import KEY, LiveGateway
-from gateway_harness import eventually
 from mcp import Client
 from playwright.async_api import Browser, Page, async_playwright
+from waits import eventually
 
 from bench.baselines import McpPoster
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result

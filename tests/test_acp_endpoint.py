@@ -14,9 +14,10 @@ import httpx
 import pytest
 import websockets
 from fake_extension import FakeExtension, RemoteError, connect_extension
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
 from pydantic import SecretStr
 from scripted_agent import ScriptedAgent, chunk
+from waits import eventually
 
 from openab.core.acp.backend import NoAgentBackend, PromptTurn
 from openab.core.errors import ConfigurationError

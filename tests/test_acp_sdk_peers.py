@@ -19,8 +19,9 @@ from acp import PROTOCOL_VERSION, RequestError, connect_to_agent, text_block
 from acp.connection import Connection
 from acp.schema import AcpMcpServer, ClientCapabilities, Implementation
 from acp.ws.client import create_websocket_stream
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
 from scripted_agent import ScriptedAgent
+from waits import eventually
 
 from openab.core.jsonrpc import RpcError
 from openab.core.tunnel.tunnel import TunnelError

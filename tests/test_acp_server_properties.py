@@ -7,10 +7,10 @@ import contextlib
 import json
 from typing import Any
 
-from gateway_harness import eventually
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scripted_agent import ScriptedAgent
+from waits import eventually
 
 from openab.core.settings import Settings
 from openab.gateway.assemble import assemble

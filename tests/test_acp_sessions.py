@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 from fake_extension import RemoteError, connect_extension, text_result
-from gateway_harness import eventually, run_gateway
+from gateway_harness import run_gateway
 from scripted_agent import ScriptedAgent
+from waits import eventually
 
 from openab.core.sessions import SessionStore
 

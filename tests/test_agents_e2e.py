@@ -36,12 +36,12 @@ from test_runtime_pod import (
     Turn,
     browser_session,
     environ,
-    eventually,
     live_group,
     open_session,
     prompt,
     run_pod,
 )
+from waits import eventually
 
 from openab.core.agents.config import HttpEndpoint, config_files, write
 from openab.core.agents.recipes import RECIPES

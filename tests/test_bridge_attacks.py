@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 from fake_extension import FakeExtension, connect_extension, text_result
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
+from waits import eventually
 
 from openab.bridge.ancestry import process_identity
 from openab.bridge.framing import BRIDGE_REFUSED, READY_METHOD

@@ -7,7 +7,8 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from test_runtime_pod import FakeBrowser, browser_session, eventually, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, browser_session, open_session, prompt, run_pod
+from waits import eventually
 
 from openab.core.agents.builtin.planner import find_ref, plan_steps
 

@@ -13,13 +13,13 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from gateway_harness import run_gateway
 from test_request_log import openab_run
+from waits import eventually
 
 from openab.core.mcp.audit import AuditLog
 from openab.core.session_naming import SessionNaming
@@ -202,13 +202,6 @@ async def test_an_agent_whose_version_fails_is_a_warning_with_the_reason(tmp_pat
 # -- the running pod, found without flags ------------------------------------------------------------------
 
 
-def _wait_for_file(path: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not path.exists():  # written by another process: no event to wait on
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
-
-
 async def test_doctor_and_audit_find_a_pod_on_port_0_where_openab_run_chose_its_state_dir(tmp_path: Path) -> None:
     key = secrets.token_urlsafe(32)
     xdg = tmp_path / "xdg"
@@ -217,7 +210,7 @@ async def test_doctor_and_audit_find_a_pod_on_port_0_where_openab_run_chose_its_
     earlier.tool_call("sess_x", {"name": "browser_snapshot"}, {"content": []}, 0.01)  # a call of an earlier run
     env = clean_env(XDG_STATE_HOME=str(xdg), OPENAB_ACP_AUTH_KEY=key)
     with openab_run(None, {"XDG_STATE_HOME": str(xdg), "OPENAB_ACP_AUTH_KEY": key}, "--port", "0") as (_, output):
-        await asyncio.to_thread(_wait_for_file, state / "pod.json")
+        await eventually((state / "pod.json").exists, what="`openab run` to write its pod.json")
         assert stat.S_IMODE((state / "pod.json").stat().st_mode) == 0o600
         running = json.loads((state / "pod.json").read_text())
         port = running["port"]
@@ -237,20 +230,17 @@ async def test_a_pod_killed_leaves_a_stale_file_doctor_names(tmp_path: Path) -> 
     key = secrets.token_urlsafe(32)
     state = tmp_path / "state"
     with openab_run(state, {"OPENAB_ACP_AUTH_KEY": key}, "--port", "0"):
-        await asyncio.to_thread(_wait_for_file, state / "pod.json")
+        await eventually((state / "pod.json").exists, what="`openab run` to write its pod.json")
         pid = json.loads((state / "pod.json").read_text())["pid"]
         os.kill(pid, signal.SIGKILL)  # the child this test started, by its id
-        await asyncio.to_thread(_wait_gone, pid)
+        await eventually(lambda: _gone(pid), what=f"pid {pid} to stop running")
     code, output = await doctor("--state-dir", str(state), env=clean_env(OPENAB_ACP_AUTH_KEY=key))
     assert f"warn  pod: {state / 'pod.json'} names pid {pid}, which is not running" in output, output
     assert code == 1 and "gateway http://127.0.0.1:8080/healthz" in output  # then the settings' port, as before
 
 
-def _wait_gone(pid: int, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
-        assert time.monotonic() < deadline, f"pid {pid} still runs"
-        time.sleep(0.05)
+def _gone(pid: int) -> bool:
+    return not Path(f"/proc/{pid}").exists() or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
 
 
 def _link(path: Path) -> None:
@@ -297,15 +287,10 @@ async def test_openab_run_replaces_a_planted_link_and_never_writes_through_it(tm
     _link(state / "pod.json")
     before = (tmp_path / "elsewhere.json").read_text()
     with openab_run(state, {"OPENAB_ACP_AUTH_KEY": secrets.token_urlsafe(32)}, "--port", "0"):
-        await asyncio.to_thread(_wait_for_file_not_link, state / "pod.json")
+        pod_file = state / "pod.json"
+        await eventually(lambda: pod_file.exists() and not pod_file.is_symlink(),
+                         what=f"{pod_file} to become the pod's own file")
     assert (tmp_path / "elsewhere.json").read_text() == before
-
-
-def _wait_for_file_not_link(path: Path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while path.is_symlink() or not path.exists():
-        assert time.monotonic() < deadline, f"{path} never became the pod's own file"
-        time.sleep(0.05)
 
 
 async def test_the_metrics_key_is_read_as_the_pod_reads_it_and_never_shown(tmp_path: Path) -> None:

@@ -32,8 +32,9 @@ from mcp import Client
 from mcp.types import CallToolResult
 from scripted_agent import ScriptedAgent, chunk
 from test_proxy import endpoint, first_text, mcp_client
-from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, open_session, prompt, run_pod
+from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, open_session, prompt, run_pod
 from test_runtime_run_command import read_log, start_pod
+from waits import eventually
 
 from openab.core.acp.backend import PromptTurn
 from openab.core.mcp.proxy import BrowserProxy

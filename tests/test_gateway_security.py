@@ -14,8 +14,9 @@ from pathlib import Path
 import httpx
 import pytest
 from fake_extension import connect_extension
-from gateway_harness import eventually, run_gateway
+from gateway_harness import run_gateway
 from pydantic import SecretStr
+from waits import eventually
 
 from openab.core.acp.backend import NoAgentBackend
 from openab.core.errors import ConfigurationError

@@ -23,6 +23,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 from image.constraints import canonical, unpinned
 from pydantic import SecretStr
+from waits import eventually
 
 from openab.core.acp.backend import NoAgentBackend
 from openab.core.settings import Settings
@@ -238,16 +239,17 @@ async def test_the_health_check_is_not_fooled_by_another_server_on_the_port(tmp_
         sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path),
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL,
     )
+
+    async def listening() -> bool:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            return False
+        writer.close()
+        return True
+
     try:
-        async with asyncio.timeout(20):
-            while True:
-                try:
-                    _, writer = await asyncio.open_connection("127.0.0.1", port)
-                except OSError:
-                    await asyncio.sleep(0.05)
-                    continue
-                writer.close()
-                break
+        await eventually(listening, 20, what=f"the other server to listen on {port}", interval=0.05)
         check = await healthcheck({"PATH": os.environ["PATH"], "OPENAB_PORT": str(port)})
         assert check.returncode == 1
     finally:

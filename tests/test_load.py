@@ -29,6 +29,7 @@ from fake_extension import FakeExtension, connect_extension, text_result
 from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
 from test_proxy import endpoint, first_text, mcp_client
+from waits import eventually
 
 from openab.core.mcp.proxy import BrowserProxy
 
@@ -273,9 +274,8 @@ async def stuck_neighbour(sessions: int, rounds: int, calls_per_round: int, stuc
             if with_stuck:
                 stuck.tab.unstick = asyncio.Event()
                 pending = [asyncio.ensure_future(echo(stuck)) for _ in range(stuck_calls)]
-                async with asyncio.timeout(30):
-                    while stuck.tab.waiting < stuck_calls:  # noqa: ASYNC110 - the calls land in the tab's tasks
-                        await asyncio.sleep(0.01)
+                await eventually(lambda: stuck.tab.waiting >= stuck_calls, 30, interval=0.01,
+                                 what="the calls to land in the stuck tab's tasks")
 
             async def session_calls(lane: Lane) -> None:
                 for _ in range(calls_per_round):

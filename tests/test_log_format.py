@@ -16,7 +16,6 @@ import secrets
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +25,7 @@ import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from log_scan import scanning
 from test_runtime_pod import first_run, prompt
+from waits import eventually_sync
 
 from openab.core.settings import Settings
 from openab.gateway.logs import JsonFormatter
@@ -95,14 +95,15 @@ def test_openab_run_writes_json_lines_and_refuses_an_unknown_format(state: Path)
         [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), "--insecure-no-tls"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
+
+    def ready() -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                time.sleep(0.1)
+        eventually_sync(ready, 30, what="`openab run` to answer /readyz", interval=0.1)
         wrong = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {key[::-1]}"})
         right = httpx.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {key}"})
     finally:

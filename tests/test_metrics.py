@@ -22,12 +22,13 @@ import pytest
 import websockets
 from agents.fake_model import Call, FakeModel, Script, serving
 from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
-from gateway_harness import eventually, run_gateway
+from gateway_harness import run_gateway
 from log_scan import scanning
 from prometheus_client.parser import text_string_to_metric_families
 from test_key_files import secret_volume
 from test_request_log import openab_run
 from test_runtime_pod import first_run, prompt
+from waits import eventually
 
 from openab.core.mcp.tools import STATIC_NAMES
 from openab.core.settings import Settings

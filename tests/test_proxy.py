@@ -19,11 +19,12 @@ import httpx
 import httpx2
 import pytest
 from fake_extension import FakeExtension, connect_extension, text_result
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
+from waits import eventually
 
 from openab.core.agents.config.claims import ConfigClaims
 from openab.core.agents.provision import acp_server_entry

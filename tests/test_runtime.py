@@ -15,12 +15,12 @@ from test_runtime_pod import (
     FakeBrowser,
     browser_session,
     environ,
-    eventually,
     live_group,
     open_session,
     prompt,
     run_pod,
 )
+from waits import eventually
 
 from openab.core.agents.recipes import RECIPES
 from openab.core.mcp.access import HttpEndpoint

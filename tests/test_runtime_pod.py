@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from fake_extension import FakeExtension, connect_extension, text_result
-from gateway_harness import eventually as wait_until
 from gateway_harness import run_gateway
 from pydantic import SecretStr
 
@@ -285,6 +284,3 @@ def live_group(pgid: int) -> set[int]:
     return members
 
 
-async def eventually(condition: Callable[[], bool], *, timeout: float = 30) -> None:
-    """The harness's wait with a longer default bound: agent CLIs take seconds to start and to die."""
-    await wait_until(condition, timeout)

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from fake_extension import connect_extension
 from test_runtime_limits import cgroup_modes, escapee_pids, escaping_agent
-from test_runtime_pod import BROWSER_SERVER, FakeBrowser, eventually, live_group, prompt
+from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, prompt
+from waits import eventually
 
 from openab.core.procfs import read_stat
 from openab.core.session_naming import SessionNaming

@@ -11,7 +11,8 @@ from typing import Any
 import orjson
 import pytest
 from fake_extension import FakeExtension, RemoteError, connect_extension, text_result
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
+from waits import eventually
 
 from openab.core.jsonrpc import RpcError
 from openab.core.mcp.server import BrowserMcp
