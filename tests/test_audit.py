@@ -22,12 +22,13 @@ from typing import Any
 
 import orjson
 import pytest
+from bridge_harness import bridge_pod, browser_session, relay_params, text_of
 from fake_extension import FakeExtension, RemoteError, ToolFunction, text_result
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from test_bridge import bridge_pod, browser_session, relay_params, text_of
 from test_proxy import endpoint, extension, first_text, mcp_client, open_session
+from waits import eventually
 
 from openab.core.mcp.audit import AUDIT_FILE, AuditLog, read_records
 from openab.core.mcp.proxy import BrowserProxy

@@ -1,258 +1,53 @@
 """Bridge mode end to end: the official `mcp` client spawns `openab browser-bridge` under a session's process
 tree, and its tool calls travel the pod's Unix socket, the gateway and the `/acp` WebSocket to a fake extension.
-
-The "agent" in these tests is a small intermediate process that carries ``OPENAB_BROWSER_CHANNEL`` in its
-environment and starts the relay with a scrubbed one, as agent CLIs do with their MCP servers.
-
-The bridge admits a relay only below the agent the pod registered for its session (``agent_started``). The
-official MCP client spawns the "agent" itself and its relay dials at once, before a test could register that
-process, so here the test process stands in for every session's agent: it is registered, and the ancestry
-walk goes up to the test's parent instead of stopping at the test process (:func:`stand_in_for_agents`).
-``tests/test_bridge_attacks.py`` runs the production arrangement, with real agent processes.
+Who may use the socket, what bad input gets, a relay from a written config file, and the relay's start-up; the pod
+restarting under a running relay is tests/test_bridge_restarts.py. The arrangement of agents and relays, and why
+the test process stands in for every session's agent: tests/bridge_harness.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
-import fcntl
 import json
 import logging
 import os
 import pwd
-import secrets
 import shutil
-import signal
 import stat
-import struct
 import subprocess
-import sys
 import tempfile
-import termios
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
-from gateway_harness import RunningGateway, eventually, run_gateway
-from mcp import Client, StdioServerParameters
-from mcp.client.stdio import stdio_client
-from mcp.shared.exceptions import MCPError
+from bridge_harness import (
+    OPENAB,
+    REAL_PYTHON,
+    SOCKET_ENV,
+    bridge_pod,
+    browser_session,
+    mcp_error,
+    raw_exchange,
+    relay_params,
+    stand_in_for_agents,
+    text_of,
+)
+from fake_extension import connect_extension, text_result
+from mcp import Client
 from mcp.shared.subscriptions import ToolsListChanged
-from pydantic import SecretStr
 
 from openab.bridge.ancestry import AncestryError, ProcessIdentity, descends_from, resolve_channel
 from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
-from openab.bridge.server import BridgeError, BridgeServer
-from openab.core.acp.backend import NoAgentBackend
 from openab.core.agents.config import entry
 from openab.core.agents.provision import acp_server_entry
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
 from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.pod import Pod
 from openab.core.session_naming import SessionNaming
-from openab.core.sessions import Session, new_session_id
-from openab.core.settings import Settings
-from openab.core.statedir import naming_secret
-from openab.gateway.assemble import assemble
+from openab.core.sessions import new_session_id
 
 pytestmark = pytest.mark.anyio
-
-OPENAB = str(Path(sys.executable).parent / "openab")
-SOCKET_ENV = "OPENAB_BROWSER_SOCKET"
-REAL_PYTHON = os.path.realpath(sys.executable)
-
-# The "agent": it holds the session's variables and starts its MCP server with only PATH and HOME, as
-# Cursor does. It forwards stdio untouched (the relay inherits the pipes) and exits with the relay.
-AGENT = """
-import os, subprocess, sys
-relay_env = {k: os.environ[k] for k in ("PATH", "HOME") if k in os.environ}
-relay_env.update(dict(item.split("=", 1) for item in os.environ.get("RELAY_EXTRA_ENV", "").split() if item))
-sys.exit(subprocess.call(sys.argv[1:], env=relay_env))
-"""
-
-# A raw client of the pod's socket: sends each argument line, prints every line it gets back as JSON, one
-# per line, reading one answer per sent line (after the greeting) until the socket closes.
-RAW_CLIENT = """
-import json, socket, sys
-path, lines = sys.argv[1], json.loads(sys.stdin.read())
-s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-s.settimeout(20)
-s.connect(path)
-f = s.makefile("rb")
-def line():
-    try:
-        got = f.readline()
-    except OSError:
-        got = b""
-    print(got.decode().rstrip("\\n") if got else "EOF", flush=True)
-    return got
-if line():
-    for text in lines:
-        try:
-            s.sendall(text.encode() + b"\\n")
-        except OSError as exc:
-            print("EOF", flush=True)
-            break
-        if not line():
-            break
-"""
-
-
-@dataclass
-class BridgePod:
-    gateway: RunningGateway
-    bridge: BridgeServer
-
-    @property
-    def socket(self) -> Path:
-        return self.bridge.path
-
-    def session(self, session_id: str) -> Session:
-        return session_in(self.gateway.pod, session_id)
-
-    def channel(self, session_id: str) -> str:
-        """The session's channel: named by the pod's secret, not derived from the id alone."""
-        return self.session(session_id).channel
-
-
-def stand_in_for_agents(bridge: BridgeServer, *sessions: Session) -> BridgeServer:
-    """Make the test process the agent of ``sessions`` (see the module's docstring): the walk goes on past it
-    to its parent, and it is registered, by pid and start time, as each session's agent."""
-    bridge.trusted_parent = os.getppid()
-    for session in sessions:
-        bridge.agent_started(session, os.getpid())
-    return bridge
-
-
-def session_in(pod: Pod, session_id: str) -> Session:
-    """The pod's session ``session_id``, or the one it would name so (a session it does not hold yet)."""
-    return pod.sessions.get(session_id) or Session(session_id, pod.sessions.naming.channel(session_id), 0.0, 0.0)
-
-
-@contextlib.asynccontextmanager
-async def bridge_pod() -> AsyncIterator[BridgePod]:
-    # Short: a Unix socket address holds at most 107 bytes, and pytest's tmp_path can be longer.
-    root = Path(tempfile.mkdtemp(prefix="oab-"))
-    try:
-        async with run_gateway(browser_mode="bridge", browser_socket=root / "browser" / "browser.sock") as gateway:
-            assert isinstance(gateway.pod.browser, BridgeServer)  # the pod started it before serving
-            pod = BridgePod(gateway, stand_in_for_agents(gateway.pod.browser))
-            try:
-                yield pod
-            finally:
-                await pod.bridge.aclose()  # the one running now: a test may have restarted it
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
-@contextlib.asynccontextmanager
-async def browser_session(
-    pod: BridgePod, who: str, **tools: ToolFunction
-) -> AsyncIterator[tuple[str, FakeExtension]]:
-    """A fake extension with its own session and browser tools that say whose browser they are."""
-    async with connect_extension(pod.gateway.ws_url, pod.gateway.token) as extension:
-        for name, function in tools.items():
-            extension.add_tool(name, function)
-
-        async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
-            return text_result(f"browser of {who}")
-
-        async def navigate(arguments: dict[str, Any]) -> dict[str, Any]:
-            return text_result(f"{who} navigated to {arguments.get('url')}")
-
-        extension.add_tool("whoami", whoami)
-        extension.add_tool("browser.navigate", navigate, {"type": "object", "properties": {"url": {"type": "string"}}})
-        await extension.initialize()
-        session_id = await extension.new_session([{"type": "acp", "id": f"srv-{who}", "name": "browser"}])
-        await pod.gateway.pod.tunnels.wait_attached(session_id, timeout=10)
-        stand_in_for_agents(pod.bridge, pod.session(session_id))
-        yield session_id, extension
-
-
-def relay_params(
-    channel: str | None, socket: Path | None, *, command: list[str] | None = None, relay_env: str = ""
-) -> StdioServerParameters:
-    """Spawn the relay as the grandchild of the MCP client, under an "agent" that carries ``channel``."""
-    env = {"RELAY_EXTRA_ENV": relay_env}
-    if channel is not None:
-        env[BROWSER_CHANNEL_ENV] = channel
-    if socket is not None:
-        env[SOCKET_ENV] = str(socket)
-    return StdioServerParameters(
-        command=sys.executable, args=["-c", AGENT, *(command or [OPENAB, "browser-bridge"])], env=env
-    )
-
-
-async def raw_exchange(pod: BridgePod, channel: str | None, lines: list[str], *, user: int | None = None) -> list[str]:
-    """What a raw socket client (in its own process, under ``channel``) gets back for ``lines``."""
-    env = {"PATH": os.environ["PATH"]}
-    if channel is not None:
-        env[BROWSER_CHANNEL_ENV] = channel
-    # The system interpreter: the venv's lives under /root, which another user cannot enter.
-    python = "/usr/bin/python3" if user is not None else sys.executable
-    process = await asyncio.create_subprocess_exec(
-        python, "-I", "-S", "-c", RAW_CLIENT, str(pod.socket), env=env, user=user,
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )
-    async with asyncio.timeout(60):
-        out, err = await process.communicate(json.dumps(lines).encode())
-    return out.decode().splitlines() + [f"STDERR {line}" for line in err.decode().splitlines()]
-
-
-@contextlib.asynccontextmanager
-async def mcp_error(code: int | None = None) -> AsyncIterator[list[MCPError]]:
-    """Expect an MCPError (the client may wrap it in exception groups); the list holds it afterwards."""
-    caught: list[MCPError] = []
-    try:
-        yield caught
-    except BaseException as exc:  # unwrapped, and re-raised when it is not ours
-        errors = [exc]
-        while errors and not isinstance(errors[0], MCPError):
-            first = errors.pop(0)
-            errors += list(getattr(first, "exceptions", []))
-        if not errors:
-            raise
-        caught.append(errors[0])  # type: ignore[arg-type]
-    assert caught, "no MCP error"
-    assert code is None or caught[0].error.code == code, caught[0].error
-
-
-def text_of(result: Any) -> str:
-    return "\n".join(block.text for block in result.content if getattr(block, "type", "") == "text")
-
-
-def relay_pid() -> int:
-    """The pid of the one relay this test runs: an ``openab browser-bridge`` whose parent, the "agent", is ours."""
-
-    def parent(pid: int) -> int:
-        return int(Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[1].split()[1])
-
-    found = []
-    for process in Path("/proc").iterdir():
-        if not process.name.isdigit():
-            continue
-        try:
-            if b"browser-bridge" in (process / "cmdline").read_bytes().split(b"\0") and (
-                parent(parent(int(process.name))) == os.getpid()
-            ):
-                found.append(int(process.name))
-        except (OSError, ValueError, IndexError):  # gone meanwhile, or a kernel thread
-            continue
-    assert len(found) == 1, found
-    return found[0]
-
-
-def unread_stdin(pid: int) -> int:
-    """How many bytes wait in process ``pid``'s stdin pipe, written but not yet read by it."""
-    fd = os.open(f"/proc/{pid}/fd/0", os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        return int(struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0" * 4))[0])
-    finally:
-        os.close(fd)
 
 
 # -- the happy path ---------------------------------------------------------------------------------------
@@ -590,188 +385,6 @@ async def test_relay_reads_and_writes_plain_files_too(tmp_path: Path) -> None:
             assert await relay.wait() == 0
         answers = {a["id"]: a for a in map(json.loads, (tmp_path / "out.jsonl").read_text().splitlines())}
         assert answers[2]["result"]["content"] == [{"type": "text", "text": "browser of alice"}]
-
-
-# -- the pod's server restarting ---------------------------------------------------------------------------
-
-
-async def test_relay_survives_the_pod_socket_restarting(tmp_path: Path) -> None:
-    tools_changed = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if getattr(getattr(message, "root", message), "method", "") == "notifications/tools/list_changed":
-            tools_changed.set()
-
-    relay_log = tmp_path / "relay.log"
-    with relay_log.open("a") as errlog:
-        async with (
-            bridge_pod() as pod,
-            browser_session(pod, "alice") as (alice, extension),
-            Client(
-                stdio_client(relay_params(pod.channel(alice), pod.socket), errlog=errlog),
-                mode="legacy", message_handler=on_message,
-            ) as client,
-        ):
-            assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
-            relay = relay_pid()
-            path = pod.socket
-            tools_changed.clear()
-            await pod.bridge.aclose()
-            assert not path.exists()
-            # The relay has seen the socket close, so what the agent asks now waits for a pod.
-            await eventually(lambda: "the pod closed the socket" in relay_log.read_text(), 10)
-
-            # A call made while the socket is down: the relay is paused until the call is in its stdin pipe,
-            # and the server comes back only once the relay has read it.
-            os.kill(relay, signal.SIGSTOP)
-            try:
-                call = asyncio.create_task(client.call_tool("whoami", {}))
-                await eventually(lambda: unread_stdin(relay) > 0, 10)
-            finally:
-                os.kill(relay, signal.SIGCONT)
-            await eventually(lambda: unread_stdin(relay) == 0, 10)
-            assert not path.exists()
-            # It waited for the new server, which the relay re-initializes. The session's agent is registered
-            # before the server listens: the waiting relay dials at once.
-            bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), pod.session(alice))
-            pod.bridge = await bridge.__aenter__()
-            async with asyncio.timeout(20):
-                result = await call
-            assert text_of(result) == "browser of alice"
-            assert text_of(await client.call_tool("browser_navigate", {"url": "https://a.example/"})) == (
-                "alice navigated to https://a.example/"
-            )
-            assert pod.bridge.connections == 1
-            # The relay's own "maybe changed" after reconnecting arrives first ...
-            async with asyncio.timeout(10):
-                await tools_changed.wait()
-            # ... and the new server was initialized as the agent once did it: it tells the agent when the tools
-            # change.
-            tools_changed.clear()
-            await extension.tools_changed()
-            async with asyncio.timeout(10):
-                await tools_changed.wait()
-
-
-async def test_relay_survives_a_whole_pod_restart_with_the_session_resumed() -> None:
-    root = Path(tempfile.mkdtemp(prefix="oab-"))
-    path = root / "browser" / "browser.sock"
-
-    @contextlib.asynccontextmanager
-    async def whole_pod(session_id: str | None, who: str) -> AsyncIterator[str]:
-        """A fresh gateway and bridge on the same socket path, and a browser that resumes ``session_id``."""
-        # The same state dir: the restarted pod names the session's channel with the same kept secret.
-        settings = Settings(token=SecretStr(secrets.token_urlsafe(24)), port=0, browser_mode="bridge",
-                            browser_socket=path, state_dir=root / "state")
-        new_pod = assemble(settings, backend=NoAgentBackend())
-        assert isinstance(new_pod.browser, BridgeServer)
-        # The agent that lived through the restart is registered before the socket listens: its waiting relay
-        # dials the moment it can.
-        stand_in_for_agents(new_pod.browser, *([session_in(new_pod, session_id)] if session_id else []))
-        async with (
-            run_gateway(pod=new_pod) as gateway,
-            connect_extension(gateway.ws_url, gateway.token) as extension,
-        ):
-
-            async def whoami(arguments: dict[str, Any]) -> dict[str, Any]:
-                return text_result(f"browser of {who}")
-
-            extension.add_tool("whoami", whoami)
-            await extension.initialize()
-            servers = [{"type": "acp", "id": "srv", "name": "browser"}]
-            if session_id is None:
-                session_id = await extension.new_session(servers)
-                stand_in_for_agents(new_pod.browser, session_in(new_pod, session_id))
-            else:  # what the side panel does when its gateway comes back
-                await extension.request(
-                    "session/resume", {"sessionId": session_id, "cwd": "/", "mcpServers": servers}
-                )
-            await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
-            yield session_id
-
-    first: contextlib.AbstractAsyncContextManager[str] | None = whole_pod(None, "alice before")
-    try:
-        session_id = await first.__aenter__()  # type: ignore[union-attr]
-        channel = SessionNaming(naming_secret(root / "state")).channel(session_id)
-        async with Client(relay_params(channel, path), mode="legacy") as client:
-            assert text_of(await client.call_tool("whoami", {})) == "browser of alice before"
-            # Everything but the agent and its relay goes: gateway, socket, the browser's connection.
-            await first.__aexit__(None, None, None)  # type: ignore[union-attr]
-            first = None
-            assert not path.exists()
-            async with whole_pod(session_id, "alice after"):
-                assert text_of(await client.call_tool("whoami", {})) == "browser of alice after"
-    finally:
-        if first is not None:
-            await first.__aexit__(None, None, None)
-        shutil.rmtree(root, ignore_errors=True)
-
-
-async def test_a_call_cut_off_by_the_pod_restarting_gets_an_error_not_a_hang() -> None:
-    started, stopped = asyncio.Event(), asyncio.Event()
-
-    async def slow(arguments: dict[str, Any]) -> dict[str, Any]:
-        started.set()
-        try:
-            await asyncio.Event().wait()  # never finishes by itself: only a cancel ends it
-        finally:
-            stopped.set()
-        return text_result("too late")
-
-    async with (
-        bridge_pod() as pod,
-        browser_session(pod, "alice", slow=slow) as (alice, extension),
-        Client(relay_params(pod.channel(alice), pod.socket), mode="legacy") as client,
-    ):
-        call = asyncio.create_task(client.call_tool("slow", {}))
-        async with asyncio.timeout(10):
-            await started.wait()
-        await pod.bridge.aclose()
-        with pytest.raises(MCPError, match="may or may not have run"):
-            async with asyncio.timeout(20):
-                await call
-        # The browser was told to stop the call, too.
-        await eventually(lambda: bool(extension.cancelled), 10)
-        async with asyncio.timeout(10):
-            await stopped.wait()
-        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, pod.socket), pod.session(alice))
-        await pod.bridge.start()
-        assert text_of(await client.call_tool("whoami", {})) == "browser of alice"
-
-
-async def test_no_pod_is_a_clear_error_after_the_wait() -> None:
-    missing = Path(tempfile.mkdtemp(prefix="oab-")) / "nothing.sock"
-    params = relay_params(SessionNaming().channel(new_session_id()), missing,
-                          command=[OPENAB, "browser-bridge", "--wait", "0.5"])
-    async with mcp_error() as failed, Client(params, mode="legacy"):
-        pass
-    assert f"not reachable at {missing}" in failed[0].error.message
-
-
-async def test_stale_socket_file_is_replaced_and_a_live_one_is_not() -> None:
-    async with bridge_pod() as pod:
-        path = pod.socket
-        # A second server on a live socket would steal it from the first: refused with the path named.
-        with pytest.raises(Exception, match="another process is serving"):
-            await BridgeServer(pod.gateway.pod.tunnels, path).start()
-        await pod.bridge.aclose()
-        import socket
-
-        stale = socket.socket(socket.AF_UNIX)
-        stale.bind(str(path))  # left behind by a crashed pod: nobody listens
-        stale.close()
-        # A directory other users can enter is refused, not tightened behind the operator's back (it may be /tmp).
-        os.chmod(path.parent, 0o755)
-        with pytest.raises(BridgeError, match="chmod 700"):
-            await BridgeServer(pod.gateway.pod.tunnels, path).start()
-        os.chmod(path.parent, 0o700)
-        nobody = pod.session(new_session_id())  # a session the pod does not hold (yet): its tools answer all the same
-        pod.bridge = stand_in_for_agents(BridgeServer(pod.gateway.pod.tunnels, path), nobody)
-        await pod.bridge.start()
-        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-        assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
-        async with Client(relay_params(nobody.channel, path), mode="legacy") as client:
-            assert {tool.name for tool in (await client.list_tools()).tools} == {t["name"] for t in BROWSER_TOOLS}
 
 
 # -- static config ------------------------------------------------------------------------------------------
