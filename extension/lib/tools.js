@@ -1,8 +1,8 @@
 // The browser tools: which implementation runs a call, one call at a time, and what its result carries. Their
-// definitions are in catalogue.js; their implementations, by kind, in tools-read.js (reading the page),
-// tools-act.js (acting on it), tools-tabs.js (pages and tabs), tools-screenshot.js and tools-person.js (a
-// JavaScript dialog, the person's turn). Every failure the agent can fix comes back as an isError result that
-// says what to do next.
+// definitions are in ../catalogue.json (lib/catalogue.js); their implementations, by kind, in tools-read.js
+// (reading the page), tools-act.js (acting on it), tools-tabs.js (pages and tabs), tools-screenshot.js and
+// tools-person.js (a JavaScript dialog, the person's turn). Every failure the agent can fix comes back as an
+// isError result that says what to do next.
 
 import { ToolError, NOT_ALLOWED, throwIfCancelled } from './errors.js';
 import { TOOLS } from './catalogue.js';
@@ -41,8 +41,8 @@ const IMPLEMENTATIONS = (() => {
     }
   }
   const listed = new Set(TOOLS.map((t) => t.name));
-  for (const name of listed) if (!all.has(name)) throw new Error(`the browser tool ${name} (catalogue.js) has no implementation`);
-  for (const name of all.keys()) if (!listed.has(name)) throw new Error(`the browser tool ${name} is not in catalogue.js`);
+  for (const name of listed) if (!all.has(name)) throw new Error(`the browser tool ${name} (catalogue.json) has no implementation`);
+  for (const name of all.keys()) if (!listed.has(name)) throw new Error(`the browser tool ${name} is not in catalogue.json`);
   return all;
 })();
 
