@@ -12,7 +12,7 @@ import { snapshot } from './tools-read.js';
 /** The dialog a call opened (`ran`) or was stopped by, as its result. */
 export function dialogMet(dialog, tool, ran, call) {
   // The person's yes to this very step covers the dialog it opened: accepting it asks no second time.
-  if (ran && call.decision === 'asked-allowed') dialog.approved = true;
+  if (ran && call.personAllowed) dialog.approved = true;
   const { ours, page } = dialogReport(dialog, tool, ran);
   return { ...text(withPage(ours, page)), ...(!ran && { isError: true }) };
 }

@@ -18,9 +18,12 @@ import { PERSON_TOOLS, dialogMet } from './tools-person.js';
 export { TOOLS };
 
 const MAX_QUEUE = 16;
-// What the guard decided for a call ('allowed', 'asked-allowed', 'denied'), in its result's _meta: the pod
-// keeps it in its audit log (core/mcp_vocabulary.py, META_GUARD). Absent when the guard was not consulted.
+// What the guard decided for a call, in its result's _meta: the pod keeps it in its audit log
+// (core/mcp_vocabulary.py, META_GUARD; core/mcp/audit.py, GUARD_DECISIONS). Absent when the guard was not consulted.
 const GUARD_META = 'dev.openab/guard';
+const ALLOWED = 'allowed'; // the guard let it run (no question, autopilot, a site rule)
+const ASKED_ALLOWED = 'asked-allowed'; // the person was asked and said yes
+const DENIED = 'denied'; // a site rule or the person said no
 
 // Tools that never wait on the page's script: an open dialog neither blocks nor ends them.
 const DIALOG_FREE = new Set(['browser_tabs']);
@@ -65,9 +68,9 @@ class ToolCall {
   async check(tool, desc, args, tabUrl) {
     try {
       const { asked } = await this._guard.check(tool, desc, args, this.signal, tabUrl);
-      this.decision = asked ? 'asked-allowed' : 'allowed';
+      this.decision = asked ? ASKED_ALLOWED : ALLOWED;
     } catch (e) {
-      if (e instanceof ToolError && e.code === NOT_ALLOWED) this.decision = 'denied';
+      if (e instanceof ToolError && e.code === NOT_ALLOWED) this.decision = DENIED;
       throw e;
     }
   }
@@ -76,17 +79,22 @@ class ToolCall {
   destination(url) {
     try {
       const allowed = this._guard.checkDestination(url);
-      this.decision = this.decision || 'allowed';
+      this.decision = this.decision || ALLOWED;
       return allowed;
     } catch (e) {
-      this.decision = 'denied';
+      this.decision = DENIED;
       throw e;
     }
   }
 
   /** A step the person's yes to an earlier one covers (the dialog their approved click opened). */
   allowed() {
-    this.decision = 'allowed';
+    this.decision = ALLOWED;
+  }
+
+  /** Whether the person was asked about this call and said yes. */
+  get personAllowed() {
+    return this.decision === ASKED_ALLOWED;
   }
 }
 
