@@ -151,6 +151,15 @@ class Client:
             raise CheckFailed(f"session/new answered {brief(result)}")
         return session_id
 
+    async def prompt(self, session_id: str, text: str, *, timeout: float = 8.0) -> Reply:
+        """One session/prompt of a single text block, answered or not within ``timeout``."""
+        return await self.call("session/prompt", {"sessionId": session_id, "prompt": [{"type": "text", "text": text}]},
+                               timeout=timeout)
+
+    async def resume(self, session_id: str) -> Reply:
+        """session/resume of ``session_id`` on this socket, with no MCP servers."""
+        return await self.call("session/resume", {"sessionId": session_id, "cwd": "/home/agent", "mcpServers": []})
+
     async def until(self, done: Callable[[], bool], seconds: float) -> None:
         """Frames are received (server requests answered on the way) until ``done()``, for at most ``seconds``."""
         deadline = time.monotonic() + seconds

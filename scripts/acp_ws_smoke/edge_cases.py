@@ -104,9 +104,7 @@ async def oversized_reply(target: Target) -> str:
     async with target.open() as client:
         await client.initialize()
         session_id = await client.new_session()
-        reply = await client.call("session/prompt", {"sessionId": session_id,
-                                                     "prompt": [{"type": "text", "text": LINES_PROMPT}]},
-                                  timeout=target.long_timeout)
+        reply = await client.prompt(session_id, LINES_PROMPT, timeout=target.long_timeout)
         text = reply.text()
         numbers = [int(word) for line in text.splitlines() if (word := line.strip().removeprefix("LINE ")).isdigit()]
         expect(len(text) > 4096, f"the reply is {len(text)} chars; a 600-line reply must be longer than 4096")
@@ -118,9 +116,7 @@ async def unicode_intact(target: Target) -> str:
     async with target.open() as client:
         await client.initialize()
         session_id = await client.new_session()
-        reply = await client.call("session/prompt", {"sessionId": session_id,
-                                                     "prompt": [{"type": "text", "text": UNICODE_PROMPT}]},
-                                  timeout=target.prompt_timeout)
+        reply = await client.prompt(session_id, UNICODE_PROMPT, timeout=target.prompt_timeout)
         expect("error" not in reply.response, f"the prompt failed: {brief(reply.response)}")
         missing = [marker for marker in UNICODE_TEXT.split() if marker not in reply.text()]
         expect(not missing, f"missing from the reply: {' '.join(missing)} (got {brief(reply.text())})")

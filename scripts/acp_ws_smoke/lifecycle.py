@@ -3,7 +3,10 @@ socket's session left alone."""
 
 from __future__ import annotations
 
-from .client import Json, Target, brief, expect
+import contextlib
+from collections.abc import AsyncIterator
+
+from .client import Client, Json, Target, brief, expect
 from .protocol import PONG_PROMPT
 
 COUNT_PROMPT = "Count from 1 to 400, one number per line, nothing else."
@@ -33,37 +36,36 @@ async def cancel_running_prompt(target: Target) -> str:
     return "stopReason cancelled"
 
 
+@contextlib.asynccontextmanager
+async def holder_and_other(target: Target) -> AsyncIterator[tuple[Client, str, Client]]:
+    """A socket that holds a new session, its id, and a second socket beside it; both initialized."""
+    async with target.open() as holder, target.open() as other:
+        await holder.initialize()
+        session_id = await holder.new_session()
+        await other.initialize()
+        yield holder, session_id, other
+
+
 async def resume_elsewhere(target: Target) -> str:
-    async with target.open() as first, target.open() as second:
-        await first.initialize()
-        session_id = await first.new_session()
-        await second.initialize()
-        result = (await second.call("session/resume", {"sessionId": session_id, "cwd": "/home/agent",
-                                                       "mcpServers": []})).result
+    async with holder_and_other(target) as (first, session_id, second):
+        result = (await second.resume(session_id)).result
         expect(isinstance(result, dict), f"session/resume from a second socket answered {brief(result)}")
         told = await first.quiet_for(2.0)
         moved = [m for m in told if m.get("method") == "_openab/session/moved"]
         expect(bool(moved), "the socket that lost the session was not told (_openab/session/moved)")
-        reply = await first.call("session/prompt", {"sessionId": session_id,
-                                                    "prompt": [{"type": "text", "text": PONG_PROMPT}]})
+        reply = await first.prompt(session_id, PONG_PROMPT)
         expect("error" in reply.response, "the old socket could still prompt the session it lost")
     return "taken over; the old socket told and refused"
 
 
 async def foreign_session(target: Target) -> str:
     # Another client's session id must not let this one prompt or close it.
-    async with target.open() as owner, target.open() as other:
-        await owner.initialize()
-        session_id = await owner.new_session()
-        await other.initialize()
+    async with holder_and_other(target) as (owner, session_id, other):
         await other.call("session/close", {"sessionId": session_id})
-        prompting = await other.call("session/prompt", {"sessionId": session_id,
-                                                        "prompt": [{"type": "text", "text": PONG_PROMPT}]})
+        prompting = await other.prompt(session_id, PONG_PROMPT)
         expect("error" in prompting.response, "another socket prompted a session it does not hold")
         # Closing is idempotent, so a foreign close may be answered {}; what counts is that nothing was closed.
-        still = await owner.call("session/prompt", {"sessionId": session_id,
-                                                    "prompt": [{"type": "text", "text": PONG_PROMPT}]},
-                                 timeout=target.prompt_timeout)
+        still = await owner.prompt(session_id, PONG_PROMPT, timeout=target.prompt_timeout)
         expect("error" not in still.response,
                f"after another socket's session/close the owner cannot prompt: {brief(still.response)}")
     return "refused"

@@ -41,9 +41,7 @@ async def prompt_pong(target: Target) -> str:
     async with target.open() as client:
         await client.initialize()
         session_id = await client.new_session()
-        reply = await client.call("session/prompt", {"sessionId": session_id,
-                                                     "prompt": [{"type": "text", "text": PONG_PROMPT}]},
-                                  timeout=target.prompt_timeout)
+        reply = await client.prompt(session_id, PONG_PROMPT, timeout=target.prompt_timeout)
         stop = reply.result.get("stopReason") if isinstance(reply.result, dict) else None
         expect(stop == "end_turn", f"stopReason {stop!r}, expected end_turn")
         chunks = [u for u in reply.updates if u.get("update", {}).get("sessionUpdate") == "agent_message_chunk"
@@ -65,9 +63,7 @@ async def builtin_without_model(target: Target) -> str | None:
         session_id = result.get("sessionId") if isinstance(result, dict) else None
         if agent != BUILTIN_AGENT or not isinstance(session_id, str):
             return None
-        reply = await client.call("session/prompt", {"sessionId": session_id,
-                                                     "prompt": [{"type": "text", "text": PONG_PROMPT}]},
-                                  timeout=target.prompt_timeout)
+        reply = await client.prompt(session_id, PONG_PROMPT, timeout=target.prompt_timeout)
         said = reply.text().strip()
     # Only the one word counts: the built-in agent quotes a request it cannot follow, PONG included.
     if not said or re.fullmatch(r"\W*pong\W*", said, re.IGNORECASE):
@@ -80,8 +76,7 @@ async def session_resume(target: Target) -> str:
     async with target.open() as client:
         await client.initialize()
         session_id = await client.new_session()
-        result = (await client.call("session/resume", {"sessionId": session_id, "cwd": "/home/agent",
-                                                       "mcpServers": []})).result
+        result = (await client.resume(session_id)).result
         expect(isinstance(result, dict) and not set(result) - {"_meta"}, f"session/resume answered {brief(result)}")
     return "{}"
 
@@ -99,7 +94,6 @@ async def session_close(target: Target) -> str:
         expect((await client.call("session/close", {"sessionId": session_id})).result == {}, "close did not answer {}")
         again = await client.call("session/close", {"sessionId": session_id})
         expect("error" not in again.response, f"a second close failed: {brief(again.response)}")
-        after = await client.call("session/prompt", {"sessionId": session_id,
-                                                     "prompt": [{"type": "text", "text": PONG_PROMPT}]})
+        after = await client.prompt(session_id, PONG_PROMPT)
         expect("error" in after.response, "a prompt on the closed session was accepted")
     return "closed, idempotent, prompts refused after"

@@ -104,7 +104,6 @@ async def tunnel_refused_connect(target: Target) -> str:
         await client.initialize()
         session_id = await client.new_session([{"type": "acp", "id": "srv-r", "name": "browser"}])
         await client.quiet_for(2.0)
-        result = (await client.call("session/resume", {"sessionId": session_id, "cwd": "/home/agent",
-                                                       "mcpServers": []})).result
+        result = (await client.resume(session_id)).result
         expect(isinstance(result, dict), "the session did not survive a refused mcp/connect")
     return "session still serves"
