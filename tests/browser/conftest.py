@@ -14,10 +14,10 @@ from scripted_agent import ScriptedAgent
 
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import CHROMIUM, chromium, open_panel, service_worker_url, site_server, stage_extension
+from .harness import CHROMIUM, chromium, open_panel, panel_browser, service_worker_url, site_server, stage_extension
 from .live_pod import KEY, LiveGateway
 
-__all__ = ["KEY", "extension_browser"]
+__all__ = ["KEY", "extension_browser", "panel_tunnel", "person_browser"]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -75,6 +75,32 @@ def browser(gateway: LiveGateway, site: str, tmp_path_factory: pytest.TempPathFa
 async def tunnel(gateway: LiveGateway, browser: Path) -> Tunnel:
     """The browser's tunnel as the gateway established it on the extension's first socket."""
     return await gateway.attached(await gateway.browser_socket(0))
+
+
+def panel_tunnel() -> Any:
+    """The ``tunnel`` fixture of a module whose Chromium runs under Playwright (its ``context``): the browser's tunnel
+    as the gateway established it on the extension's first socket, once the module's ``panel`` is open."""
+
+    @pytest.fixture(scope="module")
+    async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
+        return await gateway.attached(await gateway.browser_socket(0))
+
+    return tunnel
+
+
+def person_browser(name: str, *, autopilot: bool = False) -> tuple[Any, Any]:
+    """The ``context`` and ``tunnel`` fixtures of a module that plays the person: Chromium under Playwright on the
+    site, the extension set to reach the module's ``gateway`` (autopilot off unless asked: risky steps come to the
+    panel as cards), its profile in a temporary folder called ``name``. A module takes them as
+    ``context, tunnel = person_browser("tabs")``; pytest names a fixture after the module attribute it is."""
+
+    @pytest.fixture(scope="module")
+    async def context(gateway: LiveGateway, site: str,
+                      tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
+        async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp(name), autopilot=autopilot) as ctx:
+            yield ctx
+
+    return context, panel_tunnel()
 
 
 @pytest.fixture(scope="module")

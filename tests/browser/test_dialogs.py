@@ -8,40 +8,40 @@ extension (Playwright would otherwise dismiss them itself). Autopilot is off, as
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Dialog, Page, expect
+from waits import eventually
 
-from openab.core.tunnel.tunnel import Tunnel
-
-from .harness import page_at, panel_browser, screenshot_dir
-from .live_pod import KEY, LiveGateway, call
+from .conftest import person_browser
+from .harness import page_at, screenshot_dir
+from .live_pod import call
 from .test_panel import in_background, result_text
 from .test_untrusted import page_speaks_only_inside, split
 
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("dialogs")) as ctx:
-        seen: list[Dialog] = []
-
-        def leave_it(dialog: Dialog) -> None:
-            seen.append(dialog)
-
-        # A listener means Playwright leaves the dialog alone: the extension is the one to answer it.
-        ctx.on("dialog", leave_it)
-        yield ctx
+context, tunnel = person_browser("dialogs")
 
 
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+@pytest.fixture(scope="module", autouse=True)
+def dialogs(context: BrowserContext) -> list[Dialog]:
+    """Every dialog opened in the browser, in order, as Playwright heard of it."""
+    seen: list[Dialog] = []
+
+    def leave_it(dialog: Dialog) -> None:
+        seen.append(dialog)
+
+    # A listener means Playwright leaves the dialog alone: the extension is the one to answer it.
+    context.on("dialog", leave_it)
+    return seen
+
+
+async def dialog_opened(dialogs: list[Dialog], before: int) -> None:
+    """Returns once a dialog more than ``before`` has opened. Chrome tells each of its DevTools clients of a dialog
+    at once, the extension's debugger and Playwright alike: the test's next call reaches the extension after it."""
+    await eventually(lambda: len(dialogs) > before, 15, what="the page to open its dialog")
 
 
 async def dialogs_page(client: Client, site: str, query: str = "") -> None:
@@ -112,11 +112,13 @@ async def test_answering_when_no_dialog_is_open_says_so(client: Client) -> None:
     assert is_error and '"accept" must be true' in text, text
 
 
-async def test_a_dialog_the_page_opens_by_itself_on_a_timer(client: Client, site: str) -> None:
+async def test_a_dialog_the_page_opens_by_itself_on_a_timer(client: Client, site: str,
+                                                            dialogs: list[Dialog]) -> None:
     # One the page opens between calls: the next call reports it instead of running.
+    before = len(dialogs)
     text, is_error = await call(client, "browser_click", {"selector": "#later"})
     assert not is_error and "dialog" not in text, text
-    await asyncio.sleep(1.5)
+    await dialog_opened(dialogs, before)
     text, is_error = await call(client, "browser_read_dom", {"selector": "#out"})
     assert is_error
     ours, theirs = split(text)
@@ -166,8 +168,9 @@ async def test_accepting_a_risky_confirm_waits_for_the_person(panel: Page, clien
         card = panel.locator(".card")
         await expect(card.locator(".title")).to_have_text(
             "The agent wants to accept the page's confirm dialog \"Delete account? This cannot be undone.\"")
-        await asyncio.sleep(1)
-        assert "result" not in out  # nothing happens before the person answers
+        # Nothing happens before the person answers: the call is still open now, and what it then says is the
+        # person's no, which only their click below gives it.
+        assert "result" not in out
         await card.locator("button[data-decision=deny]").click()
     text = result_text(out["result"])
     assert out["result"].is_error
@@ -207,11 +210,13 @@ async def test_a_hostile_dialog_text_arrives_cut_and_inside_the_block(client: Cl
     assert await page_says(client) == "hostile: false"
 
 
-async def test_a_dialog_already_open_in_a_new_tab_is_reported(client: Client, site: str) -> None:
+async def test_a_dialog_already_open_in_a_new_tab_is_reported(client: Client, site: str,
+                                                              dialogs: list[Dialog]) -> None:
     # A tab the agent opens whose page asks at once: the dialog is open before any page tool ran there.
+    before = len(dialogs)
     text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/dialogs.html?soon"})
     assert not is_error, text
-    await asyncio.sleep(2.5)
+    await dialog_opened(dialogs, before)
     text, is_error = await call(client, "browser_snapshot")
     assert is_error, text
     ours, theirs = split(text)

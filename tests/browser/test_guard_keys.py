@@ -8,17 +8,15 @@ any effect. Autopilot is off, as a cautious person has it; the site rule the las
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
-from openab.core.tunnel.tunnel import Tunnel
-
-from .harness import page_at, panel_browser
-from .live_pod import KEY, LiveGateway, call
+from .conftest import person_browser
+from .harness import page_at
+from .live_pod import call
 from .test_panel import guard_said, in_background, result_text
 from .test_tools import ref_of
 
@@ -27,16 +25,7 @@ pytestmark = pytest.mark.anyio
 ASKS = "The agent wants to "
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("keys")) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+context, tunnel = person_browser("keys")
 
 
 async def open_page(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:

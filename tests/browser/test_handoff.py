@@ -9,16 +9,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator
 
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
-from openab.core.tunnel.tunnel import Tunnel
-
-from .harness import page_at, panel_browser, screenshot_dir
-from .live_pod import KEY, LiveGateway, call
+from .conftest import person_browser
+from .harness import page_at, screenshot_dir
+from .live_pod import call
 from .test_panel import in_background, result_text
 from .test_untrusted import split
 
@@ -28,16 +26,7 @@ TYPED = "person-typed-7741"
 MEMO = "memo-typed-3390"
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("handoff")) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+context, tunnel = person_browser("handoff")
 
 
 async def test_the_card_shows_the_reason_and_done_returns_a_fresh_snapshot(

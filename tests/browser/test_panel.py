@@ -17,10 +17,10 @@ from typing import Any
 
 import anyio
 import pytest
-from gateway_harness import eventually
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
+from waits import eventually
 
 from openab.core.acp.backend import PromptTurn
 from openab.core.jsonrpc import RpcError
@@ -28,12 +28,12 @@ from openab.core.mcp.audit import read_records
 from openab.core.mcp_vocabulary import META_GUARD
 from openab.core.tunnel.tunnel import Tunnel
 
+from .conftest import person_browser
 from .harness import (
     extension_id,
     jpeg_size,
     open_panel,
     page_at,
-    panel_browser,
     screenshot_dir,
     service_worker_url,
     snap,
@@ -45,12 +45,7 @@ pytestmark = pytest.mark.anyio
 
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    # Autopilot off: risky steps must come to the panel.
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("panel")) as ctx:
-        yield ctx
+context, tunnel = person_browser("panel")  # autopilot off: risky steps must come to the panel
 
 
 @pytest.fixture(scope="module")
@@ -58,11 +53,6 @@ async def panel(context: BrowserContext) -> Page:
     # The manifest key pins the id: the worker runs at the id computed from the key.
     assert (await service_worker_url(context)).endswith(f"{extension_id()}/background.js")
     return await open_panel(context)
-
-
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
 
 
 @contextlib.asynccontextmanager

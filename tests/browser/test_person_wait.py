@@ -11,15 +11,13 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
-from gateway_harness import eventually
 from mcp import Client
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import Page, expect
 from scripted_agent import ScriptedAgent
+from waits import eventually
 
-from openab.core.tunnel.tunnel import Tunnel
-
-from .harness import panel_browser
-from .live_pod import KEY, LiveGateway, TappedSocket, call
+from .conftest import person_browser
+from .live_pod import LiveGateway, TappedSocket, call
 from .test_panel import in_background, result_text
 
 pytestmark = pytest.mark.anyio
@@ -34,16 +32,7 @@ async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory
         yield gw
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("person")) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+context, tunnel = person_browser("person")
 
 
 def said_asking(sock: TappedSocket) -> list[bool]:

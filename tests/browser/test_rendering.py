@@ -8,35 +8,25 @@ The screenshot in a tool row is a real one, taken through the extension by the a
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
-from gateway_harness import eventually
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
+from waits import eventually
 
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
-from .harness import open_panel, panel_browser, screenshot_dir, snap
-from .live_pod import KEY, LiveGateway
+from .conftest import person_browser
+from .harness import open_panel, screenshot_dir, snap
+from .live_pod import LiveGateway
 
 pytestmark = pytest.mark.anyio
 
 HOSTILE = '<img src=x onerror="window.pwned = 1"> <script>window.pwned = 2</script>'
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp("rendering"), autopilot=True) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+context, tunnel = person_browser("rendering", autopilot=True)
 
 
 async def say(panel: Page, text: str) -> None:

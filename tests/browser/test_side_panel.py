@@ -19,6 +19,7 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
+from .conftest import panel_tunnel
 from .harness import (
     SIDE_PANEL_FLAGS,
     extension_id,
@@ -53,9 +54,7 @@ async def panel(context: BrowserContext, profile: Path) -> AsyncIterator[Page]:
         yield page
 
 
-@pytest.fixture(scope="module")
-async def tunnel(gateway: LiveGateway, panel: Page) -> Tunnel:
-    return await gateway.attached(await gateway.browser_socket(0))
+tunnel = panel_tunnel()
 
 
 async def contexts(page: Page) -> list[str]:
