@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import secrets
 import tempfile
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,8 +70,3 @@ async def run_gateway(
         yield RunningGateway(pod, base_url, key, guard)
 
 
-async def eventually(predicate: Callable[[], object], timeout: float = 5.0) -> None:
-    """Wait, boundedly, until ``predicate()`` is true: for effects that land in another task or process."""
-    async with asyncio.timeout(timeout):
-        while not predicate():  # noqa: ASYNC110 - state changes elsewhere have no event to wait on
-            await asyncio.sleep(0.02)

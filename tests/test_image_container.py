@@ -18,20 +18,15 @@ everything as uid 10001, the image's HEALTHCHECK in its config and passing (and 
 
 from __future__ import annotations
 
-import contextlib
-import http.server
 import json
 import os
 import re
 import resource
 import secrets
 import shutil
-import ssl
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -41,10 +36,12 @@ from typing import Any
 
 import pytest
 import yaml  # type: ignore[import-untyped]
+from browser.harness import site_server
 from cryptography.hazmat.primitives import serialization
 from image import build
 from image.constraints import unpinned
 from test_tls import Ca
+from waits import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
@@ -65,15 +62,18 @@ def podman(*args: str, timeout: float = 120, check: bool = True) -> subprocess.C
 
 def wait_for_result(out: Path) -> dict[str, Any]:
     """The background build's result: waited for, bounded, and a build that died without one said at once."""
-    deadline = time.monotonic() + BUILD_WAIT
     result = out / "result.json"
-    while not result.exists():
+
+    def finished() -> bool:
+        if result.exists():
+            return True
         pid = out / "pid"
         if pid.exists() and not Path(f"/proc/{pid.read_text().strip()}").exists() and not result.exists():
             log = out / "build.log"
             pytest.fail(f"the image build ended without a result; its log:\n{log.read_text()[-3000:]}")
-        assert time.monotonic() < deadline, f"the image build was still running after {BUILD_WAIT:.0f} s ({out})"
-        time.sleep(0.5)
+        return False
+
+    eventually_sync(finished, BUILD_WAIT, what=f"the image build, still running ({out})", interval=0.5)
     answer: dict[str, Any] = json.loads(result.read_text())
     return answer
 
@@ -140,17 +140,19 @@ def start(name: str, image: str, flags: list[str], args: list[str], pod: Pod) ->
     podman("run", "-d", "--name", name, *limits(), *flags, image, *args)
     port = podman("port", name, "8080/tcp").stdout.strip().rsplit(":", 1)[1]
     pod.url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
+
+    def healthy() -> bool:
         try:
             if pod.get("/healthz")[0] == 200:
-                return pod
+                return True
         except OSError:
             pass  # not listening yet: the published port answers before the pod does
         state = pod.state()
         assert state["Running"], f"the pod exited {state['ExitCode']} while starting:\n{pod.logs()[-3000:]}"
-        assert time.monotonic() < deadline, f"no /healthz within 60 s:\n{pod.logs()[-3000:]}"
-        time.sleep(0.2)
+        return False
+
+    eventually_sync(healthy, 60, what=lambda: f"/healthz:\n{pod.logs()[-3000:]}", interval=0.2)
+    return pod
 
 
 def remove(name: str) -> None:
@@ -307,23 +309,6 @@ def test_no_layer_keeps_apts_lists_or_downloads(image: str) -> None:
     assert leftovers.stdout.split() == []
 
 
-@contextlib.contextmanager
-def https_server(cert: Path, key: Path) -> Iterator[str]:
-    """A loopback HTTPS server with the given certificate: the egress that re-signs every site."""
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    server.socket = context.wrap_socket(server.socket, server_side=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"https://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
 def test_a_build_step_under_build_ca_trusts_the_ca_secret_and_keeps_nothing_of_it(image: str, tmp_path: Path) -> None:
     """docker/build-ca.sh as a build step runs it (root, the image's own sh and python, the secret mounted where
     BuildKit and buildah mount it): a site whose certificate a CA of the operator's issued is refused without it
@@ -340,7 +325,8 @@ def test_a_build_step_under_build_ca_trusts_the_ca_secret_and_keeps_nothing_of_i
         'test -e "$(cat /tmp/bundle)" && echo "the bundle stayed"\n'
         'echo "image $(grep -c BEGIN /etc/ssl/certs/ca-certificates.crt)"\n'
     )
-    with https_server(tmp_path / "tls.crt", tmp_path / "tls.key") as url:
+    # The egress that re-signs every site: a loopback site with the operator's CA's certificate.
+    with site_server(tls=(tmp_path / "tls.crt", tmp_path / "tls.key")) as url:
         ran = podman("run", "--rm", *limits(), "--network", "host", "--user", "0", "--entrypoint", "sh",
                      "-e", f"FETCH={fetch}", "-v", f"{tmp_path / 'ca.pem'}:/run/secrets/ca:ro",
                      "-v", f"{DOCKER / 'build-ca.sh'}:/run/build-ca.sh:ro", image, "-c", step, "step", url,

@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import tempfile
 import threading
@@ -24,8 +25,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-from gateway_harness import eventually
 from playwright.async_api import BrowserContext, Page, async_playwright, expect
+from waits import eventually
 
 REPO = Path(__file__).resolve().parents[2]
 EXTENSION_SRC = REPO / "extension"
@@ -99,16 +100,22 @@ class _Server(http.server.ThreadingHTTPServer):
 
 
 @contextlib.contextmanager
-def site_server() -> Iterator[str]:
-    """Serves tests/site on 127.0.0.1:<free port>; yields the base URL."""
+def site_server(tls: tuple[Path, Path] | None = None) -> Iterator[str]:
+    """Serves tests/site on 127.0.0.1:<free port>, over HTTPS with ``tls``'s certificate and key when given; yields
+    the base URL."""
     srv = _Server(("127.0.0.1", 0), functools.partial(_Handler, directory=str(SITE)))
+    if tls is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(*tls)
+        srv.socket = context.wrap_socket(srv.socket, server_side=True)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{srv.server_address[1]}"
     finally:
         srv.shutdown()
         srv.server_close()
+        thread.join(timeout=10)
 
 
 @contextlib.contextmanager

@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx2
-from gateway_harness import eventually
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from waits import eventually
 
 from openab.core.acp.backend import AgentBackend, NoAgentBackend
 from openab.core.mcp.access import HttpEndpoint

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from gateway_harness import eventually
 from scripted_agent import ScriptedAgent
+from waits import eventually
 
 from openab.core.tunnel.tunnel import Tunnel
 

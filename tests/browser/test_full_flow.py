@@ -15,10 +15,10 @@ from dataclasses import dataclass
 
 import pytest
 from fake_extension import connect_extension
-from gateway_harness import eventually
 from playwright.async_api import BrowserContext, Page, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from pydantic import SecretStr
+from waits import eventually
 
 from openab.core.pod import Pod
 from openab.core.settings import Settings

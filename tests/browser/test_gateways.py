@@ -10,9 +10,10 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from gateway_harness import RunningGateway, eventually, run_gateway
+from gateway_harness import RunningGateway, run_gateway
 from playwright.async_api import Page, expect
 from scripted_agent import ScriptedAgent, chunk
+from waits import eventually
 
 from openab.core.acp.backend import PromptTurn
 

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
-from gateway_harness import eventually
 from mcp import Client
+from waits import eventually
 
 from bench.bench_browser_tools import PAGES, playwright_page, ref_of
 from bench.bench_snapshot_tokens import (

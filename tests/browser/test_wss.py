@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
-from gateway_harness import eventually
 from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent
 from test_tls import Ca
+from waits import eventually
 
 from openab.gateway.server import ReloadingTls
 
