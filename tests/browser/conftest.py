@@ -105,8 +105,8 @@ def person_browser(name: str, *, autopilot: bool = False) -> tuple[Any, Any]:
 
 @pytest.fixture(scope="module")
 async def panel(context: BrowserContext) -> Page:
-    """The side panel, opened as a tab of the module's ``context`` (a module with a browser of its own defines it)
-    once the extension's worker runs."""
+    """The side panel, opened as a tab of the module's ``context`` (:func:`person_browser`'s, or one the module
+    defines) once the extension's worker runs."""
     await service_worker_url(context)
     return await open_panel(context)
 
