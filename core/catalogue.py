@@ -1,7 +1,7 @@
 """The browser tools and MCP revisions, as the pod reads them from the extension's own ``catalogue.json``.
 
 One data file says what a browser tool is (name, description, argument schema, MCP ``annotations``) and which
-MCP revisions both ends speak; the extension imports it as a JSON module (``extension/lib/catalogue.js``) and the
+MCP revisions both ends speak; the extension fetches it as its worker starts (``extension/lib/catalogue.js``) and the
 pod reads it here, so the two languages cannot drift apart. The file ships inside the package: the wheel installs
 ``extension/`` as ``openab/extension`` beside ``openab/core``, and a checkout (or the ``.dev`` link farm, whose
 links resolve into the checkout) has it beside ``core/``. ``importlib.resources`` is not used: ``openab.extension``

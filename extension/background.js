@@ -5,7 +5,8 @@
 // top level, so a worker Chrome restarts for an event hears it.
 
 import { McpServer } from './lib/mcp.js';
-import { BrowserTools } from './lib/tools.js';
+import { BrowserTools, checkImplemented } from './lib/tools.js';
+import { loadCatalogue } from './lib/catalogue.js';
 import { AgentTabs, ChatCalls } from './lib/tabs.js';
 import { Guard } from './lib/guard.js';
 import { Dialogs } from './lib/dialogs.js';
@@ -49,6 +50,10 @@ const panels = new Panels({ acp, mcp, guard, tabs, calls, transcript, settings }
 chrome.runtime.onConnect.addListener((port) => panels.accept(port, ready));
 
 async function boot() {
+  // Before the socket: every MCP message and tool call reads the catalogue (lib/catalogue.js says why it is
+  // fetched and not imported).
+  await loadCatalogue();
+  checkImplemented();
   await settings.load();
   await tabs.restore();
   await transcript.restore();

@@ -39,6 +39,10 @@ EXTENSION_SIDE = """
 globalThis.chrome = { runtime: { getManifest: () => ({ version: '0.0.0' }) } };
 const [tools, catalogue, mcp, handoff] = await Promise.all(
   ['tools.js', 'catalogue.js', 'mcp.js', 'handoff.js'].map((name) => import(new URL(name, LIB).href)));
+// What the worker's start does with fetch (lib/catalogue.js), from the same file.
+const { readFile } = await import('node:fs/promises');
+catalogue.useCatalogue(JSON.parse(await readFile(new URL('../catalogue.json', LIB), 'utf8')));
+tools.checkImplemented();
 const server = new mcp.McpServer({ list: () => tools.TOOLS, has: () => false }, () => 'browser-1', () => {});
 const { connectionId } = await server.onRequest('mcp/connect', { serverId: 'browser-1' }, 1);
 const inner = (method, params, id) => server.onRequest('mcp/message', { connectionId, method, params }, id);

@@ -8,8 +8,6 @@ import { DEFAULTS, toolNamed } from './catalogue.js';
 
 // The default stays under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise
 // end the call first and tell the agent its outcome is unknown; the bounds are the ones the schema states.
-const DEFAULT_TIMEOUT_S = DEFAULTS.handoffTimeoutSeconds;
-const { minimum: MIN_TIMEOUT_S, maximum: MAX_TIMEOUT_S } = toolNamed('browser_handoff').inputSchema.properties.timeout_s;
 const MAX_REASON = 300;
 
 function originOf(url) {
@@ -22,8 +20,9 @@ function originOf(url) {
 
 /** The bounded wait, in seconds, for what the agent asked. */
 export function handoffSeconds(asked) {
-  const n = Number.isInteger(asked) ? asked : DEFAULT_TIMEOUT_S;
-  return Math.min(Math.max(n, MIN_TIMEOUT_S), MAX_TIMEOUT_S);
+  const { minimum, maximum } = toolNamed('browser_handoff').inputSchema.properties.timeout_s;
+  const n = Number.isInteger(asked) ? asked : DEFAULTS.handoffTimeoutSeconds;
+  return Math.min(Math.max(n, minimum), maximum);
 }
 
 /**

@@ -9,10 +9,6 @@ import { RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CAN
 import { VERSION } from './link.js';
 import { MCP_REVISIONS } from './catalogue.js';
 
-// The revisions are the catalogue's, which the pod reads too: a handshake-era one is answered as asked, any other
-// with the one the pod's own clients request.
-const { handshakeVersions: HANDSHAKE_VERSIONS, requestedHandshakeVersion: REQUESTED_HANDSHAKE_VERSION,
-  statelessVersion: STATELESS_VERSION } = MCP_REVISIONS;
 const SERVER_INFO = { name: 'openab-browser', title: 'openab browser', version: VERSION };
 const MAX_CONNECTIONS = 16;
 const MAX_INFLIGHT = 64;
@@ -116,13 +112,16 @@ export class McpServer {
     switch (method) {
       case 'initialize': {
         const asked = p.protocolVersion;
-        const protocolVersion = HANDSHAKE_VERSIONS.includes(asked) ? asked : REQUESTED_HANDSHAKE_VERSION;
+        // The catalogue's revisions, which the pod reads too: a handshake-era one is answered as asked, any other
+        // with the one the pod's own clients request.
+        const { handshakeVersions, requestedHandshakeVersion } = MCP_REVISIONS;
+        const protocolVersion = handshakeVersions.includes(asked) ? asked : requestedHandshakeVersion;
         if (conn) conn.protocolVersion = protocolVersion;
         return { protocolVersion, capabilities: { tools: { listChanged: true } }, serverInfo: SERVER_INFO };
       }
       case 'server/discover':
         return {
-          supportedVersions: [STATELESS_VERSION],
+          supportedVersions: [MCP_REVISIONS.statelessVersion],
           capabilities: { tools: { listChanged: true } },
           serverInfo: SERVER_INFO,
           _meta: { 'io.modelcontextprotocol/serverInfo': SERVER_INFO },

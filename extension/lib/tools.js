@@ -32,8 +32,7 @@ const PERSONS_TURN = new Set(['browser_handoff']);
 
 /**
  * Each tool's implementation by its catalogue name, `(parts, args, call) => result`, from the tables of the
- * modules by kind. A tool in the catalogue with no implementation, or one implemented twice or under a name the
- * catalogue does not have, stops the extension at start-up rather than fail the agent's call.
+ * modules by kind. One implemented twice stops the extension as it loads; see checkImplemented for the rest.
  */
 const IMPLEMENTATIONS = (() => {
   const all = new Map();
@@ -43,11 +42,18 @@ const IMPLEMENTATIONS = (() => {
       all.set(name, run);
     }
   }
-  const listed = new Set(TOOLS.map((t) => t.name));
-  for (const name of listed) if (!all.has(name)) throw new Error(`the browser tool ${name} (catalogue.json) has no implementation`);
-  for (const name of all.keys()) if (!listed.has(name)) throw new Error(`the browser tool ${name} is not in catalogue.json`);
   return all;
 })();
+
+/**
+ * Once the catalogue is loaded: a tool in it with no implementation, or one implemented under a name it does not
+ * have, stops the extension at start-up rather than fail the agent's call.
+ */
+export function checkImplemented() {
+  const listed = new Set(TOOLS.map((t) => t.name));
+  for (const name of listed) if (!IMPLEMENTATIONS.has(name)) throw new Error(`the browser tool ${name} (catalogue.json) has no implementation`);
+  for (const name of IMPLEMENTATIONS.keys()) if (!listed.has(name)) throw new Error(`the browser tool ${name} is not in catalogue.json`);
+}
 
 /**
  * One call as its implementation sees it: its cancel signal, and what the guard decided for it, which its

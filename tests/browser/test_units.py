@@ -24,7 +24,10 @@ async def page(site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIter
 
 async def run(page: Page, module: str, body: str, arg: Any = None) -> Any:
     """Evaluates `body` (an expression over `m` and `arg`) with `m` the imported module."""
-    return await page.evaluate(f"async (arg) => {{ const m = await import('/lib/{module}'); return {body}; }}", arg)
+    # The catalogue first, as the service worker's start reads it (lib/catalogue.js): some modules read it.
+    script = (f"async (arg) => {{ await (await import('/lib/catalogue.js')).loadCatalogue(); "
+              f"const m = await import('/lib/{module}'); return {body}; }}")
+    return await page.evaluate(script, arg)
 
 
 def element(role: str, name: str, **extra: Any) -> dict[str, Any]:

@@ -8,8 +8,7 @@ export default [
   {
     files: ["**/*.js"],
     languageOptions: {
-      // 2025: import attributes (lib/catalogue.js imports the catalogue as a JSON module).
-      ecmaVersion: 2025,
+      ecmaVersion: 2024,
       sourceType: "module",
       globals: { ...globals.browser, ...globals.serviceworker, chrome: "readonly" },
     },
