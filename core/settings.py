@@ -20,7 +20,7 @@ from .errors import ConfigurationError
 __all__ = ["ENV_VARS", "Settings"]
 
 MiB = 1 << 20
-# How long the side panel waits for a prompt's answer (PROMPT_TIMEOUT_MS in extension/background.js).
+# How long the side panel waits for a prompt's answer (PROMPT_TIMEOUT_MS in extension/lib/acp.js).
 PANEL_PROMPT_WAIT = 1800.0
 
 # Environment variable -> settings field. Flags override these; these override the defaults.

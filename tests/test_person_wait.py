@@ -152,7 +152,7 @@ def click_script(tunnels: TunnelRegistry) -> Script:
 
 def guarded_click(ext: FakeExtension, *, seconds: float, answer: str, done: list[str] | None = None) -> Any:
     """The extension's click behind a confirmation card the person answers after ``seconds``: the panel says the
-    person is asked while the card is open, as extension/background.js does."""
+    person is asked while the card is open, as extension/lib/acp.js does."""
 
     async def click(_arguments: dict[str, Any]) -> dict[str, Any]:
         await ext.notify("_openab/person", {"asking": True})
