@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .passthrough import PassThrough
-from .protocol import (
+from ..errors import TooManyPendingRequests
+from .errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -23,21 +23,23 @@ from .protocol import (
     REQUEST_CANCELLED,
     SERVER_OVERLOADED,
     SESSION_BUSY,
+    LocalRpcError,
+    RemoteRpcError,
+    RpcError,
+)
+from .passthrough import PassThrough
+from .protocol import (
     Event,
     IdRule,
     Invalid,
     JsonObject,
-    LocalRpcError,
     Notification,
     Peer,
-    RemoteRpcError,
     Reply,
     Request,
     RequestFailed,
     RequestId,
     Response,
-    RpcError,
-    TooManyPendingRequests,
     classify,
     dumps,
     error_message,

@@ -19,17 +19,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..errors import ConnectionClosed, RequestTimeout
+from .errors import INTERNAL_ERROR, REQUEST_CANCELLED, LocalRpcError, RpcError
 from .protocol import (
-    INTERNAL_ERROR,
-    REQUEST_CANCELLED,
-    LocalRpcError,
     Notification,
     Peer,
     Request,
     RequestFailed,
     RequestId,
     Response,
-    RpcError,
     id_key,
 )
 
