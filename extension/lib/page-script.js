@@ -1,5 +1,5 @@
-// The page script (page/*.js) in agent tabs as the tools use it: injected on each call and asked to run one of
-// its functions, bounded in time; the tab-wide refs (e1, e2, ...) the agent sees for its local element ids; and
+// The page script (page/*.js) in agent tabs as the tools use it: injected where a call finds it missing and asked
+// to run one of its functions, bounded in time; the tab-wide refs (e1, e2, ...) the agent sees for its local element ids; and
 // what its refusals mean for the agent.
 
 import {
@@ -9,6 +9,8 @@ import {
 // Injected in this order into every frame a call reaches: the later files use what the earlier ones put in the
 // page script's namespace. A document that has them already keeps its first instance and its element ids.
 const PAGE_SCRIPTS = ['page/elements.js', 'page/read.js', 'page/agent.js'];
+// What a document without the page script answers a call with (page/agent.js sets globalThis.__openab last).
+const MISSING = 'openab: no page script here';
 export const PAGE_ANSWER_MS = 20_000;
 const MAX_REFS_PER_TAB = 50_000;
 // What the agent can do when the key it meant for the focused element found the focus elsewhere.
@@ -76,14 +78,7 @@ export class PageScript {
   /** Runs the page script's function `name` in every frame of `target`: one result per frame. */
   async exec(target, name, args) {
     try {
-      return await within(PAGE_ANSWER_MS, (async () => {
-        await chrome.scripting.executeScript({ target, files: PAGE_SCRIPTS });
-        return chrome.scripting.executeScript({
-          target,
-          func: (fn, a) => globalThis.__openab[fn](...a),
-          args: [name, args],
-        });
-      })(), 'the page');
+      return await within(PAGE_ANSWER_MS, this._run(target, name, args), 'the page');
     } catch (e) {
       if (e instanceof ToolError) throw e;
       const m = String(e.message || e);
@@ -94,6 +89,23 @@ export class PageScript {
       }
       throw new ToolError(TOOL_ERROR, 'tool error; the browser said:', m);
     }
+  }
+
+  // One round trip where the documents have the page script (every call after a document's first); the ones that
+  // lack it get the files and then the call. A document that ran the call is never asked to run it again.
+  async _run(target, name, args) {
+    const call = {
+      func: (fn, a, missing) => (globalThis.__openab ? globalThis.__openab[fn](...a) : missing),
+      args: [name, args, MISSING],
+    };
+    const results = await chrome.scripting.executeScript({ target, ...call });
+    const lacking = results.filter((r) => r.result === MISSING).map((r) => r.documentId);
+    if (!lacking.length) return results;
+    const where = { tabId: target.tabId, documentIds: lacking };
+    await chrome.scripting.executeScript({ target: where, files: PAGE_SCRIPTS });
+    const ran = new Map((await chrome.scripting.executeScript({ target: where, ...call })).map((r) => [r.documentId, r]));
+    // A document gone in between has no answer, which the tools read as a page that did not answer.
+    return results.map((r) => (r.result === MISSING ? (ran.get(r.documentId) ?? { ...r, result: undefined }) : r));
   }
 
   /** The answer of the tab's top frame. */
