@@ -335,8 +335,9 @@ class SessionAgent:
             self.turn, self._clock = None, None
             clock.disarm(SILENCE)
             self.last_used = time.monotonic()
-            if not request.done():
-                request.add_done_callback(_consume)
+            # Whatever ended the turn, the request's own failure is read (a stopped agent fails it, maybe only
+            # while we stop it): left unread, asyncio would log it as an error nobody handled.
+            request.add_done_callback(_consume)
         stop_reason = result.get("stopReason") if isinstance(result, dict) else None
         return stop_reason if isinstance(stop_reason, str) else "end_turn"
 
