@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from openab.core.jsonrpc import JsonObject
     from openab.core.pod import Pod
     from openab.core.sessions import Session
+    from openab.core.turn_watch import TurnClock
 
 __all__ = ["DemoTurn", "default_task", "register", "run_demo"]
 
@@ -47,6 +48,12 @@ def register(commands: Any) -> None:
     demo.set_defaults(handler=_demo)
 
 
+def _own_clock() -> TurnClock:
+    from openab.core.turn_watch import Person
+
+    return Person().clock()
+
+
 @dataclass
 class DemoTurn:
     """The demo's :class:`openab.core.agent_backend.PromptTurn`: prints the agent's steps as they come."""
@@ -55,6 +62,8 @@ class DemoTurn:
     out: TextIO
     updates: list[JsonObject] = field(default_factory=list)
     screenshot: bytes | None = None
+    # Nobody is asked in the demo: a socket's person of its own, never asking.
+    clock: TurnClock = field(default_factory=_own_clock)
 
     @property
     def can_ask_permission(self) -> bool:

@@ -7,14 +7,14 @@ watchdog on that clock). ``NoAgentBackend`` is what a pod without an agent answe
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 from ..errors import PermissionUnavailable
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, LocalRpcError
 from ..sessions import Session
 from ..turn_watch import TurnClock
 
-__all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn", "WatchedTurn"]
+__all__ = ["AgentBackend", "NoAgentBackend", "PermissionUnavailable", "PromptTurn"]
 
 
 class PromptTurn(Protocol):
@@ -37,15 +37,11 @@ class PromptTurn(Protocol):
         Raises :class:`PermissionUnavailable` when it cannot be asked, ``TimeoutError`` when nobody answered.
         """
 
-
-@runtime_checkable
-class WatchedTurn(PromptTurn, Protocol):
-    """A turn that carries its clock, the `/acp` side's (a turn without one, the demo's, gets a clock of its own):
-    a backend arms its own watchdog on it, so that a person asked, in a permission card or in the browser, stops
-    the backend's timers and the gateway's at once, and a cancel gives both sides one grace."""
-
     @property
-    def clock(self) -> TurnClock: ...
+    def clock(self) -> TurnClock:
+        """The turn's clock: a backend arms its own watchdog on it, so that a person asked, in a permission card or
+        in the browser, stops the backend's timers and the gateway's at once, and a cancel gives both sides one
+        grace."""
 
 
 class AgentBackend(Protocol):

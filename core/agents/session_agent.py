@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import package_version
-from ..acp.backend import PromptTurn, WatchedTurn
+from ..acp.backend import PromptTurn
 from ..acp.schema import AUTH_REQUIRED
 from ..errors import AgentExited, PermissionUnavailable, TransportError
 from ..jsonrpc import INTERNAL_ERROR, JsonObject, Later, LocalRpcError, Notification, RemoteRpcError, Request, RpcError
 from ..mcp.access import BrowserEndpoint
 from ..sessions import Session
-from ..turn_watch import SILENCE, Person, TurnClock
+from ..turn_watch import SILENCE, TurnClock
 from .permissions import Policy, decide, decide_ours, reject
 from .permissions import cancelled as cancelled_outcome
 from .process import AgentProcess
@@ -304,7 +304,7 @@ class SessionAgent:
         self.turn, self.cancelling, self.last_used = turn, False, time.monotonic()
         silence = self.context.settings.agent_silence_timeout
         # Stopped while a person is asked, in a card here or in the browser: the gateway's clock when it has one.
-        clock = self._clock = turn.clock if isinstance(turn, WatchedTurn) else Person().clock()
+        clock = self._clock = turn.clock
         clock.arm(SILENCE, silence)
         request = asyncio.ensure_future(
             rpc.request("session/prompt", {"sessionId": self.acp_session_id, "prompt": blocks},
