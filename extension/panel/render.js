@@ -3,18 +3,12 @@
 // builds elements, never HTML), and pictures only as data: URLs of the types chat.js checked.
 
 import { render as markdown } from './markdown.js';
+import { el } from './dom.js';
 
 const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed' };
 const MARKDOWN_KINDS = new Set(['agent', 'thought']);
 // A streamed reply is parsed again as it grows: at most this often, not on every chunk.
 const RENDER_EVERY_MS = 40;
-
-function el(tag, cls, text) {
-  const e = document.createElement(tag);
-  if (cls) e.className = cls;
-  if (text !== undefined) e.textContent = text;
-  return e;
-}
 
 function imageUrl(image) {
   return `data:${image.mimeType};base64,${image.data}`;

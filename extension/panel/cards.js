@@ -1,0 +1,49 @@
+// The cards that wait for the person's answer: the guard's risky steps, the agent's own permission questions
+// and its handoffs. A card's words come from the agent or the page: text nodes only.
+
+import { $, el } from './dom.js';
+
+/** @param {object[]} cards  @param {(msg: object) => void} send */
+export function renderCards(cards, send) {
+  const box = $('cards');
+  const keep = new Set(cards.map((c) => c.id));
+  for (const node of [...box.children]) if (!keep.has(node.dataset.id)) node.remove();
+  for (const c of cards) {
+    if (box.querySelector(`[data-id="${CSS.escape(c.id)}"]`)) continue;
+    const card = el('div', 'card');
+    card.dataset.id = c.id;
+    card.dataset.kind = c.kind;
+    card.append(el('div', 'title', c.title));
+    const where = c.detail && c.site && c.detail.startsWith(c.site) ? c.detail : [c.site, c.detail].filter(Boolean).join(' · ');
+    if (where) card.append(el('div', 'where', where));
+    const row = el('div', 'row');
+    const button = (label, decision, cls) => {
+      const b = el('button', cls || '', label);
+      b.type = 'button';
+      b.dataset.decision = decision;
+      b.addEventListener('click', () => send({ type: 'decide', id: c.id, decision }));
+      row.append(b);
+    };
+    if (c.kind === 'handoff') {
+      // The agent's words, shown as its request to the person; they act in the tab, not on this card.
+      card.insertBefore(el('div', 'reason', c.reason || ''), card.querySelector('.where'));
+      const until = c.expiresAt ? new Date(c.expiresAt).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';
+      card.append(el('div', 'note', 'Do it in the agent\'s tab, then press Done. The agent does not see what you type' +
+        `${until ? `; it waits until ${until}` : ''}.`));
+      button('Done', 'done', 'allow');
+      button('Cancel', 'cancel');
+    } else if (c.kind === 'permission') {
+      for (const o of c.options || []) button(o.name, o.optionId, o.kind.startsWith('allow') ? 'allow' : '');
+    } else {
+      button('Allow', 'allow', 'allow');
+      button("Don't allow", 'deny');
+      // A site rule never covers passwords, one-time codes, secrets or payments: no button claims it would.
+      if (c.site && !c.secret) button(`Always allow on ${c.site}`, 'always', 'quiet');
+    }
+    if (c.secret) {
+      card.append(el('div', 'note', `A ${c.secret} step: you are asked every time, whatever the site rules or autopilot say.`));
+    }
+    card.append(row);
+    box.append(card);
+  }
+}

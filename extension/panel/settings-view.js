@@ -1,0 +1,101 @@
+// The settings section: the saved gateways, the active gateway's form (name, URL, key, autopilot) and the
+// site rules. It never sees a key: the worker sends only whether one is saved.
+
+import { parsePairing } from '../lib/settings.js';
+import { $, el } from './dom.js';
+
+// The settings boxes the person has changed and not saved. The panel redraws on every state, once a
+// second while retrying, and a redraw must not put the stored values back over what they typed. An
+// edit is dropped when the active gateway's stored settings change: a save, a switch, another window.
+const edited = new Set();
+let storedForm = '';
+
+function fillSettingsForm(cfg) {
+  const stored = JSON.stringify([cfg.active, cfg.name, cfg.url, cfg.autopilot]);
+  if (stored !== storedForm) {
+    storedForm = stored;
+    edited.clear();
+  }
+  const free = (id) => !edited.has(id) && document.activeElement !== $(id);
+  if (free('set-url')) $('set-url').value = cfg.url;
+  if (free('set-name')) $('set-name').value = cfg.name || '';
+  if (free('set-autopilot')) $('set-autopilot').checked = cfg.autopilot;
+  $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
+}
+
+function renderGateways(cfg, send) {
+  const list = $('gateways');
+  list.replaceChildren();
+  for (const g of cfg.gateways || []) {
+    const li = el('li', g.id === cfg.active ? 'gateway active' : 'gateway');
+    li.dataset.id = g.id;
+    const label = el('span', 'gateway-label');
+    label.append(el('strong', '', g.name), el('span', 'where', ` ${g.url || 'no URL yet'}${g.hasKey ? '' : ' · no key'}`));
+    li.append(label);
+    const button = (text, type, cls) => {
+      const b = el('button', cls || 'quiet', text);
+      b.type = 'button';
+      b.addEventListener('click', () => send({ type, id: g.id }));
+      li.append(b);
+    };
+    if (g.id === cfg.active) li.append(el('span', 'badge', 'in use'));
+    else button('Use', 'gateway-use', '');
+    button('Remove', 'gateway-remove');
+    list.append(li);
+  }
+}
+
+function renderRules(cfg, send) {
+  const rules = $('rules');
+  rules.replaceChildren();
+  for (const [origin, rule] of Object.entries(cfg.siteRules)) {
+    const li = el('li');
+    const remove = el('button', 'quiet', 'Remove');
+    remove.type = 'button';
+    remove.addEventListener('click', () => send({ type: 'site-rule', origin, rule: '' }));
+    li.append(el('span', '', `${rule === 'always' ? 'Always' : 'Never'}: ${origin}`), remove);
+    rules.append(li);
+  }
+}
+
+/** Redraws the section from the worker's public settings. */
+export function renderSettings(cfg, send) {
+  renderGateways(cfg, send);
+  fillSettingsForm(cfg);
+  renderRules(cfg, send);
+}
+
+export function showSettings(open) {
+  $('settings').hidden = !open;
+  $('toggle-settings').setAttribute('aria-expanded', String(open));
+}
+
+/** Wires the section's forms and buttons to the worker, once. */
+export function wireSettings(send) {
+  for (const id of ['set-name', 'set-url', 'set-autopilot']) $(id).addEventListener('input', () => edited.add(id));
+  $('toggle-settings').addEventListener('click', () => showSettings($('settings').hidden));
+  $('settings-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked } });
+    $('set-key').value = '';
+  });
+  $('clear-key').addEventListener('click', () => send({ type: 'settings', patch: { clearKey: true } }));
+  // The pod's whole pairing text pasted into the URL or key box fills both: a URL field would drop its line
+  // breaks and keep the lot. Anything else is pasted as usual.
+  for (const id of ['set-url', 'set-key']) {
+    $(id).addEventListener('paste', (e) => {
+      const paired = parsePairing(e.clipboardData?.getData('text/plain'));
+      if (!paired) return;
+      e.preventDefault();
+      $('set-url').value = paired.url;
+      edited.add('set-url');
+      if (paired.key) $('set-key').value = paired.key;
+    });
+  }
+  $('rule-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    send({ type: 'site-rule', origin: $('rule-origin').value, rule: $('rule-kind').value });
+    $('rule-origin').value = '';
+  });
+  $('add-gateway').addEventListener('click', () => send({ type: 'gateway-add' }));
+}
