@@ -1,68 +1,31 @@
 // The side panel is a view over the service worker: it renders state and conversation and sends
 // the user's input back. Page and model text only ever reach the DOM through textContent. Its parts:
-// the conversation (render.js), the cards (cards.js), the agent's tabs (tab-list.js), the settings
+// the header (header.js), the conversation (render.js), the cards (cards.js), the agent's tabs (tab-list.js), the settings
 // (settings-view.js); this file holds the header, the composer and the port to the worker.
 
 import { TranscriptView } from './render.js';
 import { renderCards } from './cards.js';
 import { renderAgentTabs } from './tab-list.js';
 import { renderSettings, showSettings, wireSettings } from './settings-view.js';
-import { $, el } from './dom.js';
+import { renderHeader } from './header.js';
+import { $ } from './dom.js';
 
 const transcript = new TranscriptView($('log'));
 let port = null;
 let state = null;
 let windowId = null;
 
-function seg(id, text, cls) {
-  const s = $(id);
-  s.textContent = text;
-  s.className = `seg ${cls || ''}`;
-}
-
 function renderState(s) {
   state = s;
-  const st = s.link.status;
-  if (st === 'connected' && s.link.moved) seg('pill-link', 'chat moved', 'wait');
-  else seg('pill-link', st === 'connected' ? 'connected' : st === 'off' ? 'offline' : st, st === 'connected' ? 'on' : st === 'off' ? '' : 'wait');
-  seg('pill-tunnel', s.tunnel ? 'tools attached' : 'no tools', s.tunnel ? 'on' : '');
-  seg('pill-tools', s.toolsInUse ? 'browser in use' : 'idle', s.toolsInUse ? 'busy' : '');
-  $('pill').dataset.status = st;
-  $('pill').dataset.tunnel = String(s.tunnel);
-  let detail = s.link.detail || '';
-  if (st === 'retrying' && s.link.retryAt) {
-    const secs = Math.max(0, Math.round((s.link.retryAt - Date.now()) / 1000));
-    detail = `${detail.replace(/[.\s]*$/, '')}. Retrying in ${secs} s.`;
-  }
-  $('link-detail').textContent = detail;
+  renderHeader(s);
   $('stop').disabled = !s.busy && !s.cards.length;
   $('send').disabled = s.busy;
 
   const cfg = s.settings;
   renderSettings(cfg, send);
-  renderAgents(s.agents || [], s.agent || '');
-  if (st === 'off' && !cfg.url) showSettings(true);
+  if (s.link.status === 'off' && !cfg.url) showSettings(true);
   renderCards(s.cards, send);
   renderAgentTabs(s.tabList || { tabs: [], more: 0 }, send);
-}
-
-function renderAgents(agents, agent) {
-  // The header names the agent answering; the picker offers the gateway's agents for the next chat.
-  const title = (agents.find((a) => a.id === agent) || {}).title || agent;
-  $('agent-name').textContent = title;
-  $('agent-name').hidden = !title;
-  const picker = $('new-chat-agent');
-  const ids = agents.map((a) => a.id).join('\n');
-  if (picker.dataset.ids !== ids) {
-    picker.replaceChildren(...agents.map((a) => {
-      const o = el('option', '', a.title);
-      o.value = a.id;
-      return o;
-    }));
-    picker.dataset.ids = ids;
-    if (agents.some((a) => a.id === agent)) picker.value = agent;
-  }
-  picker.hidden = agents.length < 2;
 }
 
 let noticeTimer = null;
