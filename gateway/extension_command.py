@@ -3,6 +3,11 @@
 The wheel installs the extension as ``openab/extension`` beside ``openab/gateway``; in a checkout it is the
 ``extension/`` folder beside ``gateway/``. Either way it is this module's grandparent's ``extension`` folder, so
 both commands hand a person exactly the extension that matches the pod's version of the wire contract.
+
+`pack` writes two builds, because the manifest's fixed public ``key`` (the same extension id on every machine,
+which enterprise policies and the pod's allowed origins name) is one the Chrome Web Store refuses in an upload: the
+store assigns its own id. The developer build keeps the key, for Load unpacked and enterprise installs; the store
+build has none.
 """
 
 from __future__ import annotations
@@ -12,9 +17,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["extension_dir", "pack", "register"]
+__all__ = ["BUILDS", "extension_dir", "pack", "register"]
 
 MANIFEST = "manifest.json"
+# Each build: its name in the zip's file name, whether its manifest keeps `key`, and what it is for.
+BUILDS = (
+    ("developer", True, "keeps the manifest's key, so the id is the fixed one: unzip it and Load unpacked in "
+                        "chrome://extensions (Developer mode), or install it by enterprise policy"),
+    ("store", False, "no key in its manifest: upload this one to the Chrome Web Store, which gives it the store's id"),
+)
 
 
 def extension_dir() -> Path:
@@ -28,9 +39,10 @@ def register(commands: Any) -> None:
         "path", help="print the unpacked extension's folder (chrome://extensions > Load unpacked)")
     path.set_defaults(handler=_path)
     pack_parser = actions.add_parser(
-        "pack", help="write the extension as a zip, to load unpacked after unzipping or to upload to a store")
-    pack_parser.add_argument("--output", "-o", metavar="ZIP",
-                             help="where to write it (default: ./openab-extension-<version>.zip)")
+        "pack", help="write the extension as two zips: a developer build (fixed id, Load unpacked) and a store build")
+    pack_parser.add_argument("--output-dir", "-o", metavar="DIR",
+                             help="the folder to write openab-extension-<version>-{developer,store}.zip in "
+                                  "(default: this one)")
     pack_parser.set_defaults(handler=_pack)
 
 
@@ -62,21 +74,27 @@ def _pack(args: argparse.Namespace) -> int:
     except (OSError, ValueError, KeyError) as exc:
         print(f"openab: {folder / MANIFEST} is unreadable ({exc}): reinstall openab", file=sys.stderr)
         return 1
-    output = Path(args.output) if args.output else Path.cwd() / f"openab-extension-{version}.zip"
-    try:
-        count = pack(folder, output)
-    except OSError as exc:
-        print(f"openab: could not write {output}: {exc}", file=sys.stderr)
-        return 1
-    print(output.resolve())
-    print(f"{count} files, version {version}. Unzip it and load the folder in chrome://extensions (Developer mode "
-          "> Load unpacked), or upload the zip to a store.", file=sys.stderr)
+    where = Path(args.output_dir) if args.output_dir else Path.cwd()
+    written = []
+    for name, keep_key, what in BUILDS:
+        output = where / f"openab-extension-{version}-{name}.zip"
+        try:
+            count = pack(folder, output, keep_key=keep_key)
+        except (OSError, ValueError) as exc:
+            print(f"openab: could not write {output}: {exc}", file=sys.stderr)
+            return 1
+        written.append((name, output.resolve(), count, what))
+    for name, output, _count, _what in written:
+        print(f"{name}: {output}")
+    for name, _output, count, what in written:
+        print(f"The {name} build ({count} files, version {version}) {what}.", file=sys.stderr)
     return 0
 
 
-def pack(folder: Path, output: Path) -> int:
+def pack(folder: Path, output: Path, *, keep_key: bool = True) -> int:
     """Zip ``folder`` with ``manifest.json`` at the zip's root, in a stable order, with fixed timestamps (the same
-    extension always makes the same zip); returns how many files it holds. Only regular files are taken: a
+    extension always makes the same zip); returns how many files it holds. Without ``keep_key`` the manifest goes
+    in without its ``key`` (the store build), its other fields as they are. Only regular files are taken: a
     symbolic link in the folder is never followed out of it. A checkout's ``defaults.json`` (a developer's pod
     URL and key, see tests/browser/harness.py) is never packed."""
     import zipfile
@@ -91,6 +109,17 @@ def pack(folder: Path, output: Path) -> int:
             info = zipfile.ZipInfo(path.relative_to(folder).as_posix(), date_time=(1980, 1, 1, 0, 0, 0))
             info.external_attr = 0o644 << 16
             info.compress_type = zipfile.ZIP_DEFLATED
-            archive.writestr(info, path.read_bytes())
+            data = path.read_bytes()
+            if not keep_key and path == folder / MANIFEST:
+                data = _without_key(data)
+            archive.writestr(info, data)
     partial.replace(output)  # a person never finds half a zip under the final name
     return len(files)
+
+
+def _without_key(manifest: bytes) -> bytes:
+    import json
+
+    fields = json.loads(manifest)
+    fields.pop("key", None)
+    return (json.dumps(fields, indent=2, ensure_ascii=False) + "\n").encode()

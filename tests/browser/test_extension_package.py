@@ -1,10 +1,12 @@
 """The extension as a person gets it: from the wheel `pip wheel .` builds, installed into a fresh venv, found by
-`openab extension path`, zipped by `openab extension pack`, unzipped and loaded into real Chromium, whose
-service worker then starts."""
+`openab extension path`, zipped by `openab extension pack` into its two builds, unzipped and loaded into real
+Chromium, whose service worker then starts: the developer build under the fixed id its manifest's key gives, the
+store build (no key: the Chrome Web Store refuses an upload that has one) under an id of Chrome's choosing."""
 
 from __future__ import annotations
 
 import asyncio
+import json
 import subprocess
 import sys
 import venv
@@ -49,18 +51,34 @@ async def test_the_wheel_carries_the_extension_and_the_packed_zip_loads_in_chrom
     assert folder.is_relative_to(env_dir), f"{folder} is not the installed copy"
     assert extension_files(folder) == shipped
 
-    packed = Path((await asyncio.to_thread(run, openab, "extension", "pack", cwd=tmp_path)).strip())
-    assert packed == tmp_path / "openab-extension-0.1.0.zip" or packed.name.startswith("openab-extension-")
-    with zipfile.ZipFile(packed) as archive:
-        assert "manifest.json" in archive.namelist()  # at the root, as Chrome and the stores want it
-        archive.extractall(tmp_path / "unzipped")
-    assert extension_files(tmp_path / "unzipped") == shipped
+    said = (await asyncio.to_thread(run, openab, "extension", "pack", cwd=tmp_path)).splitlines()
+    builds = dict(line.split(": ", 1) for line in said)
+    assert set(builds) == {"developer", "store"}, said
+    developer, store = Path(builds["developer"]), Path(builds["store"])
+    assert (developer.parent, store.parent) == (tmp_path, tmp_path)
+    assert (developer.name, store.name) == ("openab-extension-0.1.0-developer.zip", "openab-extension-0.1.0-store.zip")
+    source = json.loads((REPO / "extension" / "manifest.json").read_text())
+    for build, folder in ((developer, tmp_path / "developer"), (store, tmp_path / "store")):
+        with zipfile.ZipFile(build) as archive:
+            assert "manifest.json" in archive.namelist()  # at the root, as Chrome and the stores want it
+            archive.extractall(folder)
+        assert extension_files(folder) == shipped
+    assert json.loads((tmp_path / "developer" / "manifest.json").read_text()) == source
+    assert "key" in source
+    assert json.loads((tmp_path / "store" / "manifest.json").read_text()) == {
+        k: v for k, v in source.items() if k != "key"}
     # Packing twice gives the same bytes: a person can check a download against the pod's own pack.
-    again = tmp_path / "again.zip"
-    await asyncio.to_thread(run, openab, "extension", "pack", "--output", again)
-    assert await asyncio.to_thread(again.read_bytes) == await asyncio.to_thread(packed.read_bytes)
+    again = tmp_path / "again"
+    await asyncio.to_thread(run, openab, "extension", "pack", "--output-dir", again)
+    for build in (developer, store):
+        assert await asyncio.to_thread((again / build.name).read_bytes) == await asyncio.to_thread(build.read_bytes)
 
     with site_server() as site:
-        async with playwright_browser(tmp_path / "unzipped", tmp_path / "profile", f"{site}/index.html") as ctx:
+        async with playwright_browser(tmp_path / "developer", tmp_path / "profile", f"{site}/index.html") as ctx:
             worker = await service_worker_url(ctx)
-    assert worker == f"chrome-extension://{extension_id()}/background.js"
+        assert worker == f"chrome-extension://{extension_id()}/background.js"
+        async with playwright_browser(tmp_path / "store", tmp_path / "profile-store", f"{site}/index.html") as ctx:
+            # Without the key Chrome names an unpacked extension after its folder: any id but the fixed one.
+            started = ctx.service_workers[0] if ctx.service_workers else await ctx.wait_for_event(
+                "serviceworker", lambda w: w.url.startswith("chrome-extension://"), timeout=30_000)
+        assert started.url.endswith("/background.js") and extension_id() not in started.url, started.url
