@@ -28,6 +28,7 @@ from openab.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
 from .metrics import metrics_endpoint, metrics_registry
+from .pair_link import PairCodes, pair_claim_endpoint, pair_page_endpoint
 from .pairing import MIN_KEY_CHARS
 from .server import guard_for
 
@@ -135,6 +136,9 @@ def create_app(pod: Pod) -> Starlette:
             Route("/healthz", _healthz),
             Route("/readyz", _readyz),
             Route("/metrics", metrics_endpoint),
+            # The one-click pairing link `openab run` prints (.pair_link): its page, and the code's one claim.
+            Route("/pair", pair_page_endpoint, methods=["GET"]),
+            Route("/pair/claim", pair_claim_endpoint, methods=["POST"]),
         ],
         lifespan=lifespan,
     )
@@ -142,5 +146,6 @@ def create_app(pod: Pod) -> Starlette:
     app.state.readiness = readiness
     app.state.guard = guard
     app.state.refusals = refusals
+    app.state.pair_codes = PairCodes()
     app.state.metrics = metrics_registry(pod, guard, refusals)
     return app

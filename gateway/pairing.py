@@ -13,6 +13,7 @@ import secrets
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
+from urllib.parse import urlsplit
 
 from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
@@ -27,9 +28,11 @@ from openab.core.statedir import (
 if TYPE_CHECKING:
     from openab.core.settings import Settings
 
+    from .pair_link import PairCodes
+
 __all__ = [
     "KEY_FILE", "MIN_KEY_CHARS", "KeptKey", "gateway_url", "kept_key_path", "load_or_create_key", "make_private_dir",
-    "pairing_lines", "read_key_file",
+    "pair_link", "pairing_lines", "read_key_file",
 ]
 
 KEY_FILE = "acp.key"
@@ -93,11 +96,34 @@ def gateway_url(settings: Settings) -> tuple[str | None, str]:
     return f"ws://{_url_host(settings.host)}:{settings.port}/acp", note
 
 
-def pairing_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool) -> list[str]:
+def pair_link(url: str, code: str) -> str:
+    """The one-click pairing link for the gateway at ``url`` (``wss://host/acp``): the same host's ``/pair`` page
+    (``http`` where the panel dials ``ws``, i.e. on loopback), the code in the fragment, which no request carries."""
+    scheme, _, rest = url.partition("://")
+    base = rest.removesuffix("/acp")
+    return f"{'https' if scheme == 'wss' else 'http'}://{base}/pair#code={code}"
+
+
+def pairing_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool,
+                  codes: PairCodes | None = None) -> list[str]:
     """What the person pastes into the side panel's settings: the URL, and the key itself only when this start
     made it and ``terminal`` (stderr is one); otherwise where the key is. No line holds a key the pod did not
-    just make, so with ``terminal`` false none holds one at all."""
+    just make, so with ``terminal`` false none holds one at all.
+
+    With ``codes`` and ``terminal``, and a URL to name, a last line holds the pairing link instead of pasting (a
+    new code from ``codes``, one use, for a few minutes): never in a log, since the link claims the key."""
     url, note = gateway_url(settings)
+    lines = _url_and_key_lines(settings, kept, terminal=terminal, url=url, note=note)
+    # Only a URL the panel dials gets a link: wss://, or ws:// on loopback (the link's page is then http://).
+    usable = url is not None and (url.startswith("wss://") or is_loopback(urlsplit(url).hostname or ""))
+    if codes is not None and terminal and url is not None and usable:
+        lines.append(f"Or open this link once in that Chrome (one use, {codes.ttl / 60:g} minutes): "
+                     f"{pair_link(url, codes.issue(url))}")
+    return lines
+
+
+def _url_and_key_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool, url: str | None,
+                       note: str) -> list[str]:
     lines = [f"Gateway URL: {url or INGRESS_URL}"]
     if note:
         lines.append(f"  ({note})")

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
+    from .pair_link import PairCodes
     from .pairing import KeptKey
     from .server import ReloadingTls
 
@@ -233,7 +234,7 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(pod, app, args.log_level, tls, kept_key))
 
 
-def _announce_pairing(settings: Settings, kept: KeptKey | None) -> None:
+def _announce_pairing(settings: Settings, kept: KeptKey | None, codes: PairCodes | None = None) -> None:
     """The pairing text: to a terminal as a block to paste (with the key when this start made it), else as one
     log line without the key, for in a container stderr is the collected log and the key must not travel."""
     import logging
@@ -241,7 +242,7 @@ def _announce_pairing(settings: Settings, kept: KeptKey | None) -> None:
     from .pairing import pairing_lines
 
     terminal = sys.stderr.isatty()
-    lines = pairing_lines(settings, kept, terminal=terminal)
+    lines = pairing_lines(settings, kept, terminal=terminal, codes=codes)
     if terminal:
         block = "\n".join("    " + line for line in lines)
         print(f"\n  Pair the openab side panel with this pod (Settings; paste these lines into Gateway URL):\n"
@@ -313,7 +314,7 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
         # pod.json tells `openab doctor` where this pod listens (the real port, with --port 0 too).
         # The pairing text once the pod listens: it names the port bound, and the pod is there to be dialled.
         def listening(port: int) -> None:
-            _announce_pairing(settings.model_copy(update={"port": port}), kept_key)
+            _announce_pairing(settings.model_copy(update={"port": port}), kept_key, app.state.pair_codes)
 
         await AnnouncedServer(config, drain=drainer(app), state_dir=settings.state_dir, tls=tls is not None,
                               listening=listening).serve()
