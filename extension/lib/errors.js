@@ -23,6 +23,7 @@ export const BUSY = 'busy';
 export const CANCELLED = 'cancelled';
 export const CHAT_ENDED = 'chat_ended';
 export const FOCUS_MOVED = 'focus_moved';
+export const LOAD_FAILED = 'load_failed';
 export const NO_DIALOG = 'no_dialog';
 export const NO_FOCUS = 'no_focus';
 export const NO_HISTORY = 'no_history';

@@ -3,6 +3,7 @@
 // looks at the element's kind, its label words and the site.
 
 import { ToolError, BAD_ARGS, NOT_ALLOWED } from './errors.js';
+import { ruleFor } from './settings.js';
 
 const RISKY_WORDS =
   /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
@@ -191,7 +192,7 @@ export class Guard {
   _refuseNever(...origins) {
     const { siteRules } = this.getSettings();
     for (const origin of origins) {
-      if (origin && siteRules[origin] === 'never') {
+      if (ruleFor(siteRules, origin) === 'never') {
         throw new ToolError(NOT_ALLOWED, `not allowed by the user: actions on ${origin} are blocked by the user's ` +
           'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
       }
@@ -206,7 +207,7 @@ export class Guard {
     const { autopilot, siteRules } = this.getSettings();
     const origin = desc && desc.origin;
     this._refuseNever(origin, originOf(tabUrl));
-    const rule = (origin && siteRules[origin]) || '';
+    const rule = ruleFor(siteRules, origin);
     const risky = classify(tool, desc, args);
     if (!risky) return { asked: false, risky };
     // A site rule or autopilot covers routine risky steps; credentials and payments always ask.

@@ -112,6 +112,41 @@ export async function watchTab(tabId, ms, step, until, signal) {
   }
 }
 
+// The browser's net errors a person or an agent can act on, in words; any other is named by its code alone.
+const NET_ERRORS = {
+  'net::ERR_NAME_NOT_RESOLVED': 'the host name does not resolve',
+  'net::ERR_CONNECTION_REFUSED': 'nothing accepts connections at that address',
+  'net::ERR_CONNECTION_TIMED_OUT': 'the site did not answer',
+  'net::ERR_ADDRESS_UNREACHABLE': 'the address cannot be reached',
+  'net::ERR_INTERNET_DISCONNECTED': 'the browser is offline',
+  'net::ERR_CERT_AUTHORITY_INVALID': "the browser does not trust the site's certificate",
+  'net::ERR_CERT_COMMON_NAME_INVALID': "the site's certificate is for another name",
+  'net::ERR_BLOCKED_BY_CLIENT': 'the browser refused the load (an extension or filter blocks this address)',
+  'net::ERR_BLOCKED_BY_ADMINISTRATOR': "the browser refused the load (the administrator's policy blocks this address)",
+  'net::ERR_BLOCKED_BY_RESPONSE': 'the browser refused to show the response',
+  'net::ERR_UNSAFE_PORT': 'the browser refuses to load anything from this port',
+};
+
+function failureWords(error) {
+  const words = NET_ERRORS[error];
+  return words ? `${words} (${error})` : `the browser could not load it (${error})`;
+}
+
+/**
+ * Keeps in `failed` each tab's top-frame load that failed, until that frame navigates again. An abort is no
+ * failure of the page: it is a load another replaced, a download or a 204, and the tab's address says where it is.
+ */
+function watchFailures(failed) {
+  if (!chrome.webNavigation) return;
+  const clear = ({ tabId, frameId }) => frameId === 0 && failed.delete(tabId);
+  chrome.webNavigation.onBeforeNavigate.addListener(clear);
+  chrome.webNavigation.onCommitted.addListener(clear);
+  chrome.webNavigation.onErrorOccurred.addListener(({ tabId, frameId, error, url }) => {
+    if (frameId === 0 && error !== 'net::ERR_ABORTED') failed.set(tabId, { error: String(error), url });
+  });
+  chrome.tabs.onRemoved.addListener((tabId) => failed.delete(tabId));
+}
+
 /**
  * The loads of the agent's tabs, and the navigation each action started. Owns the watches running and the
  * one left over from the last action that started none in its window (held for the next call).
@@ -120,6 +155,8 @@ export class Loads {
   constructor() {
     this._late = null; // the LoadWatch of the last action that started no navigation in its window
     this._watches = new Set(); // the LoadWatches running
+    this._failed = new Map(); // tabId -> {error, url}: the top frame's last load that failed, until it navigates again
+    watchFailures(this._failed);
     // The page script in an agent tab says when its page starts leaving after an action; only our own
     // isolated world can send this (pages cannot message the extension), and it only ever makes a call wait.
     chrome.runtime.onMessage.addListener((msg, sender) => {
@@ -178,6 +215,16 @@ export class Loads {
     } finally {
       late.stop();
     }
+  }
+
+  /**
+   * Why the tab's page did not load, in our words, or '' when it did: a tab whose top frame failed (no such host,
+   * a refused connection, a load the browser or a policy blocked) shows the browser's error page at the very URL
+   * asked for, so neither the address nor the load state tells it from a page that loaded.
+   */
+  failure(tabId) {
+    const failed = this._failed.get(tabId);
+    return failed ? failureWords(failed.error) : '';
   }
 
   /** The tab once it has loaded (LOAD_TIMEOUT_MS at most). */

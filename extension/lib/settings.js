@@ -14,7 +14,7 @@ export const DEFAULTS = Object.freeze({
   gateways: [], // {id, name, url, key}
   active: '', // the id of the gateway the link dials
   autopilot: false,
-  siteRules: {}, // origin -> 'always' | 'never'
+  siteRules: {}, // origin (scheme://host[:port]) or host[:port] -> 'always' | 'never' (normaliseOrigin)
 });
 
 const BLANK_GATEWAY = Object.freeze({ id: '', name: '', url: '', key: '' });
@@ -66,19 +66,51 @@ export function checkKey(key) {
   return '';
 }
 
-/** Normalises an origin typed by the user ("example.com" means https://example.com). */
+/**
+ * The key a site rule typed by the person is saved under. Typed with a scheme ("http://localhost:8080/x") it is
+ * that origin and covers that scheme only; typed without one ("example.com", "127.0.0.1:18950") it is the host
+ * with its port, and covers the site over http and https alike: the person named a site, not a scheme, and a
+ * rule guessed as https:// would never apply to an http site. '' when the text names no web site.
+ */
 export function normaliseOrigin(text) {
   const t = String(text || '').trim();
   if (!t) return '';
+  const schemed = /^[a-z][a-z0-9+.-]*:\/\//i.test(t);
   try {
-    const u = new URL(/^[a-z]+:\/\//i.test(t) ? t : `https://${t}`);
+    const u = new URL(schemed ? t : `https://${t}`);
     if (u.protocol !== 'http:' && u.protocol !== 'https:') return '';
     // The URL parser percent-encodes odd hosts ("exa mple.com"); such a rule could never match a site.
     if (!/^([a-z0-9-]+\.)*[a-z0-9-]+$|^\[[0-9a-f:.]+\]$/i.test(u.hostname)) return '';
-    return u.origin;
+    if (schemed) return u.origin;
+    // The port as typed: the parser would drop ":443" as https's default, which is not http's.
+    const port = /^[^/?#]*:(\d+)(?:[/?#]|$)/.exec(t.replace(/^\[[^\]]*\]/, ''));
+    return port ? `${u.hostname}:${Number(port[1])}` : u.hostname;
   } catch {
     return '';
   }
+}
+
+/** Whether a saved rule key is a host rule (typed without a scheme), which covers http and https. */
+export function isHostRule(key) {
+  return !/^https?:\/\//.test(key);
+}
+
+/**
+ * The rule ('always' | 'never' | '') that covers `origin` (scheme://host[:port]): the origin's own, else its host
+ * rule's. A host rule without a port covers the site on its scheme's default port; one with a port, that port
+ * (":443" is https://host, ":80" http://host).
+ */
+export function ruleFor(siteRules, origin) {
+  if (!origin) return '';
+  if (siteRules[origin]) return siteRules[origin];
+  let u;
+  try {
+    u = new URL(origin);
+  } catch {
+    return '';
+  }
+  const port = u.port || (u.protocol === 'https:' ? '443' : '80');
+  return siteRules[u.host] || siteRules[`${u.hostname}:${port}`] || '';
 }
 
 async function readDefaults() {

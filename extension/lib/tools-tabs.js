@@ -2,7 +2,7 @@
 // (browser_back), and list, open, switch and close its tabs (browser_tabs). Every destination passes the
 // guard's site rules first.
 
-import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, NO_HISTORY } from './errors.js';
+import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY } from './errors.js';
 import { checkNavigable, restrictedReason } from './tabs.js';
 import { watchTab } from './loads.js';
 import { text, untrusted, withPage } from './results.js';
@@ -29,6 +29,31 @@ async function onAgentSite(b, url) {
   return resolved.href;
 }
 
+/**
+ * Throws unless the load of `url` ended on a page the agent may use: one that loaded (not the browser's error
+ * page), on a site the person's rules do not block and that the browser does not own (a redirect can lead to
+ * either). `done` is the tab once its load ended.
+ */
+function checkLanded(b, call, url, done) {
+  const failed = b.loads.failure(done.id);
+  if (failed) {
+    throw new ToolError(LOAD_FAILED, `${url} did not load: ${failed}. The tab shows the browser's error page; ` +
+      'check the URL, or tell the user if the task needs this site.');
+  }
+  const at = done.url || url;
+  if (at === url) return;
+  const why = restrictedReason(at);
+  if (why) {
+    throw new ToolError(BROWSER_RESTRICTED, `${url} led to a page the agent cannot use (${why}); page tools will ` +
+      'not work in this tab. Its URL is in the block below.', `URL: ${at}`);
+  }
+  try {
+    call.destination(at);
+  } catch (e) {
+    throw new ToolError(e.code, `${url} redirected to another site: ${e.message}`, `URL: ${at}`);
+  }
+}
+
 async function navigate(b, args, call) {
   const url = call.destination(checkNavigable(await onAgentSite(b, args.url)));
   let tab;
@@ -43,6 +68,7 @@ async function navigate(b, args, call) {
     });
     tab = await b.loads.navigate(cur.id, url, call.signal);
   }
+  checkLanded(b, call, url, tab);
   if (!tab.url || tab.url === url) return text(`navigated to ${url}`);
   return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${tab.url}`));
 }
@@ -79,6 +105,7 @@ async function tabs(b, args, call) {
       const url = call.destination(checkNavigable(args.url));
       const tab = await b.tabs.open(url);
       const done = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
+      checkLanded(b, call, url, done);
       if (!done.url || done.url === url) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab`);
       return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, at the URL in the block below`, `URL: ${done.url}`));
     }

@@ -1,7 +1,7 @@
 // The settings section: the saved gateways, the active gateway's form (name, URL, key, autopilot) and the
 // site rules. It never sees a key: the worker sends only whether one is saved.
 
-import { parsePairing } from '../lib/settings.js';
+import { isHostRule, parsePairing } from '../lib/settings.js';
 import { $, el } from './dom.js';
 
 // The settings boxes the person has changed and not saved. The panel redraws on every state, once a
@@ -53,7 +53,9 @@ function renderRules(cfg, send) {
     const remove = el('button', 'quiet', 'Remove');
     remove.type = 'button';
     remove.addEventListener('click', () => send({ type: 'site-rule', origin, rule: '' }));
-    li.append(el('span', '', `${rule === 'always' ? 'Always' : 'Never'}: ${origin}`), remove);
+    // What the rule covers: a site typed without a scheme is the site over both, one with a scheme only that.
+    const covers = isHostRule(origin) ? 'http and https' : `${origin.split(':')[0]} only`;
+    li.append(el('span', '', `${rule === 'always' ? 'Always' : 'Never'}: ${origin} `), el('span', 'where', `(${covers})`), remove);
     rules.append(li);
   }
 }

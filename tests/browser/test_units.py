@@ -223,11 +223,29 @@ async def test_keys_must_fit_a_subprotocol(page: Page, key: str, ok: bool) -> No
 
 
 @pytest.mark.parametrize(("typed", "origin"), [
-    ("example.com", "https://example.com"), ("http://localhost:8080/x?y", "http://localhost:8080"),
-    ("javascript:alert(1)", ""), ("", ""), ("https://exa mple.com", ""),
+    # Typed without a scheme, a rule is the host with the port as typed: it covers the site over http and https.
+    ("example.com", "example.com"), ("127.0.0.1:18950", "127.0.0.1:18950"), ("Example.com:443/x", "example.com:443"),
+    ("[::1]:8080", "[::1]:8080"), ("http://localhost:8080/x?y", "http://localhost:8080"),
+    ("https://example.com:443", "https://example.com"), ("javascript:alert(1)", ""), ("", ""),
+    ("https://exa mple.com", ""), ("exa mple.com", ""),
 ])
 async def test_site_rule_origins(page: Page, typed: str, origin: str) -> None:
     assert await run(page, "settings.js", "m.normaliseOrigin(arg)", typed) == origin
+    # What is saved reads back as itself (the settings are sanitised again on every save).
+    assert await run(page, "settings.js", "m.normaliseOrigin(arg)", origin) == origin
+
+
+@pytest.mark.parametrize(("rules", "origin", "rule"), [
+    ({"127.0.0.1:18950": "never"}, "http://127.0.0.1:18950", "never"),
+    ({"127.0.0.1:18950": "never"}, "https://127.0.0.1:18950", "never"),
+    ({"127.0.0.1:18950": "never"}, "http://127.0.0.1:18951", ""),
+    ({"example.com": "always"}, "http://example.com", "always"), ({"example.com": "always"}, "https://a.example.com", ""),
+    ({"example.com:443": "never"}, "https://example.com", "never"), ({"localhost:80": "never"}, "http://localhost", "never"),
+    ({"https://example.com": "never"}, "http://example.com", ""),
+    ({"https://example.com": "never", "example.com": "always"}, "https://example.com", "never"),
+])
+async def test_a_site_rule_covers_what_it_names(page: Page, rules: dict[str, str], origin: str, rule: str) -> None:
+    assert await run(page, "settings.js", "m.ruleFor(arg[0], arg[1])", [rules, origin]) == rule
 
 
 @pytest.mark.parametrize(("url", "restricted"), [

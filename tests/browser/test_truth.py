@@ -1,0 +1,109 @@
+"""What the agent and the person are told matches what happened: a page that did not load, a site rule.
+
+A load that failed (nothing at the address, a port the browser refuses), and a redirect to a site the person
+blocked, answer the agent with what happened instead of "navigated to". A site rule typed without a scheme
+("127.0.0.1:<port>") covers that site over http as well as https, and the settings list says what a rule covers.
+Real Chromium with the real extension, played as the person; the pod is the real gateway.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import socket
+import threading
+from collections.abc import Iterator
+
+import pytest
+from mcp import Client
+from playwright.async_api import Page, expect
+
+from .conftest import person_browser
+from .harness import snap
+from .live_pod import call
+
+pytestmark = pytest.mark.anyio
+
+context, tunnel = person_browser("truth")
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redirecting_to(target: str) -> Iterator[str]:
+    """A real HTTP server on loopback whose every page answers 302 to ``target``; yields its base URL."""
+
+    class Redirect(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(302)
+            self.send_header("location", target)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(timeout=10)
+
+
+async def test_a_page_that_did_not_load_is_not_navigated_to(client: Client, site: str) -> None:
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert (text, is_error) == (f"navigated to {site}/form.html", False)
+    nowhere = f"http://127.0.0.1:{closed_port()}/"
+    text, is_error = await call(client, "browser_navigate", {"url": nowhere})
+    assert is_error and text.startswith(f"{nowhere} did not load: nothing accepts connections at that address "
+                                        "(net::ERR_CONNECTION_REFUSED)"), text
+    assert "navigated" not in text
+    # A port the browser itself refuses to load from (Chrome's unsafe ports: 6000 is X11's).
+    text, is_error = await call(client, "browser_navigate", {"url": "http://127.0.0.1:6000/"})
+    assert is_error and "the browser refuses to load anything from this port (net::ERR_UNSAFE_PORT)" in text, text
+    # A tab opened at such an address says so too, and a load that works afterwards answers as before.
+    text, is_error = await call(client, "browser_tabs", {"action": "open", "url": nowhere})
+    assert is_error and "did not load" in text and "ERR_CONNECTION_REFUSED" in text, text
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html"})
+    assert (text, is_error) == (f"navigated to {site}/page2.html", False)
+
+
+async def test_a_rule_typed_without_a_scheme_covers_the_http_site(panel: Page, client: Client, site: str) -> None:
+    host = site.removeprefix("http://")  # 127.0.0.1:<port>, as a person types it
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#rule-origin").fill(host)
+    await panel.locator("#rule-kind").select_option("never")
+    await panel.locator("#rule-form button").click()
+    rule = panel.locator("#rules li")
+    await expect(rule).to_have_text(f"Never: {host} (http and https)Remove")
+    await snap(panel, "panel-site-rule-host.png")
+
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert is_error and "blocked by the user's site rule" in text, text
+    # A redirect into the blocked site is refused as well, not reported as a page the agent reached.
+    with redirecting_to(f"{site}/form.html") as elsewhere:
+        text, is_error = await call(client, "browser_navigate", {"url": f"{elsewhere}/go"})
+    assert is_error and text.startswith(f"{elsewhere}/go redirected to another site: not allowed by the user"), text
+    assert "blocked by the user's site rule" in text
+
+    await rule.locator("button").click()
+    await expect(rule).to_have_count(0)
+    # Typed with a scheme, a rule covers that scheme only: the https twin of the site is not the http one.
+    await panel.locator("#rule-origin").fill(f"https://{host}")
+    await panel.locator("#rule-kind").select_option("never")
+    await panel.locator("#rule-form button").click()
+    await expect(rule).to_have_text(f"Never: https://{host} (https only)Remove")
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert (text, is_error) == (f"navigated to {site}/form.html", False)
+    await rule.locator("button").click()
+    await expect(rule).to_have_count(0)
+    await panel.locator("#toggle-settings").click()
