@@ -63,16 +63,31 @@ function resultText(update) {
   return text.length > MAX_RESULT ? `${text.slice(0, MAX_RESULT)}\n… (${text.length - MAX_RESULT} more characters)` : text;
 }
 
+// Local storage, not session storage: Chrome empties session storage when the browser restarts, and the person
+// who reopens it must find the chat they left (bounded as below; New chat and clearing remove it). It holds what
+// the panel showed, never the gateway's key.
+const storage = () => chrome.storage.local;
 const INDEX = 'openab.transcripts';
 const STORE = 'openab.transcript:';
 const SAVED_CONVERSATIONS = 3;
 const SAVED_ITEMS = 200;
 const SAVED_TEXT = 20_000;
 const SAVED_IMAGES = 4;
-// Session storage holds 10 MB for the whole extension: three conversations of at most 2.5 M
-// characters each leave room for the rest.
+// Local storage holds 10 MB for the whole extension: three conversations of at most 2.5 M characters each
+// leave room for the rest.
 const SAVED_CHARS = 2_500_000;
 const SAVE_DELAY_MS = 500;
+
+const GUARD_META = 'dev.openab/guard';
+
+function newTurn() {
+  return crypto.randomUUID();
+}
+
+/** A tool row's key: its turn and the agent's id. Rows saved before turns were kept have no turn. */
+function toolCallKey(turn, toolCallId) {
+  return `${turn || ''}\n${toolCallId}`;
+}
 
 function gatewayOf(key) {
   return key.slice(0, key.lastIndexOf('#'));
@@ -112,17 +127,21 @@ export class Transcript {
     this.key = null; // `${gateway}#${sessionId}` of the conversation on screen; null: none yet
     this._index = []; // saved conversations, newest first: [{key, at}]
     this._next = 1;
-    this._toolIds = new Map();
+    this._toolIds = new Map(); // toolCallKey(turn, toolCallId) -> item
+    // The turn the agent's updates belong to, new with each prompt and with each worker. An agent's ids are
+    // unique within a turn only: one restarted with the gateway (or a CLI that counts again) reuses them, and
+    // its steps must not overwrite the rows of an earlier turn.
+    this._turn = newTurn();
     this._saveTimer = null;
     this._loads = 0; // a conversation being loaded is shown only if it is still the one to show
   }
 
   /**
-   * Chrome stops an idle service worker (say, while the gateway is down) and its memory with it;
-   * the conversation is kept in session storage so the panel still shows it afterwards.
+   * Chrome stops an idle service worker (say, while the gateway is down) and its memory with it, and the
+   * person may close the browser: the conversation is kept in storage so the panel still shows it afterwards.
    */
   async restore() {
-    const index = (await chrome.storage.session.get(INDEX))[INDEX];
+    const index = (await storage().get(INDEX))[INDEX];
     if (!index || !Array.isArray(index.keys)) return;
     this._index = index.keys.filter((k) => k && typeof k.key === 'string').slice(0, SAVED_CONVERSATIONS);
     if (typeof index.current !== 'string' || this.key !== null || this.items.length) return;
@@ -133,7 +152,7 @@ export class Transcript {
   }
 
   async _load(key) {
-    const saved = (await chrome.storage.session.get(STORE + key))[STORE + key];
+    const saved = (await storage().get(STORE + key))[STORE + key];
     // A turn cannot outlive the worker that ran it: nothing restored is still streaming.
     return saved && Array.isArray(saved.items) ? saved.items.map((i) => ({ ...i, open: false })) : [];
   }
@@ -142,7 +161,9 @@ export class Transcript {
     // New ids: a panel keys its rows by id, and these come from another numbering.
     this.items = items.map((i) => ({ ...i, id: this._next++ }));
     this._toolIds.clear();
-    for (const item of this.items) if (item.kind === 'tool' && item.toolCallId) this._toolIds.set(item.toolCallId, item);
+    for (const item of this.items) {
+      if (item.kind === 'tool' && item.toolCallId) this._toolIds.set(toolCallKey(item.turn, item.toolCallId), item);
+    }
     this.onReset(this.items);
   }
 
@@ -191,14 +212,14 @@ export class Transcript {
     clearTimeout(this._saveTimer);
     this._saveTimer = null;
     this._index = this._index.filter((k) => k.key !== key);
-    chrome.storage.session.remove(STORE + key).catch(() => {});
+    storage().remove(STORE + key).catch(() => {});
   }
 
   _touch() {
     const dropped = [];
     this._index = [{ key: this.key, at: Date.now() }, ...this._index.filter((k) => k.key !== this.key)];
     while (this._index.length > SAVED_CONVERSATIONS) dropped.push(STORE + this._index.pop().key);
-    if (dropped.length) chrome.storage.session.remove(dropped).catch(() => {});
+    if (dropped.length) storage().remove(dropped).catch(() => {});
   }
 
   /** Writes a pending save now (before the conversation on screen changes); resolves once stored. */
@@ -214,7 +235,7 @@ export class Transcript {
     const data = { [INDEX]: index };
     if (this.key !== null) data[STORE + this.key] = { items: savedItems(this.items) };
     try {
-      await chrome.storage.session.set(data);
+      await storage().set(data);
     } catch (e) {
       console.warn('openab: transcript not saved', e.message);
     }
@@ -241,6 +262,7 @@ export class Transcript {
   }
 
   add(kind, fields) {
+    if (kind === 'user') this._turn = newTurn(); // the person's prompt starts a turn
     const item = { id: this._next++, kind, at: Date.now(), ...fields };
     if (typeof item.text === 'string') item.text = item.text.slice(0, MAX_TEXT);
     this.items.push(item);
@@ -277,6 +299,9 @@ export class Transcript {
     if (update.rawInput !== undefined) fields.input = inputText(update.rawInput);
     if (update.content || update.rawOutput !== undefined) fields.text = resultText(update);
     const raw = update.rawOutput;
+    // What the guard decided, where the agent relays the tool result whole (lib/tools.js, GUARD_META).
+    const guard = raw && typeof raw === 'object' && raw._meta && typeof raw._meta === 'object' ? raw._meta[GUARD_META] : undefined;
+    if (typeof guard === 'string') fields.guard = guard.slice(0, 40);
     const images = imagesOf(update.content || (raw && Array.isArray(raw.content) ? raw.content : []));
     if (images.length) fields.images = images;
     return fields;
@@ -295,9 +320,13 @@ export class Transcript {
 
   _tool(update, fields) {
     const id = String(update.toolCallId || '');
-    const existing = this._toolIds.get(id);
+    const key = toolCallKey(this._turn, id);
+    const existing = this._toolIds.get(key);
     if (existing) this._update(existing, fields);
-    else if (id) this._toolIds.set(id, this.add('tool', { title: 'tool call', status: 'pending', text: '', toolCallId: id, ...fields }));
+    else if (id) {
+      const item = this.add('tool', { title: 'tool call', status: 'pending', text: '', toolCallId: id, turn: this._turn, ...fields });
+      this._toolIds.set(key, item);
+    }
     if (fields.images) this._keepImages();
   }
 

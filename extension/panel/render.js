@@ -4,8 +4,9 @@
 
 import { render as markdown } from './markdown.js';
 import { el } from './dom.js';
+import { describeStep } from './steps.js';
 
-const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed' };
+const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed', declined: 'declined' };
 const MARKDOWN_KINDS = new Set(['agent', 'thought']);
 // A streamed reply is parsed again as it grows: at most this often, not on every chunk.
 const RENDER_EVERY_MS = 40;
@@ -79,7 +80,8 @@ export class TranscriptView {
     const summary = el('summary', 'step-head');
     summary.append(el('span', 'title'), el('span', 'status'));
     const body = el('div', 'step-body');
-    body.append(el('div', 'step-label', 'Arguments'), el('pre', 'step-input'),
+    // The agent's own name for the step (a tool name, "Read file"), under the words the row says it in.
+    body.append(el('div', 'step-label', 'Step'), el('pre', 'step-tool'), el('div', 'step-label', 'Arguments'), el('pre', 'step-input'),
       el('div', 'step-label', 'Result'), el('pre', 'step-result'));
     details.append(summary, body);
     row.append(details, el('div', 'shots'));
@@ -87,9 +89,11 @@ export class TranscriptView {
   }
 
   _fillTool(row, item) {
-    row.className = `step ${item.status || ''}`;
-    row.querySelector('.title').textContent = item.title || 'tool call';
-    row.querySelector('.status').textContent = STATUS_WORDS[item.status] || item.status || '';
+    const step = describeStep(item);
+    row.className = `step ${step.state}${step.browser ? ' browser' : ''}`;
+    row.querySelector('.title').textContent = step.words;
+    row.querySelector('.status').textContent = STATUS_WORDS[step.state] || step.state;
+    row.querySelector('.step-tool').textContent = item.title || 'tool call';
     row.querySelector('.step-input').textContent = item.input || '(none reported)';
     row.querySelector('.step-result').textContent = item.text || (item.status === 'completed' || item.status === 'failed'
       ? '(no text)' : '(not finished)');
@@ -108,7 +112,7 @@ export class TranscriptView {
     button.title = 'Show this screenshot larger';
     const img = el('img');
     img.src = imageUrl(image);
-    img.alt = `Screenshot ${n + 1} from ${item.title || 'a tool call'}`;
+    img.alt = `Screenshot ${n + 1} from ${describeStep(item).words}`;
     button.append(img);
     button.addEventListener('click', () => this.enlarge(image, img.alt));
     return button;

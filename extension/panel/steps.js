@@ -1,0 +1,143 @@
+// A browser step as the person reads it: what happened, in words ("Opened shop.example/checkout", "Clicked
+// "Buy now"", "You declined: Type into Email"), from the tool's name and arguments, and the element's name from
+// the agent's own description of it or from the result. Steps that are not browser tools (a CLI's own "Read file")
+// keep the agent's title. Everything here came from the agent or the page: it only ever becomes text nodes.
+
+// Every tool of extension/catalogue.json (tests/browser/test_rendering.py holds the two lists equal). Each gives
+// the step's three forms and what it acts on: `[imperative, past, progressive]` and the object, from the
+// arguments and the element.
+const WORDS = {
+  browser_navigate: (a) => [['Open', 'Opened', 'Opening'], place(a.url)],
+  browser_click: (a, el) => [['Click', 'Clicked', 'Clicking'], el.quoted],
+  browser_type: (a, el) => [['Type into', 'Typed into', 'Typing into'], el.plain],
+  browser_press_key: (a, el) => [['Press', 'Pressed', 'Pressing'], `${short(a.key) || 'a key'}${el.given ? ` in ${el.plain}` : ''}`],
+  browser_select_option: (a, el) => [['Choose', 'Chose', 'Choosing'], `${quote(a.value) || 'an option'} in ${el.plain}`],
+  browser_scroll: (a, el) => [['Scroll', 'Scrolled', 'Scrolling'], a.ref != null ? `to ${el.plain}` : short(a.direction) || 'down'],
+  browser_back: () => [['Go', 'Went', 'Going'], 'back'],
+  browser_wait_for: (a) => [['Wait', 'Waited', 'Waiting'], waitedFor(a)],
+  browser_tabs: (a) => tabWords(a),
+  browser_handle_dialog: (a) => [a.accept === false ? ['Dismiss', 'Dismissed', 'Dismissing'] : ['Accept', 'Accepted', 'Accepting'],
+    "the page's dialog"],
+  browser_handoff: () => [['Hand', 'Handed', 'Handing'], 'the tab to you'],
+  browser_plan: () => [['Show', 'Showed', 'Showing'], 'you the plan'],
+  browser_snapshot: () => [['Read', 'Read', 'Reading'], 'the page'],
+  browser_read_dom: (a) => [['Read', 'Read', 'Reading'], a.selector ? `the HTML of ${short(a.selector)}` : "the page's HTML"],
+  browser_screenshot: () => [['Take', 'Took', 'Taking'], 'a screenshot'],
+};
+
+export const BROWSER_TOOLS = Object.keys(WORDS);
+
+const MAX_OBJECT = 60;
+const MAX_NAME = 50;
+
+function short(value, max = MAX_OBJECT) {
+  if (value === undefined || value === null || typeof value === 'object') return '';
+  const text = String(value).replace(/\s+/g, ' ').trim();
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
+function quote(value) {
+  const text = short(value, MAX_NAME);
+  return text ? `"${text}"` : '';
+}
+
+/** A URL as a person names a place: no scheme, no trailing slash. */
+function place(url) {
+  const text = short(url, 200).replace(/^https?:\/\//i, '').replace(/\/$/, '');
+  return short(text) || 'a page';
+}
+
+function waitedFor(a) {
+  if (a.text) return `for ${quote(a.text)}`;
+  if (a.selector) return `for ${short(a.selector)}`;
+  if (a.url) return `for ${place(a.url)}`;
+  return 'for the page to load';
+}
+
+function tabWords(a) {
+  const id = short(a.tab_id);
+  if (a.action === 'open') return [['Open', 'Opened', 'Opening'], a.url ? `a tab at ${place(a.url)}` : 'a tab'];
+  if (a.action === 'select') return [['Switch', 'Switched', 'Switching'], `to tab ${id}`];
+  if (a.action === 'close') return [['Close', 'Closed', 'Closing'], `tab ${id}`];
+  return [['List', 'Listed', 'Listing'], 'the tabs'];
+}
+
+// The element as the browser's result (or the guard's refusal) names it, in the page's block: `button "Buy now"`.
+const ELEMENT_LINE = /^(?:element: )?([a-z][\w-]*) "((?:[^"\\]|\\.)*)"/im;
+const PAGE_BLOCK = /<<<page-content (\d+)\n([\s\S]*?)\n>>>page-content \1/;
+
+/** The element a step acts on: the agent's description, else the page's name for it, else what targets it. */
+function elementOf(args, resultText) {
+  const given = short(args.element, MAX_NAME);
+  if (given) return { given: true, plain: given, quoted: `"${given}"` };
+  const block = PAGE_BLOCK.exec(resultText || '');
+  const found = block && ELEMENT_LINE.exec(block[2]);
+  if (found) {
+    const name = short(found[2].replace(/\\(.)/g, '$1'), MAX_NAME);
+    if (name) return { given: true, plain: name, quoted: `"${name}"` };
+    return { given: true, plain: `a ${found[1]}`, quoted: `a ${found[1]}` };
+  }
+  if (args.selector) return { given: true, plain: short(args.selector), quoted: short(args.selector) };
+  return { given: false, plain: 'a field', quoted: 'an element' };
+}
+
+/**
+ * The browser tool a row is about, from its title or arguments: `browser_click`, `mcp__openab_browser__browser_click`,
+ * `openab_browser: browser_click`, `openab_browser.browser_click (MCP)`, or the built-in agent's `{tool, arguments}`.
+ */
+function browserCall(title, input) {
+  const wrapped = input && typeof input === 'object' && typeof input.tool === 'string' && WORDS[input.tool];
+  if (wrapped) {
+    const args = input.arguments && typeof input.arguments === 'object' ? input.arguments : {};
+    return { tool: input.tool, args: { element: input.element, ...args } };
+  }
+  const parts = String(title || '').split(/__|[^A-Za-z0-9_]+/);
+  const tool = parts.find((p) => Object.hasOwn(WORDS, p));
+  if (!tool) return null;
+  return { tool, args: input && typeof input === 'object' && !Array.isArray(input) ? input : {} };
+}
+
+function parsed(input) {
+  if (typeof input !== 'string' || !input.trim()) return null;
+  try {
+    return JSON.parse(input);
+  } catch {
+    return null; // cut to its bound, or not JSON: the words come from the title alone
+  }
+}
+
+/**
+ * Why the browser did not take the step, when the person (or their rule) said no: the guard's refusal opens with
+ * these words (lib/guard.js), outside the page's block, which could otherwise pretend one.
+ */
+function refusal(item) {
+  const ours = String(item.text || '').replace(PAGE_BLOCK, '');
+  const said = /(?:^|\n)\s*(?:error:\s*)?not allowed by the user(?: \(([^)]*)\))?/i.exec(ours);
+  if (!said && item.guard !== 'denied') return '';
+  const why = said ? said[1] || '' : '';
+  if (/did not answer/i.test(why)) return 'You did not answer in time';
+  if (/declined/i.test(why)) return 'You declined';
+  if (said && /site rule/i.test(ours)) return 'Blocked by your site rule';
+  return 'You declined';
+}
+
+const lower = (s) => s.charAt(0).toLowerCase() + s.slice(1);
+
+/**
+ * What a tool row says: `{words, state, browser}`. `state` is the item's status, or `declined` when the person
+ * (or their site rule, or their silence) refused the step, which is not a failure of the agent or the page.
+ */
+export function describeStep(item) {
+  const status = String(item.status || '');
+  const call = browserCall(item.title, parsed(item.input));
+  if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
+  const [[verb, past, doing], object] = WORDS[call.tool](call.args, elementOf(call.args, item.text));
+  const what = object ? ` ${object}` : '';
+  if (status === 'failed') {
+    const refused = refusal(item);
+    if (refused) return { words: `${refused}: ${verb}${what}`, state: 'declined', browser: true };
+    return { words: `Could not ${lower(verb)}${what}`, state: status, browser: true };
+  }
+  if (status === 'completed') return { words: `${past}${what}`, state: status, browser: true };
+  return { words: `${doing}${what}${status === 'pending' ? ' (waiting)' : ' …'}`, state: status, browser: true };
+}
