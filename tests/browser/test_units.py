@@ -500,12 +500,14 @@ async def test_a_saved_conversation_is_bounded(page: Page) -> None:
 
 async def test_a_conversation_belongs_to_its_gateway_and_session(page: Page) -> None:
     got = await run(page, "chat.js", """(async () => {
-        await chrome.storage.session.clear();
+        const transcripts = async () => Object.keys(await chrome.storage.local.get(null))
+            .filter((k) => k.startsWith('openab.transcript')).sort();
+        await chrome.storage.local.remove(await transcripts());
         const shown = [];
         const t = new m.Transcript(() => {}, (items) => shown.push(items.map((i) => i.text)));
         const saved = async () => {
             await t.flush();
-            return Object.keys(await chrome.storage.session.get(null)).sort();
+            return transcripts();
         };
         t.add('user', {text: 'before connecting'});
         t.follow('work', 's1');                     // the first session keeps what was said before it
