@@ -14,6 +14,7 @@ import { Transcript } from './lib/chat.js';
 import { SavedSettings, activeGateway } from './lib/settings.js';
 import { AcpClient } from './lib/acp.js';
 import { Panels } from './lib/panels.js';
+import { PairLinks } from './lib/pairing.js';
 
 const settings = new SavedSettings();
 const dialogs = new Dialogs(() => panels.pushState());
@@ -48,6 +49,28 @@ const acp = new AcpClient({ mcp, guard, transcript, onChange: () => panels.pushS
 const panels = new Panels({ acp, mcp, guard, tabs, calls, transcript, settings });
 
 chrome.runtime.onConnect.addListener((port) => panels.accept(port, ready));
+
+// The pairing link (lib/pairing.js): its gateway is added as the panel's own Add gateway adds one, the same
+// router and checks, and a blank first gateway (a fresh install's) is dropped rather than left in the list.
+const pairing = new PairLinks({
+  isAgentTab: (tabId) => tabs.owned.has(tabId),
+  addGateway: async (gateway) => {
+    await ready;
+    const said = [];
+    const reply = { postMessage: (msg) => said.push(msg) };
+    const before = activeGateway(settings.current);
+    await panels._onGatewayMessage(reply, { type: 'gateway-add', ...gateway });
+    const refused = said.find((m) => m.type === 'notice' && m.level === 'error');
+    if (refused) return refused.text;
+    if (!before.url && !before.key && settings.current.gateways.length > 1) {
+      await panels._onGatewayMessage(reply, { type: 'gateway-remove', id: before.id });
+    }
+    return '';
+  },
+});
+// After the start: which tabs are the agent's is known once they are restored.
+chrome.tabs.onUpdated.addListener((tabId, change) => { ready.then(() => pairing.onUpdated(tabId, change)); });
+chrome.runtime.onMessage.addListener((msg, sender, reply) => pairing.onMessage(msg, sender, reply));
 
 async function boot() {
   // Before the socket: every MCP message and tool call reads the catalogue (lib/catalogue.js says why it is

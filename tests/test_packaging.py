@@ -1,0 +1,34 @@
+"""The wheel as `pip install` builds it: quiet (setuptools warns of nothing in it) and carrying every file of the
+extension under ``openab/extension``. The wheel loaded into Chromium is tests/browser/test_extension_package.py's."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def extension_files(folder: Path) -> set[str]:
+    # Dotfiles (extension/.gitignore) and a checkout's defaults.json are the developer's, not the extension's.
+    return {p.relative_to(folder).as_posix() for p in folder.rglob("*")
+            if p.is_file() and not p.relative_to(folder).as_posix().startswith(".")
+            and "__pycache__" not in p.parts and p.name != "defaults.json"}
+
+
+def test_the_wheel_builds_without_setuptools_warnings_and_ships_the_whole_extension(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(tmp_path), str(REPO)],
+                          capture_output=True, text=True, timeout=300)
+    said = done.stdout + done.stderr
+    assert done.returncode == 0, said
+    # A subfolder of extension/ that is not a listed package makes setuptools print a dozen-line warning for it.
+    assert "Package would be ignored" not in said, said
+    assert "SetuptoolsDeprecationWarning" not in said, said
+    wheel = next(tmp_path.glob("openab-*.whl"))
+    shipped = {name.removeprefix("openab/extension/") for name in zipfile.ZipFile(wheel).namelist()
+               if name.startswith("openab/extension/")}
+    assert {"manifest.json", "background.js", "panel/sidepanel.html", "lib/mcp.js", "icons/icon128.png",
+            "page/agent.js"} <= shipped
+    assert shipped == extension_files(REPO / "extension"), "the wheel's extension differs from extension/"
