@@ -57,9 +57,10 @@ function agentOf(result) {
 
 /**
  * What to tell the person when the socket to `url` never opened, from the HTTP `status` the same
- * address gave a plain request with the same key (`null`: no HTTP answer at all).
+ * address gave a plain request with the same key (`null`: no HTTP answer at all). `keySent`: whether
+ * a key went with it; a 401 to no key is a gateway asking for one, not refusing one.
  */
-export function refusalReason(url, status) {
+export function refusalReason(url, status, keySent = true) {
   const u = new URL(url);
   const where = `The gateway at ${u.host}`;
   if (status === null) {
@@ -70,7 +71,9 @@ export function refusalReason(url, status) {
   }
   switch (status) {
     case 401:
-      return `${where} refused the key. Paste the key from the gateway's pairing line into the settings.`;
+      return keySent
+        ? `${where} refused the key. Paste the key from the gateway's pairing line into the settings.`
+        : `${where} needs a key: paste the key from the gateway's pairing line into the settings.`;
     case 403:
       return `${where} refused this browser (HTTP 403: its origin or host name is not allowed). `
         + 'Set a key on the gateway, or add this extension to OPENAB_ACP_ALLOWED_ORIGINS.';
@@ -81,6 +84,14 @@ export function refusalReason(url, status) {
         + 'a proxy or ingress in between does not pass WebSocket upgrades.';
     default:
       return `${u.host} answered HTTP ${status} at ${u.pathname}: not an openab gateway's WebSocket endpoint. Check the URL.`;
+  }
+}
+
+function hostOf(url) {
+  try {
+    return new URL(url).host;
+  } catch {
+    return '';
   }
 }
 
@@ -100,6 +111,7 @@ export class Link {
     this.agent = ''; // the one this session runs
     this.state = { status: 'off', detail: 'Not configured', retryAt: 0, attempts: 0, since: Date.now() };
     this._retryTimer = null;
+    this.held = false; // the person's edit was refused: the saved gateway is not redialled until a save (refuseEdit)
     this._keepaliveTimer = null;
     this._generation = 0;
   }
@@ -121,6 +133,7 @@ export class Link {
       this.agent = '';
     }
     this.state.attempts = 0;
+    this.held = false;
     const problem = checkUrl(gateway.url) || checkKey(gateway.key);
     if (problem) {
       this._setState({ status: 'off', detail: problem });
@@ -131,11 +144,29 @@ export class Link {
 
   /** A wake-up (alarm, panel opened, user asked): dial now if we are waiting to retry. */
   poke() {
-    if (!this.settings || checkUrl(this.settings.url) || checkKey(this.settings.key)) return;
+    if (!this.settings || this.held || checkUrl(this.settings.url) || checkKey(this.settings.key)) return;
     if (!this.ws) {
       clearTimeout(this._retryTimer);
       this._dial();
     }
+  }
+
+  /**
+   * The person's new gateway URL or key (`what`) was refused before it was saved, for `problem`. The saved
+   * gateway stays configured: a live connection carries on, and one that was failing is not dialled again
+   * (nor its old error repeated) until the person saves a value that is valid, which configure() dials.
+   */
+  refuseEdit(what, problem) {
+    const host = this.settings ? hostOf(this.settings.url) : '';
+    const why = `The new ${what} was not saved: ${problem.replace(/[.\s]*$/, '')}.`;
+    if (this.connected) {
+      this._setState({ detail: `${why} Still connected to ${host}.` });
+      return;
+    }
+    this.held = true;
+    this._teardown('the settings changed');
+    const kept = host ? ` The saved gateway (${host}) is kept, and not dialled until a valid ${what} is saved.` : '';
+    this._setState({ status: 'off', detail: `${why}${kept}`, retryAt: 0 });
   }
 
   get connected() {
@@ -276,7 +307,7 @@ export class Link {
       const res = await fetch(http, {
         method: 'GET', cache: 'no-store', credentials: 'omit', headers, signal: AbortSignal.timeout(3000),
       });
-      return refusalReason(url, res.status);
+      return refusalReason(url, res.status, Boolean(this.settings.key));
     } catch {
       return refusalReason(url, null);
     }

@@ -102,8 +102,14 @@ export class Panels {
         return guard.decide(String(msg.id), String(msg.decision));
       case 'settings': {
         const patch = msg.patch && typeof msg.patch === 'object' ? msg.patch : {};
-        const problem = ('url' in patch && checkUrl(String(patch.url).trim())) || ('key' in patch && checkKey(String(patch.key).trim()));
-        if (problem) return port.postMessage({ type: 'notice', level: 'error', text: problem });
+        const urlProblem = 'url' in patch && checkUrl(String(patch.url).trim());
+        const problem = urlProblem || ('key' in patch && checkKey(String(patch.key).trim()));
+        if (problem) {
+          // Said under the box it is about; the link line says the saved gateway stays, not the old error.
+          port.postMessage({ type: 'notice', level: 'error', text: problem, field: urlProblem ? 'set-url' : 'set-key' });
+          acp.link.refuseEdit(urlProblem ? 'URL' : 'key', problem);
+          return this.pushState();
+        }
         if (!patch.key) delete patch.key; // an empty key box means "keep the saved key"
         if (patch.clearKey) patch.key = '';
         await settings.save(patch);
@@ -113,7 +119,10 @@ export class Panels {
       }
       case 'site-rule': {
         const origin = normaliseOrigin(msg.origin);
-        if (!origin) return port.postMessage({ type: 'notice', level: 'error', text: 'Type a site such as example.com or https://example.com.' });
+        if (!origin) {
+          return port.postMessage({ type: 'notice', level: 'error', field: 'rule-origin',
+            text: 'Type a site such as example.com (http and https) or https://example.com (that scheme only).' });
+        }
         const rules = { ...settings.current.siteRules };
         if (msg.rule === 'always' || msg.rule === 'never') rules[origin] = msg.rule;
         else delete rules[origin];

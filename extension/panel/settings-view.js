@@ -1,7 +1,7 @@
 // The settings section: the saved gateways, the active gateway's form (name, URL, key, autopilot) and the
 // site rules. It never sees a key: the worker sends only whether one is saved.
 
-import { isHostRule, parsePairing } from '../lib/settings.js';
+import { checkKey, isHostRule, normaliseOrigin, parsePairing } from '../lib/settings.js';
 import { $, el } from './dom.js';
 
 // The settings boxes the person has changed and not saved. The panel redraws on every state, once a
@@ -60,6 +60,30 @@ function renderRules(cfg, send) {
   }
 }
 
+// The boxes an error can be about, each with its line under it (`${id}-error`, the box's aria-describedby).
+const FIELDS = ['set-url', 'set-key', 'rule-origin'];
+
+/**
+ * Shows the worker's refusal of what the person typed next to the box it is about, and takes them there. An
+ * error about a box sits under that box, not at the foot of the settings, where it reads as another's.
+ */
+export function showFieldError(field, text) {
+  if (!FIELDS.includes(field)) return false;
+  const line = $(`${field}-error`);
+  line.textContent = text;
+  line.hidden = false;
+  $(field).setAttribute('aria-invalid', 'true');
+  showSettings(true);
+  $(field).focus();
+  return true;
+}
+
+function clearFieldError(field) {
+  $(`${field}-error`).hidden = true;
+  $(`${field}-error`).textContent = '';
+  $(field).removeAttribute('aria-invalid');
+}
+
 /** Redraws the section from the worker's public settings. */
 export function renderSettings(cfg, send) {
   renderGateways(cfg, send);
@@ -76,10 +100,15 @@ export function showSettings(open) {
 export function wireSettings(send) {
   for (const id of ['set-name', 'set-url', 'set-autopilot']) $(id).addEventListener('input', () => edited.add(id));
   $('toggle-settings').addEventListener('click', () => showSettings($('settings').hidden));
+  // An error stands until the box it is about is changed, or sent again.
+  for (const id of FIELDS) $(id).addEventListener('input', () => clearFieldError(id));
   $('settings-form').addEventListener('submit', (e) => {
     e.preventDefault();
+    clearFieldError('set-url');
+    clearFieldError('set-key');
     send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked } });
-    $('set-key').value = '';
+    // A key the worker will refuse stays in its box, under its error, for the person to correct.
+    if (!checkKey($('set-key').value.trim())) $('set-key').value = '';
   });
   $('clear-key').addEventListener('click', () => send({ type: 'settings', patch: { clearKey: true } }));
   // The pod's whole pairing text pasted into the URL or key box fills both: a URL field would drop its line
@@ -96,8 +125,9 @@ export function wireSettings(send) {
   }
   $('rule-form').addEventListener('submit', (e) => {
     e.preventDefault();
+    clearFieldError('rule-origin');
     send({ type: 'site-rule', origin: $('rule-origin').value, rule: $('rule-kind').value });
-    $('rule-origin').value = '';
+    if (normaliseOrigin($('rule-origin').value)) $('rule-origin').value = ''; // else it stays, under its error
   });
   $('add-gateway').addEventListener('click', () => send({ type: 'gateway-add' }));
 }

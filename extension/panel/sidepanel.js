@@ -6,7 +6,7 @@
 import { TranscriptView } from './render.js';
 import { renderCards } from './cards.js';
 import { renderAgentTabs } from './tab-list.js';
-import { renderSettings, showSettings, wireSettings } from './settings-view.js';
+import { renderSettings, showFieldError, showSettings, wireSettings } from './settings-view.js';
 import { renderHeader } from './header.js';
 import { $ } from './dom.js';
 
@@ -55,7 +55,8 @@ function connect() {
     if (msg.type === 'state') renderState(msg);
     else if (msg.type === 'item') transcript.show(msg.item);
     else if (msg.type === 'transcript') transcript.showAll(msg.items);
-    else if (msg.type === 'notice') notice(msg.text, msg.level);
+    // A notice about a settings box shows under that box.
+    else if (msg.type === 'notice' && !(msg.field && showFieldError(msg.field, msg.text))) notice(msg.text, msg.level);
   });
   port.onDisconnect.addListener(() => {
     port = null;

@@ -450,7 +450,7 @@ async def test_settings_refuse_a_plain_remote_url(panel: Page, tunnel: Tunnel) -
     await panel.locator("#toggle-settings").click()
     await panel.locator("#set-url").fill("ws://gateway.example.com/acp")
     await panel.locator("#save-settings").click()
-    await expect(panel.locator("#notice")).to_contain_text("Plain ws:// is only allowed for localhost")
+    await expect(panel.locator("#set-url-error")).to_contain_text("Plain ws:// is only allowed for localhost")
     await expect(panel.locator("#pill-link")).to_have_text("connected")  # nothing was changed
     assert await panel.locator("#set-key").input_value() == ""  # the key is never shown
     assert await panel.locator("#set-key").get_attribute("placeholder") == "saved (type to replace)"
