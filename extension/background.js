@@ -9,6 +9,7 @@ import { BrowserTools, checkImplemented } from './lib/tools.js';
 import { loadCatalogue } from './lib/catalogue.js';
 import { AgentTabs, ChatCalls } from './lib/tabs.js';
 import { Guard } from './lib/guard.js';
+import { Plan } from './lib/plan.js';
 import { Dialogs } from './lib/dialogs.js';
 import { Transcript } from './lib/chat.js';
 import { SavedSettings, activeGateway } from './lib/settings.js';
@@ -36,6 +37,7 @@ const guard = new Guard(
     acp.sayAsking();
     panels.pushState();
   },
+  new Plan(() => settings.current),
 );
 const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs);
 const transcript = new Transcript(

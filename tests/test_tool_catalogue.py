@@ -89,7 +89,10 @@ def test_each_tool_is_an_mcp_tool_with_a_valid_schema_and_its_annotations() -> N
         assert schema["type"] == "object" and isinstance(schema["properties"], dict), name
         assert set(schema.get("required", [])) <= set(schema["properties"]), name
         for argument, prop in schema["properties"].items():
-            assert prop.get("type") in {"string", "integer", "boolean"}, (name, argument)
+            assert prop.get("type") in {"string", "integer", "boolean", "array"}, (name, argument)
+            # A list is of strings, and says so: some clients (Gemini's) refuse an array without its items.
+            if prop["type"] == "array":
+                assert prop.get("items", {}).get("type") == "string", (name, argument)
         # Every hint said outright: MCP's defaults (destructive, not idempotent) are a client's guess, not ours.
         assert set(tool["annotations"]) == set(HINTS), name
         assert all(isinstance(tool["annotations"][hint], bool) for hint in HINTS), name

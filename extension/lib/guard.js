@@ -8,7 +8,7 @@ import { ruleFor } from './settings.js';
 const RISKY_WORDS =
   /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
 const CARD_TIMEOUT_MS = 5 * 60_000;
-const MAX_CARDS = 32;
+export const MAX_CARDS = 32;
 
 function originOf(url) {
   try {
@@ -174,9 +174,11 @@ export class Guard {
    * @param {() => object} getSettings  current settings (autopilot, siteRules)
    * @param {(origin: string, rule: string) => Promise<void>} setRule  persists a site rule
    * @param {() => void} onChange  the pending cards changed
+   * @param {import('./plan.js').Plan | null} plan  the plan the person approved for the task (Ask before acting)
    */
-  constructor(getSettings, setRule, onChange) {
+  constructor(getSettings, setRule, onChange, plan = null) {
     this.getSettings = getSettings;
+    this.plan = plan;
     this.setRule = setRule;
     this.onChange = onChange;
     this.cards = new Map();
@@ -209,6 +211,9 @@ export class Guard {
     this._refuseNever(origin, originOf(tabUrl));
     const rule = ruleFor(siteRules, origin);
     const risky = classify(tool, desc, args);
+    // An approved plan keeps the task on its sites, and there lets the routine risky steps run (lib/plan.js).
+    const planned = this.plan && (await this.plan.check(this, { tool, desc, risky, tabUrl, signal }));
+    if (planned) return planned;
     if (!risky) return { asked: false, risky };
     // A site rule or autopilot covers routine risky steps; credentials and payments always ask.
     if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
@@ -258,7 +263,7 @@ export class Guard {
 
   /** What the panel renders: no callbacks, no timers. */
   publicCards() {
-    return [...this.cards.values()].map(({ id, kind, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }) =>
-      ({ id, kind, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }));
+    return [...this.cards.values()].map(({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }) =>
+      ({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }));
   }
 }

@@ -95,8 +95,11 @@ export class Panels {
     const { acp, guard, tabs, settings } = this;
     switch (msg.type) {
       case 'prompt':
+        // A plan covers the task the person asked: a message that starts a new turn is a new task (lib/plan.js).
+        if (!acp.turn) guard.plan?.end();
         return acp.prompt(msg.text);
       case 'cancel':
+        guard.plan?.end();
         return acp.stop();
       case 'decide':
         return guard.decide(String(msg.id), String(msg.decision));
@@ -143,6 +146,7 @@ export class Panels {
       case 'new-chat':
         // The session it ends may be waiting on the person (a handoff, a guard card): that wait ends too.
         guard.cancelAll();
+        guard.plan?.end();
         await this._newChat(port, typeof msg.agent === 'string' ? msg.agent : undefined);
         return this.pushState();
       case 'unshare-tab': {
@@ -210,6 +214,7 @@ export class Panels {
       settings.current = await removeGateway(settings.current, String(msg.id));
     }
     if (settings.current.active !== before) {
+      this.guard.plan?.end();
       // The conversation on screen is the other gateway's session; it stays there, saved with that gateway.
       this.transcript.follow(activeGateway(settings.current).id, null);
       // Tabs belong to a chat: the other gateway's agent never inherits this one's (lib/tabs.js, releaseAll).

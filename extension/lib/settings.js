@@ -14,6 +14,7 @@ export const DEFAULTS = Object.freeze({
   gateways: [], // {id, name, url, key}
   active: '', // the id of the gateway the link dials
   autopilot: false,
+  askBeforeActing: false, // every task starts with a plan the person approves (lib/plan.js)
   siteRules: {}, // origin (scheme://host[:port]) or host[:port] -> 'always' | 'never' (normaliseOrigin)
 });
 
@@ -177,6 +178,7 @@ export function sanitise(input) {
   if (typeof input.key === 'string') out.key = input.key.trim();
   if (typeof input.name === 'string') out.name = input.name.trim().slice(0, MAX_NAME);
   if (typeof input.autopilot === 'boolean') out.autopilot = input.autopilot;
+  if (typeof input.askBeforeActing === 'boolean') out.askBeforeActing = input.askBeforeActing;
   if (Array.isArray(input.gateways)) out.gateways = input.gateways;
   if (typeof input.active === 'string') out.active = input.active;
   if (input.siteRules && typeof input.siteRules === 'object') {
@@ -234,6 +236,7 @@ export function publicSettings(s) {
     active: s.active,
     gateways: s.gateways.map((g) => ({ id: g.id, name: g.name, url: g.url, hasKey: Boolean(g.key) })),
     autopilot: s.autopilot,
+    askBeforeActing: s.askBeforeActing,
     siteRules: { ...s.siteRules },
   };
 }

@@ -30,7 +30,7 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
   const what = loc.label;
   const element = args.ref || focused ? `element: ${desc.role} "${desc.name}"` : '';
   if (opensTab(desc)) {
-    const opened = await b.tabs.open(call.destination(checkNavigable(desc.href)), tab.id);
+    const opened = await b.tabs.open(await call.going(checkNavigable(desc.href)), tab.id);
     const done = await b.loads.waitLoaded(opened.id, call.signal).catch(() => opened);
     return { verb: 'clicked', what, element, desc, opened: { id: opened.id, url: done.url || desc.href } };
   }

@@ -55,7 +55,7 @@ function checkLanded(b, call, url, done) {
 }
 
 async function navigate(b, args, call) {
-  const url = call.destination(checkNavigable(await onAgentSite(b, args.url)));
+  const url = await call.going(checkNavigable(await onAgentSite(b, args.url)));
   let tab;
   if (b.tabs.current == null) {
     tab = await b.tabs.open(url);
@@ -102,7 +102,7 @@ async function tabs(b, args, call) {
       return text(untrusted(lines.join('\n')));
     }
     case 'open': {
-      const url = call.destination(checkNavigable(args.url));
+      const url = await call.going(checkNavigable(args.url));
       const tab = await b.tabs.open(url);
       const done = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
       checkLanded(b, call, url, done);

@@ -1,8 +1,8 @@
 // The browser tools: which implementation runs a call, one call at a time, and what its result carries. Their
 // definitions are in ../catalogue.json (lib/catalogue.js); their implementations, by kind, in tools-read.js
 // (reading the page), tools-act.js (acting on it), tools-tabs.js (pages and tabs), tools-screenshot.js and
-// tools-person.js (a JavaScript dialog, the person's turn). Every failure the agent can fix comes back as an
-// isError result that says what to do next.
+// tools-person.js (a JavaScript dialog, the person's turn), and the plan the person approves in plan.js. Every
+// failure the agent can fix comes back as an isError result that says what to do next.
 
 import { ToolError, NOT_ALLOWED, throwIfCancelled } from './errors.js';
 import { TOOLS } from './catalogue.js';
@@ -14,6 +14,7 @@ import { ACTING_TOOLS } from './tools-act.js';
 import { TAB_TOOLS } from './tools-tabs.js';
 import { SCREENSHOT_TOOLS } from './tools-screenshot.js';
 import { PERSON_TOOLS, dialogMet } from './tools-person.js';
+import { PLAN_TOOLS } from './plan.js';
 
 export { TOOLS };
 
@@ -26,7 +27,7 @@ const ASKED_ALLOWED = 'asked-allowed'; // the person was asked and said yes
 const DENIED = 'denied'; // a site rule or the person said no
 
 // Tools that never wait on the page's script: an open dialog neither blocks nor ends them.
-const DIALOG_FREE = new Set(['browser_tabs']);
+const DIALOG_FREE = new Set(['browser_tabs', 'browser_plan']);
 // The person has the tab during a handoff and answers the dialogs they meet themselves.
 const PERSONS_TURN = new Set(['browser_handoff']);
 
@@ -36,7 +37,7 @@ const PERSONS_TURN = new Set(['browser_handoff']);
  */
 const IMPLEMENTATIONS = (() => {
   const all = new Map();
-  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS]) {
+  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS]) {
     for (const [name, run] of Object.entries(kind)) {
       if (all.has(name)) throw new Error(`the browser tool ${name} is implemented twice`);
       all.set(name, run);
@@ -91,6 +92,23 @@ class ToolCall {
       this.decision = DENIED;
       throw e;
     }
+  }
+
+  /**
+   * A page the call is about to load: the site rules (destination), then, off an approved plan's sites, the
+   * person's yes (lib/plan.js); a yes to the very step that leads there (a link the card named) stands.
+   */
+  async going(url) {
+    this.destination(url);
+    const plan = this._guard.plan;
+    if (this.decision === ASKED_ALLOWED || !plan) return url;
+    try {
+      if (await plan.checkDestination(this._guard, url, this.signal)) this.decision = ASKED_ALLOWED;
+    } catch (e) {
+      if (e instanceof ToolError && e.code === NOT_ALLOWED) this.decision = DENIED;
+      throw e;
+    }
+    return url;
   }
 
   /** A step the person's yes to an earlier one covers (the dialog their approved click opened). */
@@ -178,6 +196,10 @@ export class BrowserTools {
    * there is what a call reports instead of running, and one that opens while it runs ends it.
    */
   async _run(name, args, call) {
+    // "Ask before acting": a step that changes something waits for an approved plan (lib/plan.js), decided once
+    // the calls queued before it (a browser_plan among them) are done.
+    const unplanned = this.guard.plan ? this.guard.plan.refusal(name, args) : '';
+    if (unplanned) return { ...text(unplanned), isError: true };
     const implementation = IMPLEMENTATIONS.get(name);
     const body = () => implementation(this._parts, args, call);
     const tabId = this.tabs.current;

@@ -3,6 +3,37 @@
 
 import { $, el } from './dom.js';
 
+/**
+ * The plan the agent asks the person to approve (lib/plan.js), and a step off it. The summary, the steps and the
+ * sites are the agent's words; each site is shown as the host (or origin) it lets the agent act on.
+ */
+function renderPlanCard(card, c, button) {
+  if (c.kind === 'off-plan') {
+    button('Allow once', 'allow', 'allow');
+    if (c.site) button(`Add ${c.site} to the plan`, 'add', 'quiet');
+    button("Don't allow", 'deny');
+    return;
+  }
+  const plan = c.plan || { steps: [], sites: [] };
+  card.append(el('div', 'reason', c.reason || ''));
+  const steps = el('ol', 'plan-steps');
+  for (const s of plan.steps) steps.append(el('li', '', s));
+  // The sites in the note's larger type, each host in bold: what the approval lets the agent act on.
+  const sites = el('ul', 'plan-sites');
+  for (const s of plan.sites) {
+    const li = el('li', 'site');
+    li.append(el('strong', '', s));
+    sites.append(li);
+  }
+  const where = el('div', 'note', 'Sites it will use:');
+  where.append(sites);
+  card.append(steps, where);
+  card.append(el('div', 'note', 'Approving lets routine steps on these sites run without asking, until your next ' +
+    'message. Passwords, one-time codes, payments and uploads still ask; any other site asks first.'));
+  button('Approve', 'approve', 'allow');
+  button("Don't approve", 'deny');
+}
+
 /** @param {object[]} cards  @param {(msg: object) => void} send */
 export function renderCards(cards, send) {
   const box = $('cards');
@@ -24,7 +55,9 @@ export function renderCards(cards, send) {
       b.addEventListener('click', () => send({ type: 'decide', id: c.id, decision }));
       row.append(b);
     };
-    if (c.kind === 'handoff') {
+    if (c.kind === 'plan' || c.kind === 'off-plan') {
+      renderPlanCard(card, c, button);
+    } else if (c.kind === 'handoff') {
       // The agent's words, shown as its request to the person; they act in the tab, not on this card.
       card.insertBefore(el('div', 'reason', c.reason || ''), card.querySelector('.where'));
       const until = c.expiresAt ? new Date(c.expiresAt).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '';

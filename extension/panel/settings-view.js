@@ -11,7 +11,7 @@ const edited = new Set();
 let storedForm = '';
 
 function fillSettingsForm(cfg) {
-  const stored = JSON.stringify([cfg.active, cfg.name, cfg.url, cfg.autopilot]);
+  const stored = JSON.stringify([cfg.active, cfg.name, cfg.url, cfg.autopilot, cfg.askBeforeActing]);
   if (stored !== storedForm) {
     storedForm = stored;
     edited.clear();
@@ -20,6 +20,7 @@ function fillSettingsForm(cfg) {
   if (free('set-url')) $('set-url').value = cfg.url;
   if (free('set-name')) $('set-name').value = cfg.name || '';
   if (free('set-autopilot')) $('set-autopilot').checked = cfg.autopilot;
+  if (free('set-ask-first')) $('set-ask-first').checked = Boolean(cfg.askBeforeActing);
   $('set-key').placeholder = cfg.hasKey ? 'saved (type to replace)' : 'none';
 }
 
@@ -98,7 +99,7 @@ export function showSettings(open) {
 
 /** Wires the section's forms and buttons to the worker, once. */
 export function wireSettings(send) {
-  for (const id of ['set-name', 'set-url', 'set-autopilot']) $(id).addEventListener('input', () => edited.add(id));
+  for (const id of ['set-name', 'set-url', 'set-autopilot', 'set-ask-first']) $(id).addEventListener('input', () => edited.add(id));
   $('toggle-settings').addEventListener('click', () => showSettings($('settings').hidden));
   // An error stands until the box it is about is changed, or sent again.
   for (const id of FIELDS) $(id).addEventListener('input', () => clearFieldError(id));
@@ -106,7 +107,8 @@ export function wireSettings(send) {
     e.preventDefault();
     clearFieldError('set-url');
     clearFieldError('set-key');
-    send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked } });
+    send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked,
+      askBeforeActing: $('set-ask-first').checked } });
     // A key the worker will refuse stays in its box, under its error, for the person to correct.
     if (!checkKey($('set-key').value.trim())) $('set-key').value = '';
   });
