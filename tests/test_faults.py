@@ -427,5 +427,7 @@ async def test_a_drain_lets_a_turn_finish_refuses_new_prompts_and_cancels_a_turn
     assert refused.value.code == -32000 and "shutting down" in str(refused.value.message)
     assert late not in [sid for sid, _ in agent.prompts]
     assert finished == {"stopReason": "end_turn"}
-    assert cancelled == {"stopReason": "cancelled"} and agent.cancelled == [stuck]
+    # The gateway's stop cancelled it, and its answer says so: the person did not press Stop.
+    assert cancelled == {"stopReason": "cancelled", "_meta": {"dev.openab/stopped": "gateway_shutdown"}}
+    assert agent.cancelled == [stuck]
     assert 1.5 <= took < 1.5 + 1 + 1

@@ -46,6 +46,10 @@ ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 AGENTS_META: Final = META_PREFIX + "agents"
 # The one a session runs: chosen in session/new ``_meta``, said back in the session/new and resume results.
 AGENT_META: Final = META_PREFIX + "agent"
+# Why a turn answered ``cancelled`` when the client did not cancel it, in the session/prompt result's ``_meta``:
+# STOPPED_SHUTDOWN, the gateway stopping (SIGTERM) cancelled it, so the panel does not say the person stopped it.
+STOPPED_META: Final = META_PREFIX + "stopped"
+STOPPED_SHUTDOWN: Final = "gateway_shutdown"
 # ACP's error code for an agent that needs its user to sign in first.
 AUTH_REQUIRED: Final = -32000
 # Checked with fullmatch: `$` also matches before a final newline, and "sess_<uuid>\n" would become a session

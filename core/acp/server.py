@@ -45,6 +45,8 @@ from .logcontext import SESSION_TAG, log_context
 from .schema import (
     AGENT_META,
     PERMISSION_RELAY_META,
+    STOPPED_META,
+    STOPPED_SHUTDOWN,
     AcpServerDeclaration,
     AgentOffer,
     CancelParams,
@@ -94,6 +96,7 @@ class _Turn:
         self.changed = asyncio.Event()  # the turn looks at its clock again
         self.clock: TurnClock = server.person.clock(changed=self.changed.set)
         self.clock.arm(IDLE, server.settings.prompt_idle_timeout)
+        self.shutdown = False  # cancelled by the gateway's stop, not by the client
 
     @property
     def session(self) -> Session:
@@ -126,8 +129,16 @@ class _Turn:
             raise PermissionUnavailable("the extension answered the permission request without an outcome")
         return result
 
-    def cancel(self) -> None:
+    def cancel(self, *, shutdown: bool = False) -> None:
+        # A turn the client cancelled first stays the client's cancel, whatever cancels it again.
+        self.shutdown = self.shutdown or (shutdown and not self.clock.cancelled)
         self.clock.cancel(grace=self._server.settings.cancel_grace)
+
+    def cancelled_answer(self) -> JsonObject:
+        """The session/prompt answer of a cancelled turn: one the gateway's stop cancelled says so."""
+        if self.shutdown:
+            return {"stopReason": "cancelled", "_meta": {STOPPED_META: STOPPED_SHUTDOWN}}
+        return {"stopReason": "cancelled"}
 
 
 class AcpConnections:
@@ -170,7 +181,7 @@ class AcpConnections:
         left = self.turns_in_flight
         if left:
             for connection in list(self._by_id.values()):
-                connection.cancel_turns()
+                connection.cancel_turns(shutdown=True)
             await self._until_no_turns(grace)
         return left
 
@@ -460,7 +471,7 @@ class AcpServerConnection:
                     if left <= 0:
                         # The backend did not stop in time; the client was promised an answer.
                         work.cancel()
-                        return {"stopReason": "cancelled"}
+                        return turn.cancelled_answer()
                 else:
                     # Stopped while a person is asked: their wait has its own bound (docs/architecture.md).
                     left = clock.left(IDLE)
@@ -475,7 +486,7 @@ class AcpServerConnection:
                     changed.cancel()
             stop_reason = work.result()
             if clock.cancelled:
-                stop_reason = "cancelled"
+                return turn.cancelled_answer()
             return {"stopReason": stop_reason}
         except asyncio.CancelledError:
             # The socket went away mid-turn: the agent must not keep working for nobody.
@@ -498,10 +509,11 @@ class AcpServerConnection:
     def turns_in_flight(self) -> int:
         return len(self._turns)
 
-    def cancel_turns(self) -> None:
-        """Cancel every turn running on this socket, as the client's ``session/cancel`` would."""
+    def cancel_turns(self, *, shutdown: bool = False) -> None:
+        """Cancel every turn running on this socket, as the client's ``session/cancel`` would; ``shutdown``: for
+        the gateway's stop, which each turn's answer then names."""
         for session_id, turn in list(self._turns.items()):
-            self._cancel_turn(session_id, turn)
+            self._cancel_turn(session_id, turn, shutdown=shutdown)
 
     def _cancel(self, params: Any) -> None:
         try:
@@ -520,8 +532,8 @@ class AcpServerConnection:
             return  # a notification gets no error answer
         self.person.asked(asking, up_to=self.settings.permission_timeout)
 
-    def _cancel_turn(self, session_id: str, turn: _Turn) -> None:
-        turn.cancel()
+    def _cancel_turn(self, session_id: str, turn: _Turn, *, shutdown: bool = False) -> None:
+        turn.cancel(shutdown=shutdown)
         self.spawn(self.backend.cancel(session_id), name=f"cancel {session_id}")
 
     # -- life --------------------------------------------------------------------------------------------------

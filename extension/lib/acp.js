@@ -9,6 +9,21 @@ import { RpcError, METHOD_NOT_FOUND } from './rpc.js';
 // How long the panel waits for a prompt's answer; the pod holds its permission wait under it (core/settings.py).
 const PROMPT_TIMEOUT_MS = 30 * 60_000;
 const MAX_PROMPT_CHARS = 100_000;
+// Why a turn was cancelled that the person did not stop (the gateway's session/prompt answer, core/acp/schema.py).
+const STOPPED_META = 'dev.openab/stopped';
+
+/**
+ * What the transcript says of a cancelled turn the person did not stop, or '' for the usual "Stopped: <reason>":
+ * "cancelled" alone would read as their own Stop.
+ */
+function stoppedNote(res, turn) {
+  if (!res || res.stopReason !== 'cancelled') return '';
+  if (res._meta && res._meta[STOPPED_META] === 'gateway_shutdown') {
+    return 'The gateway shut down during this turn, so the agent stopped before it finished. ' +
+      'Send your message again once the gateway is back.';
+  }
+  return turn && turn.stopped ? '' : 'The turn was cancelled by the gateway or the agent, not by you.';
+}
 
 export class AcpClient {
   /**
@@ -124,7 +139,7 @@ export class AcpClient {
       const res = await link.request('session/prompt', {
         sessionId: link.sessionId, prompt: [{ type: 'text', text: body }],
       }, PROMPT_TIMEOUT_MS);
-      transcript.endTurn(res && res.stopReason);
+      transcript.endTurn(res && res.stopReason, stoppedNote(res, this.turn));
     } catch (e) {
       transcript.endTurn();
       transcript.add('error', { text: `The prompt failed: ${e.message}` });
@@ -136,7 +151,10 @@ export class AcpClient {
 
   /** Stop: the turn running is cancelled. */
   stop() {
-    if (this.turn) this.link.notify('session/cancel', { sessionId: this.turn.sessionId });
+    if (this.turn) {
+      this.turn.stopped = true; // the person's Stop: a cancel they did not ask for is worded otherwise
+      this.link.notify('session/cancel', { sessionId: this.turn.sessionId });
+    }
     // A pending confirmation must not outlive Stop and be approved later by accident.
     this.guard.cancelAll();
   }

@@ -284,10 +284,11 @@ export class Transcript {
     else this.add(kind, { text: chunk, open: true });
   }
 
-  /** Closes streamed items so the next turn starts new ones. */
-  endTurn(stopReason) {
+  /** Closes streamed items so the next turn starts new ones. `note`: what to say instead of "Stopped: <reason>". */
+  endTurn(stopReason, note = '') {
     for (const item of this.items) if (item.open) this._update(item, { open: false });
-    if (stopReason && stopReason !== 'end_turn') this.add('system', { text: `Stopped: ${stopReason}` });
+    if (note) this.add('system', { text: note });
+    else if (stopReason && stopReason !== 'end_turn') this.add('system', { text: `Stopped: ${stopReason}` });
   }
 
   /** The fields of a tool row that a tool_call or tool_call_update carries. */
