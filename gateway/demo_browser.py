@@ -25,6 +25,8 @@ _FLAGS = (
     "--no-default-browser-check", "--disable-background-networking", "--disable-component-update",
     "--disable-sync", "--disable-default-apps", "--disable-dev-shm-usage", "--password-store=basic",
     "--window-size=1280,943",
+    # The DevTools port the side panel's screenshot is taken through (.demo_panel), on loopback, at a free port.
+    "--remote-debugging-port=0",
 )
 
 HOW_TO_GET_CHROMIUM = (

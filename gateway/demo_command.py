@@ -4,25 +4,37 @@ transcript is printed and the screenshot saved.
 
 The task is handed to the session's agent by the demo itself (there is no one to type it into the side
 panel of a headless browser); everything after that is the real path: the built-in agent process, the
-session's proxy endpoint, the MCP-over-ACP tunnel, the extension and its guard, the page.
+session's proxy endpoint, the MCP-over-ACP tunnel, the extension and its guard, the page. The agent's updates
+also go to the extension's side panel, as in a turn the person started there, so the panel's screenshot, saved
+beside the agent's, shows the conversation as the person would see it.
+
+A risky step waits for the person on a card in that panel, which nobody can answer in a headless browser: the
+turn's clock is the socket's (`_openab/person` stops it while a card waits, as for a panel's own turn), so the
+demo says which step waits, and, when the task's time runs out first, that the card went unanswered.
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from openab.core.jsonrpc import JsonObject
     from openab.core.pod import Pod
     from openab.core.sessions import Session
-    from openab.core.turn_watch import TurnClock
+    from openab.core.turn_watch import Person, TurnClock
 
-__all__ = ["DemoTurn", "default_task", "register", "run_demo"]
+# How long a stopped task may take to wind down (the agent's cancel) before the demo ends anyway.
+STOP_TIMEOUT = 10.0
+
+__all__ = ["DemoTurn", "default_task", "panel_screenshot_path", "register", "run_demo"]
 
 
 def default_task(page: str) -> str:
@@ -54,16 +66,42 @@ def _own_clock() -> TurnClock:
     return Person().clock()
 
 
+def panel_screenshot_path(screenshot: Path) -> Path:
+    """Where the side panel's screenshot goes: beside the agent's, ``<name>-panel.png``."""
+    return screenshot.with_name(f"{screenshot.stem}-panel.png")
+
+
 @dataclass
 class DemoTurn:
-    """The demo's :class:`openab.core.agent_backend.PromptTurn`: prints the agent's steps as they come."""
+    """The demo's :class:`openab.core.agent_backend.PromptTurn`: prints the agent's steps as they come, and hands
+    each to ``forward`` (the side panel's socket). With :meth:`watch_person` its clock is the extension socket's,
+    so it stops while a card waits in the panel and says so."""
 
     session: Session
     out: TextIO
     updates: list[JsonObject] = field(default_factory=list)
     screenshot: bytes | None = None
-    # Nobody is asked in the demo: a socket's person of its own, never asking.
+    # Until watch_person: a person of its own, never asking.
     clock: TurnClock = field(default_factory=_own_clock)
+    forward: Callable[[JsonObject], None] | None = None
+    # The title of the step asked about now ("" when no card waits), and of the last step that started.
+    waiting_on: str = ""
+    _last_step: str = ""
+
+    def watch_person(self, person: Person) -> None:
+        self.clock.close()
+        self.clock = person.clock(changed=self._person_changed)
+
+    def _person_changed(self) -> None:
+        waiting = self.clock.waiting_for_person()
+        if waiting and not self.waiting_on:
+            self.waiting_on = self._last_step or "a step of the agent's"
+            self.out.write(f"     Waiting for your answer in the side panel: {self.waiting_on}\n"
+                           "     (the demo's Chromium is headless, so nobody can answer it here: the card waits "
+                           "until the task's --timeout)\n")
+            self.out.flush()
+        elif not waiting and self.waiting_on:
+            self.waiting_on = ""
 
     @property
     def can_ask_permission(self) -> bool:
@@ -76,6 +114,7 @@ class DemoTurn:
             content = update.get("content") or {}
             self.out.write(str(content.get("text", "")))
         elif kind == "tool_call":
+            self._last_step = str(update.get("title") or "")
             self.out.write(f"  -> {update.get('title')}\n")
         elif kind == "tool_call_update" and update.get("status") in ("completed", "failed"):
             for item in update.get("content") or []:
@@ -83,7 +122,13 @@ class DemoTurn:
                 if isinstance(block, dict) and block.get("type") == "image" and isinstance(block.get("data"), str):
                     self.screenshot = base64.b64decode(block["data"])
             if update.get("status") == "failed":
-                self.out.write("     (failed)\n")
+                said = " ".join(str(item.get("content", {}).get("text", "")) for item in update.get("content") or []
+                                if isinstance(item, dict) and isinstance(item.get("content"), dict))
+                # The card's own timeout (extension/lib/guard.js) declines that one step.
+                self.out.write("     (the card timed out unanswered: that step was not taken)\n"
+                               if "did not answer" in said else "     (failed)\n")
+        if self.forward is not None:
+            self.forward(update)
         self.out.flush()
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
@@ -171,25 +216,65 @@ async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path
     out.write(f"\nthe extension is attached (session {session.id}); the task:\n  "
               + task.replace("\n", "\n  ") + "\n\n--- transcript ---\n")
     out.flush()
-    turn = DemoTurn(session, out)
+    turn = DemoTurn(session, out, forward=_to_panel(pod, session))
+    socket = pod.connections.get(session.owner) if session.owner is not None else None
+    if socket is not None:
+        turn.watch_person(socket.person)
     session.prompting = True  # the side panel cannot start a turn in the middle of ours
+    panel = panel_screenshot_path(Path(args.screenshot))
+    code, panel_said = 1, ""
+    prompt = asyncio.ensure_future(pod.backend.prompt(turn, [{"type": "text", "text": task}]))
     try:
-        async with asyncio.timeout(args.timeout):
-            stop_reason = await pod.backend.prompt(turn, [{"type": "text", "text": task}])
-    except TimeoutError:
-        out.write(f"\n--- the task did not finish within {args.timeout:g} s ---\n")
-        return 1
-    except Exception as exc:  # an RpcError from the agent: say it, like the side panel would
-        out.write(f"\n--- the agent failed: {getattr(exc, 'message', exc)} ---\n")
-        return 1
+        done, _ = await asyncio.wait({prompt}, timeout=args.timeout)
+        if not done:
+            # The panel as the person would find it now, a waiting card in it, before stopping the turn takes
+            # the card away.
+            panel_said = await _panel_shot(workdir, panel)
+            unanswered = (f": the card about “{turn.waiting_on}” timed out unanswered in the side panel"
+                          if turn.waiting_on else "")
+            out.write(f"\n--- the task did not finish within {args.timeout:g} s{unanswered} ---\n")
+        elif prompt.exception() is not None:  # an RpcError from the agent: say it, like the side panel would
+            exc = prompt.exception()
+            out.write(f"\n--- the agent failed: {getattr(exc, 'message', exc)} ---\n")
+        else:
+            stop_reason = prompt.result()
+            out.write(f"\n--- end of turn: {stop_reason} ---\n")
+            code = 0 if stop_reason == "end_turn" else 1
     finally:
+        if not prompt.done():
+            prompt.cancel()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                async with asyncio.timeout(STOP_TIMEOUT):
+                    await prompt
         session.prompting = False
-    out.write(f"\n--- end of turn: {stop_reason} ---\n")
+        turn.clock.close()
     if turn.screenshot is not None:
         saved = await asyncio.to_thread(_save, Path(args.screenshot), turn.screenshot)
         out.write(f"screenshot saved to {saved}\n")
+    out.write((panel_said or await _panel_shot(workdir, panel)) + "\n")
     out.flush()
-    return 0 if stop_reason == "end_turn" else 1
+    return code
+
+
+def _to_panel(pod: Pod, session: Session) -> Callable[[JsonObject], None]:
+    """Each update to the socket that holds the session now, as the pod sends a panel's own turn's."""
+
+    def forward(update: JsonObject) -> None:
+        socket = pod.connections.get(session.owner) if session.owner is not None else None
+        if socket is not None:
+            socket.rpc.notify("session/update", {"sessionId": session.id, "update": update})
+
+    return forward
+
+
+async def _panel_shot(workdir: Path, path: Path) -> str:
+    from .demo_panel import PanelError, panel_screenshot
+
+    try:
+        saved = await panel_screenshot(workdir / "profile", path)
+    except (PanelError, TimeoutError, OSError, ValueError) as exc:
+        return f"the side panel could not be shown: {exc or 'it did not load in time'}"
+    return f"side panel screenshot saved to {saved}"
 
 
 def _save(path: Path, data: bytes) -> Path:
