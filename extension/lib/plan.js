@@ -155,9 +155,9 @@ export class Plan {
     const away = this.outside(placesOf(tool, desc, tabUrl));
     if (away) {
       const what = risky ? risky.action : stepWords(tool, desc);
-      const on = away === ((desc && desc.origin) || originOf(tabUrl));
-      await this._askOffPlan(guard, { tool, title: `Not in the approved plan: the agent wants to ${what}${on ? ` on ${away}` : `, which leads to ${away}`}`,
-        away, detail: (desc && desc.url) || tabUrl, signal });
+      const where = away === ((desc && desc.origin) || originOf(tabUrl)) ? ` on ${away}` : `, which leads to ${away}`;
+      await this._askOffPlan(guard, { tool, title: `Not in the approved plan: the agent wants to ${what}${where}`, away,
+        detail: (desc && desc.url) || tabUrl, signal });
       // The person's yes was to this step as the card showed it; an upload still asks on its own card.
       return risky && risky.risk === 'upload' ? null : { asked: true, risky };
     }

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from playwright.async_api import Page, expect
+from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import person_browser
-from .harness import snap
+from .harness import page_at, snap
 from .live_pod import call
 from .test_panel import guard_said, in_background, result_text
 
@@ -147,6 +147,18 @@ async def test_a_password_field_still_asks_after_the_approval(panel: Page, clien
     title, result = await answer(panel, client, "browser_type", typed, "action", "deny")
     assert title == 'The agent wants to fill the password field textbox "Password"'
     assert result.is_error and "not allowed by the user" in result_text(result)
+
+
+async def test_a_link_on_a_listed_site_that_leads_off_the_plan_asks(
+        panel: Page, client: Client, context: BrowserContext, site: str) -> None:
+    tab = await page_at(context, f"{site}/form.html")
+    # The page's own link to a site the plan leaves out, as a page steering the agent away would have.
+    await tab.evaluate("(href) => { const a = document.createElement('a'); a.id = 'away'; a.href = href; "
+                       "a.textContent = 'Read more'; document.body.append(a); }", f"{other(site)}/page2.html")
+    title, result = await answer(panel, client, "browser_click", {"selector": "#away"}, "off-plan", "deny")
+    assert title == f'Not in the approved plan: the agent wants to click link "Read more", which leads to {other(site)}'
+    assert result.is_error and guard_said(result) == "denied"
+    assert tab.url == f"{site}/form.html"  # the click never happened
 
 
 async def test_a_page_or_a_step_on_a_site_not_in_the_plan_asks(panel: Page, client: Client, site: str) -> None:
