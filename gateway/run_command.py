@@ -304,8 +304,10 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
     except (OSError, BridgeError) as exc:
         print(f"openab: {exc}", file=sys.stderr)
         return 1
+    # The agents offered: a configured one that is not installed was named in a warning as the pod was assembled.
     log.info("agents %s, browser via %s, permissions %s, state in %s",
-             ", ".join(settings.agent), settings.browser_mode, settings.permissions, settings.state_dir)
+             ", ".join(c.id for c in pod.agents.choices), settings.browser_mode, settings.permissions,
+             settings.state_dir)
     config = uvicorn_config(
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
         guard=app.state.guard, tls=tls, proxies=settings.behind_proxy, ws_deflate=settings.ws_deflate,

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import sys
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
@@ -273,6 +274,17 @@ def recipe_for(agent: str, agent_cmd: list[str] | None = None) -> Recipe:
     if recipe.name == "custom" and not agent_cmd:
         raise ConfigurationError("--agent custom needs --agent-cmd 'COMMAND ARGS' (an ACP agent on stdio)")
     return recipe
+
+
+def installed(argv: list[str], path: str | None) -> bool:
+    """Whether the agent's program can be started: a path (``./agent``, ``/opt/x/agent``) to an executable file, or
+    a name found on ``path`` (the ``PATH`` the agent is started with), as the spawn will look it up."""
+    program = argv[0] if argv else ""
+    if not program:
+        return False
+    if os.sep in program:
+        return os.path.isfile(program) and os.access(program, os.X_OK)
+    return shutil.which(program, path=path) is not None
 
 
 def running_as_root() -> bool:

@@ -41,7 +41,7 @@ from ..statedir import session_workdir
 from ..tunnel.registry import TunnelRegistry
 from .conversations import Conversations
 from .process import scrubbed_env
-from .recipes import Recipe, recipe_for, running_as_root
+from .recipes import Recipe, installed, recipe_for, running_as_root
 from .session_agent import AgentContext, OfferedAgent, SessionAgent
 from .tree import REAPER, own_cgroup
 
@@ -65,10 +65,21 @@ def operator_env(entries: list[str], base: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
+def how_to_install(agent: OfferedAgent) -> str:
+    """What makes a missing agent startable, for the log: its recipe's install command, else its program."""
+    program = agent.argv[0]
+    if agent.recipe.install and list(agent.argv) == list(agent.recipe.argv):
+        return agent.recipe.install
+    if os.sep in program:
+        return f"no executable file at {program}"
+    return f"{program!r} is not on PATH: install it, or give its path with --agent-cmd"
+
+
 class AgentRuntime:
     """The pod's :class:`AgentBackend` for real agent CLIs (and the built-in agent, run the same way).
 
-    It offers every agent of ``settings.agent``; each session runs the one it chose (``session.agent``).
+    It offers the agents of ``settings.agent`` whose command is installed (the others are ``missing``, said in the
+    log as the pod starts); each session runs the one it chose (``session.agent``).
     """
 
     def __init__(
@@ -88,16 +99,28 @@ class AgentRuntime:
         self.tunnels = tunnels
         self.spawn = spawn
         # Keyed by the offered name (what session/new sends), which a recipe override need not share.
-        self._offered: dict[str, OfferedAgent] = {
+        configured: dict[str, OfferedAgent] = {
             name: OfferedAgent.of(recipe_for(name, settings.agent_command(name)), settings.agent_command(name))
             for name in settings.agent
         }
         if recipe is not None:  # a test's or operator's own recipe, in place of the default agent's
-            self._offered[settings.agent[0]] = OfferedAgent.of(recipe, settings.agent_command(settings.agent[0]))
+            configured[settings.agent[0]] = OfferedAgent.of(recipe, settings.agent_command(settings.agent[0]))
         self.browser = browser
         self.policy = settings.permissions
         self._base_env = dict(os.environ if base_env is None else base_env)
         self._extra_env = dict(env or {})
+        # Looked up on the PATH the agent is started with. The person's picker must not offer a chat that can only
+        # fail; with none installed every configured one stays offered, so a chat's error says what to install.
+        path = {**scrubbed_env(self._base_env), **operator_env(settings.agent_env, self._base_env),
+                **self._extra_env}.get("PATH")
+        self.missing: dict[str, OfferedAgent] = {
+            name: o for name, o in configured.items() if not installed(o.argv, path)
+        }
+        self._offered = {name: o for name, o in configured.items() if name not in self.missing} or configured
+        self._default = next(iter(self._offered))
+        for name, o in self.missing.items():
+            log.warning("agent %s: not installed (%s)%s", name, how_to_install(o),
+                        ", so it is not offered" if name not in self._offered else "")
         self._agents: dict[str, SessionAgent] = {}
         self._starting: dict[str, asyncio.Task[SessionAgent]] = {}
         self._claims: collections.Counter[str] = collections.Counter()
@@ -119,11 +142,11 @@ class AgentRuntime:
     @property
     def recipe(self) -> Recipe:
         """The default agent's recipe."""
-        return self._offered[self.settings.agent[0]].recipe
+        return self._offered[self._default].recipe
 
     def offered(self, session: Session) -> OfferedAgent:
         """The agent ``session`` chose (the default for a session that chose none, as a test's pod may open)."""
-        return self._offered.get(session.agent or "") or self._offered[self.settings.agent[0]]
+        return self._offered.get(session.agent or "") or self._offered[self._default]
 
     # -- what the agent gets -----------------------------------------------------------------------------
 

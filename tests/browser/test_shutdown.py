@@ -13,7 +13,7 @@ import re
 import signal
 import sys
 from collections.abc import AsyncIterator, Iterator
-
+from dataclasses import dataclass
 
 import pytest
 from agents.fake_model import FakeModel, Script, serving
@@ -33,9 +33,15 @@ def model() -> Iterator[FakeModel]:
         yield fake
 
 
+@dataclass
+class RunningPod:
+    process: asyncio.subprocess.Process
+    url: str  # the /acp WebSocket
+
+
 @pytest.fixture(scope="module")
-async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[asyncio.subprocess.Process]:
-    """`openab run` with the built-in agent on the scripted model; yields it once it listens, with ``url`` set."""
+async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningPod]:
+    """`openab run` with the built-in agent on the scripted model, once it listens."""
     state = tmp_path_factory.mktemp("shutdown-pod")
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--state-dir", str(state),
@@ -49,9 +55,8 @@ async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> Asy
             line = (await process.stderr.readline()).decode()
             assert line, "openab run exited while starting:\n" + "".join(seen)
             seen.append(line)
-    process.url = f"ws://{m.group(1).rstrip('/')}/acp"  # type: ignore[attr-defined]
     try:
-        yield process
+        yield RunningPod(process, f"ws://{m.group(1).rstrip('/')}/acp")
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -61,9 +66,9 @@ async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> Asy
 
 
 @pytest.fixture(scope="module")
-async def context(pod: asyncio.subprocess.Process, site: str,
+async def context(pod: RunningPod, site: str,
                   tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    async with panel_browser(pod.url, KEY, site, tmp_path_factory.mktemp("shutdown")) as ctx:  # type: ignore[attr-defined]
+    async with panel_browser(pod.url, KEY, site, tmp_path_factory.mktemp("shutdown")) as ctx:
         yield ctx
 
 
@@ -91,14 +96,14 @@ async def test_stop_pressed_by_the_person_says_stopped(panel: Page, model: FakeM
 
 
 async def test_a_gateway_stopped_during_a_turn_says_it_shut_down(
-        panel: Page, model: FakeModel, pod: asyncio.subprocess.Process) -> None:
+        panel: Page, model: FakeModel, pod: RunningPod) -> None:
     await turn_held(panel, model, "look at the site again")
-    pod.send_signal(signal.SIGTERM)
+    pod.process.send_signal(signal.SIGTERM)
     await expect(panel.locator("#log")).to_contain_text(SHUT_DOWN)
     # The person's own Stop of the turn before is the only "Stopped: cancelled".
     await expect(panel.locator("#log").get_by_text("Stopped: cancelled")).to_have_count(1)
     async with asyncio.timeout(30):
-        assert await pod.wait() == 0  # a drained stop is a clean one
+        assert await pod.process.wait() == 0  # a drained stop is a clean one
     await expect(panel.locator("#pill-link")).not_to_have_text("connected")
     await snap(panel, "panel-gateway-shutdown.png")
 

@@ -239,8 +239,10 @@ async def test_site_rule_origins(page: Page, typed: str, origin: str) -> None:
     ({"127.0.0.1:18950": "never"}, "http://127.0.0.1:18950", "never"),
     ({"127.0.0.1:18950": "never"}, "https://127.0.0.1:18950", "never"),
     ({"127.0.0.1:18950": "never"}, "http://127.0.0.1:18951", ""),
-    ({"example.com": "always"}, "http://example.com", "always"), ({"example.com": "always"}, "https://a.example.com", ""),
-    ({"example.com:443": "never"}, "https://example.com", "never"), ({"localhost:80": "never"}, "http://localhost", "never"),
+    ({"example.com": "always"}, "http://example.com", "always"),
+    ({"example.com": "always"}, "https://a.example.com", ""),
+    ({"example.com:443": "never"}, "https://example.com", "never"),
+    ({"localhost:80": "never"}, "http://localhost", "never"),
     ({"https://example.com": "never"}, "http://example.com", ""),
     ({"https://example.com": "never", "example.com": "always"}, "https://example.com", "never"),
 ])
