@@ -216,3 +216,13 @@ async def test_openab_run_prints_a_link_that_claims_its_url_and_key(state: Path)
             got = await claim(http, base, code)
             assert got.json() == {"url": f"ws://127.0.0.1:{port}/acp", "key": key}
             assert (await claim(http, base, code)).status_code == 403
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_log_never_gets_the_link(state: Path, log_format: str) -> None:
+    from test_pairing import _env, start_output
+
+    logged = start_output("--port", str(free_port()), "--state-dir", str(state), "--log-format", log_format,
+                          env=_env(), terminal=False)
+    assert "pair the side panel" in logged and "Gateway URL: ws://127.0.0.1:" in logged, logged
+    assert "/pair#code=" not in logged and "open this link" not in logged.lower()
