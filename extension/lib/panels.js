@@ -116,7 +116,7 @@ export class Panels {
         if (!patch.key) delete patch.key; // an empty key box means "keep the saved key"
         if (patch.clearKey) patch.key = '';
         await settings.save(patch);
-        port.postMessage({ type: 'notice', level: 'ok', text: 'Settings saved.' });
+        port.postMessage({ type: 'notice', level: 'ok', text: patch.clearKey ? 'Key forgotten.' : 'Settings saved.' });
         this.pushState();
         return acp.link.configure(activeGateway(settings.current));
       }

@@ -30,6 +30,7 @@ async def test_forget_key_on_a_gateway_that_needs_one_asks_for_the_key(panel: Pa
     await expect(line).to_contain_text(
         f"The gateway at {host} needs a key: paste the key from the gateway's pairing line into the settings.")
     await expect(line).not_to_contain_text("refused the key")
+    await expect(panel.locator("#notice")).to_have_text("Key forgotten.")
     assert set(gateway.tap.refused[refused:]) == {401}
     await snap(panel, "panel-forget-key.png")
     await panel.locator("#set-key").fill(KEY)
