@@ -2,7 +2,8 @@
 
 A real `openab run` process with the built-in agent on a scripted model that holds its answer (the turn runs until
 something ends it), the real extension in real Chromium, played as the person: Stop says "Stopped: cancelled";
-SIGTERM to the gateway (how a pod is stopped) during a turn says the gateway shut down during it.
+SIGTERM to the gateway (how a pod is stopped) during a turn says the gateway shut down during it. The pod is
+configured with three agents of which two are installed: the panel's picker lists those two only.
 """
 
 from __future__ import annotations
@@ -43,10 +44,15 @@ class RunningPod:
 async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[RunningPod]:
     """`openab run` with the built-in agent on the scripted model, once it listens."""
     state = tmp_path_factory.mktemp("shutdown-pod")
+    # Codex "installed" (an ACP agent under its command's name on PATH), Gemini not.
+    programs = tmp_path_factory.mktemp("bin")
+    (programs / "codex-acp").write_text(f"#!/bin/sh\nexec {sys.executable} -m openab.core.agents.builtin\n")
+    (programs / "codex-acp").chmod(0o755)
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--state-dir", str(state),
-        "--model-url", f"{model.url}/v1", "--model", "scripted",
-        env={**os.environ, "OPENAB_ACP_AUTH_KEY": KEY, "OPENAB_DRAIN_TIMEOUT": "0.5", "OPENAB_AGENT": "builtin"},
+        "--model-url", f"{model.url}/v1", "--model", "scripted", "--agent", "builtin,codex,gemini",
+        env={**os.environ, "OPENAB_ACP_AUTH_KEY": KEY, "OPENAB_DRAIN_TIMEOUT": "0.5",
+             "PATH": f"{programs}:/usr/bin:/bin"},
         stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE, start_new_session=True)
     assert process.stderr is not None
     seen: list[str] = []
@@ -86,6 +92,11 @@ async def turn_held(panel: Page, model: FakeModel, text: str) -> None:
     await panel.locator("#send").click()
     await model.wait_hanging()
     await expect(panel.locator("#stop")).to_be_enabled()
+
+
+async def test_the_agent_picker_lists_only_the_installed_agents(panel: Page) -> None:
+    await expect(panel.locator("#pill-link")).to_have_text("connected", timeout=30_000)
+    await expect(panel.locator("#new-chat-agent option")).to_have_text(["openab built-in agent", "Codex"])
 
 
 async def test_stop_pressed_by_the_person_says_stopped(panel: Page, model: FakeModel) -> None:
