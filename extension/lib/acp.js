@@ -114,31 +114,52 @@ export class AcpClient {
     }
   }
 
-  /** Sends the person's prompt and waits for the turn to end; what goes wrong is said in the transcript. */
-  async prompt(text) {
+  /**
+   * Why nothing can be sent to the gateway now, as a sentence for the person, or null when it can. The truth of
+   * the state: a gateway out of reach is said to be so (and when it is tried again); only a problem the person
+   * can fix (a URL, a key, what the gateway refused) names it, in the link's own words.
+   * `reason`: 'unreachable' | 'connecting' | 'moved' | 'refused' (the panel follows an unreachable one live).
+   */
+  whyNotConnected() {
+    const link = this.link;
+    const st = link.state;
+    if (link.connected) return link.moved ? { reason: 'moved', why: SESSION_MOVED_DETAIL } : null;
+    if (st.status === 'connecting') return { reason: 'connecting', why: 'Still connecting to the gateway.' };
+    if (st.status === 'retrying' && st.cause === 'unreachable') {
+      const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));
+      return { reason: 'unreachable', why: `The gateway is not reachable (retrying in ${secs} s).`, retryAt: st.retryAt };
+    }
+    const detail = String(st.detail || 'Not connected to the gateway').replace(/[.\s]*$/, '.');
+    return { reason: 'refused', why: detail };
+  }
+
+  /**
+   * Sends the person's prompt and waits for the turn to end; what goes wrong in the turn is said in the transcript.
+   * `answer` hears once, before the turn runs, whether the prompt went: null when it is on its way to the agent
+   * (and in the transcript), else {reason, text} saying why not, so the panel keeps the text in its box.
+   */
+  async prompt(text, answer = () => {}) {
     const link = this.link;
     const transcript = this.transcript;
     const body = String(text || '').slice(0, MAX_PROMPT_CHARS);
-    if (!body.trim()) return;
+    if (!body.trim()) return answer({ reason: 'empty', text: 'Nothing to send.' });
     if (this.turn) {
-      transcript.add('error', { text: 'The agent is still answering. Wait, or press Stop.' });
-      return;
+      return answer({ reason: 'busy', text: 'Not sent: the agent is still answering. Wait, or press Stop. Your message is kept.' });
     }
-    if (!link.connected) {
-      transcript.add('error', { text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
-      return;
-    }
-    if (link.moved) {
-      transcript.add('error', { text: SESSION_MOVED_DETAIL });
-      return;
+    const offline = this.whyNotConnected();
+    if (offline) {
+      const why = offline.why.charAt(0).toLowerCase() + offline.why.slice(1);
+      return answer({ ...offline, text: `Not sent: ${why} Your message is kept.` });
     }
     transcript.add('user', { text: body });
     this.turn = { startedAt: Date.now(), sessionId: link.sessionId };
     this.onChange();
     try {
-      const res = await link.request('session/prompt', {
+      const turn = link.request('session/prompt', {
         sessionId: link.sessionId, prompt: [{ type: 'text', text: body }],
       }, PROMPT_TIMEOUT_MS);
+      answer(null);
+      const res = await turn;
       transcript.endTurn(res && res.stopReason, stoppedNote(res, this.turn));
     } catch (e) {
       transcript.endTurn();

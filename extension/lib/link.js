@@ -142,7 +142,7 @@ export class Link {
     this._dial();
   }
 
-  /** A wake-up (alarm, panel opened, user asked): dial now if we are waiting to retry. */
+  /** A wake-up (alarm, panel opened, the person's Retry now): dial now if we are waiting to retry. */
   poke() {
     if (!this.settings || this.held || checkUrl(this.settings.url) || checkKey(this.settings.key)) return;
     if (!this.ws) {
@@ -291,14 +291,18 @@ export class Link {
     };
     ws.onclose = async (ev) => {
       if (gen !== this._generation) return;
-      const why = opened ? `Connection closed (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})` : await this._whyRefused(url);
-      if (gen === this._generation) this._lost(why);
+      const [why, cause] = opened
+        ? [`Connection closed (${ev.code}${ev.reason ? `: ${ev.reason}` : ''})`, 'unreachable']
+        : await this._whyRefused(url);
+      if (gen === this._generation) this._lost(why, cause);
     };
   }
 
   /**
    * A WebSocket that never opened does not say why. A plain HTTP request to the same address
-   * with the same key does: the gateway's /acp answers it as the WebSocket door would.
+   * with the same key does: the gateway's /acp answers it as the WebSocket door would. Returns the
+   * reason and its cause: 'unreachable' when nothing answered, 'refused' when something did (a key,
+   * a path, a proxy: the reason names what to change).
    */
   async _whyRefused(url) {
     const http = url.replace(/^ws/, 'http');
@@ -307,9 +311,9 @@ export class Link {
       const res = await fetch(http, {
         method: 'GET', cache: 'no-store', credentials: 'omit', headers, signal: AbortSignal.timeout(3000),
       });
-      return refusalReason(url, res.status, Boolean(this.settings.key));
+      return [refusalReason(url, res.status, Boolean(this.settings.key)), 'refused'];
     } catch {
-      return refusalReason(url, null);
+      return [refusalReason(url, null), 'unreachable'];
     }
   }
 
@@ -366,20 +370,21 @@ export class Link {
         if (e instanceof RpcError && e.code === METHOD_NOT_FOUND) return;
         if (gen !== this._generation) return;
         this._closeSocket(4001, 'keepalive unanswered');
-        this._lost('The gateway stopped answering; reconnecting.');
+        this._lost('The gateway stopped answering; reconnecting.', 'unreachable');
       }
     }, KEEPALIVE_MS);
   }
 
-  _lost(why) {
+  /** `cause`: 'unreachable' (nothing answers: only waiting helps) or 'refused' (the detail says what to change). */
+  _lost(why, cause = 'refused') {
     this._teardown(why);
-    this._scheduleRetry(why);
+    this._scheduleRetry(why, cause);
   }
 
-  _scheduleRetry(why) {
+  _scheduleRetry(why, cause = 'refused') {
     const attempt = this.state.attempts;
     const delay = backoffDelay(attempt);
-    this._setState({ status: 'retrying', detail: why, retryAt: Date.now() + delay, attempts: attempt + 1 });
+    this._setState({ status: 'retrying', detail: why, cause, retryAt: Date.now() + delay, attempts: attempt + 1 });
     clearTimeout(this._retryTimer);
     this._retryTimer = setTimeout(() => this._dial(), delay);
   }

@@ -97,7 +97,10 @@ export class Panels {
       case 'prompt':
         // A plan covers the task the person asked: a message that starts a new turn is a new task (lib/plan.js).
         if (!acp.turn) guard.plan?.end();
-        return acp.prompt(msg.text);
+        // The panel keeps the text in its box until this says the prompt went (or why it did not).
+        return acp.prompt(msg.text, (refused) => this._tell(port, refused
+          ? { type: 'prompt-refused', id: msg.id, ...refused }
+          : { type: 'prompt-accepted', id: msg.id }));
       case 'cancel':
         guard.plan?.end();
         return acp.stop();
@@ -147,7 +150,7 @@ export class Panels {
         // The session it ends may be waiting on the person (a handoff, a guard card): that wait ends too.
         guard.cancelAll();
         guard.plan?.end();
-        await this._newChat(port, typeof msg.agent === 'string' ? msg.agent : undefined);
+        await this._newChat(port, typeof msg.agent === 'string' ? msg.agent : undefined, msg.closeTabs === true);
         return this.pushState();
       case 'unshare-tab': {
         const tabId = Number(msg.tabId);
@@ -171,24 +174,47 @@ export class Panels {
     }
   }
 
+  /** A message to one panel, which may have gone meanwhile. */
+  _tell(port, msg) {
+    try {
+      port.postMessage(msg);
+    } catch {
+      this.ports.delete(port);
+    }
+  }
+
   /**
    * New chat: the session it replaces ends now (`restartSession` closes it, so the pod stops its agent) and
    * gives up its tabs. Its calls still in the browser stop first, so its agent acts in none of them again.
+   * The panel asked the person first; `closeTabs` is their choice for the tabs the agent opened: closed, or
+   * kept open as theirs.
    */
-  async _newChat(port, agent) {
+  async _newChat(port, agent, closeTabs) {
     const link = this.acp.link;
-    if (!link.connected) {
-      port.postMessage({ type: 'notice', level: 'error', text: `Not connected to the gateway (${link.state.detail}). Check the settings.` });
+    const offline = this.acp.whyNotConnected();
+    if (offline && offline.reason !== 'moved') {
+      const why = offline.why.charAt(0).toLowerCase() + offline.why.slice(1);
+      port.postMessage({ type: 'notice', level: 'error', text: `No new chat: ${why} This chat stays as it is.` });
       return;
     }
     this.calls.endChat();
     try {
+      // Read before the release, which forgets them: the agent's own tabs, never one the person shared.
+      const opened = [...this.tabs.owned].filter(([, info]) => info.by === 'agent').map(([id]) => id);
       const { kept, unshared } = await this.tabs.releaseAll();
       await link.restartSession(agent);
       this.transcript.clear();
       port.postMessage({ type: 'transcript', items: [] });
+      let closed = 0;
+      if (closeTabs) {
+        // One at a time: a tab the person closed meanwhile must not keep the others open.
+        const results = await Promise.allSettled(opened.map((id) => chrome.tabs.remove(id)));
+        closed = results.filter((r) => r.status === 'fulfilled').length;
+      }
+      const open = closeTabs ? 0 : kept;
       const said = [
-        kept && `${kept === 1 ? 'The tab' : `The ${kept} tabs`} the agent opened stay${kept === 1 ? 's' : ''} open as yours.`,
+        closed && `${closed === 1 ? 'The tab' : `The ${closed} tabs`} the agent opened ${closed === 1 ? 'was' : 'were'} closed.`,
+        open && `${open === 1 ? 'The tab' : `The ${open} tabs`} the agent opened stay${open === 1 ? 's' : ''} open as yours.`,
         unshared && `${unshared === 1 ? 'The tab' : `The ${unshared} tabs`} you shared ${unshared === 1 ? 'is' : 'are'} no longer shared.`,
       ].filter(Boolean);
       if (said.length) port.postMessage({ type: 'notice', level: 'ok', text: `New chat. ${said.join(' ')}` });
@@ -205,9 +231,17 @@ export class Panels {
     const settings = this.settings;
     const before = settings.current.active;
     if (msg.type === 'gateway-add') {
-      const [next, refused] = await addGateway(settings.current, { name: String(msg.name || '') });
+      // The gateway in use stays connected while the person fills in the new one (the panel's own form): only a
+      // new gateway with a usable URL is saved, and it is then the one in use.
+      const url = String(msg.url || '').trim();
+      const key = String(msg.key || '').trim();
+      const urlProblem = checkUrl(url);
+      const problem = urlProblem || checkKey(key);
+      if (problem) return port.postMessage({ type: 'notice', level: 'error', text: problem, field: urlProblem ? 'set-url' : 'set-key' });
+      const [next, refused] = await addGateway(settings.current, { name: String(msg.name || ''), url, key });
       if (refused) return port.postMessage({ type: 'notice', level: 'error', text: refused });
       settings.current = next;
+      this._tell(port, { type: 'gateway-added', id: next.active });
     } else if (msg.type === 'gateway-use') {
       settings.current = await useGateway(settings.current, String(msg.id));
     } else {

@@ -10,7 +10,33 @@ import { $, el } from './dom.js';
 const edited = new Set();
 let storedForm = '';
 
+// Add gateway fills in a new one in the form while the gateway in use stays connected; the worker saves it (and
+// switches to it) only once its URL is usable, then says 'gateway-added' (endAddingGateway).
+let adding = false;
+let shownCfg = null;
+
+function startAddingGateway() {
+  adding = true;
+  for (const id of ['set-name', 'set-url', 'set-key']) $(id).value = '';
+  $('set-key').placeholder = 'none';
+  $('save-settings').textContent = 'Add and use';
+  $('add-gateway').textContent = 'Cancel adding';
+  $('set-url').focus();
+}
+
+/** The new gateway is saved (or the person gave up on it): the form edits the gateway in use again. */
+export function endAddingGateway() {
+  adding = false;
+  storedForm = ''; // refill from the stored settings on the next redraw
+  $('set-key').value = '';
+  $('save-settings').textContent = 'Save';
+  $('add-gateway').textContent = 'Add gateway';
+  if (shownCfg) fillSettingsForm(shownCfg);
+}
+
 function fillSettingsForm(cfg) {
+  shownCfg = cfg;
+  if (adding) return;
   const stored = JSON.stringify([cfg.active, cfg.name, cfg.url, cfg.autopilot, cfg.askBeforeActing]);
   if (stored !== storedForm) {
     storedForm = stored;
@@ -107,6 +133,10 @@ export function wireSettings(send) {
     e.preventDefault();
     clearFieldError('set-url');
     clearFieldError('set-key');
+    if (adding) {
+      send({ type: 'gateway-add', name: $('set-name').value, url: $('set-url').value, key: $('set-key').value });
+      return;
+    }
     send({ type: 'settings', patch: { name: $('set-name').value, url: $('set-url').value, key: $('set-key').value, autopilot: $('set-autopilot').checked,
       askBeforeActing: $('set-ask-first').checked } });
     // A key the worker will refuse stays in its box, under its error, for the person to correct.
@@ -131,5 +161,5 @@ export function wireSettings(send) {
     send({ type: 'site-rule', origin: $('rule-origin').value, rule: $('rule-kind').value });
     if (normaliseOrigin($('rule-origin').value)) $('rule-origin').value = ''; // else it stays, under its error
   });
-  $('add-gateway').addEventListener('click', () => send({ type: 'gateway-add' }));
+  $('add-gateway').addEventListener('click', () => (adding ? endAddingGateway() : startAddingGateway()));
 }

@@ -6,7 +6,7 @@
 import { TranscriptView } from './render.js';
 import { renderCards } from './cards.js';
 import { renderAgentTabs } from './tab-list.js';
-import { renderSettings, showFieldError, showSettings, wireSettings } from './settings-view.js';
+import { endAddingGateway, renderSettings, showFieldError, showSettings, wireSettings } from './settings-view.js';
 import { renderHeader } from './header.js';
 import { $ } from './dom.js';
 
@@ -26,6 +26,84 @@ function renderState(s) {
   if (s.link.status === 'off' && !cfg.url) showSettings(true);
   renderCards(s.cards, send);
   renderAgentTabs(s.tabList || { tabs: [], more: 0 }, send);
+  // Retry now: while the link waits out its backoff (up to 30 s), the person can have it dial at once. It stays
+  // in place (disabled) while a try runs, so the panel does not jump at each one.
+  $('retry-row').hidden = s.link.status !== 'retrying' && s.link.status !== 'connecting';
+  $('retry-now').disabled = s.link.status !== 'retrying';
+  renderComposerNote();
+  if (!$('new-chat-confirm').hidden) askNewChat();
+}
+
+// What the composer says about the message in its box: why it was not sent (it stays in the box). A gateway
+// out of reach is followed live: its countdown, then that it is back.
+let composerNote = null; // {reason, text, retryAt}
+function renderComposerNote() {
+  const n = $('composer-note');
+  n.hidden = !composerNote;
+  if (!composerNote) return;
+  let text = composerNote.text;
+  let ok = false;
+  if (composerNote.reason === 'unreachable' && state) {
+    const link = state.link;
+    if (link.status === 'connected') {
+      text = 'Connected again. Your message is kept: press Send to send it.';
+      ok = true;
+    } else if (link.status === 'retrying' && link.retryAt) {
+      const secs = Math.max(0, Math.round((link.retryAt - Date.now()) / 1000));
+      text = text.replace(/\(retrying in \d+ s\)/, `(retrying in ${secs} s)`);
+    } else if (link.status === 'connecting') {
+      text = text.replace(/\(retrying in \d+ s\)/, '(trying now)');
+    }
+  }
+  n.textContent = text;
+  n.className = ok ? 'composer-note ok' : 'composer-note';
+}
+
+function sayComposer(note) {
+  composerNote = note;
+  renderComposerNote();
+}
+
+// The prompt sent and not yet answered by the worker: its text stays in the box until the worker accepts it.
+let pendingPrompt = null; // {id, text}
+let promptSeq = 0;
+function onPromptAnswer(msg) {
+  if (!pendingPrompt || msg.id !== pendingPrompt.id) return;
+  const { text } = pendingPrompt;
+  pendingPrompt = null;
+  if (msg.type === 'prompt-accepted') {
+    // What the person typed after pressing Send is theirs to keep.
+    if ($('prompt').value === text) $('prompt').value = '';
+    sayComposer(null);
+  } else {
+    sayComposer({ reason: msg.reason, text: msg.text, retryAt: msg.retryAt });
+  }
+}
+
+// New chat asks first, in the panel: the conversation goes, and the person says what becomes of the agent's tabs.
+function agentOpenedTabs() {
+  return ((state && state.tabList && state.tabList.tabs) || []).filter((t) => t.by === 'agent').length;
+}
+
+function hasSomethingToLose() {
+  return Boolean($('log').children.length || (state && (state.tabList?.tabs?.length || state.cards.length || state.busy)));
+}
+
+function askNewChat() {
+  const n = agentOpenedTabs();
+  $('new-chat-tabs').hidden = !n;
+  $('new-chat-tabs-legend').textContent = n === 1 ? 'The tab the agent opened:' : `The ${n} tabs the agent opened:`;
+  $('new-chat-confirm').hidden = false;
+}
+
+function closeNewChatQuestion() {
+  $('new-chat-confirm').hidden = true;
+}
+
+function startNewChat(closeTabs) {
+  closeNewChatQuestion();
+  const picker = $('new-chat-agent');
+  send({ type: 'new-chat', closeTabs, ...(picker.hidden || !picker.value ? {} : { agent: picker.value }) });
 }
 
 let noticeTimer = null;
@@ -57,9 +135,13 @@ function connect() {
     else if (msg.type === 'transcript') transcript.showAll(msg.items);
     // A notice about a settings box shows under that box.
     else if (msg.type === 'notice' && !(msg.field && showFieldError(msg.field, msg.text))) notice(msg.text, msg.level);
+    else if (msg.type === 'prompt-accepted' || msg.type === 'prompt-refused') onPromptAnswer(msg);
+    else if (msg.type === 'gateway-added') endAddingGateway();
   });
   port.onDisconnect.addListener(() => {
     port = null;
+    // A worker that went away never answers: the text is still in the box, to be sent again.
+    pendingPrompt = null;
     setTimeout(connect, 500);
   });
 }
@@ -67,9 +149,10 @@ function connect() {
 $('composer').addEventListener('submit', (e) => {
   e.preventDefault();
   const text = $('prompt').value;
-  if (!text.trim() || (state && state.busy)) return;
-  send({ type: 'prompt', text });
-  $('prompt').value = '';
+  if (!text.trim() || pendingPrompt || (state && state.busy)) return;
+  // The box keeps the text until the worker says the prompt went: offline, nothing typed is lost.
+  pendingPrompt = { id: ++promptSeq, text };
+  send({ type: 'prompt', text, id: pendingPrompt.id });
 });
 $('prompt').addEventListener('keydown', (e) => {
   if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) {
@@ -78,19 +161,29 @@ $('prompt').addEventListener('keydown', (e) => {
   }
 });
 $('stop').addEventListener('click', () => send({ type: 'cancel' }));
+$('retry-now').addEventListener('click', () => send({ type: 'reconnect' }));
 wireSettings(send);
 $('share-tab').addEventListener('click', () => send({ type: 'share-tab', windowId }));
 $('new-chat').addEventListener('click', () => {
-  const picker = $('new-chat-agent');
-  send({ type: 'new-chat', ...(picker.hidden || !picker.value ? {} : { agent: picker.value }) });
+  // Nothing to lose, or no connection to start one on (the worker says why): no question.
+  if (!hasSomethingToLose() || !state || state.link.status !== 'connected') return startNewChat(false);
+  $('new-chat-confirm').querySelector('input[value=keep]').checked = true;
+  askNewChat();
+  $('new-chat-no').focus();
 });
+$('new-chat-yes').addEventListener('click', () => {
+  const close = !$('new-chat-tabs').hidden && $('new-chat-confirm').querySelector('input[value=close]').checked;
+  startNewChat(close);
+});
+$('new-chat-no').addEventListener('click', closeNewChatQuestion);
+// Escape dismisses what is open over the panel (an enlarged screenshot, New chat's question) and nothing else:
+// it never stops the turn, in the message box or anywhere, since a key that means "never mind" everywhere must
+// not throw away the agent's work. Stop is the Stop button.
 window.addEventListener('keydown', (e) => {
-  // Escape closes an enlarged screenshot first; only then does it mean Stop.
-  if (e.key === 'Escape' && transcript.closeEnlarged()) e.stopPropagation();
+  if (e.key !== 'Escape') return;
+  if (transcript.closeEnlarged()) e.stopPropagation();
+  else if (!$('new-chat-confirm').hidden) closeNewChatQuestion();
 }, true);
-document.addEventListener('keydown', (e) => {
-  if (e.key === 'Escape' && state && (state.busy || state.cards.length)) send({ type: 'cancel' });
-});
 setInterval(() => state && state.link.status === 'retrying' && renderState(state), 1000);
 
 chrome.windows.getCurrent().then((w) => (windowId = w.id)).catch(() => {});

@@ -90,6 +90,7 @@ async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel:
         # A row only a transcript replaced by the new chat's empty one removes.
         await panel.evaluate("document.getElementById('log').append(document.createElement('div'))")
         await panel.locator("#new-chat").click()
+        await panel.locator("#new-chat-yes").click()  # New chat asks first when there is a conversation to clear
         await expect(panel.locator("#log > *")).to_have_count(0, timeout=30_000)
         async with asyncio.timeout(30):  # the new session's tunnel: nothing else attaches meanwhile
             await attached.wait()
@@ -166,6 +167,7 @@ async def test_new_chat_ends_the_chat_it_replaces_and_stops_its_agent(flow_gatew
     assert pid is not None
     await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
     await panel.locator("#new-chat").click()
+    await panel.locator("#new-chat-yes").click()
     await expect(panel.locator("#log > *")).to_have_count(0, timeout=30_000)
     # Gone now, not after the idle timeout: the session, its agent process and its browser tools.
     await eventually(lambda: flow_gateway.pod.sessions.get(old) is None and not _alive(pid), 30)
@@ -183,10 +185,12 @@ async def test_a_chat_taken_over_elsewhere_says_so_and_new_chat_goes_on_here(flo
         await expect(panel.locator("#link-detail")).to_contain_text("taken over by another connection",
                                                                     timeout=30_000)
         await expect(panel.locator("#pill-link")).to_contain_text("chat moved")
-        # A prompt now would go to a chat the panel no longer holds: it is refused with the same words.
+        # A prompt now would go to a chat the panel no longer holds: it is refused with the same words, and kept.
         await say(panel, "hello")
-        await expect(panel.locator(".msg.error").last).to_contain_text("taken over by another connection")
-        # New chat starts afresh here, and leaves the other connection's session alone.
+        await expect(panel.locator("#composer-note")).to_contain_text("taken over by another connection")
+        await expect(panel.locator("#prompt")).to_have_value("hello")
+        # New chat starts afresh here (nothing here to clear: it does not ask), and leaves the other connection's
+        # session alone.
         await panel.locator("#new-chat").click()
         await expect(panel.locator("#pill-link")).to_contain_text("connected", timeout=30_000)
         await expect(panel.locator("#link-detail")).not_to_contain_text("taken over")

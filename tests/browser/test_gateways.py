@@ -1,7 +1,8 @@
 """Several agents and several gateways, as a person uses them in the real panel (real Chromium, the real
 extension): the new-chat picker offers the pod's agents and the choice reaches session/new, the header names
-the agent answering, and saved gateways (a work pod, a home pod) are added, switched, renamed and removed,
-each with its own key and its own session. Two live pods; the agents in them are scripted."""
+the agent answering, and saved gateways (a work pod, a home pod) are added (the one in use staying connected
+until the new one is saved), switched, renamed and removed, each with its own key and its own session. Two live
+pods; the agents in them are scripted."""
 
 from __future__ import annotations
 
@@ -79,19 +80,25 @@ async def gateways_are_added_switched_renamed_and_removed(
     await expect(gateways).to_have_count(1)
     await expect(gateways.first).to_contain_text(work.ws_url.split("//")[1].split("/")[0])
 
-    # Add the home pod: a new gateway becomes the one in use, and the form edits it.
+    # Add the home pod: the form is the new gateway's, and the work pod stays connected while it is filled in.
+    work_session = next(s for s in work.pod.sessions.all() if s.agent == "codex")
     await panel.locator("#add-gateway").click()
-    await expect(gateways).to_have_count(2)
+    await expect(panel.locator("#set-url")).to_have_value("")
     await panel.locator("#set-name").fill("Home pod")
     await panel.locator("#set-url").fill(home.ws_url)
     await panel.locator("#set-key").fill(HOME_KEY)
+    await expect(gateways).to_have_count(1)
+    await expect(panel.locator("#pill-link")).to_have_text("connected")
+    assert work_session.owner is not None
+    # Saved with a usable URL: now it is added, and the one in use.
     await panel.locator("#save-settings").click()
+    await expect(gateways).to_have_count(2)
+    await expect(gateways.nth(1)).to_have_class("gateway active")
     await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
     await eventually(lambda: len(home.pod.sessions) == 1, timeout=15)
     await expect(panel.locator("#agent-name")).to_have_text("openab built-in agent")
     await expect(panel.locator("#new-chat-agent")).to_be_hidden()  # one agent: nothing to pick
     await expect(panel.locator(".msg")).to_have_count(0)  # the work pod's chat is not the home pod's
-    work_session = next(s for s in work.pod.sessions.all() if s.agent == "codex")
     await eventually(lambda: work_session.owner is None, timeout=15)  # the switch closed the work pod's socket
 
     # Rename the work pod, switch back to it: it resumes its own session, which still runs codex.

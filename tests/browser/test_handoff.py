@@ -138,6 +138,7 @@ async def test_a_new_chat_takes_the_card_away_and_ends_the_call(panel: Page, cli
         card = panel.locator(".card[data-kind=handoff]")
         await expect(card).to_have_count(1)
         await panel.locator("#new-chat").click()
+        await panel.locator("#new-chat-yes").click()  # New chat asks first while a card waits
         await expect(card).to_have_count(0)
     res = out["result"]
     assert res.is_error
