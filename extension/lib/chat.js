@@ -79,6 +79,7 @@ const SAVED_CHARS = 2_500_000;
 const SAVE_DELAY_MS = 500;
 
 const GUARD_META = 'dev.openab/guard';
+const UNFINISHED = new Set(['pending', 'in_progress']);
 
 function newTurn() {
   return crypto.randomUUID();
@@ -153,8 +154,11 @@ export class Transcript {
 
   async _load(key) {
     const saved = (await storage().get(STORE + key))[STORE + key];
-    // A turn cannot outlive the worker that ran it: nothing restored is still streaming.
-    return saved && Array.isArray(saved.items) ? saved.items.map((i) => ({ ...i, open: false })) : [];
+    // A turn cannot outlive the worker that ran it: nothing restored is still streaming, and a step saved while it
+    // ran never finished here (the row must not say "Opening …" for ever).
+    return saved && Array.isArray(saved.items) ? saved.items.map((i) => ({
+      ...i, open: false, ...(i.kind === 'tool' && UNFINISHED.has(i.status) && { status: 'interrupted' }),
+    })) : [];
   }
 
   _show(items) {

@@ -6,7 +6,8 @@ import { render as markdown } from './markdown.js';
 import { el } from './dom.js';
 import { describeStep } from './steps.js';
 
-const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed', declined: 'declined' };
+const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed', declined: 'declined',
+  interrupted: 'not finished' };
 const MARKDOWN_KINDS = new Set(['agent', 'thought']);
 // A streamed reply is parsed again as it grows: at most this often, not on every chunk.
 const RENDER_EVERY_MS = 40;

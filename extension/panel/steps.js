@@ -139,5 +139,7 @@ export function describeStep(item) {
     return { words: `Could not ${lower(verb)}${what}`, state: status, browser: true };
   }
   if (status === 'completed') return { words: `${past}${what}`, state: status, browser: true };
+  // Saved while it ran, in a worker or a browser that stopped since (lib/chat.js): how it ended is not known.
+  if (status === 'interrupted') return { words: `Not finished: ${verb}${what}`, state: status, browser: true };
   return { words: `${doing}${what}${status === 'pending' ? ' (waiting)' : ' …'}`, state: status, browser: true };
 }

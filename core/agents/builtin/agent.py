@@ -12,6 +12,7 @@ import asyncio
 import itertools
 import json
 import re
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ from ...jsonrpc import (
 )
 from ...mcp_vocabulary import SERVER_NAME
 from .mcp_client import TOOL_TIMEOUT, McpClient, McpError, connect_mcp
-from .planner import HELP, Step, find_ref, plan_steps, result_text
+from .planner import HELP, Step, find_ref, for_person, plan_steps, result_text, said_failure
 
 __all__ = ["BuiltinAgent", "ToolFailed"]
 
@@ -131,16 +132,21 @@ class BuiltinAgent:
     def _say(self, session: _Session, text: str) -> None:
         self._update(session, {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}})
 
-    async def _call(self, session: _Session, tool: str, arguments: JsonObject, title: str) -> Any:
-        """One browser tool call, streamed as a tool_call and its update."""
+    async def _call(self, session: _Session, tool: str, arguments: JsonObject, title: str, *,
+                    element: str = "") -> Any:
+        """One browser tool call, streamed as a tool_call and its update. ``element`` is the person's name for what
+        it acts on (the panel says "Clicked “Sign in”" before the browser names it)."""
         if session.client is None:
             raise ToolFailed("no browser")
-        call_id = f"call_{next(self._ids)}"
+        # Unique across restarts: an agent restarted with the gateway must not reuse the ids of steps the panel
+        # already shows.
+        call_id = f"call_{uuid.uuid4().hex}"
         # ACP's kind: a tool the catalogue annotates readOnlyHint reads; loading a page fetches it.
         kind = "read" if catalogue().read_only(tool) else "fetch" if tool == "browser_navigate" else "other"
         self._update(session, {
             "sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind,
-            "status": "in_progress", "rawInput": {"server": SERVER_NAME, "tool": tool, "arguments": arguments},
+            "status": "in_progress", "rawInput": {"server": SERVER_NAME, "tool": tool, "arguments": arguments,
+                                                  **({"element": element} if element else {})},
         })
         try:
             result = await session.client.request("tools/call", {"name": tool, "arguments": arguments},
@@ -198,7 +204,7 @@ class BuiltinAgent:
             try:
                 await self._step(session, step)
             except ToolFailed as exc:
-                self._say(session, f"Stopped at “{step.said}”: {exc}\n")
+                self._say(session, f"Stopped at “{step.said}”: {said_failure(str(exc))}\n")
                 return "end_turn"
         return "end_turn"
 
@@ -220,15 +226,18 @@ class BuiltinAgent:
         elif step.action == "click":
             self._say(session, f"Clicking “{step.target}”\n")
             target = await self._ref(session, step.target, fields=False)
-            await self._call(session, "browser_click", target, f"Click {step.target}")
+            await self._call(session, "browser_click", target, f"Click {step.target}", element=step.target)
         elif step.action == "type":
             self._say(session, f"Typing into “{step.target}”\n")
             target = await self._ref(session, step.target, fields=True)
-            await self._call(session, "browser_type", {**target, "text": step.text}, f"Type into {step.target}")
+            await self._call(session, "browser_type", {**target, "text": step.text}, f"Type into {step.target}",
+                             element=step.target)
         elif step.action == "read":
             tool = "browser_snapshot" if self._has(session, "browser_snapshot") else "browser_read_dom"
             page = result_text(await self._call(session, tool, {}, "Read the page"))
-            self._say(session, f"The page says:\n{page[:4000]}\n")
+            # The result is written for a model (the page's words in untrusted markers, refs, paging hints): the
+            # person reads the page's words alone.
+            self._say(session, f"The page says:\n\n{for_person(page)[:4000]}\n")
         elif step.action == "screenshot":
             result = await self._call(session, "browser_screenshot", {}, "Take a screenshot")
             images = [b for b in result.get("content") or [] if isinstance(b, dict) and b.get("type") == "image"]
@@ -263,7 +272,8 @@ class BuiltinAgent:
                 message = ((response.json().get("choices") or [{}])[0]).get("message") or {}
                 content = message.get("content")
                 if isinstance(content, str) and content:
-                    self._say(session, content)
+                    # A model quotes what it read, markers and refs included: those are for it, not the person.
+                    self._say(session, for_person(content))
                 tool_calls = [c for c in message.get("tool_calls") or [] if isinstance(c, dict)]
                 if not tool_calls:
                     return "end_turn"
