@@ -135,6 +135,11 @@ def _plain_page(body: str) -> str:
         line = raw.strip()
         if not line:
             continue
+        if re.fullmatch(r"[-+]?\s*[a-z][\w-]*:", line):
+            continue  # a container without a name ("form:"): its lines follow
+        if heading := re.match(r"^[-+]?\s*#+\s+(.+)$", line):
+            lines.append(f"\n**{heading.group(1)}**\n")
+            continue
         match = _OUTLINE_LINE.match(line)
         if match is not None:
             name = match.group("name").replace('\\"', '"')
@@ -146,7 +151,7 @@ def _plain_page(body: str) -> str:
         else:
             line = re.sub(r"^[-+]\s+", "", line)
         lines.append(f"- {line}")
-    return "\n".join(lines)
+    return "\n".join(lines).strip()
 
 
 def for_person(text: str) -> str:
