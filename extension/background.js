@@ -19,12 +19,21 @@ import { PairLinks } from './lib/pairing.js';
 
 const settings = new SavedSettings();
 const dialogs = new Dialogs(() => panels.pushState());
+let chatEpoch = 0;
 const tabs = new AgentTabs(() => {
-  // The debugger that sees JavaScript dialogs is on the tabs the agent may use, from the moment it may
-  // (a page can ask as it loads), and on no other.
+  // The debugger that sees JavaScript dialogs is only ever on tabs the agent may use (lib/dialogs.js says when).
   dialogs.keepOnly(tabs.owned.keys());
-  for (const tabId of tabs.owned.keys()) dialogs.watch(tabId);
+  // A new chat asks again for the debugging bar the person cancelled in the last one.
+  if (tabs.epoch !== chatEpoch) {
+    chatEpoch = tabs.epoch;
+    dialogs.allowAgain();
+  }
   panels.pushState();
+}, {
+  watched: () => dialogs.view(),
+  opened: (tabId) => dialogs.look(tabId),
+  // Moving the tab out of the openab group is taking it back, as Stop sharing is (lib/panels.js).
+  takenBack: () => calls.tabTakenBack(),
 });
 const guard = new Guard(
   () => settings.current,

@@ -1,9 +1,12 @@
 // JavaScript dialogs (alert, confirm, prompt, beforeunload) in agent tabs. A dialog blocks its page: no
 // script of ours runs there until it is answered, so a tool call would only time out. The debugger
 // protocol is the one thing in MV3 that sees a dialog the page opens by itself (a timer, a load handler,
-// leaving the page) as well as one our own click opens, and that can answer it: each agent tab gets a
-// debugger session with the Page domain on, and a call racing its page work against a dialog opening
-// reports the dialog instead of waiting.
+// leaving the page) as well as one our own click opens, and that can answer it. A debugger session puts
+// Chrome's "started debugging this browser" bar over every window, so a tab has one only while the agent
+// works in it: from a call's start until the page has been quiet for LINGER_MS after the last call, and for
+// as long as a dialog it saw is open (only the session that saw a dialog can answer it). Chrome never tells
+// a session that arrives after a dialog opened about it (Page.enable waits for the page, which the dialog
+// blocks), so a call that finds its page that way says the page is blocked instead of waiting on it.
 
 import { ToolError, NO_DIALOG, TOOL_ERROR } from './errors.js';
 
@@ -12,7 +15,18 @@ const PROTOCOL = '1.3';
 const MAX_MESSAGE = 2_000;
 const MAX_DEFAULT = 500;
 const ATTACH_TIMEOUT_MS = 3_000;
+// How long a tab stays watched after the agent's last call there: what the call started (a page loading, a
+// timer it set) can still ask, and the agent's next call usually comes within it.
+const LINGER_MS = 20_000;
 const DECLINED = 'openab.debuggerDeclined';
+/** What the panel and the agent are told once the person has pressed Cancel on Chrome's debugging bar. */
+export const DECLINED_NOTE = "You cancelled Chrome's debugging bar: openab can no longer see page dialogs (alert, confirm, " +
+  '"Leave this page?") in the agent\'s tabs until you start a new chat. A dialog there waits for you to answer it.';
+const DECLINED_FOR_AGENT = 'note: openab cannot see JavaScript dialogs in the agent tab now (the user cancelled Chrome\'s ' +
+  'debugging bar), so a dialog may be what blocks this page: ask the user to answer it, or wait for them.';
+const BLOCKED = 'was not run: the page in the agent tab does not respond. Most likely a JavaScript dialog opened there ' +
+  'while no call of yours was running, and Chrome shows such a dialog only to whoever watched the tab when it opened. ' +
+  'Ask the user to answer it (browser_handoff gives them the tab), then try again.';
 
 function originOf(url) {
   try {
@@ -51,39 +65,107 @@ export function dialogReport(dialog, tool, ran) {
 }
 
 export class Dialogs {
-  /** @param {(tabId: number) => void} onChange  a dialog opened or closed in a tab */
+  /** @param {(tabId: number) => void} onChange  a dialog opened or closed in a tab, or the watch was declined */
   constructor(onChange = () => {}) {
     this.onChange = onChange;
     this.attached = new Map(); // tabId -> Promise<boolean>: the debugger session, once asked for
     this.open = new Map(); // tabId -> {type, message, defaultPrompt, url, openedAt, ...}
     this.waiters = new Map(); // tabId -> Set<(dialog) => void>
+    this.busy = new Map(); // tabId -> how many calls run there now
+    this.lingering = new Map(); // tabId -> the timer that lets its session go
     chrome.debugger.onEvent.addListener((source, method, params) => this._onEvent(source.tabId, method, params || {}));
     this.declined = false; // the person pressed Cancel on Chrome's debugging bar (kept across worker restarts)
     chrome.storage.session.get(DECLINED).then((got) => {
       if (got[DECLINED]) this.declined = true;
     }, () => {});
     chrome.debugger.onDetach.addListener((source, reason) => {
-      // Their Cancel is a no to the bar: no tab is attached again until the extension starts afresh.
+      // Their Cancel is a no to the bar: no tab is attached again in this chat, and the panel says so.
       if (reason === 'canceled_by_user') {
         this.declined = true;
         chrome.storage.session.set({ [DECLINED]: true }).catch(() => {});
         this.keepOnly([]);
       }
       this._forget(source.tabId);
+      this.onChange(source.tabId);
     });
     chrome.tabs.onRemoved.addListener((tabId) => this._forget(tabId));
   }
 
+  /** What the panel shows: the kind of dialog open in each watched tab, and a line when watching was declined. */
+  view() {
+    return { open: new Map([...this.open].map(([tabId, d]) => [tabId, d.type])), note: this.declined ? DECLINED_NOTE : '' };
+  }
+
+  /** A new chat asks again: the person's Cancel was about the chat they were in. */
+  allowAgain() {
+    if (!this.declined) return;
+    this.declined = false;
+    chrome.storage.session.remove(DECLINED).catch(() => {});
+    this.onChange(null);
+  }
+
   /**
-   * Watches a tab for dialogs from now on; true when it is watched. A tab another debugger holds (the
-   * person's DevTools) cannot be watched, and calls there behave as before: a dialog makes them time out.
+   * A call starts in a tab: watches it until `settle(tabId)` and LINGER_MS after. Says 'watched', or 'declined'
+   * (the person cancelled the debugging bar), 'blocked' (the page does not answer: a dialog opened unseen), or
+   * 'unwatched' (another debugger holds the tab, such as the person's DevTools: calls there behave as before,
+   * and a dialog makes them time out).
+   */
+  async hold(tabId) {
+    if (this.declined) return 'declined';
+    this.busy.set(tabId, (this.busy.get(tabId) || 0) + 1);
+    this._stopLinger(tabId);
+    if (await this.watch(tabId)) return 'watched';
+    if (this.declined) return 'declined';
+    // Attached, but Page.enable has not come back: the page's renderer is stuck, as a dialog leaves it.
+    return this.attached.has(tabId) ? 'blocked' : 'unwatched';
+  }
+
+  /** The call that held the tab ended: it stays watched LINGER_MS more, or while a dialog there is open. */
+  settle(tabId) {
+    const n = (this.busy.get(tabId) || 1) - 1;
+    if (n > 0) this.busy.set(tabId, n);
+    else this.busy.delete(tabId);
+    this._linger(tabId);
+  }
+
+  /** A tab the agent just opened (or a popup its page opened): watched from its first load, as if a call ran there. */
+  look(tabId) {
+    if (this.declined) return;
+    this.hold(tabId).finally(() => this.settle(tabId));
+  }
+
+  /** What a failed call adds when it ran unwatched because the person declined the bar; '' otherwise. */
+  blindNote() {
+    return this.declined ? DECLINED_FOR_AGENT : '';
+  }
+
+  /** The result of a call that found its page blocked by a dialog it cannot see. */
+  static blocked(tool) {
+    return `${tool} ${BLOCKED}`;
+  }
+
+  _linger(tabId) {
+    this._stopLinger(tabId);
+    if (this.busy.has(tabId) || this.open.has(tabId) || !this.attached.has(tabId)) return;
+    this.lingering.set(tabId, setTimeout(() => {
+      this.lingering.delete(tabId);
+      if (!this.busy.has(tabId) && !this.open.has(tabId)) this.release(tabId);
+    }, LINGER_MS));
+  }
+
+  _stopLinger(tabId) {
+    clearTimeout(this.lingering.get(tabId));
+    this.lingering.delete(tabId);
+  }
+
+  /**
+   * Attaches to a tab (once); true when it is watched. Chrome does not finish attaching to a page whose
+   * dialog is already open: Page.enable answers only once the dialog closes, and says nothing of it.
    */
   watch(tabId) {
     if (tabId == null || this.declined) return Promise.resolve(false);
     let attached = this.attached.get(tabId);
     if (!attached) {
-      // Chrome does not finish attaching to a page whose dialog is already open: a page tool there then
-      // times out as it did before dialogs were watched, and the session counts once the dialog closes.
       attached = (async () => {
         try {
           await chrome.debugger.attach({ tabId }, PROTOCOL);
@@ -94,7 +176,6 @@ export class Dialogs {
           }
         }
         try {
-          // Page.enable also reports a dialog that was already open when we attached.
           await chrome.debugger.sendCommand({ tabId }, 'Page.enable');
           return true;
         } catch {
@@ -111,10 +192,11 @@ export class Dialogs {
     return Promise.race([attached, late]).finally(() => clearTimeout(timer));
   }
 
-  /** Stops watching a tab that is no longer the agent's. */
+  /** Stops watching a tab (no longer the agent's, or quiet since its last call). */
   async release(tabId) {
     if (!this.attached.has(tabId)) return;
     this._forget(tabId);
+    this.busy.delete(tabId);
     await chrome.debugger.detach({ tabId }).catch(() => {});
   }
 
@@ -174,6 +256,7 @@ export class Dialogs {
         openedAt: Date.now(),
       };
       this.open.set(tabId, dialog);
+      this._stopLinger(tabId);
       for (const resolve of this.waiters.get(tabId) || []) resolve(dialog);
       this.onChange(tabId);
     } else if (method === 'Page.javascriptDialogClosed') {
@@ -182,10 +265,13 @@ export class Dialogs {
   }
 
   _closed(tabId) {
-    if (this.open.delete(tabId)) this.onChange(tabId);
+    if (!this.open.delete(tabId)) return;
+    this._linger(tabId);
+    this.onChange(tabId);
   }
 
   _forget(tabId) {
+    this._stopLinger(tabId);
     this.attached.delete(tabId);
     this._closed(tabId);
   }

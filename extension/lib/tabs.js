@@ -1,6 +1,8 @@
-// Which tabs the agent may touch: tabs it opened (kept in a visible "openab" tab group, plus
-// popups they open) and tabs the user attached from the panel. Nothing else, ever. They belong to
-// the chat that has them: a new chat starts with none (`releaseAll`), and the person can take a tab
+// Which tabs the agent may touch: tabs it opened (kept in a visible "openab" tab group, plus popups
+// their pages open) and tabs the person shared, from the panel or by moving the tab into the openab
+// group. Nothing else, ever: a tab the person opens themselves (Ctrl+T, the new tab page) is theirs even
+// when they opened it from an agent tab, and a tab moved out of the group is theirs again. They belong
+// to the chat that has them: a new chat starts with none (`releaseAll`), and the person can take a tab
 // they shared back at any time (`unshare`).
 
 import { ToolError, BAD_URL, BROWSER_RESTRICTED, CHAT_ENDED, NOT_OWNED, NO_TAB, NO_WINDOW } from './errors.js';
@@ -61,15 +63,29 @@ function described(by, tab) {
 }
 
 export class AgentTabs {
-  constructor(onChange) {
+  /**
+   * @param {() => void} onChange  the tabs or their titles changed
+   * @param {{watched?: () => {open: Map<number, string>, note: string}, opened?: (tabId: number) => void,
+   *          takenBack?: () => void}} hooks
+   *   `watched`: what the dialog watch says of the tabs (lib/dialogs.js); `opened`: a tab became the agent's
+   *   by its own doing (it opened it, or its page opened a popup), before its page can ask anything;
+   *   `takenBack`: the person moved the agent's current tab out of its group
+   */
+  constructor(onChange, { watched = () => ({ open: new Map(), note: '' }), opened = () => {}, takenBack = () => {} } = {}) {
     this.onChange = onChange;
+    this.watched = watched;
+    this.opened = opened;
+    this.onTakenBack = takenBack;
     this.owned = new Map(); // tabId -> {by: 'agent' | 'user', title, url}
     this.current = null;
     this.groups = new Map(); // windowId -> groupId
     // Counts releases: a step that awaited Chrome across one must not hand the new chat a tab.
     this.epoch = 0;
     chrome.tabs.onRemoved.addListener((id) => this._forget(id));
-    chrome.tabs.onCreated.addListener((tab) => this._adoptPopup(tab));
+    chrome.tabs.onCreated.addListener((tab) => this._created(tab));
+    // Only a page opens a tab this way (window.open, a target=_blank link), never the person's Ctrl+T or the
+    // new tab button, nor an extension: it is how a popup of an agent tab's page is told from the person's tab.
+    chrome.webNavigation?.onCreatedNavigationTarget.addListener((d) => this._popup(d.sourceTabId, d.tabId));
     chrome.tabs.onUpdated.addListener((id, change, tab) => this._updated(id, change, tab));
     chrome.tabGroups?.onRemoved.addListener((g) => {
       for (const [w, id] of this.groups) if (id === g.id) this.groups.delete(w);
@@ -81,7 +97,9 @@ export class AgentTabs {
     if (!saved) return;
     const alive = new Map((await chrome.tabs.query({})).map((t) => [t.id, t]));
     for (const [id, info] of saved.owned || []) {
-      if (alive.has(id) && (info.by === 'agent' || info.by === 'user')) this.owned.set(id, described(info.by, alive.get(id)));
+      if (alive.has(id) && (info.by === 'agent' || info.by === 'user')) {
+        this.owned.set(id, { ...described(info.by, alive.get(id)), grouped: info.grouped === true });
+      }
     }
     this.current = alive.has(saved.current) && this.owned.has(saved.current) ? saved.current : null;
     this.groups = new Map(saved.groups || []);
@@ -89,20 +107,67 @@ export class AgentTabs {
 
   /** The panel's list: what the person sees of each tab the agent may use, live. */
   view() {
+    const { open, note } = this.watched();
     const tabs = [];
     for (const [id, info] of this.owned) {
       if (tabs.length >= MAX_LISTED) break;
-      tabs.push({ id, by: info.by, current: id === this.current, title: info.title, site: siteOf(info.url) });
+      tabs.push({ id, by: info.by, current: id === this.current, title: info.title, site: siteOf(info.url), dialog: open.get(id) || '' });
     }
-    return { tabs, more: this.owned.size - tabs.length };
+    return { tabs, more: this.owned.size - tabs.length, note };
   }
 
   _updated(tabId, change, tab) {
+    if ('groupId' in change) this._regrouped(tab);
     const info = this.owned.get(tabId);
     if (!info || !('title' in change || 'url' in change)) return;
-    const now = described(info.by, tab);
+    const now = { ...info, ...described(info.by, tab) };
     if (now.title === info.title && now.url === info.url) return;
     this.owned.set(tabId, now);
+    this._save();
+  }
+
+  /** Whether a tab sits in this chat's openab group of its window. */
+  _inGroup(tab) {
+    const groupId = this.groups.get(tab.windowId);
+    return groupId != null && tab.groupId === groupId;
+  }
+
+  /**
+   * The person moved a tab into the openab group or out of it (Chrome says so for a drag, the tab's menu,
+   * and the extension's own calls alike; ours happen only to tabs already owned or already let go). In is
+   * sharing it; out is taking it back, whoever opened it.
+   */
+  _regrouped(tab) {
+    const info = this.owned.get(tab.id);
+    if (this._inGroup(tab)) {
+      if (info) {
+        if (!info.grouped) this.owned.set(tab.id, { ...info, grouped: true });
+        return;
+      }
+      this.owned.set(tab.id, { ...described('user', tab), grouped: true });
+      this._save();
+    } else if (info && info.grouped) {
+      this._leftGroup(tab.id);
+    }
+  }
+
+  /**
+   * Chrome also takes a tab out of its group as it closes it, just before tabs.onRemoved: only a tab still open
+   * was moved out. A closed one is forgotten as closed (`_forget`), so what waited on it says the tab closed.
+   */
+  _leftGroup(tabId) {
+    chrome.tabs.get(tabId).then((t) => {
+      if (this.owned.get(tabId)?.grouped && !this._inGroup(t)) this._letGo(tabId);
+    }, () => {});
+  }
+
+  /** A tab leaves the agent (moved out of its group): its calls there stop as an un-share stops them. */
+  _letGo(tabId) {
+    this.owned.delete(tabId);
+    if (this.current === tabId) {
+      this.current = null;
+      this.onTakenBack();
+    }
     this._save();
   }
 
@@ -119,11 +184,22 @@ export class AgentTabs {
     this._save();
   }
 
-  async _adoptPopup(tab) {
-    // A page the agent drives may open a popup; following it keeps the task in agent tabs.
-    if (tab.openerTabId == null || !this.owned.has(tab.openerTabId) || this.owned.has(tab.id)) return;
-    if (this.owned.get(tab.openerTabId).by !== 'agent') return;
+  _created(tab) {
+    // Chrome puts a tab opened next to a grouped one in that group: the person placed it among the agent's.
+    if (this._inGroup(tab)) this._regrouped(tab);
+  }
+
+  /** A page in tab `sourceTabId` opened tab `tabId`: a popup of an agent tab's page is the agent's too. */
+  async _popup(sourceTabId, tabId) {
+    const opener = this.owned.get(sourceTabId);
+    const info = this.owned.get(tabId);
+    // Chrome may have grouped it beside its opener a moment before, which read as the person's doing.
+    if (!opener || opener.by !== 'agent' || (info && !(info.by === 'user' && info.grouped))) return;
+    const tab = await chrome.tabs.get(tabId).catch(() => null);
+    if (!tab || this.owned.get(tabId) !== info) return;
+    // Following a popup keeps the task in agent tabs.
     this.owned.set(tab.id, described('agent', tab));
+    this.opened(tab.id);
     const epoch = this.epoch;
     await this._group(tab);
     if (epoch !== this.epoch) await this._ungroup([tab.id]);
@@ -136,6 +212,8 @@ export class AgentTabs {
       const gid = await chrome.tabs.group(groupId != null ? { tabIds: [tab.id], groupId } : {
         tabIds: [tab.id], createProperties: { windowId: tab.windowId },
       });
+      const info = this.owned.get(tab.id);
+      if (info) this.owned.set(tab.id, { ...info, grouped: true });
       if (gid !== groupId) {
         this.groups.set(tab.windowId, gid);
         await chrome.tabGroups.update(gid, { title: GROUP_TITLE, color: 'blue' });
@@ -166,6 +244,7 @@ export class AgentTabs {
     }
     this.owned.set(tab.id, described('agent', tab));
     this.current = tab.id;
+    this.opened(tab.id);
     await this._group(tab);
     if (epoch !== this.epoch) await this._ungroup([tab.id]);
     this._save();
@@ -194,6 +273,8 @@ export class AgentTabs {
     this.owned.delete(tabId);
     if (this.current === tabId) this.current = null;
     this._save();
+    // One they moved into the openab group leaves it: the group shows only what the agent may use.
+    if (info.grouped) this._ungroup([tabId]);
     return true;
   }
 
@@ -239,6 +320,13 @@ export class AgentTabs {
     this._mustOwn(tabId);
     if (this.owned.get(tabId).by !== 'agent') {
       throw new ToolError(NOT_OWNED, `tab ${tabId} belongs to the user; only tabs the agent opened can be closed`);
+    }
+    // Out of the group first: closing a group's last tab is what makes Chrome ask "Close tab and delete
+    // group?" (of a saved group, when the person does it), and no close of ours should ever lead to that.
+    const info = this.owned.get(tabId);
+    if (info.grouped) {
+      this.owned.set(tabId, { ...info, grouped: false }); // ours, not the person taking it back
+      await chrome.tabs.ungroup(tabId).catch(() => {});
     }
     await chrome.tabs.remove(tabId);
     this._forget(tabId);

@@ -15,6 +15,7 @@ import { TAB_TOOLS } from './tools-tabs.js';
 import { SCREENSHOT_TOOLS } from './tools-screenshot.js';
 import { PERSON_TOOLS, dialogMet } from './tools-person.js';
 import { PLAN_TOOLS } from './plan.js';
+import { Dialogs } from './dialogs.js';
 
 export { TOOLS };
 
@@ -204,7 +205,30 @@ export class BrowserTools {
     const body = () => implementation(this._parts, args, call);
     const tabId = this.tabs.current;
     await this.loads.lateLoad(tabId);
-    if (!this.dialogs || DIALOG_FREE.has(name) || tabId == null || !(await this.dialogs.watch(tabId))) return body();
+    if (!this.dialogs || DIALOG_FREE.has(name) || tabId == null) return body();
+    // The tab is watched only while calls run there (lib/dialogs.js says why).
+    const watch = await this.dialogs.hold(tabId);
+    try {
+      return await this._watched(name, body, tabId, call, watch);
+    } finally {
+      this.dialogs.settle(tabId);
+    }
+  }
+
+  async _watched(name, body, tabId, call, watch) {
+    if (watch === 'blocked' && name !== 'browser_handoff') return { ...text(Dialogs.blocked(name)), isError: true };
+    if (watch !== 'watched') {
+      // Unseen, a dialog may be what a failure is about: the agent is told it cannot know.
+      const note = this.dialogs.blindNote();
+      if (!note) return body();
+      try {
+        const result = await body();
+        return result && result.isError ? { ...result, content: [...result.content, { type: 'text', text: note }] } : result;
+      } catch (e) {
+        if (e instanceof ToolError) e.message += ` (${note})`;
+        throw e;
+      }
+    }
     const open = this.dialogs.pending(tabId);
     if (open && name !== 'browser_handle_dialog') return dialogMet(open, name, false, call);
     if (PERSONS_TURN.has(name)) return body();

@@ -38,10 +38,11 @@ def dialogs(context: BrowserContext) -> list[Dialog]:
     return seen
 
 
-async def dialog_opened(dialogs: list[Dialog], before: int) -> None:
-    """Returns once a dialog more than ``before`` has opened. Chrome tells each of its DevTools clients of a dialog
-    at once, the extension's debugger and Playwright alike: the test's next call reaches the extension after it."""
-    await eventually(lambda: len(dialogs) > before, 15, what="the page to open its dialog")
+async def dialog_opened(panel: Page, kind: str = "confirm") -> None:
+    """Returns once the extension has seen a ``kind`` dialog open in the agent's current tab, as the panel's tab list
+    shows it. Playwright hears of a dialog on its own DevTools session, which may be before the extension's debugger
+    does: only the extension's own record says the agent's next call will find the dialog open."""
+    await expect(panel.locator(f"#agent-tab-list li.current[data-dialog={kind}]")).to_have_count(1)
 
 
 async def dialogs_page(client: Client, site: str, query: str = "") -> None:
@@ -112,13 +113,11 @@ async def test_answering_when_no_dialog_is_open_says_so(client: Client) -> None:
     assert is_error and '"accept" must be true' in text, text
 
 
-async def test_a_dialog_the_page_opens_by_itself_on_a_timer(client: Client, site: str,
-                                                            dialogs: list[Dialog]) -> None:
+async def test_a_dialog_the_page_opens_by_itself_on_a_timer(panel: Page, client: Client, site: str) -> None:
     # One the page opens between calls: the next call reports it instead of running.
-    before = len(dialogs)
     text, is_error = await call(client, "browser_click", {"selector": "#later"})
     assert not is_error and "dialog" not in text, text
-    await dialog_opened(dialogs, before)
+    await dialog_opened(panel)
     text, is_error = await call(client, "browser_read_dom", {"selector": "#out"})
     assert is_error
     ours, theirs = split(text)
@@ -210,13 +209,11 @@ async def test_a_hostile_dialog_text_arrives_cut_and_inside_the_block(client: Cl
     assert await page_says(client) == "hostile: false"
 
 
-async def test_a_dialog_already_open_in_a_new_tab_is_reported(client: Client, site: str,
-                                                              dialogs: list[Dialog]) -> None:
+async def test_a_dialog_already_open_in_a_new_tab_is_reported(panel: Page, client: Client, site: str) -> None:
     # A tab the agent opens whose page asks at once: the dialog is open before any page tool ran there.
-    before = len(dialogs)
     text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/dialogs.html?soon"})
     assert not is_error, text
-    await dialog_opened(dialogs, before)
+    await dialog_opened(panel)
     text, is_error = await call(client, "browser_snapshot")
     assert is_error, text
     ours, theirs = split(text)
@@ -224,3 +221,45 @@ async def test_a_dialog_already_open_in_a_new_tab_is_reported(client: Client, si
     assert theirs == "dialog: confirm\nmessage: Accept the cookies?"
     await call(client, "browser_handle_dialog", {"accept": True})
     assert await page_says(client) == "load confirm: true"
+
+
+async def debugger_on(panel: Page, tab_id: int) -> bool:
+    """Whether the extension's debugger is on the tab (Chrome's "started debugging this browser" bar shows while it
+    is): the panel page is the same extension, so Chrome refuses it a second session on a tab the worker has."""
+    answer = await panel.evaluate("""async (tabId) => {
+        try {
+            await chrome.debugger.attach({tabId}, '1.3');
+        } catch (e) {
+            return /already attached/i.test(e.message) ? true : e.message;
+        }
+        await chrome.debugger.detach({tabId});
+        return false;
+    }""", tab_id)
+    assert isinstance(answer, bool), answer
+    return answer
+
+
+async def test_the_debugger_is_on_a_tab_only_while_the_agent_works_there(
+        context: BrowserContext, panel: Page, client: Client, site: str, dialogs: list[Dialog]) -> None:
+    await dialogs_page(client, site, "?quiet")
+    tab_id = int(str(await panel.locator("#agent-tab-list li.current").get_attribute("data-tab-id")))
+    # Just after a call it is on: what the call started may still ask.
+    assert await debugger_on(panel, tab_id)
+
+    async def off() -> bool:
+        return not await debugger_on(panel, tab_id)
+
+    # Quiet for a while, the tab has it no more, and Chrome's bar no reason to show.
+    await eventually(off, 60, what="the debugger to leave the quiet agent tab", interval=1.0)
+
+    # A dialog the page opens then is one Chrome never shows a debugger that comes later: the next call says the
+    # page is blocked rather than wait on it, and the person's answer frees it.
+    before = len(dialogs)
+    await (await page_at(context, f"{site}/dialogs.html?quiet")).locator("#later").click()
+    await eventually(lambda: len(dialogs) > before, 15, what="the page to open its dialog")
+    text, is_error = await call(client, "browser_snapshot")
+    assert is_error, text
+    assert text.startswith("browser_snapshot was not run: the page in the agent tab does not respond"), text
+    assert "browser_handoff" in text
+    await dialogs[-1].accept()
+    assert await page_says(client) == "timer confirm: true"
