@@ -6,6 +6,7 @@ import { ToolError, BAD_ARGS, NO_FOCUS } from './errors.js';
 import { checkNavigable } from './tabs.js';
 import { keyPress } from './guard.js';
 import { text, withPage } from './results.js';
+import { agentPasswords } from './passwords.js';
 
 /**
  * Describe, ask the guard, then act on the very element that was described. When `opensTab`
@@ -24,8 +25,12 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
     // press, to an element the guard never saw, makes the page refuse the press.
     loc = { ...loc, target: { tabId: tab.id, documentIds: [d.documentId] }, spec: { local: d.result.local, focused: true } };
   }
-  await call.check(tool, desc, { ...opArgs }, tab.url);
+  // A card about this step can show the person the tab and the element, in its page (page/agent.js, outline).
+  const show = (on) => b.page.exec(loc.target, 'outline', [on ? loc.spec : null]);
+  await call.check(tool, desc, { ...opArgs }, { url: tab.url, tabId: tab.id, ref: args.ref, show });
   call.throwIfCancelled();
+  // Chrome would offer to save a password the agent typed as the person's own (lib/passwords.js).
+  if (op === 'type' && desc.sensitive === 'password') await agentPasswords.typing(tab.id);
   // `what` is ours (the ref, or the agent's own selector); the element's role and name are the page's.
   const what = loc.label;
   const element = args.ref || focused ? `element: ${desc.role} "${desc.name}"` : '';
