@@ -127,7 +127,7 @@ export class AcpClient {
     if (st.status === 'connecting') return { reason: 'connecting', why: 'Still connecting to the gateway.' };
     if (st.status === 'retrying' && st.cause === 'unreachable') {
       const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));
-      return { reason: 'unreachable', why: `The gateway is not reachable (retrying in ${secs} s).`, retryAt: st.retryAt };
+      return { reason: 'unreachable', why: `The gateway is not reachable (retrying in ${secs}\u00a0s).`, retryAt: st.retryAt };
     }
     const detail = String(st.detail || 'Not connected to the gateway').replace(/[.\s]*$/, '.');
     return { reason: 'refused', why: detail };

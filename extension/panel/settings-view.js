@@ -21,6 +21,10 @@ function startAddingGateway() {
   $('set-key').placeholder = 'none';
   $('save-settings').textContent = 'Add and use';
   $('add-gateway').textContent = 'Cancel adding';
+  $('clear-key').hidden = true; // the new gateway has no key to forget yet
+  const note = el('p', 'adding-note', 'A new gateway. The one in use stays connected until you add this one.');
+  note.id = 'adding-note';
+  $('settings-form').before(note);
   $('set-url').focus();
 }
 
@@ -31,6 +35,8 @@ export function endAddingGateway() {
   $('set-key').value = '';
   $('save-settings').textContent = 'Save';
   $('add-gateway').textContent = 'Add gateway';
+  $('clear-key').hidden = false;
+  document.getElementById('adding-note')?.remove();
   if (shownCfg) fillSettingsForm(shownCfg);
 }
 

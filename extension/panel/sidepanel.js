@@ -49,10 +49,10 @@ function renderComposerNote() {
       text = 'Connected again. Your message is kept: press Send to send it.';
       ok = true;
     } else if (link.status === 'retrying' && link.retryAt) {
-      const secs = Math.max(0, Math.round((link.retryAt - Date.now()) / 1000));
-      text = text.replace(/\(retrying in \d+ s\)/, `(retrying in ${secs} s)`);
+      const secs = Math.round((link.retryAt - Date.now()) / 1000);
+      text = text.replace(/\(retrying in \d+\ss\)/, secs > 0 ? `(retrying in ${secs}\u00a0s)` : '(retrying now)');
     } else if (link.status === 'connecting') {
-      text = text.replace(/\(retrying in \d+ s\)/, '(trying now)');
+      text = text.replace(/\(retrying in \d+\ss\)/, '(retrying now)');
     }
   }
   n.textContent = text;
