@@ -14,7 +14,7 @@ from playwright.async_api import BrowserContext, Dialog, Page, expect
 from waits import eventually
 
 from .conftest import person_browser
-from .harness import page_at, screenshot_dir
+from .harness import page_at, screenshot_dir, snap
 from .live_pod import call
 from .test_panel import in_background, result_text
 from .test_untrusted import page_speaks_only_inside, split
@@ -214,6 +214,8 @@ async def test_a_dialog_already_open_in_a_new_tab_is_reported(panel: Page, clien
     text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/dialogs.html?soon"})
     assert not is_error, text
     await dialog_opened(panel)
+    await expect(panel.locator("#agent-tab-list li.current .tab-dialog")).to_have_text("confirm dialog open")
+    await snap(panel, "panel-tab-dialog.png")
     text, is_error = await call(client, "browser_snapshot")
     assert is_error, text
     ours, theirs = split(text)
