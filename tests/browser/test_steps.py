@@ -7,12 +7,14 @@ with the real extension, its panel driven by Playwright, on the test site's form
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
 from playwright.async_api import BrowserContext, Page, expect
 from pydantic import SecretStr
 from waits import eventually
@@ -153,3 +155,30 @@ async def test_the_chat_is_there_after_the_browser_restarts(gateway: BuiltinGate
         kept = await panel.evaluate("""() => chrome.storage.local.get(null).then((all) => JSON.stringify(
             Object.entries(all).filter(([k]) => k.startsWith('openab.transcript'))))""")
         assert KEY not in kept
+
+
+async def test_a_models_reply_quoting_the_page_is_told_without_the_envelope(site: str, tmp_path: Path) -> None:
+    """A model quotes what its tools returned (this one verbatim, markers and all): the person reads the words."""
+    with serving(FakeModel()) as model:
+        model.set_script(Script(calls=[Call("browser_navigate", {"url": f"{site}/form.html"}),
+                                       Call("browser_snapshot", {})]))
+        settings = Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path / "state", agent="builtin",
+                            model_url=f"{model.url}/v1")
+        pod = assemble(settings, env={})
+        async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
+            url = "ws" + base.removeprefix("http") + "/acp"
+            ext = stage_extension(tmp_path / "ext", {"url": url, "key": KEY, "autopilot": True})
+            async with playwright_browser(ext, tmp_path / "profile", f"{site}/index.html") as ctx:
+                panel = await open_panel(ctx)
+                await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
+                await say(panel, "What does the sign-in form ask for?")
+                await expect(panel.locator(".step .title")).to_have_text(
+                    [f"Opened {place(site)}/form.html", "Read the page"], timeout=30_000)
+                await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+                reply = panel.locator(".msg.agent").last
+                await expect(reply).to_contain_text("FINAL ANSWER: tool returned")
+                await expect(reply).to_contain_text("Username (textbox)")
+                assert not ENVELOPE.search(await reply.inner_text()), await reply.inner_text()
+    # What the model was given is the envelope whole: it is the person's copy that goes without it.
+    [last] = [e for e in model.log if e.kind == "chat"][-1:]
+    assert "<<<page-content" in json.dumps(last.body)
