@@ -9,6 +9,19 @@ const RISKY_WORDS =
   /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
 const CARD_TIMEOUT_MS = 5 * 60_000;
 export const MAX_CARDS = 32;
+// The answer of a card whose tab closed while it waited.
+export const TAB_CLOSED = 'tab_closed';
+
+/** Brings a tab to the front of its window and the window forward, where the person looks; false if it is gone. */
+export async function showTab(tabId) {
+  try {
+    const tab = await chrome.tabs.update(tabId, { active: true });
+    await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 function originOf(url) {
   try {
@@ -183,6 +196,24 @@ export class Guard {
     this.onChange = onChange;
     this.cards = new Map();
     this._next = 1;
+    // A question about a page nobody can see any more has no answer: its card goes, and the step is declined.
+    chrome.tabs.onRemoved.addListener((closed) => {
+      for (const card of [...this.cards.values()]) if (card.tabId === closed) card.done(TAB_CLOSED);
+    });
+  }
+
+  /**
+   * Show me: brings the card's tab to the front of its window, the window forward, and outlines the element the
+   * step is about until the card is answered. False when the card or its tab is gone.
+   */
+  async show(id) {
+    const card = this.cards.get(id);
+    if (!card || card.tabId == null || !(await showTab(card.tabId))) return false;
+    if (card.show) {
+      card.outlined = true;
+      await card.show(true).catch(() => {});
+    }
+    return true;
   }
 
   /** Throws unless the user's site rules let the agent load `url`; returns it. */
@@ -204,8 +235,11 @@ export class Guard {
   /**
    * Throws a ToolError unless the action may run now. `signal` aborts a pending question.
    * A never rule on the tab's site also covers frames from other sites inside it.
+   * `at` is the tab's URL, or `{url, tabId, ref, show}`: the tab the step is in (its card can show it, and goes when
+   * it closes), the agent's ref, and `show(on)`, which outlines the element in its page or takes the outline away.
    */
-  async check(tool, desc, args, signal, tabUrl = '') {
+  async check(tool, desc, args, signal, at = '') {
+    const { url: tabUrl = '', tabId, ref, show } = typeof at === 'string' ? { url: at } : at;
     const { autopilot, siteRules } = this.getSettings();
     const origin = desc && desc.origin;
     this._refuseNever(origin, originOf(tabUrl));
@@ -219,19 +253,22 @@ export class Guard {
     if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
     const decision = await this.ask({
       kind: 'action', tool, risk: risky.risk, secret: risky.secret || '', title: `The agent wants to ${risky.action}`,
-      site: origin || '', detail: desc.url || '',
+      site: origin || '', detail: desc.url || '', tabId, ref: ref == null ? '' : String(ref), element: risky.target, show,
     }, signal);
     if (decision === 'always' && origin && !risky.secret) await this.setRule(origin, 'always');
     if (decision !== 'allow' && decision !== 'always') {
-      const why = decision === 'timeout'
-        ? `the person did not answer in ${CARD_TIMEOUT_MS / 1000} s; the action was not taken` : 'the user declined';
+      const why = decision === 'timeout' ? `the person did not answer in ${CARD_TIMEOUT_MS / 1000} s; the action was not taken`
+        : decision === TAB_CLOSED ? 'the tab closed before the person answered; the action was not taken' : 'the user declined';
       throw new ToolError(NOT_ALLOWED, `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
         'below). Do not retry it; ask the user in the chat if it is needed.', risky.target);
     }
     return { asked: true, risky };
   }
 
-  /** Shows a card in the panel and waits for the answer: 'allow' | 'always' | 'deny' | 'timeout' | optionId. */
+  /**
+   * Shows a card in the panel and waits for the answer: 'allow' | 'always' | 'deny' | 'timeout' | TAB_CLOSED (the
+   * card's `tabId` closed) | optionId.
+   */
   ask(card, signal) {
     if (this.cards.size >= MAX_CARDS) return Promise.resolve('deny');
     const id = `c${this._next++}`;
@@ -239,6 +276,7 @@ export class Guard {
       const done = (decision) => {
         if (!this.cards.has(id)) return;
         clearTimeout(entry.timer);
+        if (entry.outlined && decision !== TAB_CLOSED) entry.show(false).catch(() => {});
         this.cards.delete(id);
         this.onChange();
         resolve(decision);
@@ -263,7 +301,7 @@ export class Guard {
 
   /** What the panel renders: no callbacks, no timers. */
   publicCards() {
-    return [...this.cards.values()].map(({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }) =>
-      ({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId }));
+    return [...this.cards.values()].map(({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId, ref, element }) =>
+      ({ id, kind, plan, tool, risk, secret, title, site, detail, options, createdAt, expiresAt, reason, tabId, ref, element }));
   }
 }

@@ -3,8 +3,9 @@
 // its bounded timeout. What the person types is marked in the page (page/agent.js, personTurn) so no
 // later snapshot or read shows it to the agent.
 
-import { ToolError, BAD_ARGS, BUSY, CANCELLED } from './errors.js';
+import { ToolError, BAD_ARGS, BUSY, CANCELLED, NO_TAB } from './errors.js';
 import { DEFAULTS, toolNamed } from './catalogue.js';
+import { showTab, TAB_CLOSED } from './guard.js';
 
 // The default stays under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise
 // end the call first and tell the agent its outcome is unknown; the bounds are the ones the schema states.
@@ -39,14 +40,18 @@ export async function handOff({ guard, tab, reason, seconds, signal, personTurn 
   chrome.tabs.onUpdated.addListener(reloaded);
   try {
     await personTurn();
-    // The person acts in the tab itself: bring it to the front of its window, and the window forward.
-    await chrome.tabs.update(tab.id, { active: true }).catch(() => {});
-    await chrome.windows.update(tab.windowId, { focused: true }).catch(() => {});
+    // The person acts in the tab itself: bring it to the front of its window, and the window forward (the card's
+    // Show me does it again, once they have looked elsewhere).
+    await showTab(tab.id);
     const answer = await guard.ask({
       kind: 'handoff', tool: 'browser_handoff', title: 'Your turn', reason: said, site: originOf(tab.url),
       detail: String(tab.title || '').slice(0, 200), tabId: tab.id, timeoutMs: seconds * 1000,
     }, signal);
     if (answer === 'cancelled') throw new ToolError(CANCELLED, 'the call was cancelled');
+    if (answer === TAB_CLOSED) {
+      throw new ToolError(NO_TAB, 'the tab closed before the person answered, so the handoff ended with nothing done ' +
+        'in it. Ask the person in the chat what they want, or open the page again.');
+    }
     if (answer === 'deny') throw new ToolError(BUSY, 'too many questions wait in the panel; try again once they are answered');
     return answer === 'done' || answer === 'timeout' ? answer : 'cancel';
   } finally {

@@ -2,6 +2,7 @@
 // the state and the conversation, and sends the person's input back, which this routes to the ACP client, the
 // guard, the tabs and the settings.
 
+import { showTab } from './guard.js';
 import { activeGateway, addGateway, checkKey, checkUrl, normaliseOrigin, publicSettings, removeGateway, useGateway } from './settings.js';
 
 export class Panels {
@@ -106,6 +107,16 @@ export class Panels {
         return acp.stop();
       case 'decide':
         return guard.decide(String(msg.id), String(msg.decision));
+      case 'show-card':
+        // Show me: the card's tab in front, its element outlined (lib/guard.js, show).
+        if (!(await guard.show(String(msg.id)))) port.postMessage({ type: 'notice', level: 'error', text: 'That tab is gone.' });
+        return undefined;
+      case 'show-tab':
+        // Only a tab the agent may use: the panel lists no other.
+        if (!tabs.owned.has(Number(msg.tabId)) || !(await showTab(Number(msg.tabId)))) {
+          port.postMessage({ type: 'notice', level: 'error', text: 'That tab is gone.' });
+        }
+        return undefined;
       case 'settings': {
         const patch = msg.patch && typeof msg.patch === 'object' ? msg.patch : {};
         const urlProblem = 'url' in patch && checkUrl(String(patch.url).trim());

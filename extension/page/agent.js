@@ -249,7 +249,56 @@
     }
   }
 
+  // Show me (a card in the panel): the element a step is about, outlined until the card is answered, or for
+  // OUTLINE_MS at most. The outline lives in a closed shadow root outside the body (no snapshot or read sees it, no
+  // page style reaches in), takes no clicks, dims the rest of the page and says it is openab's, so it cannot pass
+  // for the page's own content.
+  const OUTLINE_MS = 60_000;
+  let unoutline = () => {};
+
+  function outline(target) {
+    unoutline();
+    if (!target) return { ok: true };
+    const found = resolve(target);
+    if (found.error) return found;
+    const el = found.el;
+    el.scrollIntoView({ block: 'center', inline: 'center' });
+    const host = document.createElement('openab-outline');
+    const root = host.attachShadow({ mode: 'closed' });
+    const style = document.createElement('style');
+    // Important :host rules beat the page's own, even its important ones; the place is the host's inline style.
+    style.textContent = ':host { display: block !important; position: fixed !important; z-index: 2147483647 !important; ' +
+      'margin: 0 !important; padding: 0 !important; opacity: 1 !important; visibility: visible !important; ' +
+      'transform: none !important; filter: none !important; pointer-events: none !important; ' +
+      'box-sizing: border-box !important; border: 3px solid #1a66d9 !important; border-radius: 4px !important; ' +
+      'box-shadow: 0 0 0 100vmax rgba(20, 22, 26, .35) !important; } ' +
+      'b { position: absolute; left: -3px; bottom: 100%; margin-bottom: 2px; padding: 1px 6px; white-space: nowrap; ' +
+      'font: 600 12px/1.4 system-ui, sans-serif; color: #fff; background: #1a66d9; border-radius: 3px; }';
+    const label = document.createElement('b');
+    label.textContent = 'openab: the step the agent asks about';
+    root.append(style, label);
+    let frame = 0;
+    const place = () => {
+      const r = el.getBoundingClientRect();
+      for (const [k, v] of [['left', r.left - 4], ['top', r.top - 4], ['width', r.width + 8], ['height', r.height + 8]]) {
+        host.style.setProperty(k, `${Math.round(v)}px`, 'important');
+      }
+      frame = requestAnimationFrame(place);
+    };
+    place();
+    document.documentElement.append(host);
+    const timer = setTimeout(() => unoutline(), OUTLINE_MS);
+    unoutline = () => {
+      cancelAnimationFrame(frame);
+      clearTimeout(timer);
+      host.remove();
+      unoutline = () => {};
+    };
+    return { ok: true };
+  }
+
   globalThis.__openab = {
+    outline,
     snapshot,
     describeTarget(target) {
       const found = resolve(target);

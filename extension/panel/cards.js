@@ -44,6 +44,7 @@ export function renderCards(cards, send) {
     const card = el('div', 'card');
     card.dataset.id = c.id;
     card.dataset.kind = c.kind;
+    if (c.tabId != null) card.dataset.tabId = String(c.tabId);
     card.append(el('div', 'title', c.title));
     const where = c.detail && c.site && c.detail.startsWith(c.site) ? c.detail : [c.site, c.detail].filter(Boolean).join(' · ');
     if (where) card.append(el('div', 'where', where));
@@ -71,12 +72,20 @@ export function renderCards(cards, send) {
       button('Allow', 'allow', 'allow');
       button("Don't allow", 'deny');
       // A site rule never covers passwords, one-time codes, secrets or payments: no button claims it would.
-      if (c.site && !c.secret) button(`Always allow on ${c.site}`, 'always', 'quiet');
+      if (c.site && !c.secret) button(`Always allow on ${c.site}`, 'always', 'quiet always');
     }
     if (c.secret) {
       card.append(el('div', 'note', `A ${c.secret} step: you are asked every time, whatever the site rules or autopilot say.`));
     }
     card.append(row);
+    if (c.tabId != null) {
+      // Agent tabs open in the background: the person may not see the page the card is about.
+      const show = el('button', 'quiet show', 'Show me');
+      show.type = 'button';
+      show.title = c.element ? `Show the tab, with ${c.element} outlined` : 'Show the tab';
+      show.addEventListener('click', () => send({ type: 'show-card', id: c.id }));
+      row.insertBefore(show, row.querySelector('.always')); // before "Always allow", which takes a row of its own
+    }
     box.append(card);
   }
 }

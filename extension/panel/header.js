@@ -1,5 +1,6 @@
-// The panel's header: the connection pill (link, tools, activity), the detail line under it, and the agent
-// answering with the picker for the next chat's agent.
+// The panel's header, laid out for Chrome's side panel widths (320-400 px) on two lines: the brand, the agent
+// answering and Settings; the connection pill (link, tools, activity) and the picker for the next chat's agent;
+// then the detail line under it.
 
 import { $, el } from './dom.js';
 
@@ -27,11 +28,18 @@ export function renderHeader(s) {
   renderAgents(s.agents || [], s.agent || '');
 }
 
+// What the header last showed, for the note the picker's change redraws.
+let shown = { agents: [], agent: '' };
+
 function renderAgents(agents, agent) {
-  // The header names the agent answering; the picker offers the gateway's agents for the next chat.
-  const title = (agents.find((a) => a.id === agent) || {}).title || agent;
-  $('agent-name').textContent = title;
-  $('agent-name').hidden = !title;
+  // The header names the agent answering; the picker, labelled "Next chat", offers the gateway's agents for the next
+  // chat: picking one changes nothing in this chat, and the note under it says so.
+  shown = { agents, agent };
+  const title = titleOf(agent);
+  const name = $('agent-name');
+  name.textContent = title;
+  name.title = `The agent answering in this chat: ${title}`;
+  name.hidden = !title;
   const picker = $('new-chat-agent');
   const ids = agents.map((a) => a.id).join('\n');
   if (picker.dataset.ids !== ids) {
@@ -44,4 +52,20 @@ function renderAgents(agents, agent) {
     if (agents.some((a) => a.id === agent)) picker.value = agent;
   }
   picker.hidden = agents.length < 2;
+  $('next-chat').hidden = picker.hidden;
+  renderNextChatNote();
 }
+
+function titleOf(id) {
+  return (shown.agents.find((a) => a.id === id) || {}).title || id;
+}
+
+function renderNextChatNote() {
+  const picker = $('new-chat-agent');
+  const note = $('next-chat-note');
+  const next = picker.value;
+  note.hidden = picker.hidden || !next || !shown.agent || next === shown.agent;
+  if (!note.hidden) note.textContent = `${titleOf(next)} answers from your next chat (New chat); this chat stays with ${titleOf(shown.agent)}.`;
+}
+
+$('new-chat-agent').addEventListener('change', renderNextChatNote);

@@ -1,5 +1,6 @@
 """A guard card nobody answers, on the extension's own module in its own page, with the page's clock sped up: that
-one action is declined, in words that say so, and the guard goes on asking about the next one."""
+one action is declined, in words that say so, and the guard goes on asking about the next one. A card whose tab
+closes before anyone answers is declined too, saying so."""
 
 from __future__ import annotations
 
@@ -50,3 +51,30 @@ async def test_a_card_nobody_answers_declines_that_action_and_says_so(page: Page
                                   "the action was not taken)"), outcome
         assert "Do not retry it" in outcome
     assert got["changes"] == 4 and got["left"] == 0  # each card shown, then taken away
+
+
+# The real guard.js asking about a step in a real tab, which is then closed before anyone answers.
+TAB_CLOSES = """async (element) => {
+  const { Guard } = await import('/lib/guard.js');
+  const guard = new Guard(() => ({ autopilot: false, siteRules: {} }), async () => {}, () => {});
+  const tab = await chrome.tabs.create({ url: 'about:blank', active: false });
+  const asked = guard.check('browser_click', element, {}, undefined, { url: element.url, tabId: tab.id });
+  const shown = guard.publicCards().map((c) => c.tabId);
+  await chrome.tabs.remove(tab.id);
+  try {
+    await asked;
+    return { shown, outcome: 'ran' };
+  } catch (e) {
+    return { shown, outcome: `${e.code}: ${e.message}`, left: guard.cards.size };
+  }
+}"""
+
+
+async def test_a_card_whose_tab_closes_declines_that_action_and_says_why(page: Page) -> None:
+    delete = {"role": "button", "name": "Delete account", "tag": "button", "type": "", "sensitive": None,
+              "submit": False, "formAction": "", "origin": "https://shop.example", "url": "https://shop.example/"}
+    got = await page.evaluate(TAB_CLOSES, delete)
+    assert len(got["shown"]) == 1 and isinstance(got["shown"][0], int)  # the card knows its tab
+    assert got["outcome"].startswith("not_allowed: not allowed by the user (the tab closed before the person "
+                                     "answered; the action was not taken)"), got
+    assert got["left"] == 0

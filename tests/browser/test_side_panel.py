@@ -31,6 +31,8 @@ from .harness import (
 )
 from .live_pod import KEY, LiveGateway
 from .test_panel import in_background
+from .test_panel_header import MISFITS
+from .test_show_me import active_url, in_front
 
 pytestmark = pytest.mark.anyio
 
@@ -72,6 +74,8 @@ async def test_it_is_the_real_side_panel_and_it_connects(context: BrowserContext
     assert 300 <= width <= 500, width
     await expect(panel.locator("#pill-link")).to_have_text("connected")
     await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached")
+    await expect(panel.locator("#pill-tools")).to_have_text("idle")
+    assert await panel.evaluate(MISFITS) == []  # the header whole at the side panel's own width
     await panel.screenshot(path=str(screenshot_dir() / "side-panel-connected.png"))
 
 
@@ -99,7 +103,14 @@ async def test_a_risky_step_is_a_card_in_the_side_panel(context: BrowserContext,
         card = panel.locator(".card")
         await expect(card.locator(".title")).to_have_text('The agent wants to click button "Post a review"')
         assert "result" not in out
+        # At Chrome's own panel width the header says the call runs, and nothing in it is cut.
+        await expect(panel.locator("#pill-tools")).to_have_text("browser in use")
+        assert await panel.evaluate(MISFITS) == []
         await panel.screenshot(path=str(screenshot_dir() / "side-panel-confirm.png"))
+        # The agent's tab opened behind the person's: Show me brings it beside the panel.
+        assert await active_url(panel) == f"{site}/index.html"
+        await card.locator("button.show").click()
+        await in_front(panel, f"{site}/form.html")
         await card.locator("button[data-decision=allow]").click()
     assert not out["result"].is_error
     await expect(panel.locator(".card")).to_have_count(0)
