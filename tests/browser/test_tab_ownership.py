@@ -70,9 +70,16 @@ async def test_a_tab_the_person_opens_from_an_agent_tab_is_theirs(context: Brows
     agent_tab = await tab_id_of(panel, f"{site}/popup.html")
     await agent_page.bring_to_front()
     # The person's new tab while they look at the agent's: Chrome gives it the tab they looked at as its opener.
+    known = {t["id"] for t in await panel.evaluate("chrome.tabs.query({})")}
     mine = await context.new_page()
-    opener = (await panel.evaluate("chrome.tabs.query({url: 'about:blank'})"))[0].get("openerTabId")
-    assert opener == agent_tab  # what made it look like the agent's popup before
+    fresh: list[dict[str, Any]] = []
+
+    async def opened() -> bool:
+        fresh[:] = [t for t in await panel.evaluate("chrome.tabs.query({})") if t["id"] not in known]
+        return bool(fresh)
+
+    await eventually(opened, 15, what="Chrome to list the person's new tab")
+    assert fresh[0].get("openerTabId") == agent_tab  # what made it look like the agent's popup before
     await mine.goto(f"{site}/table.html")
     # Chrome's new tab page as Ctrl+T opens it, with the agent tab as its opener too.
     ntp = await panel.evaluate("""(opener) => chrome.tabs.create({url: 'chrome://newtab/', openerTabId: opener})
