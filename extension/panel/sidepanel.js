@@ -160,6 +160,8 @@ $('prompt').addEventListener('keydown', (e) => {
     $('composer').requestSubmit();
   }
 });
+// A note about a message that is no longer in the box (the person emptied it) has nothing left to say.
+$('prompt').addEventListener('input', () => composerNote && !$('prompt').value.trim() && sayComposer(null));
 $('stop').addEventListener('click', () => send({ type: 'cancel' }));
 $('retry-now').addEventListener('click', () => send({ type: 'reconnect' }));
 wireSettings(send);
