@@ -321,13 +321,10 @@ export class AgentTabs {
     if (this.owned.get(tabId).by !== 'agent') {
       throw new ToolError(NOT_OWNED, `tab ${tabId} belongs to the user; only tabs the agent opened can be closed`);
     }
-    // Out of the group first: closing a group's last tab is what makes Chrome ask "Close tab and delete
-    // group?" (of a saved group, when the person does it), and no close of ours should ever lead to that.
-    const info = this.owned.get(tabId);
-    if (info.grouped) {
-      this.owned.set(tabId, { ...info, grouped: false }); // ours, not the person taking it back
-      await chrome.tabs.ungroup(tabId).catch(() => {});
-    }
+    // Chrome's "Close tab and delete group?" comes only from its tab strip (a tab's close button or menu closing
+    // a saved group's last tab); chrome.tabs.remove and ungroup never ask, so the agent's close never puts it to
+    // the person. Chrome reports the tab leaving the group as it closes: that is not the person taking it back.
+    this.owned.set(tabId, { ...this.owned.get(tabId), grouped: false });
     await chrome.tabs.remove(tabId);
     this._forget(tabId);
   }
