@@ -89,7 +89,7 @@ async def test_the_panel_lists_the_agents_tabs_as_they_change(context: BrowserCo
         await expect(row.locator(".tab-site")).to_have_text(host)
         await expect(row.locator(".tab-by")).to_have_text("opened by the agent")
         await expect(row).to_have_class("agent-tab current")
-        await expect(row.locator("button.unshare")).to_have_count(0)  # the agent's own tab is not the person's to un-share
+        await expect(row.locator("button.unshare")).to_have_count(0)  # the agent's own tab is not the person's to share
 
         # Navigating changes the row in place.
         await call(agent, "browser_navigate", {"url": f"{site}/page2.html"})
