@@ -21,6 +21,7 @@ from waits import eventually
 from .conftest import person_browser
 from .harness import page_at, snap
 from .live_pod import call
+from .test_panel import in_background
 
 pytestmark = pytest.mark.anyio
 
@@ -148,6 +149,30 @@ async def test_stop_sharing_a_tab_moved_in_takes_it_out_of_the_group(panel: Page
     # The group shows only what the agent may use.
     await grouped(panel, mine, -1)
     assert "table.html" not in await listing(client)
+
+
+async def test_a_tab_moved_out_mid_call_is_not_touched_again(context: BrowserContext, panel: Page, client: Client,
+                                                             site: str) -> None:
+    mine = await tab_id_of(panel, f"{site}/table.html")
+    await panel.evaluate("([tabId, groupId]) => chrome.tabs.group({tabIds: [tabId], groupId})",
+                         [mine, await openab_group(panel)])
+    await expect(row(panel, mine).locator(".tab-by")).to_have_text("shared by you")
+    text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": mine})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
+    assert not is_error, text
+    form = await page_at(context, f"{site}/form.html")
+    # A risky click waits on the person's card, and the person, instead of answering, drags the tab out.
+    async with in_background(client.call_tool("browser_click", {"selector": "#post"})) as out:
+        card = panel.locator(".card")
+        await expect(card.locator(".title")).to_have_text('The agent wants to click button "Post a review"')
+        await panel.evaluate("(id) => chrome.tabs.ungroup(id)", mine)
+        await expect(card).to_have_count(0)
+    result = out["result"]
+    assert result.is_error and "the user stopped sharing the tab this call was using" in result.content[0].text
+    await expect(form.locator("#out")).to_have_text("nothing yet")  # never clicked
+    await expect(row(panel, mine)).to_have_count(0)
+    await form.close()
 
 
 async def test_the_agent_closing_its_last_tab_takes_the_group_with_it(panel: Page, client: Client) -> None:
