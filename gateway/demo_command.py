@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from openab.core.sessions import Session
     from openab.core.turn_watch import Person, TurnClock
 
+    from .demo_browser import DemoChromium
+
 # How long a stopped task may take to wind down (the agent's cancel) before the demo ends anyway.
 STOP_TIMEOUT = 10.0
 
@@ -193,12 +195,14 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
             assert binary is not None and extension is not None
             out.write(f"starting headless {Path(binary).name} with the extension from {extension}\n")
             out.flush()
-            with headless_chromium(binary, extension, workdir, ws_url=ws_url, key=key, start_url=page):
-                return await _run_task(pod, args, page, workdir, out)
+            with headless_chromium(binary, extension, workdir, ws_url=ws_url, key=key, start_url=page) as browser:
+                return await _run_task(pod, args, page, workdir, browser, out)
     return 1
 
 
-async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path, out: TextIO) -> int:
+async def _run_task(
+    pod: Pod, args: argparse.Namespace, page: str, workdir: Path, browser: DemoChromium, out: TextIO
+) -> int:
     import asyncio
 
     try:
@@ -229,7 +233,7 @@ async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path
         if not done:
             # The panel as the person would find it now, a waiting card in it, before stopping the turn takes
             # the card away.
-            panel_said = await _panel_shot(workdir, panel)
+            panel_said = await _panel_shot(browser, panel)
             unanswered = (f": the card about “{turn.waiting_on}” timed out unanswered in the side panel"
                           if turn.waiting_on else "")
             out.write(f"\n--- the task did not finish within {args.timeout:g} s{unanswered} ---\n")
@@ -251,7 +255,7 @@ async def _run_task(pod: Pod, args: argparse.Namespace, page: str, workdir: Path
     if turn.screenshot is not None:
         saved = await asyncio.to_thread(_save, Path(args.screenshot), turn.screenshot)
         out.write(f"screenshot saved to {saved}\n")
-    out.write((panel_said or await _panel_shot(workdir, panel)) + "\n")
+    out.write((panel_said or await _panel_shot(browser, panel)) + "\n")
     out.flush()
     return code
 
@@ -267,11 +271,11 @@ def _to_panel(pod: Pod, session: Session) -> Callable[[JsonObject], None]:
     return forward
 
 
-async def _panel_shot(workdir: Path, path: Path) -> str:
+async def _panel_shot(browser: DemoChromium, path: Path) -> str:
     from .demo_panel import PanelError, panel_screenshot
 
     try:
-        saved = await panel_screenshot(workdir / "profile", path)
+        saved = await panel_screenshot(browser, path)
     except (PanelError, TimeoutError, OSError, ValueError) as exc:
         return f"the side panel could not be shown: {exc or 'it did not load in time'}"
     return f"side panel screenshot saved to {saved}"

@@ -5,6 +5,7 @@ and said to have gone unanswered when the task's time runs out, the panel's scre
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import struct
@@ -59,3 +60,64 @@ def test_a_risky_step_says_its_card_waits_and_that_it_went_unanswered(tmp_path: 
     panel = tmp_path / "shot-panel.png"
     assert f"side panel screenshot saved to {panel}" in said and png_size(panel) == (360, 720)
     keep(panel, "demo-card-waiting.png")
+
+
+def _listening_inodes() -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[3] == "0A":  # LISTEN
+                    inodes.add(fields[9])
+    return inodes
+
+
+def _demo_browsers() -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if any(a.startswith(b"--user-data-dir=") and b"openab-demo-" in a for a in argv):
+                pids.append(int(entry.name))
+    return pids
+
+
+def _sockets(pid: int) -> set[str]:
+    found = set()
+    with contextlib.suppress(OSError):
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            with contextlib.suppress(OSError):
+                target = os.readlink(fd)
+                if target.startswith("socket:["):
+                    found.add(target[len("socket:["):-1])
+    return found
+
+
+def test_the_demo_browser_listens_on_no_port_a_local_user_could_drive_it_through(tmp_path: Path) -> None:
+    # An attacker on the same host looks for the demo browser's DevTools: a TCP port (or the DevToolsActivePort
+    # file naming one) would let them drive it and read the gateway key its extension stores.
+    with site_server() as site:
+        demo_run = subprocess.Popen(
+            [*OPENAB, "demo", "--screenshot", str(tmp_path / "shot.jpg"), "--timeout", "20", "--task",
+             f"open {site}/form.html\nclick Buy now"],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL)
+        try:
+            assert demo_run.stdout is not None
+            for line in demo_run.stdout:  # the card waits: the browser is up and the panel is being driven
+                if "Waiting for your answer in the side panel" in line:
+                    break
+            browsers = _demo_browsers()
+            assert browsers, "the demo's Chromium is running"
+            listening = _listening_inodes()
+            for pid in browsers:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                assert not any(a.startswith(b"--remote-debugging-port") for a in argv)
+                assert not _sockets(pid) & listening, f"Chromium {pid} listens on a TCP port"
+                profile = next(a for a in argv if a.startswith(b"--user-data-dir="))[len(b"--user-data-dir="):]
+                assert not (Path(profile.decode()) / "DevToolsActivePort").exists()
+        finally:
+            out, _ = demo_run.communicate(timeout=120)
+    assert "side panel screenshot saved to" in out, out
