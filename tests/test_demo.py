@@ -24,8 +24,8 @@ def test_demo_runs_a_task_through_the_real_browser_and_saves_the_screenshot(tmp_
 
     assert done.returncode == 0, done.stdout + done.stderr
     transcript = done.stdout
-    # The page changed because the agent typed and clicked in Chromium; the agent read that back.
-    assert 'textbox "Your name"' in transcript and "Hello, Ada! The agent clicked the button." in transcript
+    # The page changed because the agent typed and clicked in Chromium; the agent read that back, in the person's words.
+    assert "Your name (textbox): Ada" in transcript and "Hello, Ada! The agent clicked the button." in transcript
     assert "--- end of turn: end_turn ---" in transcript
     data = shot.read_bytes()
     assert data[:3] == b"\xff\xd8\xff" and len(data) > 2000, "a real JPEG of the page"

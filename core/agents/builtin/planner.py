@@ -147,7 +147,7 @@ def _plain_page(body: str) -> str:
             rest = match.group("rest").strip()
             line = name if role in _TEXT_ROLES else f"{name} ({role})" if name else role
             if rest and not rest.startswith("["):
-                line += f" {rest}"
+                line += rest if rest.startswith(":") else f" {rest}"
         else:
             line = re.sub(r"^[-+]\s+", "", line)
         lines.append(f"- {line}")
