@@ -60,6 +60,12 @@ MISFITS = """() => {
 }"""
 
 
+# The font sizes of what the person reads while a card waits, by selector.
+READ_SIZES = """() => Object.fromEntries(['.card .title', '.card .where', '.card button', '#prompt', '#link-detail',
+  '#pill .seg', '#agent-name'].map((s) => [s, [...document.querySelectorAll(s)].map((e) =>
+  parseFloat(getComputedStyle(e).fontSize))]))"""
+
+
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
     async with LiveGateway(tmp_path_factory.mktemp("state"), agent, agent=["builtin", "codex"]) as gw:
@@ -98,6 +104,9 @@ async def test_browser_in_use_shows_while_a_tool_call_runs(panel: Page, client: 
         await expect(panel.locator("#pill-tools")).to_have_text("browser in use")
         await expect(panel.locator("#pill-tools")).to_have_class("seg busy")
         await fits_at_every_width(panel)
+        # Read at the panel's own sizes, not Chrome's 75% for an extension page's body (9.75 px).
+        sizes = await panel.evaluate(READ_SIZES)
+        assert sizes[".card .title"] == [13.0] and min(min(v) for v in sizes.values()) >= 11, sizes
         await panel.screenshot(path=str(screenshot_dir() / "panel-browser-in-use.png"))
         await panel.locator(".card button[data-decision=allow]").click()
     assert not out["result"].is_error
