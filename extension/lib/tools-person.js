@@ -28,7 +28,7 @@ async function handleDialog(b, args, call) {
     call.allowed();
   } else {
     try {
-      await call.check('browser_handle_dialog', desc, { accept: args.accept }, tab.url);
+      await call.check('browser_handle_dialog', desc, { accept: args.accept }, { url: tab.url, tabId: tab.id });
     } catch (e) {
       // A dialog left open blocks the page: what the person did not allow is answered Cancel.
       if (e instanceof ToolError && e.code === NOT_ALLOWED && (await b.dialogs.answer(tab.id, false).then(() => true, () => false))) {

@@ -180,6 +180,8 @@ async def test_accepting_a_risky_confirm_waits_for_the_person(panel: Page, clien
     async with in_background(client.call_tool("browser_handle_dialog", {"accept": True})) as out:
         card = panel.locator(".card")
         await expect(card.locator(".title")).to_contain_text("Delete account?")
+        # The card names the dialog's tab: Show me brings the page that asks to the front.
+        await expect(card.locator("button.show")).to_have_count(1)
         await panel.bring_to_front()
         await panel.screenshot(path=str(screenshot_dir() / "panel-dialog-guard.png"))
         await card.locator("button[data-decision=allow]").click()
