@@ -61,22 +61,12 @@ const panels = new Panels({ acp, mcp, guard, tabs, calls, transcript, settings }
 
 chrome.runtime.onConnect.addListener((port) => panels.accept(port, ready));
 
-// The pairing link (lib/pairing.js): its gateway is added as the panel's own Add gateway adds one, the same
-// router and checks, and a blank first gateway (a fresh install's) is dropped rather than left in the list.
+// The pairing link (lib/pairing.js): its gateway is added as the panel's own Add gateway adds one.
 const pairing = new PairLinks({
   isAgentTab: (tabId) => tabs.owned.has(tabId),
   addGateway: async (gateway) => {
     await ready;
-    const said = [];
-    const reply = { postMessage: (msg) => said.push(msg) };
-    const before = activeGateway(settings.current);
-    await panels._onGatewayMessage(reply, { type: 'gateway-add', ...gateway });
-    const refused = said.find((m) => m.type === 'notice' && m.level === 'error');
-    if (refused) return refused.text;
-    if (!before.url && !before.key && settings.current.gateways.length > 1) {
-      await panels._onGatewayMessage(reply, { type: 'gateway-remove', id: before.id });
-    }
-    return '';
+    return panels.addPairedGateway(gateway);
   },
 });
 // After the start: which tabs are the agent's is known once they are restored.

@@ -238,6 +238,24 @@ export class Panels {
 
   /** The saved gateways: add, switch, remove (the settings form renames the one in use). A switch closes the
    * socket and dials the other one. */
+  /**
+   * A gateway the person paired by its link (lib/pairing.js): added and put in use as the panel's own Add gateway
+   * does, by the same checks; a blank first gateway (a fresh install's) is dropped rather than left in the list.
+   * Resolves to why it was refused, or '' once it is the gateway in use.
+   */
+  async addPairedGateway({ name, url, key }) {
+    const said = [];
+    const collect = { postMessage: (msg) => said.push(msg) };
+    const before = activeGateway(this.settings.current);
+    await this._onGatewayMessage(collect, { type: 'gateway-add', name, url, key });
+    const refused = said.find((m) => m.type === 'notice' && m.level === 'error');
+    if (refused) return refused.text;
+    if (!before.url && !before.key && this.settings.current.gateways.length > 1) {
+      await this._onGatewayMessage(collect, { type: 'gateway-remove', id: before.id });
+    }
+    return '';
+  }
+
   async _onGatewayMessage(port, msg) {
     const settings = this.settings;
     const before = settings.current.active;
