@@ -127,6 +127,32 @@ async def test_a_declined_step_reads_as_the_persons_choice(panel: Page, site: st
     await snap(panel, "panel-step-declined.png")
 
 
+async def set_ask_first(panel: Page, on: bool) -> None:
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#set-ask-first").set_checked(on)
+    await panel.locator("#save-settings").click()
+    await expect(panel.locator("#notice")).to_contain_text("Settings saved")
+    await panel.locator("#toggle-settings").click()
+
+
+async def test_with_ask_before_acting_the_agent_shows_its_plan_first(panel: Page, site: str) -> None:
+    await set_ask_first(panel, True)
+    try:
+        await say(panel, f"open {site}/form.html; click Post a review")
+        card = panel.locator(".card[data-kind=plan]")
+        # The whole task and the site it uses, before the first step that changes anything.
+        await expect(card).to_contain_text(place(site), timeout=30_000)
+        await expect(card).to_contain_text("click Post a review")
+        await expect(panel.locator(".step .title").last).to_contain_text("plan")
+        await card.locator("button[data-decision=approve]").click()
+        # Approved: the refused step runs again, and a routine risky click on the plan's site asks no more.
+        await expect(panel.locator(".step .title").last).to_have_text('Clicked "Post a review"', timeout=30_000)
+        await expect(panel.locator(".card")).to_have_count(0)
+        await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
+    finally:
+        await set_ask_first(panel, False)
+
+
 async def test_the_chat_is_there_after_the_browser_restarts(gateway: BuiltinGateway, site: str,
                                                             tmp_path: Path) -> None:
     """Chrome empties the extension's session storage when it restarts; the person finds their chat as they left it."""
