@@ -11,6 +11,7 @@ import { AgentTabs, ChatCalls } from './lib/tabs.js';
 import { Guard } from './lib/guard.js';
 import { Plan } from './lib/plan.js';
 import { Dialogs } from './lib/dialogs.js';
+import { AgentPasswords } from './lib/passwords.js';
 import { Transcript } from './lib/chat.js';
 import { SavedSettings, activeGateway } from './lib/settings.js';
 import { AcpClient } from './lib/acp.js';
@@ -48,7 +49,7 @@ const guard = new Guard(
   },
   new Plan(() => settings.current),
 );
-const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs);
+const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs, new AgentPasswords());
 const transcript = new Transcript(
   (item) => panels.broadcast({ type: 'item', item }),
   (items) => panels.broadcast({ type: 'transcript', items }),

@@ -17,7 +17,7 @@ function setting() {
 /**
  * Holds Chrome's "offer to save passwords" off while any password the agent typed is pending, per tab, and
  * clears our hold (the person's own choice applies again) when none is. A setting another extension or a
- * policy controls is left alone.
+ * policy controls is left alone. The setting is the browser's: the worker makes one (background.js).
  */
 export class AgentPasswords {
   constructor() {
@@ -70,6 +70,3 @@ export class AgentPasswords {
     return this._chain;
   }
 }
-
-/** The worker's one instance: the setting is the browser's, so one holder decides it. */
-export const agentPasswords = new AgentPasswords();

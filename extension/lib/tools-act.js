@@ -6,7 +6,6 @@ import { ToolError, BAD_ARGS, NO_FOCUS } from './errors.js';
 import { checkNavigable } from './tabs.js';
 import { keyPress } from './guard.js';
 import { text, withPage } from './results.js';
-import { agentPasswords } from './passwords.js';
 
 /**
  * Describe, ask the guard, then act on the very element that was described. When `opensTab`
@@ -30,7 +29,7 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
   await call.check(tool, desc, { ...opArgs }, { url: tab.url, tabId: tab.id, ref: args.ref, show });
   call.throwIfCancelled();
   // Chrome would offer to save a password the agent typed as the person's own (lib/passwords.js).
-  if (op === 'type' && desc.sensitive === 'password') await agentPasswords.typing(tab.id);
+  if (op === 'type' && desc.sensitive === 'password' && b.passwords) await b.passwords.typing(tab.id);
   // `what` is ours (the ref, or the agent's own selector); the element's role and name are the page's.
   const what = loc.label;
   const element = args.ref || focused ? `element: ${desc.role} "${desc.name}"` : '';

@@ -130,7 +130,8 @@ export class BrowserTools {
    * @param {(delta: number) => void} onActivity  +1 when a call starts, -1 when it ends
    * @param {import('./dialogs.js').Dialogs | null} dialogs  JavaScript dialogs in agent tabs (null: not watched)
    */
-  constructor(tabs, guard, onActivity, dialogs = null) {
+  /** `passwords`: the holder of Chrome's "Save password?" while the agent types one (lib/passwords.js). */
+  constructor(tabs, guard, onActivity, dialogs = null, passwords = null) {
     this.tabs = tabs;
     this.guard = guard;
     this.onActivity = onActivity;
@@ -138,7 +139,7 @@ export class BrowserTools {
     this.loads = new Loads();
     this.page = new PageScript();
     // What every implementation works with.
-    this._parts = Object.freeze({ tabs, guard, dialogs, page: this.page, loads: this.loads });
+    this._parts = Object.freeze({ tabs, guard, dialogs, passwords, page: this.page, loads: this.loads });
     this._chain = Promise.resolve();
     this._queued = 0;
     this._handingOff = false; // a browser_handoff is queued or waits for the person
