@@ -9,6 +9,7 @@
 // blocks), so a call that finds its page that way says the page is blocked instead of waiting on it.
 
 import { ToolError, NO_DIALOG, TOOL_ERROR } from './errors.js';
+import { webOrigin } from './settings.js';
 
 const PROTOCOL = '1.3';
 // A page chooses its dialog's text and may make it huge: the agent gets this much of it.
@@ -27,14 +28,6 @@ const DECLINED_FOR_AGENT = 'note: openab cannot see JavaScript dialogs in the ag
 const BLOCKED = 'was not run: the page in the agent tab does not respond. Most likely a JavaScript dialog opened there ' +
   'while no call of yours was running, and Chrome shows such a dialog only to whoever watched the tab when it opened. ' +
   'Ask the user to answer it (browser_handoff gives them the tab), then try again.';
-
-function originOf(url) {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return '';
-  }
-}
 
 /** The buttons of each kind, in the words a person sees on them. */
 const BUTTONS = {
@@ -252,7 +245,7 @@ export class Dialogs {
     if (method === 'Page.javascriptDialogOpening') {
       const dialog = {
         type: String(params.type || 'alert'), message: String(params.message || ''),
-        defaultPrompt: String(params.defaultPrompt || ''), url: String(params.url || ''), origin: originOf(params.url),
+        defaultPrompt: String(params.defaultPrompt || ''), url: String(params.url || ''), origin: webOrigin(params.url),
         openedAt: Date.now(),
       };
       this.open.set(tabId, dialog);

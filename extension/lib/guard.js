@@ -3,7 +3,7 @@
 // looks at the element's kind, its label words and the site.
 
 import { ToolError, BAD_ARGS, NOT_ALLOWED } from './errors.js';
-import { ruleFor } from './settings.js';
+import { ruleFor, webOrigin } from './settings.js';
 
 const RISKY_WORDS =
   /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
@@ -20,15 +20,6 @@ export async function showTab(tabId) {
     return true;
   } catch {
     return false;
-  }
-}
-
-function originOf(url) {
-  try {
-    const u = new URL(url);
-    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : '';
-  } catch {
-    return '';
   }
 }
 
@@ -218,7 +209,7 @@ export class Guard {
 
   /** Throws unless the user's site rules let the agent load `url`; returns it. */
   checkDestination(url) {
-    this._refuseNever(originOf(url));
+    this._refuseNever(webOrigin(url));
     return url;
   }
 
@@ -242,7 +233,7 @@ export class Guard {
     const { url: tabUrl = '', tabId, ref, show } = typeof at === 'string' ? { url: at } : at;
     const { autopilot, siteRules } = this.getSettings();
     const origin = desc && desc.origin;
-    this._refuseNever(origin, originOf(tabUrl));
+    this._refuseNever(origin, webOrigin(tabUrl));
     const rule = ruleFor(siteRules, origin);
     const risky = classify(tool, desc, args);
     // An approved plan keeps the task on its sites, and there lets the routine risky steps run (lib/plan.js).

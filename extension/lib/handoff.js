@@ -6,18 +6,11 @@
 import { ToolError, BAD_ARGS, BUSY, CANCELLED, NO_TAB } from './errors.js';
 import { DEFAULTS, toolNamed } from './catalogue.js';
 import { showTab, TAB_CLOSED } from './guard.js';
+import { webOrigin } from './settings.js';
 
 // The default stays under the pod's tunnel timeout (OPENAB_TUNNEL_TIMEOUT, 170 s by default), which would otherwise
 // end the call first and tell the agent its outcome is unknown; the bounds are the ones the schema states.
 const MAX_REASON = 300;
-
-function originOf(url) {
-  try {
-    return new URL(url).origin;
-  } catch {
-    return '';
-  }
-}
 
 /** The bounded wait, in seconds, for what the agent asked. */
 export function handoffSeconds(asked) {
@@ -44,7 +37,7 @@ export async function handOff({ guard, tab, reason, seconds, signal, personTurn 
     // Show me does it again, once they have looked elsewhere).
     await showTab(tab.id);
     const answer = await guard.ask({
-      kind: 'handoff', tool: 'browser_handoff', title: 'Your turn', reason: said, site: originOf(tab.url),
+      kind: 'handoff', tool: 'browser_handoff', title: 'Your turn', reason: said, site: webOrigin(tab.url),
       detail: String(tab.title || '').slice(0, 200), tabId: tab.id, timeoutMs: seconds * 1000,
     }, signal);
     if (answer === 'cancelled') throw new ToolError(CANCELLED, 'the call was cancelled');

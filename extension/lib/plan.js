@@ -12,21 +12,13 @@ import { ToolError, BAD_ARGS, BUSY, CANCELLED, NOT_ALLOWED } from './errors.js';
 import { toolNamed } from './catalogue.js';
 import { MAX_CARDS } from './guard.js';
 import { text } from './results.js';
+import { webOrigin } from './settings.js';
 
 const MAX_SUMMARY = 500;
 const MAX_STEP = 300;
 const MAX_ITEMS = 20;
 // Steps of browser_tabs that act on no site: they only list the agent's tabs or pick which one is current.
 const TABS_READING = new Set(['list', 'switch']);
-
-function originOf(url) {
-  try {
-    const u = new URL(url);
-    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : '';
-  } catch {
-    return '';
-  }
-}
 
 /**
  * A site as the agent listed it: a host ("shop.example", "127.0.0.1:8000"), which covers that host over http and
@@ -102,11 +94,11 @@ function stepWords(tool, desc) {
 
 /** The places a step is on and can lead to: its frame's site, a link's and a form's destination. */
 function placesOf(tool, desc, tabUrl) {
-  if (!desc) return [originOf(tabUrl)];
-  const places = [desc.origin || originOf(tabUrl)];
+  if (!desc) return [webOrigin(tabUrl)];
+  const places = [desc.origin || webOrigin(tabUrl)];
   if (tool !== 'browser_type' && tool !== 'browser_select_option') {
-    if (desc.href) places.push(originOf(desc.href));
-    if (desc.submit || (tool === 'browser_press_key' && desc.inForm)) places.push(originOf(desc.formAction));
+    if (desc.href) places.push(webOrigin(desc.href));
+    if (desc.submit || (tool === 'browser_press_key' && desc.inForm)) places.push(webOrigin(desc.formAction));
   }
   return places.filter(Boolean);
 }
@@ -155,7 +147,7 @@ export class Plan {
     const away = this.outside(placesOf(tool, desc, tabUrl));
     if (away) {
       const what = risky ? risky.action : stepWords(tool, desc);
-      const where = away === ((desc && desc.origin) || originOf(tabUrl)) ? ` on ${away}` : `, which leads to ${away}`;
+      const where = away === ((desc && desc.origin) || webOrigin(tabUrl)) ? ` on ${away}` : `, which leads to ${away}`;
       await this._askOffPlan(guard, { tool, title: `Not in the approved plan: the agent wants to ${what}${where}`, away,
         detail: (desc && desc.url) || tabUrl, signal });
       // The person's yes was to this step as the card showed it; an upload still asks on its own card.
@@ -167,7 +159,7 @@ export class Plan {
 
   /** A page the agent is about to load (navigate, a new tab, a link opening one): asks when it is off the plan. */
   async checkDestination(guard, url, signal) {
-    const away = this.outside([originOf(url)].filter(Boolean));
+    const away = this.outside([webOrigin(url)].filter(Boolean));
     if (!away) return false;
     await this._askOffPlan(guard, { tool: 'browser_navigate', title: `Not in the approved plan: the agent wants to open ${away}`,
       away, detail: url, signal });

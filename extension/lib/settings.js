@@ -96,6 +96,16 @@ export function isHostRule(key) {
   return !/^https?:\/\//.test(key);
 }
 
+/** The origin of a web page's URL (http or https), which site rules and cards name; '' for any other URL. */
+export function webOrigin(url) {
+  try {
+    const u = new URL(url);
+    return u.protocol === 'http:' || u.protocol === 'https:' ? u.origin : '';
+  } catch {
+    return '';
+  }
+}
+
 /**
  * The rule ('always' | 'never' | '') that covers `origin` (scheme://host[:port]): the origin's own, else its host
  * rule's. A host rule without a port covers the site on its scheme's default port; one with a port, that port
