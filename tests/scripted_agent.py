@@ -48,6 +48,19 @@ class ScriptedAgent:
         """For a test's own script: returns once the session's running turn is cancelled."""
         await self._cancel_events[session_id].wait()
 
+    def until_stopped(self, *updates: dict[str, Any], timeout: float = 60.0) -> Script:
+        """A test's own turn that sends ``updates``, then runs until it is cancelled (at most ``timeout`` seconds),
+        and ends "cancelled"."""
+
+        async def turn(running: PromptTurn, text: str) -> str:
+            for update in updates:
+                running.send_update(update)
+            async with asyncio.timeout(timeout):
+                await self.until_cancelled(running.session.id)
+            return "cancelled"
+
+        return turn
+
     async def prompt(self, turn: PromptTurn, prompt: list[dict[str, Any]]) -> str:
         session_id = turn.session.id
         self.prompts.append((session_id, prompt))

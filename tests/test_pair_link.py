@@ -10,20 +10,16 @@ expiry or a rate limit's window passes without a sleep.
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import secrets
-import select
-import subprocess
-import sys
-import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
 import pytest
 from log_scan import scanning
 from pydantic import SecretStr
+from terminal_run import terminal_run
 from test_log_format import free_port
 
 from openab.core.acp.backend import NoAgentBackend
@@ -175,31 +171,6 @@ def test_the_link_is_http_on_loopback_and_https_with_tls() -> None:
     assert pair_link("ws://127.0.0.1:8080/acp", "c0de") == "http://127.0.0.1:8080/pair#code=c0de"
     assert pair_link("wss://pod.example/acp", "c0de") == "https://pod.example/pair#code=c0de"
     assert pair_link("wss://pod.example/team/acp", "c0de") == "https://pod.example/team/pair#code=c0de"
-
-
-@contextlib.contextmanager
-def terminal_run(state: Path) -> Iterator[str]:
-    """`openab run` with its stderr a terminal (a pty), serving; yields what the terminal showed until it served."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAB_ACP_AUTH_KEY", "OPENAB_PUBLIC_URL"))}
-    reader, writer = os.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(free_port()),
-                                "--state-dir", str(state)], env=env, stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=writer, start_new_session=True)
-    os.close(writer)
-    shown = b""
-    try:
-        deadline = time.monotonic() + 60
-        while b"running on" not in shown.lower():
-            assert time.monotonic() < deadline, shown.decode()
-            if select.select([reader], [], [], deadline - time.monotonic())[0]:
-                chunk = os.read(reader, 65536)
-                assert chunk, "openab run exited while starting:\n" + shown.decode()
-                shown += chunk
-        yield shown.decode().replace("\r\n", "\n")
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
-        os.close(reader)
 
 
 async def test_openab_run_prints_a_link_that_claims_its_url_and_key(state: Path) -> None:

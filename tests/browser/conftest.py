@@ -4,20 +4,41 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mcp import Client
-from playwright.async_api import BrowserContext, Page
+from playwright.async_api import BrowserContext, Page, expect
+from pydantic import SecretStr
 from scripted_agent import ScriptedAgent
 
+from openab.core.pod import Pod
+from openab.core.settings import Settings
 from openab.core.tunnel.tunnel import Tunnel
+from openab.gateway.app import create_app
+from openab.gateway.assemble import assemble
+from openab.gateway.server import running_server
 
-from .harness import CHROMIUM, chromium, open_panel, panel_browser, service_worker_url, site_server, stage_extension
+from .harness import (
+    CHROMIUM,
+    SIDE_PANEL_FLAGS,
+    chromium,
+    open_panel,
+    panel_browser,
+    playwright_browser,
+    service_worker_url,
+    side_panel,
+    site_server,
+    stage_extension,
+)
 from .live_pod import KEY, LiveGateway
 
-__all__ = ["KEY", "extension_browser", "panel_tunnel", "person_browser"]
+__all__ = [
+    "KEY", "BuiltinGateway", "builtin_agent_browser", "chrome_side_panel", "extension_browser", "panel_tunnel",
+    "person_browser",
+]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -116,3 +137,65 @@ async def client(gateway: LiveGateway, tunnel: Tunnel) -> AsyncIterator[Client]:
     """The official MCP SDK client on the pod side, at the session's proxy endpoint as an agent would be."""
     async with gateway.agent_client(tunnel.session_id) as c:
         yield c
+
+
+def chrome_side_panel(name: str) -> tuple[Any, Any, Any, Any]:
+    """The ``profile``, ``context``, ``panel`` and ``tunnel`` fixtures of a module whose panel is Chrome's real side
+    panel (opened by ``sidePanel.open`` from a gesture, harness.side_panel), autopilot off so risky steps come to it
+    as cards; the extension reaches the module's ``gateway``. A module takes them as
+    ``profile, context, panel, tunnel = chrome_side_panel("name")``."""
+
+    @pytest.fixture(scope="module")
+    def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+        return tmp_path_factory.mktemp(name)
+
+    @pytest.fixture(scope="module")
+    async def context(gateway: LiveGateway, site: str, profile: Path) -> AsyncIterator[BrowserContext]:
+        ext = stage_extension(profile / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
+        async with playwright_browser(ext, profile / "chrome", f"{site}/index.html", extra=SIDE_PANEL_FLAGS) as ctx:
+            yield ctx
+
+    @pytest.fixture(scope="module")
+    async def panel(context: BrowserContext, profile: Path) -> AsyncIterator[Page]:
+        async with side_panel(context, profile / "chrome") as page:
+            yield page
+
+    return profile, context, panel, panel_tunnel()
+
+
+@dataclass
+class BuiltinGateway:
+    """A real gateway whose agent is the built-in one, and its ``/acp`` URL."""
+
+    pod: Pod
+    url: str
+
+
+def builtin_agent_browser(name: str) -> tuple[Any, Any, Any]:
+    """The ``gateway``, ``context`` and ``panel`` fixtures of a module whose panel talks to the real built-in agent
+    (no model: it follows plain instructions) in a real gateway, autopilot off; the panel is open with the tools
+    attached. A module takes them as ``gateway, context, panel = builtin_agent_browser("name")``."""
+
+    @pytest.fixture(scope="module")
+    async def gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BuiltinGateway]:
+        # No model URL in the agent's environment: the built-in agent follows plain instructions.
+        pod = assemble(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"),
+                                agent="builtin"), env={})
+        async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
+            yield BuiltinGateway(pod, "ws" + base.removeprefix("http") + "/acp")
+
+    @pytest.fixture(scope="module")
+    async def context(gateway: BuiltinGateway, site: str, tmp_path_factory: pytest.TempPathFactory
+                      ) -> AsyncIterator[BrowserContext]:
+        tmp = tmp_path_factory.mktemp(name)
+        ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
+        async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+            yield ctx
+
+    @pytest.fixture(scope="module")
+    async def panel(context: BrowserContext) -> Page:
+        page = await open_panel(context)
+        await expect(page.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
+        return page
+
+    return gateway, context, panel

@@ -108,10 +108,17 @@ def site_server(tls: tuple[Path, Path] | None = None) -> Iterator[str]:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(*tls)
         srv.socket = context.wrap_socket(srv.socket, server_side=True)
+    with serving(srv) as port:
+        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def serving(srv: http.server.HTTPServer) -> Iterator[int]:
+    """Runs ``srv`` in a thread until the block ends; yields its port."""
     thread = threading.Thread(target=srv.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"{'http' if tls is None else 'https'}://127.0.0.1:{srv.server_address[1]}"
+        yield int(srv.server_address[1])
     finally:
         srv.shutdown()
         srv.server_close()

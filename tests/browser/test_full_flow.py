@@ -10,62 +10,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 
 import pytest
 from fake_extension import connect_extension
 from playwright.async_api import BrowserContext, Page, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
-from pydantic import SecretStr
 from waits import eventually
 
-from openab.core.pod import Pod
-from openab.core.settings import Settings
 from openab.core.tunnel.registry import TunnelAttached, TunnelEvent
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
 
-from .conftest import KEY
-from .harness import open_panel, page_at, playwright_browser, screenshot_dir, stage_extension
+from .conftest import KEY, BuiltinGateway, builtin_agent_browser
+from .harness import page_at, screenshot_dir
 
 pytestmark = pytest.mark.anyio
 
 
-@dataclass
-class FlowGateway:
-    pod: Pod
-    url: str
-
-
-@pytest.fixture(scope="module")
-async def flow_gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[FlowGateway]:
-    # No model URL in the agent's environment: the built-in agent follows plain instructions.
-    pod = assemble(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"),
-                   env={})
-    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
-        yield FlowGateway(pod, "ws" + base.removeprefix("http") + "/acp")
-
-
-@pytest.fixture(scope="module")
-async def context(flow_gateway: FlowGateway, site: str, tmp_path_factory: pytest.TempPathFactory
-                  ) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("flow")
-    ext = stage_extension(tmp / "ext", {"url": flow_gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext) -> Page:
-    page = await open_panel(context)
-    await expect(page.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
-    return page
+gateway, context, panel = builtin_agent_browser("flow")
 
 
 @pytest.fixture(autouse=True)
-async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel: Page) -> None:
+async def fresh_start(gateway: BuiltinGateway, context: BrowserContext, panel: Page) -> None:
     """Each test starts where a person opening the panel would: no turn or question left over from another
     test, no agent tab, and a new chat (an empty transcript, a new session with its browser tools attached)."""
     if await panel.locator("#stop").is_enabled():  # an earlier test stopped mid-turn
@@ -85,7 +49,7 @@ async def fresh_start(flow_gateway: FlowGateway, context: BrowserContext, panel:
         if isinstance(event, TunnelAttached):
             attached.set()
 
-    stop_listening = flow_gateway.pod.tunnels.add_listener(on_tunnel)
+    stop_listening = gateway.pod.tunnels.add_listener(on_tunnel)
     try:
         # A row only a transcript replaced by the new chat's empty one removes.
         await panel.evaluate("document.getElementById('log').append(document.createElement('div'))")
@@ -150,19 +114,19 @@ async def test_a_declined_step_does_not_happen(context: BrowserContext, panel: P
     await expect(page.locator("#out")).to_have_text("nothing yet")  # unchanged: the form was not sent
 
 
-def held_session(flow_gateway: FlowGateway) -> str:
+def held_session(gateway: BuiltinGateway) -> str:
     """The session the panel's socket holds now."""
-    [session_id] = [s.id for s in flow_gateway.pod.sessions.all() if s.owner is not None]
+    [session_id] = [s.id for s in gateway.pod.sessions.all() if s.owner is not None]
     return session_id
 
 
-async def test_new_chat_ends_the_chat_it_replaces_and_stops_its_agent(flow_gateway: FlowGateway,
+async def test_new_chat_ends_the_chat_it_replaces_and_stops_its_agent(gateway: BuiltinGateway,
                                                                       context: BrowserContext, panel: Page,
                                                                       site: str) -> None:
     await say(panel, f"open {site}/form.html")
     await opened(context, panel, f"{site}/form.html")
-    old = held_session(flow_gateway)
-    agents = flow_gateway.pod.backend.agents  # type: ignore[attr-defined]
+    old = held_session(gateway)
+    agents = gateway.pod.backend.agents  # type: ignore[attr-defined]
     pid = agents[old]
     assert pid is not None
     await expect(panel.locator("#send")).to_be_enabled(timeout=30_000)
@@ -170,16 +134,16 @@ async def test_new_chat_ends_the_chat_it_replaces_and_stops_its_agent(flow_gatew
     await panel.locator("#new-chat-yes").click()
     await expect(panel.locator("#log > *")).to_have_count(0, timeout=30_000)
     # Gone now, not after the idle timeout: the session, its agent process and its browser tools.
-    await eventually(lambda: flow_gateway.pod.sessions.get(old) is None and not _alive(pid), 30)
-    assert not flow_gateway.pod.tunnels.tunnels(old)
-    assert held_session(flow_gateway) != old
+    await eventually(lambda: gateway.pod.sessions.get(old) is None and not _alive(pid), 30)
+    assert not gateway.pod.tunnels.tunnels(old)
+    assert held_session(gateway) != old
 
 
-async def test_a_chat_taken_over_elsewhere_says_so_and_new_chat_goes_on_here(flow_gateway: FlowGateway,
+async def test_a_chat_taken_over_elsewhere_says_so_and_new_chat_goes_on_here(gateway: BuiltinGateway,
                                                                             panel: Page) -> None:
-    taken = held_session(flow_gateway)
+    taken = held_session(gateway)
     # Another connection (another window, or anyone holding the id and the key) resumes the panel's session.
-    async with connect_extension(flow_gateway.url, KEY) as other:
+    async with connect_extension(gateway.url, KEY) as other:
         await other.initialize()
         await other.request("session/resume", {"sessionId": taken, "cwd": "/", "mcpServers": []})
         await expect(panel.locator("#link-detail")).to_contain_text("taken over by another connection",
@@ -194,7 +158,7 @@ async def test_a_chat_taken_over_elsewhere_says_so_and_new_chat_goes_on_here(flo
         await panel.locator("#new-chat").click()
         await expect(panel.locator("#pill-link")).to_contain_text("connected", timeout=30_000)
         await expect(panel.locator("#link-detail")).not_to_contain_text("taken over")
-        owned = {s.id for s in flow_gateway.pod.sessions.all() if s.owner is not None}
+        owned = {s.id for s in gateway.pod.sessions.all() if s.owner is not None}
         assert taken in owned and len(owned) == 2, "the other connection keeps the chat it took"
 
 

@@ -9,7 +9,6 @@ the real gateway with a scripted agent, and the agent's browser calls come from 
 
 from __future__ import annotations
 
-import asyncio
 import re
 from typing import Any
 
@@ -18,7 +17,6 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
 from .conftest import person_browser
@@ -51,13 +49,7 @@ def cancels(gateway: LiveGateway, session_id: str) -> int:
 
 async def test_escape_never_stops_the_turn(gateway: LiveGateway, agent: ScriptedAgent, panel: Page,
                                            tunnel: Tunnel) -> None:
-    async def slow(turn: PromptTurn, text: str) -> str:
-        turn.send_update(chunk("Working on it…"))
-        async with asyncio.timeout(60):
-            await agent.until_cancelled(turn.session.id)
-        return "cancelled"
-
-    agent.scripts["long"] = slow
+    agent.scripts["long"] = agent.until_stopped(chunk("Working on it…"))
     await ask(panel, "long job")
     await expect(panel.locator(".msg.agent").last).to_have_text("Working on it…")
     # The person starts their next message while the agent works, and presses Escape in the box...

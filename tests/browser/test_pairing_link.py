@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
-from test_pair_link import terminal_run
+from terminal_run import terminal_run
 
 from openab.gateway.pairing import kept_key_path
 

@@ -5,19 +5,16 @@ fills both the URL and the key, and Save connects. What is not a usable URL or k
 
 from __future__ import annotations
 
-import os
 import re
-import select
 import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.async_api import BrowserContext, Page, expect
+from terminal_run import terminal_run
 
 from openab.gateway.pairing import kept_key_path
 
@@ -26,40 +23,15 @@ from .harness import open_panel, playwright_browser, stage_extension
 pytestmark = pytest.mark.anyio
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def terminal_pod() -> Iterator[tuple[str, str]]:
     """`openab run` on a fresh state dir with its stderr a terminal (a pty); yields what that terminal showed and
     the key the pod made."""
     root = Path(tempfile.mkdtemp(prefix="oab-paste-"))
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAB_ACP_AUTH_KEY", "OPENAB_PUBLIC_URL"))}
-    reader, writer = os.openpty()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(_free_port()), "--state-dir",
-         str(root / "state")], env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=writer,
-        start_new_session=True)
-    os.close(writer)
-    shown = b""
     try:
-        deadline = time.monotonic() + 60
-        while b"running on" not in shown.lower():
-            assert time.monotonic() < deadline, shown.decode()
-            if select.select([reader], [], [], deadline - time.monotonic())[0]:
-                chunk = os.read(reader, 65536)
-                assert chunk, "openab run exited while starting:\n" + shown.decode()
-                shown += chunk
-        yield shown.decode().replace("\r\n", "\n"), kept_key_path(root / "state").read_text().strip()
+        with terminal_run(root / "state") as shown:
+            yield shown, kept_key_path(root / "state").read_text().strip()
     finally:
-        process.terminate()
-        process.wait(timeout=30)
-        os.close(reader)
         subprocess.run(["rm", "-rf", str(root)], check=False, timeout=30)
 
 

@@ -8,7 +8,6 @@ session's proxy endpoint. Screenshots of each state go to docs/screenshots/ for 
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import contextlib
 import re
@@ -141,13 +140,7 @@ async def test_a_prompt_streams_its_reply_into_the_panel(agent: ScriptedAgent, p
 
 async def test_stop_cancels_the_turn(gateway: LiveGateway, agent: ScriptedAgent, panel: Page,
                                      tunnel: Tunnel) -> None:
-    async def slow(turn: PromptTurn, text: str) -> str:
-        turn.send_update(chunk("Working on it…"))
-        async with asyncio.timeout(30):
-            await agent.until_cancelled(turn.session.id)
-        return "cancelled"
-
-    agent.scripts["do"] = slow
+    agent.scripts["do"] = agent.until_stopped(chunk("Working on it…"), timeout=30)
     await panel.locator("#prompt").fill("do something long")
     await panel.locator("#send").click()
     await expect(panel.locator(".msg.agent").last).to_have_text("Working on it…")

@@ -343,12 +343,7 @@ async def test_a_step_saved_while_it_ran_is_not_shown_running_after_the_worker_r
     agent: ScriptedAgent, context: BrowserContext, later: Page, gateway: LiveGateway
 ) -> None:
     """A turn ends with the service worker that ran it: a step it saved as running never finishes on screen."""
-    async def slow(turn: PromptTurn, text: str) -> str:
-        turn.send_update(call("w", "mcp__openab_browser__browser_wait_for", {"text": "Thanks"}))
-        await agent.until_cancelled(turn.session.id)
-        return "cancelled"
-
-    agent.scripts["slow"] = slow
+    agent.scripts["slow"] = agent.until_stopped(call("w", "mcp__openab_browser__browser_wait_for", {"text": "Thanks"}))
     await later.locator("#prompt").fill("slow step")
     await later.locator("#send").click()
     await expect(later.locator(".step .title").last).to_have_text('Waiting for "Thanks" …')

@@ -9,8 +9,6 @@ agent's calls from the official MCP client at the session's proxy endpoint, as a
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,9 +16,9 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from waits import eventually
 
-from .conftest import panel_tunnel
-from .harness import SIDE_PANEL_FLAGS, page_at, playwright_browser, screenshot_dir, side_panel, stage_extension
-from .live_pod import KEY, LiveGateway, call
+from .conftest import chrome_side_panel
+from .harness import page_at, screenshot_dir
+from .live_pod import call
 from .test_panel import in_background, result_text
 
 pytestmark = pytest.mark.anyio
@@ -41,26 +39,7 @@ OUTLINE = """() => {
 }"""
 
 
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("show-me")
-
-
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str, profile: Path) -> AsyncIterator[BrowserContext]:
-    # Autopilot off: the risky steps come to the panel as cards.
-    ext = stage_extension(profile / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, profile / "chrome", f"{site}/index.html", extra=SIDE_PANEL_FLAGS) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext, profile: Path) -> AsyncIterator[Page]:
-    async with side_panel(context, profile / "chrome") as page:
-        yield page
-
-
-tunnel = panel_tunnel()
+profile, context, panel, tunnel = chrome_side_panel("show-me")
 
 
 async def active_url(panel: Page) -> str:

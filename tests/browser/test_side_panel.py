@@ -8,7 +8,6 @@ from the official MCP client at the session's proxy endpoint, as an agent's woul
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -19,17 +18,14 @@ from scripted_agent import ScriptedAgent, chunk
 from openab.core.acp.backend import PromptTurn
 from openab.core.tunnel.tunnel import Tunnel
 
-from .conftest import panel_tunnel
+from .conftest import chrome_side_panel
 from .harness import (
-    SIDE_PANEL_FLAGS,
     extension_id,
     page_at,
-    playwright_browser,
     screenshot_dir,
     side_panel,
-    stage_extension,
 )
-from .live_pod import KEY, LiveGateway
+from .live_pod import LiveGateway
 from .test_panel import in_background
 from .test_panel_header import MISFITS
 from .test_show_me import active_url, in_front
@@ -37,26 +33,7 @@ from .test_show_me import active_url, in_front
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("side-panel")
-
-
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str, profile: Path) -> AsyncIterator[BrowserContext]:
-    # Autopilot off: the risky step must come to the panel as a card.
-    ext = stage_extension(profile / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, profile / "chrome", f"{site}/index.html", extra=SIDE_PANEL_FLAGS) as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext, profile: Path) -> AsyncIterator[Page]:
-    async with side_panel(context, profile / "chrome") as page:
-        yield page
-
-
-tunnel = panel_tunnel()
+profile, context, panel, tunnel = chrome_side_panel("side-panel")
 
 
 async def contexts(page: Page) -> list[str]:

@@ -9,57 +9,26 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import Page, expect
 from pydantic import SecretStr
 from waits import eventually
 
-from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
 from openab.gateway.server import running_server
 
-from .conftest import KEY
+from .conftest import KEY, BuiltinGateway, builtin_agent_browser
 from .harness import open_panel, playwright_browser, snap, stage_extension
 
 pytestmark = pytest.mark.anyio
 
 
-@dataclass
-class BuiltinGateway:
-    pod: Pod
-    url: str
-
-
-@pytest.fixture(scope="module")
-async def gateway(tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BuiltinGateway]:
-    # No model URL in the agent's environment: the built-in agent follows plain instructions.
-    pod = assemble(Settings(token=SecretStr(KEY), port=0, state_dir=tmp_path_factory.mktemp("state"), agent="builtin"),
-                   env={})
-    async with running_server(create_app(pod), max_frame_bytes=pod.settings.max_frame_bytes) as base:
-        yield BuiltinGateway(pod, "ws" + base.removeprefix("http") + "/acp")
-
-
-@pytest.fixture(scope="module")
-async def context(gateway: BuiltinGateway, site: str, tmp_path_factory: pytest.TempPathFactory
-                  ) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("steps")
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
-        yield ctx
-
-
-@pytest.fixture(scope="module")
-async def panel(context: BrowserContext) -> Page:
-    page = await open_panel(context)
-    await expect(page.locator("#pill-tunnel")).to_have_text("tools attached", timeout=30_000)
-    return page
+gateway, context, panel = builtin_agent_browser("steps")
 
 
 async def say(panel: Page, text: str) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import http.server
 import socket
-import threading
 from collections.abc import Iterator
 
 import pytest
@@ -19,7 +18,7 @@ from mcp import Client
 from playwright.async_api import Page, expect
 
 from .conftest import person_browser
-from .harness import snap
+from .harness import serving, snap
 from .live_pod import call
 
 pytestmark = pytest.mark.anyio
@@ -48,15 +47,8 @@ def redirecting_to(target: str) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{srv.server_address[1]}"
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(timeout=10)
+    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Redirect)) as port:
+        yield f"http://127.0.0.1:{port}"
 
 
 async def test_a_page_that_did_not_load_is_not_navigated_to(client: Client, site: str) -> None:
