@@ -6,22 +6,17 @@ from __future__ import annotations
 import contextlib
 import os
 import select
-import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from test_log_format import free_port
+
 __all__ = ["terminal_run"]
 
 START_TIMEOUT = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -30,7 +25,7 @@ def terminal_run(state: Path) -> Iterator[str]:
     terminal showed until it said it was running. Stopped (SIGTERM) on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAB_ACP_AUTH_KEY", "OPENAB_PUBLIC_URL"))}
     reader, writer = os.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(_free_port()),
+    process = subprocess.Popen([sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(free_port()),
                                 "--state-dir", str(state)], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=writer, start_new_session=True)
     os.close(writer)

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import http.server
-import socket
 from collections.abc import Iterator
 
 import pytest
 from mcp import Client
 from playwright.async_api import Page, expect
+from test_log_format import free_port
 
 from .conftest import person_browser
 from .harness import serving, snap
@@ -24,13 +24,6 @@ from .live_pod import call
 pytestmark = pytest.mark.anyio
 
 context, tunnel = person_browser("truth")
-
-
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then let go)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
@@ -54,7 +47,7 @@ def redirecting_to(target: str) -> Iterator[str]:
 async def test_a_page_that_did_not_load_is_not_navigated_to(client: Client, site: str) -> None:
     text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
     assert (text, is_error) == (f"navigated to {site}/form.html", False)
-    nowhere = f"http://127.0.0.1:{closed_port()}/"
+    nowhere = f"http://127.0.0.1:{free_port()}/"  # a port bound, then let go: nothing listens there
     text, is_error = await call(client, "browser_navigate", {"url": nowhere})
     assert is_error and text.startswith(f"{nowhere} did not load: nothing accepts connections at that address "
                                         "(net::ERR_CONNECTION_REFUSED)"), text
