@@ -16,6 +16,7 @@ alternate in rounds, so both see the same machine at the same moments; the figur
 | click, a turn apart | the same, 0.3 s between clicks | the same, 0.3 s between clicks |
 | type | browser_type by ref into a text field | page.fill by selector |
 | screenshot | browser_screenshot (JPEG) | page.screenshot(type="jpeg") |
+| snapshot after 21 s idle | browser_snapshot 21 s after the last call (the debugger attaches again) | the same |
 
 Chrome lets an extension capture a tab at most twice a second, so screenshot samples are spaced 0.6 s apart
 (untimed) on both sides. Every other tool's calls run back to back, which no agent does: its next call comes a
@@ -58,6 +59,10 @@ TARGET = 1.5  # each median <= 1.5x Playwright's
 CALL_TIMEOUT = 60.0
 SCREENSHOT_GAP = 0.6  # Chrome's quota: two captures a second per extension
 TURN_GAP = 0.3  # between an agent's calls: a model turn, which takes longer
+# Longer than the extension keeps its debugger on a tab after a call (lib/dialogs.js, LINGER_MS = 20 s): the call
+# after such a pause attaches it again, as the first call of a task after a long model turn does.
+IDLE_GAP = 21.0
+IDLE_ROUNDS = 3
 # The pages bench/ compares on, served from tests/site/bench/.
 PAGES = ("form", "article", "table", "app")
 
@@ -139,7 +144,8 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - start
 
 
-async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str, dict[str, list[float]]]:
+async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool = False
+                  ) -> dict[str, dict[str, list[float]]]:
     """Samples in seconds, by tool, then by side ('openab', 'playwright')."""
     form = f"{rig.site}/bench/form.html"
     client = rig.client
@@ -198,12 +204,18 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
         texts = [f"ada{i}@example.com" for i in range(per_round)]
         return [await timed(lambda: page.fill("#email", t)) for t in texts]  # noqa: B023
 
-    async def spaced(action: Callable[[], Awaitable[Any]], gap: float) -> list[float]:
+    async def spaced(action: Callable[[], Awaitable[Any]], gap: float, count: int = 0) -> list[float]:
         out = []
-        for _ in range(per_round):
+        for _ in range(count or per_round):
             await asyncio.sleep(gap)
             out.append(await timed(action))
         return out
+
+    async def o_snapshot_idle() -> list[float]:
+        return await spaced(lambda: call(client, "browser_snapshot"), IDLE_GAP, count=1)
+
+    async def p_snapshot_idle() -> list[float]:
+        return await spaced(lambda: page.locator("body").aria_snapshot(mode="ai"), IDLE_GAP, count=1)
 
     async def o_screenshot() -> list[float]:
         return await spaced(lambda: call(client, "browser_screenshot"), SCREENSHOT_GAP)
@@ -216,7 +228,7 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
         ("navigate", o_navigate, p_navigate), ("snapshot", o_snapshot, p_snapshot),
         ("snapshot, hand-spelled MCP client", o_snapshot_bare, p_snapshot), ("click", o_click, p_click),
         ("click, a turn apart", o_click_turn, p_click_turn), ("type", o_type, p_type),
-        ("screenshot", o_screenshot, p_screenshot),
+        ("screenshot", o_screenshot, p_screenshot), ("snapshot after 21 s idle", o_snapshot_idle, p_snapshot_idle),
     ]
     for tool, mine, theirs in plan:
         if tool != "navigate":
@@ -225,7 +237,10 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
         # Warm both sides once (page script injected, CDP sessions up), then the timed rounds.
         await mine()
         await theirs()
-        samples = await interleaved(rounds, {"openab": mine, "playwright": theirs})
+        idle = tool.endswith("idle")
+        if idle and quick:
+            continue
+        samples = await interleaved(IDLE_ROUNDS if idle else rounds, {"openab": mine, "playwright": theirs})
         results[tool] = samples
     return results
 
@@ -233,7 +248,7 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int) -> dict[str
 async def run(quick: bool, out: Path) -> Path:
     rounds, per_round = (2, 2) if quick else (15, 4)
     async with browser_rig() as rig, playwright_page(rig.cdp) as page:
-        samples = await measure(rig, page, rounds, per_round)
+        samples = await measure(rig, page, rounds, per_round, quick)
     figures: dict[str, Any] = {}
     flat: dict[str, list[float]] = {}
     for tool, sides in samples.items():
