@@ -240,8 +240,11 @@ export class Loads {
     const before = await chrome.tabs.get(tabId);
     throwIfCancelled(signal);
     await chrome.tabs.update(tabId, { url });
-    // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one.
-    await watchTab(tabId, 1000, 50, (t) => !t || t.status !== 'complete' || t.url !== before.url);
+    // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one. A tab still
+    // "loading" a page that failed (its error page) is not the new load: only a status that changes, the URL, or
+    // the pending URL says the tab took the new one.
+    const started = (t) => !t || t.url !== before.url || t.pendingUrl === url || (before.status === 'complete' && t.status !== 'complete');
+    await watchTab(tabId, 1000, 50, started);
     return this.waitLoaded(tabId, signal);
   }
 }
