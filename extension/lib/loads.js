@@ -228,10 +228,13 @@ export class Loads {
   }
 
   /** The tab once it has loaded (LOAD_TIMEOUT_MS at most). */
-  async waitLoaded(tabId, signal) {
-    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, (t) => !t || t.status === 'complete', signal);
+  async waitLoaded(tabId, signal, pending = false) {
+    // `pending`: a navigation this call started is not loaded while the tab still has it pending (an error page
+    // the previous load left reads "complete" until the new one commits).
+    const loaded = (t) => !t || (t.status === 'complete' && !(pending && t.pendingUrl));
+    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, loaded, signal);
     if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
-    if (tab.status === 'complete') return tab;
+    if (loaded(tab)) return tab;
     throw new ToolError(TIMEOUT, `the page is still loading after ${Math.round(LOAD_TIMEOUT_MS / 1000)} s`);
   }
 
@@ -245,6 +248,6 @@ export class Loads {
     // the pending URL says the tab took the new one.
     const started = (t) => !t || t.url !== before.url || t.pendingUrl === url || (before.status === 'complete' && t.status !== 'complete');
     await watchTab(tabId, 1000, 50, started);
-    return this.waitLoaded(tabId, signal);
+    return this.waitLoaded(tabId, signal, true);
   }
 }
