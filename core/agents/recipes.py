@@ -16,6 +16,10 @@ A recipe holds what differs between agent CLIs, and nothing else:
   writes arguments, call ids and most titles, so only fields the runtime builds from its tool registry are read
   (a title only where the runtime alone builds it, and only with a second runtime-set field that proves it
   did); a CLI with no verified field gets ``None`` for every request;
+* ``reports_as``: the ``agentInfo.name`` the CLI's ACP runtime gives in its ``initialize`` answer, which is how a
+  command that is not the recipe's own (``--agent-cmd``: a wrapper script, ``npx ...``) is known to be this CLI and
+  gets everything else here; the model has not run yet when the runtime says it, so nothing the model writes can
+  pick a recipe;
 * ``allow_browser``, ``allow_browser_argv``, ``allow_browser_env``: what tells the CLI up front to run our server's
   tools without asking, by its own allow-list (a ``session/new`` ``_meta``, extra arguments, or environment
   values that replace the recipe's own ``env`` entry unless the operator set that variable). None is used when
@@ -40,7 +44,7 @@ from ..errors import ConfigurationError
 from ..jsonrpc import JsonObject
 from ..mcp_vocabulary import SERVER_NAME
 
-__all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "running_as_root"]
+__all__ = ["RECIPES", "Identify", "Recipe", "ToolIdentity", "recipe_for", "recipe_reported", "running_as_root"]
 
 # (MCP server name, tool name) as the agent's runtime reports them.
 ToolIdentity = tuple[str, str]
@@ -158,6 +162,7 @@ class Recipe:
     browser_flag: tuple[str, ...] = ()  # for browser_via="flag": the arguments naming the file, "{file}" its path
     env: Mapping[str, str] = field(default_factory=dict)
     identify: Identify = _unverified
+    reports_as: tuple[str, ...] = ()
     allow_browser: JsonObject = field(default_factory=dict)
     allow_browser_argv: tuple[str, ...] = ()
     allow_browser_env: Mapping[str, str] = field(default_factory=dict)
@@ -182,6 +187,7 @@ RECIPES: dict[str, Recipe] = {
     "builtin": Recipe("builtin", "openab built-in agent", _builtin_argv()),
     "claude": Recipe(
         "claude", "Claude Code", ("claude-agent-acp",),
+        reports_as=("@agentclientprotocol/claude-agent-acp",),
         env={
             **_QUIET_NODE,
             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_TELEMETRY": "1",
@@ -207,12 +213,14 @@ RECIPES: dict[str, Recipe] = {
         ),
         env=_QUIET_NODE,
         identify=_codex_identity,
+        reports_as=("codex-acp",),
         install="npm install -g @zed-industries/codex-acp",
     ),
     "gemini": Recipe(
         "gemini", "Gemini CLI", ("gemini", "--acp"),
         env={**_QUIET_NODE, "GEMINI_CLI_NO_RELAUNCH": "true"},
         identify=_gemini_identity,
+        reports_as=("gemini-cli",),
         install="npm install -g @google/gemini-cli",
     ),
     "opencode": Recipe(
@@ -223,6 +231,7 @@ RECIPES: dict[str, Recipe] = {
         env={"OPENCODE_DISABLE_AUTOUPDATE": "true", "OPENCODE_DISABLE_SHARE": "true",
              "OPENCODE_DISABLE_LSP_DOWNLOAD": "true", "OPENCODE_PERMISSION": json.dumps(_OPENCODE_ASK)},
         identify=_opencode_identity,
+        reports_as=("OpenCode",),
         allow_browser_env={"OPENCODE_PERMISSION": json.dumps({**_OPENCODE_ASK, f"{SERVER_NAME}_*": "allow"})},
         install="npm install -g opencode-ai",
     ),
@@ -242,6 +251,7 @@ RECIPES: dict[str, Recipe] = {
         # browser calls. --additional-mcp-config is merged over every other source, and from a file the token
         # stays out of the argv that `ps` shows. (--disable-mcp-server drops the name from every source, ours too.)
         browser_via="flag", config_agent="copilot", browser_flag=("--additional-mcp-config", "@{file}"),
+        reports_as=("Copilot",),
         env={**_QUIET_NODE, "COPILOT_AUTO_UPDATE": "false"},
         # Copilot's permission request names an MCP tool by its bare name and no server, so no request is ours by
         # its fields; its own allow-list (by server, checked inside the CLI) runs our tools unasked instead.
@@ -274,6 +284,15 @@ def recipe_for(agent: str, agent_cmd: list[str] | None = None) -> Recipe:
     if recipe.name == "custom" and not agent_cmd:
         raise ConfigurationError("--agent custom needs --agent-cmd 'COMMAND ARGS' (an ACP agent on stdio)")
     return recipe
+
+
+def recipe_reported(agent_info: object) -> Recipe | None:
+    """The recipe of the CLI whose ACP runtime named itself ``agent_info`` (``initialize``'s ``agentInfo``), or
+    ``None`` when no recipe knows that name (or the agent gave none)."""
+    name = _dig(agent_info, "name")
+    if not isinstance(name, str):
+        return None
+    return next((r for r in RECIPES.values() if name in r.reports_as), None)
 
 
 def installed(argv: list[str], path: str | None) -> bool:
