@@ -150,9 +150,8 @@ class AgentRuntime:
 
     # -- what the agent gets -----------------------------------------------------------------------------
 
-    def agent_env(self, session: Session, endpoint: BrowserEndpoint) -> dict[str, str]:
+    def agent_env(self, session: Session, endpoint: BrowserEndpoint, recipe: Recipe) -> dict[str, str]:
         settings = self.settings
-        recipe = self.offered(session).recipe
         extra: dict[str, str] = dict(recipe.env)
         if running_as_root():
             extra.update(recipe.root_env)
@@ -230,7 +229,7 @@ class AgentRuntime:
         session_id = turn.session.id
         with self._claim(session_id):
             agent = await self._ensure(turn.session)
-            log.info("session %s: prompt to %s", session_id, self.offered(turn.session).recipe.title)
+            log.info("session %s: prompt to %s", session_id, agent.recipe.title)
             try:
                 stop_reason = await agent.run_turn(turn, prompt)
             except RpcError as exc:

@@ -12,8 +12,8 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -29,14 +29,14 @@ from .permissions import Policy, decide, decide_ours, reject
 from .permissions import cancelled as cancelled_outcome
 from .process import AgentProcess
 from .provision import BrowserProvision, Provided
-from .recipes import Recipe
+from .recipes import Recipe, recipe_reported
 
 if TYPE_CHECKING:
     from ..mcp.access import BrowserAccess
     from ..settings import Settings
     from ..tasks import Spawn
 
-__all__ = ["ACP_PROTOCOL_VERSION", "AgentContext", "OfferedAgent", "SessionAgent"]
+__all__ = ["ACP_PROTOCOL_VERSION", "AgentContext", "Learned", "OfferedAgent", "SessionAgent", "named_itself"]
 
 log = logging.getLogger(__name__)
 
@@ -46,13 +46,28 @@ _MAX_TURN_SECONDS: Final = 6 * 3600.0
 _TOOL_CALLS_REMEMBERED: Final = 256
 
 
+class Learned:
+    """What a command that is not its recipe's own turned out to be: the recipe of the CLI its runtime named in its
+    last ``initialize`` (``None`` before it started once), and that recipe's way of being given the browser."""
+
+    def __init__(self) -> None:
+        self.recipe: Recipe | None = None
+        self.provision: BrowserProvision | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class OfferedAgent:
-    """One agent a session may choose: its recipe, the command that starts it, and how it gets the browser."""
+    """One agent a session may choose: its recipe, the command that starts it, and how it gets the browser.
+
+    A command that is not the recipe's own (``--agent-cmd``: a wrapper, ``npx ...``) runs as the CLI its ACP
+    runtime says it is in ``initialize`` (:func:`named_itself`); that is learned once and kept in ``learned``, so
+    later starts, in any session, run it as that CLI from the outset.
+    """
 
     recipe: Recipe
     argv: list[str]
     provision: BrowserProvision
+    learned: Learned = field(default_factory=Learned, compare=False)
 
     @classmethod
     def of(cls, recipe: Recipe, command: list[str] | None) -> OfferedAgent:
@@ -60,6 +75,49 @@ class OfferedAgent:
         if not argv:
             raise ValueError(f"agent {recipe.name!r} has no command: give --agent-cmd")
         return cls(recipe, argv, BrowserProvision(recipe))
+
+    @property
+    def own_command(self) -> bool:
+        return list(self.argv) == list(self.recipe.argv)
+
+    def runs_as(self) -> tuple[Recipe, BrowserProvision]:
+        """The recipe the next start uses (its env, its allow-list, how it gets the browser, how its permission
+        requests are read), and that recipe's provision."""
+        learned = self.learned
+        if learned.recipe is None or learned.provision is None:
+            return self.recipe, self.provision
+        return learned.recipe, learned.provision
+
+    def learn(self, recipe: Recipe) -> None:
+        self.learned.recipe = recipe
+        self.learned.provision = self.provision if recipe is self.recipe else BrowserProvision(recipe)
+
+
+def named_itself(offered: OfferedAgent, agent_info: object) -> tuple[Recipe, str]:
+    """The recipe ``offered`` runs as, now that its runtime has answered ``initialize`` with ``agent_info``, and
+    what the log says of it (``""``: nothing to say, the command is the recipe's own).
+
+    A command that names a recipe's CLI runs as that CLI, whatever ``--agent`` said; one that names no CLI runs as
+    ``--agent`` said (``custom``: no request of its is known to be for our browser tools, so each one goes to
+    the person or the policy).
+    """
+    if offered.own_command:
+        return offered.recipe, ""
+    reported = recipe_reported(agent_info)
+    info = agent_info if isinstance(agent_info, dict) else {}
+    said = f"{str(info.get('name', ''))[:80]!r} {str(info.get('version', ''))[:40]}".strip()
+    if not info.get("name"):
+        said = "nothing (initialize has no agentInfo.name)"
+    if reported is not None:
+        if offered.recipe.name not in ("custom", reported.name):
+            return reported, (f"--agent {offered.recipe.name} was given, but its command names itself {said}: it runs "
+                              f"as {reported.title}")
+        return reported, f"its command names itself {said}: it runs as {reported.title}"
+    if offered.recipe.name == "custom":
+        return offered.recipe, (f"its command names itself {said}, which no recipe knows: every permission request "
+                                "it sends, for the browser tools too, goes to the person (a card) or the policy")
+    return offered.recipe, (f"its command names itself {said}, not {offered.recipe.title}: it runs as "
+                            f"{offered.recipe.title}, as --agent says")
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +127,9 @@ class AgentContext:
     ``settings``: the pod's, read when used (the start, silence, permission and cancel limits); ``policy``: who
     decides what the person is not asked; ``browser``: the session's endpoint, and who hears the agent's pid;
     ``spawn``: background work (the settling of a turn the gateway gave up on); ``workdir(session)``: the
-    session's working folder, made 0700; ``agent_env(session, endpoint)``: the CLI's scrubbed environment;
-    ``browser_tools(session_id)``: the tools the session's browser offers right now; ``cgroups``: where each agent
-    gets a cgroup of its own (``None``: its tree is tracked through ``/proc``).
+    session's working folder, made 0700; ``agent_env(session, endpoint, recipe)``: the CLI's scrubbed environment,
+    as ``recipe`` runs it; ``browser_tools(session_id)``: the tools the session's browser offers right now;
+    ``cgroups``: where each agent gets a cgroup of its own (``None``: its tree is tracked through ``/proc``).
     """
 
     settings: Settings
@@ -79,7 +137,7 @@ class AgentContext:
     browser: BrowserAccess
     spawn: Spawn
     workdir: Callable[[Session], Path]
-    agent_env: Callable[[Session, BrowserEndpoint], dict[str, str]]
+    agent_env: Callable[[Session, BrowserEndpoint, Recipe], dict[str, str]]
     browser_tools: Callable[[str], set[str]]
     cgroups: Path | None
 
@@ -92,6 +150,9 @@ class SessionAgent:
         self.session = session
         # The agent the session chose at session/new; it stays the session's across restarts and resumes.
         self.offered = offered
+        # What it runs as, and how it was given the browser: the recipe's own until its runtime says otherwise.
+        self.recipe = offered.recipe
+        self.provision = offered.provision
         self.cwd = cwd
         self.process: AgentProcess | None = None
         self.acp_session_id: str | None = None
@@ -165,7 +226,7 @@ class SessionAgent:
         call_id = raw_call.get("toolCallId")
         # Codex sends sparse requests: what it streamed earlier for the same call fills the gaps.
         tool_call = {**self._tool_calls.get(call_id, {}), **raw_call} if isinstance(call_id, str) else raw_call
-        recipe = self.offered.recipe
+        recipe = self.recipe
         ours = decide_ours(context.policy, params, identify=recipe.identify, tool_call=tool_call,
                            browser_tools=context.browser_tools(self.session.id))
         if ours is not None:
@@ -208,45 +269,78 @@ class SessionAgent:
 
     async def start(self, previous: str | None = None) -> None:
         context = self.context
-        settings = context.settings
-        recipe = self.offered.recipe
-        context.workdir(self.session)
+        self.context.workdir(self.session)
         self.endpoint = await context.browser.open(self.session)
-        env = context.agent_env(self.session, self.endpoint)
+        recipe, provision = self.offered.runs_as()
+        init = await self._launch(recipe, provision)
+        named, why = named_itself(self.offered, init.get("agentInfo"))
+        if why:
+            log.info("%s: %s", self.name, why)
+        if named is not recipe:
+            # What it is decides how it is started (its env, its allow-list, where it reads the browser from), not
+            # only how its requests are read: it is started again as that CLI, and later starts are so from the outset.
+            self.offered.learn(named)
+            await self._retire(f"it is started again as {named.title}")
+            recipe, provision = self.offered.runs_as()
+            init = await self._launch(recipe, provision)
+        self.recipe = recipe
+        assert self.process is not None and self.provided is not None
+        async with self._starting():
+            session_id = await self._open_conversation(init, self.provided.servers, previous)
+        self.acp_session_id = session_id
+        self._heard()
+        log.info("%s: %s ready (pid %s, browser via %s%s)", self.name, recipe.title, self.process.pid,
+                 recipe.browser_via,
+                 ", conversation resumed" if session_id == previous else "")
+
+    async def _launch(self, recipe: Recipe, provision: BrowserProvision) -> JsonObject:
+        """Starts the agent's process as ``recipe`` says and answers its ``initialize``."""
+        context = self.context
+        settings = context.settings
+        assert self.endpoint is not None
+        env = context.agent_env(self.session, self.endpoint, recipe)
         argv = list(self.offered.argv)
         if context.policy != "deny":
             # The CLI's own allow-list runs our browser tools unasked (the guard in the browser still stops what
             # is risky); a variable the operator set is theirs, not replaced.
             argv += recipe.allow_browser_argv
             env.update({k: v for k, v in recipe.allow_browser_env.items() if env.get(k) == recipe.env.get(k)})
-        self.provided = self.offered.provision.provide(self.session.id, self.endpoint, self.cwd, env)
+        self.provision = provision
+        self.provided = provision.provide(self.session.id, self.endpoint, self.cwd, env)
         argv += self.provided.argv
-        servers = self.provided.servers
         self.process = AgentProcess(argv, handler=self, env=env, cwd=self.cwd, name=self.name,
                                     cgroups=context.cgroups)
         await self.process.start()
         if self.process.pid is not None:
             context.browser.agent_started(self.session, self.process.pid)
-        rpc = self.process.rpc
+        async with self._starting():
+            init = await self.process.rpc.request(
+                "initialize",
+                {
+                    "protocolVersion": ACP_PROTOCOL_VERSION,
+                    "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
+                                           "terminal": False},
+                    "clientInfo": {"name": "openab", "title": "openab pod", "version": package_version()},
+                },
+                timeout=settings.agent_start_timeout,
+            )
+            if not isinstance(init, dict) or init.get("protocolVersion") != ACP_PROTOCOL_VERSION:
+                raise AgentExited(f"the agent does not speak ACP v1 (initialize said {_preview(init)})")
+        return init
+
+    @contextlib.asynccontextmanager
+    async def _starting(self) -> AsyncIterator[None]:
+        """One step of the start (``initialize``, ``session/new``) within the start timeout; a failure stops the
+        process and says why as :class:`AgentExited`."""
+        assert self.process is not None
+        timeout = self.context.settings.agent_start_timeout
         try:
-            async with asyncio.timeout(settings.agent_start_timeout):
-                init = await rpc.request(
-                    "initialize",
-                    {
-                        "protocolVersion": ACP_PROTOCOL_VERSION,
-                        "clientCapabilities": {"fs": {"readTextFile": False, "writeTextFile": False},
-                                               "terminal": False},
-                        "clientInfo": {"name": "openab", "title": "openab pod", "version": package_version()},
-                    },
-                    timeout=settings.agent_start_timeout,
-                )
-                if not isinstance(init, dict) or init.get("protocolVersion") != ACP_PROTOCOL_VERSION:
-                    raise AgentExited(f"the agent does not speak ACP v1 (initialize said {_preview(init)})")
-                session_id = await self._open_conversation(init, servers, previous)
+            async with asyncio.timeout(timeout):
+                yield
         except TimeoutError:
-            await self.stop(f"it did not start within {settings.agent_start_timeout:g} s")
+            await self.stop(f"it did not start within {timeout:g} s")
             raise AgentExited(
-                f"the agent did not answer initialize/session/new within {settings.agent_start_timeout:g} s "
+                f"the agent did not answer initialize/session/new within {timeout:g} s "
                 f"({self.process.exit_message()})"
             ) from None
         except TransportError:
@@ -258,11 +352,13 @@ class SessionAgent:
         except AgentExited:
             await self.stop()
             raise
-        self.acp_session_id = session_id
-        self._heard()
-        log.info("%s: %s ready (pid %s, browser via %s%s)", self.name, recipe.title, self.process.pid,
-                 recipe.browser_via,
-                 ", conversation resumed" if session_id == previous else "")
+
+    async def _retire(self, reason: str) -> None:
+        """Stops the process and takes back what it was given, for a start that replaces it."""
+        await self.stop(reason)
+        if self.provided is not None:
+            self.provision.withdraw(self.provided)
+            self.provided = None
 
     async def _open_conversation(self, init: JsonObject, servers: list[JsonObject], previous: str | None) -> str:
         """The agent's session id: the session's earlier conversation when the agent can take it up again
@@ -270,7 +366,7 @@ class SessionAgent:
         assert self.process is not None
         rpc, timeout = self.process.rpc, self.context.settings.agent_start_timeout
         params: JsonObject = {"cwd": str(self.cwd), "mcpServers": servers}
-        allow_browser = self.offered.recipe.allow_browser
+        allow_browser = self.recipe.allow_browser
         if allow_browser and self.context.policy != "deny":
             params["_meta"] = allow_browser
         capabilities = init.get("agentCapabilities") if isinstance(init.get("agentCapabilities"), dict) else {}
@@ -375,10 +471,7 @@ class SessionAgent:
             await self.process.stop(reason=reason)
 
     async def close(self) -> None:
-        await self.stop("its session was closed")
-        if self.provided is not None:
-            self.offered.provision.withdraw(self.provided)
-            self.provided = None
+        await self._retire("its session was closed")
 
 
 def _consume(future: asyncio.Future[Any]) -> None:
