@@ -21,6 +21,9 @@ from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
 from test_runtime_pod import FakeBrowser, open_session, prompt, run_pod
 
+from openab.core.agents.recipes import RECIPES, recipe_for
+from openab.core.agents.session_agent import OfferedAgent, named_itself
+
 pytestmark = pytest.mark.anyio
 
 NAMED_AGENT = Path(__file__).with_name("named_agent.py")
@@ -141,3 +144,20 @@ async def test_a_real_cli_behind_a_wrapper_script_reaches_the_browser_as_the_nam
     assert turn.result == {"stopReason": "end_turn"}, turn.error
     assert browser.calls == [("browser_navigate", {"url": page}) for page in pages], "2 of 2 calls reached the browser"
     assert f"navigated to {pages[1]}" in turn.text
+
+
+@pytest.mark.parametrize("agent_info", [
+    {"name": "x" * 100_000, "version": "1" * 100_000},
+    {"name": "codex-acp\nagent[s-1]: forged log line", "version": {"nested": [[[]]] * 1000}},
+    {"name": 5},
+    {"name": ["codex-acp"]},
+    "codex-acp",
+    None,
+])
+def test_what_a_command_says_of_itself_is_bounded_and_picks_no_recipe_unless_a_name(agent_info: object) -> None:
+    offered = OfferedAgent.of(recipe_for("custom", ["my-agent"]), ["my-agent"])
+
+    recipe, said = named_itself(offered, agent_info)
+
+    assert recipe is RECIPES["custom"]
+    assert len(said) < 400 and "\n" not in said, "the log line stays one bounded line"
