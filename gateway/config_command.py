@@ -6,6 +6,8 @@ symbolic link is written through only when the user (or root) made the link and 
 file (:mod:`openab.core.agents.config.files`), and the path really written is printed. A token is never
 taken on the command line, where ``ps`` and shell histories would keep it: ``--token-env VAR`` names the
 variable that holds it, and agents that expand variables get a reference to ``VAR`` instead of the token.
+Claude and Gemini load a project's servers only in a folder the person trusts: the output says whether they
+trust it and what to run if not, and ``--trust-folder`` records that trust for the one folder.
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ def register(commands: Any) -> None:
     write.add_argument("--url", help="proxy mode: the session's endpoint, e.g. http://127.0.0.1:PORT/mcp")
     write.add_argument("--token-env", metavar="VAR",
                        help="proxy mode: the environment variable holding the session's bearer token")
+    write.add_argument("--trust-folder", action="store_true",
+                       help="claude and gemini: also record, in the CLI's own file, that you trust the --dir folder "
+                            "(that folder alone), as the CLI's trust dialog would. Without it they keep the entry "
+                            "pending or disabled until you trust the folder, and this prints how")
     write.set_defaults(handler=_write)
 
 
@@ -73,7 +79,7 @@ def _write(args: argparse.Namespace) -> int:
             raise ConfigError("--url and --token-env are for --mode proxy; the bridge entry needs neither")
         written = config_write(
             args.agent, mode=args.mode, dir=Path(args.dir) if args.dir else None, url=args.url, token=token,
-            token_env=args.token_env,
+            token_env=args.token_env, trust_folder=args.trust_folder,
         )
     except ConfigError as exc:
         print(f"openab: {exc}", file=sys.stderr)

@@ -1,7 +1,8 @@
 """`openab doctor`: check an installation the way `openab run` would use it, and say what to fix.
 
 It reads the same settings `openab run` does (``OPENAB_*`` variables, and the flags given here), then checks the
-agent CLIs (found, and their versions), the ``openab_browser`` entries written into their config files, the state
+agent CLIs (found, and their versions), the ``openab_browser`` entries written into their config files and what
+each installed CLI's own ``mcp list`` makes of them (connected, pending approval, disabled, untrusted), the state
 dir and the bridge's socket and their modes, the key's strength and its file's mode, TLS, and a running gateway
 (``/healthz`` and an authenticated ``/acp`` handshake): the one the state dir's ``pod.json`` names (where `openab
 run` listens, its real port), else the settings' host and port. Each finding is one line,
@@ -26,6 +27,8 @@ __all__ = ["Finding", "register"]
 
 VERSION_TIMEOUT = 15.0
 GATEWAY_TIMEOUT = 8.0
+# `claude mcp list` and the like connect to every server they list, each with a timeout of its own.
+MCP_LIST_TIMEOUT = 60.0
 
 
 @dataclass
@@ -271,6 +274,123 @@ def _check_configs(settings: Settings, project: Path, report: Report) -> None:
                 report.add("warn", f"config {config.path}: no {SERVER_NAME} entry; the pod writes one per "
                                    "session, so this matters only for an agent run by hand",
                            f"`openab config write --agent {agent}`")
+        _check_listed(agent, project, report)
+
+
+# What an agent CLI's `mcp list` says of a server, by the words it prints on the server's line.
+_STATES: tuple[tuple[str, str], ...] = (
+    ("pending approval", "pending approval"), ("disabled", "disabled"), ("blocked", "blocked"),
+    ("disconnected", "failed"), ("failed", "failed"), ("not connected", "failed"), ("error", "failed"),
+    ("connected", "connected"),
+)
+
+
+def listed_state(output: str) -> tuple[str, str]:
+    """The state of ``openab_browser`` in an agent CLI's ``mcp list`` output (``connected``, ``listed``,
+    ``pending approval``, ``disabled``, ``untrusted``, ``blocked``, ``failed`` or ``absent``) and the CLI's own
+    words after the state on that line (why it failed), without colours or control characters."""
+    import re
+
+    from openab.core.agents.config import SERVER_NAME
+
+    text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)
+    line = next((ln for ln in text.splitlines() if re.search(rf"\b{SERVER_NAME}\b", ln)), None)
+    if line is None:
+        return "absent", ""
+    lowered = line.lower()
+    for word, state in _STATES:
+        if word in lowered:
+            if state == "disabled" and "folder is untrusted" in text:
+                state = "untrusted"
+            rest = line[lowered.index(word) + len(word):]
+            # claude: "✘ Failed to connect — <why>"; the others put the reason straight after the state.
+            detail = rest.split("—", 1)[1] if "—" in rest else rest
+            return state, _printable(detail.strip(" -:"))
+    return "listed", ""
+
+
+def _check_listed(agent: str, project: Path, report: Report) -> None:
+    """Run the CLI's own ``mcp list`` in ``project`` and say what it makes of ``openab_browser``."""
+    import re
+    import shlex
+    import shutil
+
+    from openab.core.agents.config import SERVER_NAME, folder_trust
+    from openab.core.agents.config.formats import check_command
+
+    check = check_command(agent)
+    if not check:
+        return
+    argv = shlex.split(check)
+    found = shutil.which(argv[0])
+    if found is None:
+        report.add("ok", f"`{check}` not run: `{argv[0]}` is not on PATH (the pod's sessions do not need it)")
+        return
+    said, problem = _run_bounded([found, *argv[1:]], project)
+    where = f"`{check}` in {project}"
+    if problem is not None:
+        first = next((ln for ln in said.splitlines() if ln.strip()), "")
+        report.add("warn", f"{where} {problem}" + (f": {_printable(first)}" if first else ""),
+                   f"run `{check}` there by hand to see the whole of it")
+        return
+    state, detail = listed_state(said)
+    detail = re.sub(r"(?i)(bearer\s+)\S+", r"\1<token>", detail)
+    trust = folder_trust(agent, project)
+    trust_fix = "; or ".join(trust.advice()) if trust is not None else ""
+    if state in ("connected", "listed"):
+        report.add("ok", f"{where}: {SERVER_NAME} {state}")
+    elif state == "absent":
+        report.add("warn", f"{where}: {SERVER_NAME} is not listed",
+                   f"`openab config write --agent {agent} --dir {project}`, then `{check}` again")
+    elif state == "untrusted" or (state == "pending approval" and trust is not None and not trust.trusted):
+        shown = "disabled" if state == "untrusted" else state
+        report.add("warn", f"{where}: {SERVER_NAME} {shown}, because {agent} does not trust {project}",
+                   trust_fix)
+    elif state == "pending approval":
+        report.add("warn", f"{where}: {SERVER_NAME} pending approval: the folder is trusted, but "
+                           ".claude/settings.local.json does not approve the server",
+                   f"`openab config write --agent {agent} --dir {project}` writes that approval")
+    elif state == "disabled":
+        report.add("warn", f"{where}: {SERVER_NAME} disabled", f"`{argv[0]} mcp enable {SERVER_NAME}`")
+    elif state == "blocked":
+        report.add("warn", f"{where}: {SERVER_NAME} blocked by an admin setting or an allow/exclude list",
+                   f"ask whoever manages {agent}'s settings to allow {SERVER_NAME}")
+    else:
+        report.add("warn", f"{where}: {SERVER_NAME} is loaded but does not connect" + (f": {detail}" if detail else ""),
+                   "a bridge entry needs `openab run --browser-mode bridge` running here and `openab` on the CLI's "
+                   "PATH; a proxy entry, its session still open")
+
+
+def _printable(text: str) -> str:
+    return "".join(c if c.isprintable() else "?" for c in text.strip())[:200]
+
+
+def _run_bounded(argv: list[str], cwd: Path) -> tuple[str, str | None]:
+    """What ``argv`` printed (stdout and stderr: gemini lists on stderr), and what went wrong (``None``:
+    nothing). It runs in its own process group, killed as a whole after it: ``mcp list`` starts every MCP server
+    it checks, and a stdio one can outlive it."""
+    import contextlib
+    import os
+    import signal
+    import subprocess
+
+    try:
+        process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as exc:
+        return "", f"could not be run: {exc.strerror or exc}"
+    with process:
+        try:
+            out, _ = process.communicate(timeout=MCP_LIST_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            return "", f"did not finish within {MCP_LIST_TIMEOUT:g} s"
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    said = out.decode("utf-8", errors="replace")
+    if process.returncode != 0:
+        return said, f"exited with status {process.returncode}"
+    return said, None
 
 
 # -- the state dir and the bridge's socket -------------------------------------------------------------------

@@ -33,7 +33,7 @@ import secrets
 import stat
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -58,8 +58,13 @@ from .formats import (
     expands_token,
 )
 
-__all__ = ["Written", "config_write", "remove_flag_file", "strip", "write", "write_flag_file", "write_private"]
+__all__ = [
+    "Written", "config_write", "remove_flag_file", "strip", "update_record", "write", "write_flag_file",
+    "write_private",
+]
 
+# A config file past this is not one a person keeps by hand; reading it whole could exhaust memory.
+MAX_FILE_BYTES: Final = 64 * 1024 * 1024
 # As many links as the kernel follows in one path lookup (MAXSYMLINKS) before it gives up with ELOOP.
 _MAX_LINKS: Final = 40
 _NOFOLLOW: Final = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -117,6 +122,19 @@ def strip(
     return changed
 
 
+def update_record(path: Path, change: Callable[[MutableMapping[str, Any]], None]) -> Path:
+    """Apply ``change`` to the JSON object in ``path`` (an agent CLI's own state file, such as its record of
+    trusted folders) and write it back as every config file is: the rest of the file kept, through the user's
+    own links only, atomically, 0600 in 0700 folders it makes. ``change`` raises :class:`ConfigError` to refuse;
+    returns the path really written."""
+    spec = ConfigFile(path, "json", "", "record")
+    with _opened([spec]) as (target,):
+        doc = _load(target)
+        change(doc)
+        _save(target, doc)
+    return target.real
+
+
 def _targets(
     agent: str, endpoint: Endpoint, dir: Path | None, home: Path | None, env: Mapping[str, str] | None
 ) -> tuple[Json, list[ConfigFile]]:
@@ -142,15 +160,25 @@ def config_write(
     url: str | None = None,
     token: str | None = None,
     token_env: str | None = None,
+    trust_folder: bool = False,
 ) -> Written:
-    """``openab config write --agent NAME [--dir D] [--mode proxy|bridge]``.
+    """``openab config write --agent NAME [--dir D] [--mode proxy|bridge] [--trust-folder]``.
 
     Bridge mode writes the static ``openab browser-bridge`` entry, the one to use by hand. Proxy
     mode needs the url of a running session (the gateway writes those itself) and its token, or
     ``token_env``, the variable holding it, for agents that expand one (``expands_token``).
-    The returned text never contains the token.
+    For Claude and Gemini, which load a project's servers only in a folder the person trusts, the text says
+    whether the CLI trusts ``dir`` and, if not, what to run; ``trust_folder`` records that trust in the CLI's
+    own file instead (:mod:`.trust`). The returned text never contains the token.
     """
+    # Imported here: .trust writes its records through this module.
+    from .trust import check_trustable, folder_trust
+    from .trust import trust_folder as record_trust
+
     name = agent_name(agent)
+    project = Path(dir) if dir is not None else Path.cwd()
+    if trust_folder:
+        check_trustable(name, project, home=home, env=env)  # before any file is written
     endpoint: Endpoint
     if mode == "bridge":
         endpoint = StdioCommand()
@@ -173,8 +201,20 @@ def config_write(
     for spec, real in zip(specs, paths, strict=True):
         given = Path(os.path.abspath(spec.path))
         lines.append(f"  wrote {real}" + (f" (through the link {spec.path})" if real != given else ""))
+    trust = folder_trust(name, project, home=home, env=env)
+    if trust is not None and not trust.trusted and trust_folder and trust.source == "record":
+        paths.append(record_trust(name, project, home=home, env=env))
+        lines.append(f"  recorded in {paths[-1]} that you trust {trust.folder} (that folder alone), as {name}'s "
+                     "trust dialog would")
+    elif trust is not None and not trust.trusted:
+        lines.append(f"{name} does not trust {trust.folder} yet: until it does, {trust.effect()} (the pod's "
+                     "sessions are not affected). To trust it" + (", either:" if len(trust.advice()) > 1 else ":"))
+        lines.append(", or\n".join(f"  {step}" for step in trust.advice()))
+    elif trust is not None:
+        lines.append(f"  {name} already trusts {trust.folder}"
+                     + (f" ({trust.record_file})" if trust.source == "record" else ""))
     if check := check_command(name):
-        lines.append(f"check with: {check}")
+        lines.append(f"check with: {check}" + (f" (run in {trust.folder})" if trust is not None else ""))
     return Written("\n".join(lines), paths)
 
 
@@ -446,8 +486,15 @@ def _read(t: _Target) -> str | None:
     except OSError as exc:
         raise _changed_or(exc, t.real, "read") from exc
     with open(fd, "rb") as f:
-        _check_file(os.fstat(f.fileno()), t.real)
-        data = f.read()
+        st = os.fstat(f.fileno())
+        _check_file(st, t.real)
+        data = f.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise ConfigError(
+            f"{t.real} is {max(st.st_size, len(data)) / 2**20:.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
+            "openab reads of a config file; left it as it is. Find out what filled it (or move it away), then "
+            "write again"
+        )
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -216,13 +216,14 @@ def document(agent: str, endpoint: Endpoint) -> tuple[Json, Format]:
 
 @dataclass(frozen=True)
 class ConfigFile:
-    """One file a writer touches. ``kind`` is "servers" (the CLI's MCP server list) or, for Claude
-    and Kiro, "approval" / "kiro-agent" (files that also have to name our server)."""
+    """One file a writer touches. ``kind`` is "servers" (the CLI's MCP server list), for Claude
+    and Kiro "approval" / "kiro-agent" (files that also have to name our server), or "record" (a CLI's own
+    state file, such as its trusted folders, that :func:`.files.update_record` changes)."""
 
     path: Path
     format: Format
     servers_key: str
-    kind: Literal["servers", "approval", "kiro-agent"] = "servers"
+    kind: Literal["servers", "approval", "kiro-agent", "record"] = "servers"
 
 
 def config_files(
