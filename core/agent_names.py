@@ -29,7 +29,8 @@ __all__ = [
 # What the pod can run, in the order help texts and errors list them; "custom" is any ACP command
 # (``--agent-cmd``).
 AGENT_NAMES: Final[tuple[str, ...]] = (
-    "builtin", "claude", "codex", "gemini", "opencode", "cursor", "kiro", "copilot", "goose", "custom",
+    "builtin", "claude", "codex", "gemini", "opencode", "cursor", "kiro", "copilot", "goose", "qwen", "auggie",
+    "custom",
 )
 
 # The commands and package names people know the agents by.
@@ -43,6 +44,7 @@ AGENT_ALIASES: Final[Mapping[str, str]] = MappingProxyType({
     "gemini-cli": "gemini",
     "kiro-cli": "kiro",
     "opencode-ai": "opencode",
+    "qwen-code": "qwen",
 })
 
 # Every spelling ``--agent`` accepts, for argparse ``choices``.

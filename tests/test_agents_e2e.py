@@ -80,6 +80,8 @@ class Pod:
                                                  "description": "browser_click (openab_browser MCP Server)"}),
             "opencode": Call("bash", {"command": command, "description": "openab_browser_browser_click"}),
             "copilot": Call("bash", {"command": command, "description": "browser_click"}),
+            "qwen": Call("run_shell_command", {"command": command,
+                                               "description": "mcp__openab_browser__browser_click"}),
         }[self.cli]
 
     async def open_the_page(
@@ -122,7 +124,7 @@ async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_pat
 both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)
 
 
-@pytest.mark.parametrize("pod_for", ["codex", "claude", "codex/bridge", "claude/bridge"], indirect=True)
+@pytest.mark.parametrize("pod_for", ["codex", "claude", "codex/bridge", "claude/bridge", "qwen/bridge"], indirect=True)
 async def test_the_agent_calls_the_browser_tool_and_the_answer_streams_back(pod_for: Pod) -> None:
     browser, turn = await pod_for.open_the_page()
 
@@ -226,7 +228,7 @@ async def test_gemini_and_opencode_call_the_browser_tool_under_the_auto_policy(p
     assert f"navigated to {pod_for.page}" in turn.text
 
 
-@pytest.mark.parametrize("pod_for", ["gemini", "opencode", "copilot"], indirect=True)
+@pytest.mark.parametrize("pod_for", ["gemini", "opencode", "copilot", "qwen"], indirect=True)
 async def test_browser_only_runs_the_browser_tool_and_no_card_is_shown(pod_for: Pod) -> None:
     asked: list[dict[str, Any]] = []
 
@@ -259,7 +261,7 @@ def _allow(asked: list[dict[str, Any]]) -> PermissionAnswer:
     return answer
 
 
-@pytest.mark.parametrize("pod_for", ["codex", "claude", "gemini", "opencode", "copilot"], indirect=True)
+@pytest.mark.parametrize("pod_for", ["codex", "claude", "gemini", "opencode", "copilot", "qwen"], indirect=True)
 async def test_a_shell_command_dressed_as_our_browser_tool_reaches_the_person_not_the_policy(pod_for: Pod) -> None:
     # The attacker's test: the model names our server and tool wherever it can in a shell call. The policy would
     # approve a browser tool; this must be a card, and the person's "no" must hold.

@@ -81,6 +81,8 @@ def test_bridge_entry_runs_openab_browser_bridge(agent: str) -> None:
         ("codex", {"http_headers": {"Authorization": f"Bearer {PROXY.token}"}}),
         ("copilot", {"tools": ["*"]}),
         ("goose", {"type": "streamable_http", "uri": PROXY.url}),
+        ("qwen", {"httpUrl": PROXY.url}),
+        ("auggie", {"type": "http", "url": PROXY.url}),
     ],
 )
 def test_each_cli_gets_the_keys_it_needs_to_connect(agent: str, shape: dict[str, Any]) -> None:
@@ -308,8 +310,23 @@ def test_config_write_proxy_without_a_session_says_what_to_do(dirs: Dirs) -> Non
 
 
 def test_unknown_agent_lists_the_known_ones() -> None:
-    with pytest.raises(ConfigError, match="choose one of claude, codex"):
+    with pytest.raises(ConfigError, match="choose one of auggie, claude, codex"):
         config_write("notepad")
+
+
+@pytest.mark.parametrize(
+    ("agent", "where", "check"),
+    [
+        # Qwen Code's user file: a project's servers wait for the person's approval there (docs/agents.md).
+        ("qwen-code", Path("home/.qwen/settings.json"), "qwen mcp list"),
+        ("auggie", Path("project/.augment/settings.json"), "auggie mcp list"),
+    ],
+)
+def test_config_write_knows_qwen_code_and_auggie(agent: str, where: Path, check: str, dirs: Dirs,
+                                                  tmp_path: Path) -> None:
+    done = config_write(agent, mode="proxy", url=PROXY.url, token=PROXY.token, **dirs)
+    assert done.paths == [tmp_path / where] and check in done.text and PROXY.token not in done.text
+    assert read(tmp_path / where)["mcpServers"][SERVER_NAME]["headers"] == {"Authorization": f"Bearer {PROXY.token}"}
 
 
 def test_agent_commands_map_to_their_writer(dirs: Dirs) -> None:
@@ -331,6 +348,8 @@ def test_the_agents_env_moves_its_user_file(dirs: Dirs, tmp_path: Path) -> None:
     env = {"CODEX_HOME": str(tmp_path / "codex-home"), "XDG_CONFIG_HOME": str(tmp_path / "xdg")}
     assert write("codex", BRIDGE, env=env, **dirs) == [tmp_path / "codex-home" / "config.toml"]
     assert write("goose", BRIDGE, env=env, **dirs) == [tmp_path / "xdg" / "goose" / "config.yaml"]
+    assert write("qwen", BRIDGE, env={"QWEN_HOME": str(tmp_path / "qwen-home")}, **dirs) == [
+        tmp_path / "qwen-home" / "settings.json"]
     assert not (dirs["home"] / ".codex").exists()
 
 

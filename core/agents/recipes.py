@@ -141,6 +141,21 @@ def _opencode_identity(tool_call: JsonObject, options: Collection[str]) -> ToolI
     return SERVER_NAME, title[len(prefix):]
 
 
+def _qwen_identity(tool_call: JsonObject, options: Collection[str]) -> ToolIdentity | None:
+    # Qwen Code 0.24 looks the model's call up in its tool registry by exact name and puts the name it found in
+    # _meta.toolName; an MCP tool is registered as "mcp__<server>__<tool>", and it maps MCP tools to kind "other" (its
+    # shell is "execute"). The title of an MCP request is the model's arguments, so it is never read. A workflow's
+    # approval carries the name its script asked for, which the runtime has not looked up the same way: not ours.
+    meta = tool_call.get("_meta")
+    name = _dig(meta, "toolName")
+    if tool_call.get("kind") != "other" or not isinstance(name, str) or _dig(meta, "workflowApproval") is not None:
+        return None
+    prefix = f"mcp__{SERVER_NAME}__"
+    if not name.startswith(prefix) or not re.fullmatch(r"[A-Za-z0-9_-]+", name[len(prefix):]):
+        return None
+    return SERVER_NAME, name[len(prefix):]
+
+
 # The opencode permissions that read the session's working directory; everything else asks.
 _OPENCODE_ASK = {"*": "ask", "read": "allow", "list": "allow", "glob": "allow", "grep": "allow",
                  "todoread": "allow", "todowrite": "allow"}
@@ -259,6 +274,35 @@ RECIPES: dict[str, Recipe] = {
         install="npm install -g @github/copilot",
     ),
     "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/"),
+    "qwen": Recipe(
+        "qwen", "Qwen Code", (
+            "qwen", "--acp",
+            # Its default "auto" mode has a model-run classifier approve the actions it deems safe, shell commands
+            # included, so the person would not see them: "default" asks for every one.
+            "--approval-mode=default",
+            # Else MCP tools hide behind its tool_search/tool_call bridge and the model never sees the browser tools.
+            "--exclude-tools=tool_search", "--exclude-tools=tool_call",
+        ),
+        env={**_QUIET_NODE, "QWEN_USAGE_STATISTICS_ENABLED": "false", "QWEN_TELEMETRY_ENABLED": "false",
+             "QWEN_CODE_NO_RELAUNCH": "true",
+             # Else session/new answers before the servers it was given are discovered, and a first prompt sent at
+             # once goes to the model without the browser tools.
+             "QWEN_CODE_LEGACY_MCP_BLOCKING": "1"},
+        identify=_qwen_identity,
+        reports_as=("qwen-code",),
+        # "mcp__<server>" is Qwen Code's permission rule for every tool of one server: ours run without a request.
+        allow_browser_argv=(f"--allowed-tools=mcp__{SERVER_NAME}",),
+        install="npm install -g @qwen-code/qwen-code",
+    ),
+    "auggie": Recipe(
+        # Auggie's ACP runtime offers no http MCP servers in session/new (mcpCapabilities.http is false), so the proxy's
+        # entry goes into its project settings file. It runs only signed in to Augment's service, so none of its
+        # sessions could be run here: its permission requests are unseen, and it gets no identify (docs/agents.md).
+        "auggie", "Auggie", ("auggie", "--acp"), browser_via="config", config_agent="auggie",
+        env={**_QUIET_NODE, "AUGMENT_DISABLE_AUTO_UPDATE": "1"},
+        reports_as=("auggie",),
+        install="npm install -g @augmentcode/auggie",
+    ),
     "custom": Recipe("custom", "custom ACP agent", ()),
 }
 # names.py says what can be run: a recipe for each name, so canonical_agent() never names a missing one.

@@ -40,6 +40,7 @@ CODEX_MODEL = "gpt-5.4"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 COPILOT_MODEL = "gpt-4.1"  # a model Copilot knows the limits of; the fake answers whatever it is called
 GEMINI_MODEL = "gemini-2.5-flash"  # pinned: "auto" routes through a JSON classifier first
+QWEN_MODEL = "qwen3-coder-plus"
 
 # The command that runs each CLI as an ACP agent on stdio.
 ACP_COMMANDS: dict[str, list[str]] = {
@@ -48,6 +49,9 @@ ACP_COMMANDS: dict[str, list[str]] = {
     "gemini": ["gemini", "--acp"],
     "opencode": ["opencode", "acp"],
     "copilot": ["copilot", "--acp", "--stdio"],
+    # As its recipe runs it (core/agents/recipes.py says why): asking before every tool but ours, MCP tools offered
+    # to the model directly.
+    "qwen": ["qwen", "--acp", "--approval-mode=default", "--exclude-tools=tool_search", "--exclude-tools=tool_call"],
 }
 
 
@@ -71,6 +75,7 @@ def tool_name(cli: str, server: str, tool: str) -> str:
         "gemini": f"mcp_{server}_{tool}",
         "opencode": f"{server}_{tool}",
         "copilot": f"{server}-{tool}",
+        "qwen": f"mcp__{server}__{tool}",
     }[cli]
 
 
@@ -130,15 +135,15 @@ def _write_json(path: Path, value: Any) -> Path:
 
 
 def agent_env(cli: str, model_url: str, root: Path) -> AgentEnv:
-    """Set up ``cli`` (codex, claude, gemini, opencode or copilot) against the fake model under ``root``."""
+    """Set up ``cli`` (codex, claude, gemini, opencode, copilot or qwen) against the fake model under ``root``;
+    ``auggie`` only for its own commands (``mcp list``): it has no model to point at the fake (docs/agents.md)."""
     home, cwd = root / "home", root / "work"
     home.mkdir(parents=True, exist_ok=True)
     cwd.mkdir(parents=True, exist_ok=True)
     env = _base_env(home)
     agent = AgentEnv(cli, env, home, cwd)
-    {"codex": _codex, "claude": _claude, "gemini": _gemini, "opencode": _opencode, "copilot": _copilot}[cli](
-        agent, model_url
-    )
+    {"codex": _codex, "claude": _claude, "gemini": _gemini, "opencode": _opencode, "copilot": _copilot,
+     "qwen": _qwen, "auggie": _auggie}[cli](agent, model_url)
     return agent
 
 
@@ -261,6 +266,29 @@ def _copilot(agent: AgentEnv, model_url: str) -> None:
         COPILOT_HOME=str(agent.home / ".copilot"),
         COPILOT_AUTO_UPDATE="false",
     )
+
+
+def _qwen(agent: AgentEnv, model_url: str) -> None:
+    # Qwen Code is a fork of Gemini CLI: the same settings file shape under ~/.qwen, an OpenAI-compatible provider.
+    settings = {
+        "general": {"enableAutoUpdate": False},
+        "privacy": {"usageStatisticsEnabled": False},
+        "telemetry": {"enabled": False},
+        "security": {"auth": {"selectedType": "openai"}, "folderTrust": {"enabled": False}},
+        "model": {"name": QWEN_MODEL},
+    }
+    agent.files["settings"] = _write_json(agent.home / ".qwen" / "settings.json", settings)
+    agent.env.update(
+        OPENAI_BASE_URL=f"{model_url}/v1", OPENAI_API_KEY="sk-fake", OPENAI_MODEL=QWEN_MODEL,
+        QWEN_USAGE_STATISTICS_ENABLED="false", QWEN_TELEMETRY_ENABLED="false", QWEN_CODE_NO_RELAUNCH="true",
+        # Else session/new answers before the session's MCP servers are discovered, and the prompt races them.
+        QWEN_CODE_LEGACY_MCP_BLOCKING="1",
+    )
+
+
+def _auggie(agent: AgentEnv, model_url: str) -> None:
+    # Auggie's model is Augment's own service, reached only signed in: nothing here points it at the fake.
+    agent.env.update(AUGMENT_DISABLE_AUTO_UPDATE="1")
 
 
 # -- running an ACP agent --------------------------------------------------------------------------------

@@ -120,6 +120,20 @@ def _copilot(endpoint: Endpoint) -> Json:
             "env": {}}
 
 
+def _qwen(endpoint: Endpoint) -> Json:
+    # Qwen Code keeps Gemini CLI's shape: httpUrl is Streamable HTTP, url would pick SSE.
+    if isinstance(endpoint, HttpEndpoint):
+        return {"httpUrl": endpoint.url, "headers": _bearer(endpoint, None), "timeout": 120000}
+    return {"command": endpoint.command, "args": list(endpoint.args), "timeout": 120000}
+
+
+def _auggie(endpoint: Endpoint) -> Json:
+    # The shape `auggie mcp add` writes.
+    if isinstance(endpoint, HttpEndpoint):
+        return {"type": "http", "url": endpoint.url, "headers": _bearer(endpoint, None)}
+    return {"type": "stdio", "command": endpoint.command, "args": list(endpoint.args), "env": {}}
+
+
 def _windsurf(endpoint: Endpoint) -> Json:
     if isinstance(endpoint, HttpEndpoint):
         # serverUrl, not url: a Cursor-style entry does not connect in Windsurf.
@@ -152,6 +166,7 @@ class _Agent:
 
 
 _AGENTS: dict[str, _Agent] = {
+    "auggie": _Agent(_auggie, ".augment/settings.json", "dir", verify="auggie mcp list"),
     "claude": _Agent(_claude, ".mcp.json", "dir", verify="claude mcp list"),
     "codex": _Agent(_codex, ".codex/config.toml", "home", "mcp_servers", "toml", verify="codex mcp list",
                     moved_by=("CODEX_HOME", "config.toml")),
@@ -163,6 +178,10 @@ _AGENTS: dict[str, _Agent] = {
                     moved_by=("XDG_CONFIG_HOME", "goose/config.yaml")),
     "kiro": _Agent(_kiro, ".kiro/settings/mcp.json", "dir", verify="kiro-cli mcp list"),
     "opencode": _Agent(_opencode, "opencode.json", "dir", "mcp", verify="opencode mcp list"),
+    # The user file: Qwen Code keeps a project's servers (.qwen/settings.json, .mcp.json) "Pending approval" until the
+    # person approves that very entry, a gate that is theirs to open, not ours.
+    "qwen": _Agent(_qwen, ".qwen/settings.json", "home", verify="qwen mcp list",
+                   moved_by=("QWEN_HOME", "settings.json")),
     "vscode": _Agent(_vscode, ".vscode/mcp.json", "dir", "servers"),
     "windsurf": _Agent(_windsurf, ".codeium/windsurf/mcp_config.json", "home"),
 }
