@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from openab.core.agents.config import HttpEndpoint, StdioCommand, strip, write
+from openab.core.agents.config import HttpEndpoint, StdioCommand, strip, trust_folder, write
 
 from .harness import AgentEnv, require
 from .mcp_peer import BrowserPeer
@@ -22,7 +24,7 @@ pytestmark = pytest.mark.agents
 
 # What each CLI prints for a server it reached. Codex's `mcp list` does not connect.
 CONNECTED = {"gemini": r"openab_browser: .*- Connected", "opencode": r"openab_browser\W+connected",
-             "claude": r"openab_browser: .*- \W*Connected"}
+             "claude": r"openab_browser: .*- \W*Connected", "qwen": r"openab_browser: .*- Connected"}
 
 
 def mcp_list(agent: AgentEnv, relay: HostRelay | None) -> str:
@@ -33,14 +35,54 @@ def mcp_list(agent: AgentEnv, relay: HostRelay | None) -> str:
 
 
 def trust_project(agent: AgentEnv) -> None:
-    """What a user does once by answering claude's trust dialog for the project folder: without
-    it, claude keeps project .mcp.json servers "pending approval" whatever the settings say."""
-    state = agent.home / ".claude" / ".claude.json"
-    state.parent.mkdir(parents=True, exist_ok=True)
-    state.write_text(json.dumps({"projects": {str(agent.cwd): {"hasTrustDialogAccepted": True}}}))
+    """What a user does once by answering claude's trust dialog for the project folder (or with `openab config
+    write --trust-folder`): without it, claude keeps project .mcp.json servers "pending approval" whatever the
+    settings say. The harness's CLAUDE_CONFIG_DIR moves the record as it moves claude's own."""
+    trust_folder("claude", agent.cwd, home=agent.home, env=agent.env)
 
 
-@pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude"])
+def openab_config_write(agent: AgentEnv, *args: str) -> subprocess.CompletedProcess[str]:
+    """`openab config write` as a person runs it, in the CLI's environment (its HOME and CLAUDE_CONFIG_DIR)."""
+    done = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "config", "write", "--agent", agent.cli,
+                           "--dir", str(agent.cwd), *args], env=agent.env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+# What each CLI's `mcp list` says of a project server in a folder it does not trust.
+UNTRUSTED = {"claude": r"openab_browser: .*Pending approval", "gemini": r"openab_browser: .*- Disabled"}
+
+
+@pytest.mark.parametrize("cli", ["claude", "gemini"])
+def test_config_write_says_what_the_cli_needs_and_trust_folder_does_it(
+    cli: str, browser: BrowserPeer, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
+) -> None:
+    require(cli)
+    agent = agent_setup(cli)
+    if cli == "gemini":
+        # The harness turns gemini's folder trust off for its other tests; a person's gemini has it on.
+        settings = json.loads(agent.files["settings"].read_text())
+        del settings["security"]["folderTrust"]
+        agent.files["settings"].write_text(json.dumps(settings))
+    relay = offline(browser.port)
+    # Claude reads the token from the variable its entry names; gemini gets it written in.
+    agent.env["OPENAB_TEST_TOKEN"] = browser.token
+    proxy = ("--mode", "proxy", "--url", browser.url, "--token-env", "OPENAB_TEST_TOKEN")
+
+    said = openab_config_write(agent, *proxy).stdout
+    assert f"{cli} does not trust {agent.cwd.resolve()} yet" in said
+    assert f"--dir {agent.cwd.resolve()} --trust-folder" in said
+    assert browser.token not in said
+    assert re.search(UNTRUSTED[cli], mcp_list(agent, relay))
+
+    said = openab_config_write(agent, *proxy, "--trust-folder").stdout
+    assert f"that you trust {agent.cwd.resolve()}" in said
+    assert re.search(CONNECTED[cli], mcp_list(agent, relay))
+    assert browser.requests and all(ok for _m, ok, _ua in browser.requests)
+
+
+@pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude", "qwen", "auggie"])
 def test_cli_connects_to_the_proxy_entry_we_wrote(
     cli: str, browser: BrowserPeer, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
 ) -> None:
@@ -57,6 +99,10 @@ def test_cli_connects_to_the_proxy_entry_we_wrote(
     if cli in CONNECTED:
         assert re.search(CONNECTED[cli], listed), listed
         assert browser.requests and all(ok for _m, ok, _ua in browser.requests)
+    elif cli == "auggie":  # its list neither connects nor shows headers
+        shown = agent.run("mcp", "list", "--json", relay=relay)
+        assert {"name": "openab_browser", "transport": "http", "url": browser.url, "enabled": True}.items() <= next(
+            s for s in json.loads(shown.stdout)["servers"] if s["name"] == "openab_browser").items()
     else:
         shown = agent.run("mcp", "get", "openab_browser", "--json", relay=relay)
         transport = json.loads(shown.stdout)["transport"]
@@ -67,7 +113,7 @@ def test_cli_connects_to_the_proxy_entry_we_wrote(
     assert "openab_browser" not in mcp_list(agent, relay)
 
 
-@pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude"])
+@pytest.mark.parametrize("cli", ["codex", "gemini", "opencode", "claude", "qwen", "auggie"])
 def test_cli_reads_the_bridge_entry_we_wrote(
     cli: str, agent_setup: Callable[[str], AgentEnv], offline: Callable[..., HostRelay | None]
 ) -> None:

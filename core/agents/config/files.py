@@ -122,16 +122,19 @@ def strip(
     return changed
 
 
-def update_record(path: Path, change: Callable[[MutableMapping[str, Any]], None]) -> Path:
+def update_record(path: Path, change: Callable[[MutableMapping[str, Any]], None], *, check_only: bool = False
+                  ) -> Path:
     """Apply ``change`` to the JSON object in ``path`` (an agent CLI's own state file, such as its record of
     trusted folders) and write it back as every config file is: the rest of the file kept, through the user's
-    own links only, atomically, 0600 in 0700 folders it makes. ``change`` raises :class:`ConfigError` to refuse;
-    returns the path really written."""
+    own links only, atomically, 0600 in 0700 folders it makes. ``change`` raises :class:`ConfigError` to refuse.
+    ``check_only`` does all of it but the write, to refuse before anything else is written. Returns the path
+    really written."""
     spec = ConfigFile(path, "json", "", "record")
     with _opened([spec]) as (target,):
         doc = _load(target)
         change(doc)
-        _save(target, doc)
+        if not check_only:
+            _save(target, doc)
     return target.real
 
 
@@ -172,13 +175,13 @@ def config_write(
     own file instead (:mod:`.trust`). The returned text never contains the token.
     """
     # Imported here: .trust writes its records through this module.
-    from .trust import check_trustable, folder_trust
+    from .trust import folder_trust
     from .trust import trust_folder as record_trust
 
     name = agent_name(agent)
     project = Path(dir) if dir is not None else Path.cwd()
-    if trust_folder:
-        check_trustable(name, project, home=home, env=env)  # before any file is written
+    if trust_folder:  # refused before any file is written
+        record_trust(name, project, home=home, env=env, check_only=True)
     endpoint: Endpoint
     if mode == "bridge":
         endpoint = StdioCommand()
@@ -488,12 +491,13 @@ def _read(t: _Target) -> str | None:
     with open(fd, "rb") as f:
         st = os.fstat(f.fileno())
         _check_file(st, t.real)
-        data = f.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
+        # Bounded even when the size said less: the file may grow while it is read.
+        data = f.read(MAX_FILE_BYTES + 1) if st.st_size <= MAX_FILE_BYTES else None
+    if data is None or len(data) > MAX_FILE_BYTES:
         raise ConfigError(
-            f"{t.real} is {max(st.st_size, len(data)) / 2**20:.0f} MiB, more than the {MAX_FILE_BYTES // 2**20} MiB "
-            "openab reads of a config file; left it as it is. Find out what filled it (or move it away), then "
-            "write again"
+            f"{t.real} is {max(st.st_size, len(data or b'')) / 2**20:.0f} MiB, more than the "
+            f"{MAX_FILE_BYTES // 2**20} MiB openab reads of a config file; left it as it is. Find out what filled it "
+            "(or move it away), then write again"
         )
     try:
         return data.decode("utf-8")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,11 +112,13 @@ def check_trustable(agent: str, folder: Path, *, home: Path | None = None,
 
 
 def trust_folder(
-    agent: str, folder: Path, *, home: Path | None = None, env: Mapping[str, str] | None = None
+    agent: str, folder: Path, *, home: Path | None = None, env: Mapping[str, str] | None = None,
+    check_only: bool = False,
 ) -> Path:
     """Record in ``agent``'s own file that the person trusts ``folder`` (that folder only), as the CLI's trust
     dialog would, keeping the rest of the file; returns the path written. Refuses what
-    :func:`check_trustable` refuses, and a record file of a shape the CLI would not have written."""
+    :func:`check_trustable` refuses, and a record file it may not write (a link another user made), cannot read
+    or that has a shape the CLI would not have written. ``check_only``: refuse, but write nothing."""
     check_trustable(agent, folder, home=home, env=env)
     name = agent_name(agent)
     env = _env(home, env)
@@ -136,7 +139,7 @@ def trust_folder(
         doc[str(key)] = "TRUST_FOLDER"
 
     record = _record_file(name, home, env)
-    return update_record(record, claude if name == "claude" else gemini)
+    return update_record(record, claude if name == "claude" else gemini, check_only=check_only)
 
 
 def _env(home: Path | None, env: Mapping[str, str] | None) -> Mapping[str, str]:
@@ -164,9 +167,12 @@ def _gemini_home(home: Path | None, env: Mapping[str, str]) -> Path:
 def _read(path: Path) -> dict[str, Any]:
     """A JSON object from ``path``; empty when it is missing, too large or not one (reading only)."""
     try:
-        with path.open("rb") as f:
-            data = f.read(MAX_FILE_BYTES + 1)
-        doc = json.loads(data) if len(data) <= MAX_FILE_BYTES else None
+        # O_NONBLOCK, and a regular file only: a FIFO planted there must not hold `openab doctor` up.
+        with open(os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC), "rb") as f:
+            st = os.fstat(f.fileno())
+            ok = stat.S_ISREG(st.st_mode) and st.st_size <= MAX_FILE_BYTES
+            data = f.read(MAX_FILE_BYTES + 1) if ok else b""
+        doc = json.loads(data) if data and len(data) <= MAX_FILE_BYTES else None
     except (OSError, ValueError):
         return {}
     return doc if isinstance(doc, dict) else {}
