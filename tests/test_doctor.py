@@ -313,3 +313,58 @@ async def test_the_metrics_key_is_read_as_the_pod_reads_it_and_never_shown(tmp_p
                                 env=clean_env(OPENAB_METRICS_KEY_FILE=str(metrics_file)))
     assert code == 1 and "FAIL  metrics key:" in output and "can be read by other users" in output
     assert key not in output and metrics_key not in output
+
+
+async def test_each_clis_own_mcp_list_says_what_it_makes_of_our_entry_and_the_fix(tmp_path: Path) -> None:
+    from agents.harness import agent_env, require
+    from agents.mcp_peer import browser_peer
+    from agents.offline import HostRelay, can_unshare
+
+    from openab.core.agents.config import HttpEndpoint, trust_folder, write
+
+    require("claude")
+    require("gemini")
+    state, _ = private_state(tmp_path)
+    # One HOME and project folder for both CLIs, each set up to run offline as tests/agents runs them.
+    claude = agent_env("claude", "http://127.0.0.1:9", tmp_path / "cli")
+    gemini = agent_env("gemini", "http://127.0.0.1:9", tmp_path / "cli")
+    settings = json.loads(gemini.files["settings"].read_text())
+    del settings["security"]["folderTrust"]  # the harness turns it off; a person's gemini has it on
+    gemini.files["settings"].write_text(json.dumps(settings))
+    env, project = {**claude.env, **gemini.env}, claude.cwd
+    args = ("--state-dir", str(state), "--url", "none", "--agent", "claude", "--agent", "gemini",
+            "--dir", str(project))
+
+    with browser_peer(secrets.token_urlsafe(16)) as peer, HostRelay([peer.port]) as relay:
+        async def run() -> str:
+            argv = [*OPENAB, "doctor", *args]
+            process = await asyncio.create_subprocess_exec(
+                *(relay.wrap(argv) if can_unshare() else argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env=env)
+            async with asyncio.timeout(120):
+                output, _ = await process.communicate()
+            said = output.decode()
+            assert peer.token not in said
+            return said
+
+        for cli in ("claude", "gemini"):
+            await asyncio.to_thread(write, cli, HttpEndpoint(peer.url, peer.token), dir=project, env=env)
+        said = await run()
+        where = f"`claude mcp list` in {project}: openab_browser"
+        assert f"warn  {where} pending approval, because claude does not trust {project}" in said, said
+        assert f"`openab config write --agent claude --dir {project} --trust-folder`" in said
+        assert f"warn  `gemini mcp list` in {project}: openab_browser disabled, because gemini does not trust" in said
+        assert f"`openab config write --agent gemini --dir {project} --trust-folder`" in said
+
+        for cli in ("claude", "gemini"):
+            await asyncio.to_thread(trust_folder, cli, project, env=env)
+        said = await run()
+        assert f"ok    {where} connected" in said, said
+        assert f"ok    `gemini mcp list` in {project}: openab_browser connected" in said
+
+        # Trusted, but the approval of our server alone gone: claude's own words again, another fix.
+        (project / ".claude" / "settings.local.json").unlink()
+        (project / ".gemini" / "settings.json").unlink()
+        said = await run()
+        assert f"warn  {where} pending approval: the folder is trusted, but .claude/settings.local.json" in said
+        assert f"warn  `gemini mcp list` in {project}: openab_browser is not listed" in said
