@@ -38,7 +38,7 @@ def users_record(agent: str) -> dict[str, Any]:
 def trusted_in(agent: str, doc: dict[str, Any], folder: Path) -> bool:
     if agent == "claude":
         return bool(doc["projects"][str(folder)]["hasTrustDialogAccepted"])
-    return doc[str(folder)] == "TRUST_FOLDER"
+    return bool(doc[str(folder)] == "TRUST_FOLDER")
 
 
 @pytest.mark.parametrize("agent", TRUSTING)
@@ -71,7 +71,7 @@ def test_the_flag_records_the_one_folder_and_keeps_the_rest_of_the_file(agent: s
     assert stat.S_IMODE(record.stat().st_mode) == 0o600
     assert f"recorded in {record} that you trust {project}" in done.text
     assert record in done.paths
-    trust = folder_trust(agent, project, **{"home": dirs["home"]})
+    trust = folder_trust(agent, project, home=dirs["home"])
     assert trust is not None and trust.trusted
     # Once trusted, a second write says so and does not touch the record again.
     assert f"{agent} already trusts {project}" in config_write(agent, **dirs).text
