@@ -54,6 +54,10 @@ ACP_COMMANDS: dict[str, list[str]] = {
     "qwen": ["qwen", "--acp", "--approval-mode=default", "--exclude-tools=tool_search", "--exclude-tools=tool_call"],
 }
 
+# ACP agents that start here but cannot run a session (Auggie answers session/new only signed in to Augment): kept out
+# of ACP_COMMANDS, whose every CLI the ACP tests run a session with.
+ACP_STARTS: dict[str, list[str]] = {**ACP_COMMANDS, "auggie": ["auggie", "--acp"]}
+
 
 def installed(binary: str) -> bool:
     return (NODE_BIN / binary).exists()
@@ -91,7 +95,7 @@ class AgentEnv:
 
     @property
     def acp_argv(self) -> list[str]:
-        command = ACP_COMMANDS[self.cli]
+        command = ACP_STARTS[self.cli]
         return [str(require(command[0])), *command[1:]]
 
     def argv(self, *args: str) -> list[str]:
