@@ -46,6 +46,34 @@ fi
 mkdir -p .dev/openab
 for hop in gateway core bridge; do ln -sfn "../../$hop" ".dev/openab/$hop"; done
 
+# The Python MCP clients of the older revisions (tests/test_mcp_clients.py): one `mcp` 1.x release per venv in
+# .venv-mcp/<version>, as tests/mcp_clients/python/mcp-<version>.txt locks it (the suite's own venv has mcp 2.x).
+# Whole locks installed without resolving: pip's newest dependencies break the oldest releases. The suite's pip
+# installs them (--python), so the venvs need no pip of their own; they build side by side, and again only when
+# their lock changes.
+mcp_venv_pids=()
+mkdir -p .venv-mcp
+for lock in tests/mcp_clients/python/mcp-*.txt; do
+  version="$(basename "$lock" .txt)"
+  venv=".venv-mcp/${version#mcp-}"
+  if [ -f "$venv/.openab-installed" ] && [ ! "$lock" -nt "$venv/.openab-installed" ]; then continue; fi
+  (
+    rm -rf "$venv"
+    "$PY" -m venv --without-pip "$venv"
+    python -m pip --python "$venv/bin/python" install -q --disable-pip-version-check --no-deps -r "$lock"
+    touch "$venv/.openab-installed"
+  ) >"$venv.log" 2>&1 &
+  mcp_venv_pids+=("$!:$venv")
+done
+for job in "${mcp_venv_pids[@]}"; do
+  if ! wait "${job%%:*}"; then
+    cat "${job#*:}.log" >&2
+    echo "making ${job#*:} failed (above)" >&2
+    exit 1
+  fi
+  rm -f "${job#*:}.log"
+done
+
 if [ -n "$chromium_pid" ] && ! wait "$chromium_pid"; then
   cat "$chromium_log" >&2
   echo "installing Debian's ${debs[*]} failed (above)" >&2
