@@ -362,3 +362,36 @@ async def test_the_official_client_with_a_loopback_origin_calls_the_tools() -> N
         ):
             refused = await http.post(url, json=INIT, headers=ACCEPT)
         assert refused.status_code == 403
+
+
+async def test_the_conformance_suites_localhost_request_is_served_only_with_this_sessions_token() -> None:
+    # MCP's DNS-rebinding scenario (tests/test_mcp_clients.py) expects its own-origin loopback request served. That
+    # request opens nothing by itself: without the key, or with another session's, it is still 401; and a rebound
+    # page that copies the loopback Origin but cannot hide its own Host is 403 even with the right token.
+    async with proxied() as (gateway, proxy), extension(gateway) as ext:
+        url, token = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        _, other = await endpoint(gateway, proxy, await open_session(gateway, ext, browser=False))
+        port = port_of(url)
+        loopback = {**ACCEPT, "Host": f"127.0.0.1:{port}", "Origin": f"http://127.0.0.1:{port}"}
+        rebound = {**ACCEPT, "Host": "evil.example.com", "Origin": "http://evil.example.com"}
+        tried = {
+            "loopback, no key": loopback,
+            "loopback, another session's token": {**loopback, "Authorization": f"Bearer {other}"},
+            "loopback, this session's token": {**loopback, "Authorization": f"Bearer {token}"},
+            "rebound Host and Origin, this session's token": {**rebound, "Authorization": f"Bearer {token}"},
+            "rebound Host, loopback Origin, this session's token": {
+                **loopback, "Host": f"evil.example.com:{port}", "Authorization": f"Bearer {token}"},
+            "loopback Host, rebound Origin, this session's token": {
+                **loopback, "Origin": f"http://evil.example.com:{port}", "Authorization": f"Bearer {token}"},
+        }
+        async with httpx.AsyncClient(timeout=10) as http:
+            statuses = {name: (await http.post(url, json=INIT, headers=headers)).status_code
+                        for name, headers in tried.items()}
+    assert statuses == {
+        "loopback, no key": 401,
+        "loopback, another session's token": 401,
+        "loopback, this session's token": 200,
+        "rebound Host and Origin, this session's token": 403,
+        "rebound Host, loopback Origin, this session's token": 403,
+        "loopback Host, rebound Origin, this session's token": 403,
+    }
