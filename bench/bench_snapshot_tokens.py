@@ -13,10 +13,19 @@ there only because both tools share this browser. The second figure is a second 
 openab's ``browser_snapshot`` with ``since`` (only what changed) against @playwright/mcp's whole snapshot again.
 
 Run: ``python bench/bench_snapshot_tokens.py [--quick] [--out DIR]`` (from the repository, venv active).
+
+``--corpus`` measures real third-party pages instead (issue 23; bench/corpus.py installs and serves them on
+127.0.0.1: Debian's Python documentation, a Django admin, with ``--full`` a JupyterLab launcher), against
+@playwright/mcp's ``browser_snapshot`` and chrome-devtools-mcp's ``take_snapshot`` on the same Chromium. Per page:
+tokens of one default call on each side; refs against the visible interactive elements counted in the page; the
+share of the page's distinct visible words that one default call keeps; table cells tied to their column headers
+(``tied_cells``); and how many calls openab's default paging takes for the whole page, with the same figures over
+all of them. Written to ``<out>/snapshot_tokens_corpus.json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import json
@@ -42,6 +51,7 @@ NAME = "snapshot_tokens"
 TARGET = 0.6  # openab's tokens <= 0.6x @playwright/mcp's on every page
 PEERS = Path(__file__).resolve().parent.parent / "tests" / "bench"
 PLAYWRIGHT_MCP = PEERS / "node_modules" / "@playwright" / "mcp" / "cli.js"
+DEVTOOLS_MCP = PEERS / "node_modules" / "chrome-devtools-mcp" / "build" / "src" / "bin" / "chrome-devtools-mcp.js"
 TOKENS = PEERS / "tokens.mjs"
 NODE = shutil.which("node") or "node"
 # What an agent can act on, as the page itself has it: each visible one must have a ref in a snapshot.
@@ -233,9 +243,294 @@ def plot_sizes(pages: dict[str, Any], out: Path) -> Path | None:
     return path
 
 
+# --- Issue 23: real third-party pages (bench/corpus.py) -----------------------------------------------------------
+
+CORPUS_NAME = "snapshot_tokens_corpus"
+# The targets of issue 23, on pages up to about 60k tokens of @playwright/mcp's snapshot.
+CORPUS_TARGET_PAGE = 60_000
+MAX_CALLS = 60  # a bound on openab's paging of one page; far above what any page of the corpus needs
+# chrome-devtools-mcp writes a uid on every node (`uid=1_5 button "Save"`); these roles are the interactive ones.
+DEVTOOLS_INTERACTIVE = re.compile(
+    r"^\s*uid=\S+ (link|button|textbox|searchbox|checkbox|radio|combobox|listbox|tab|menuitem|switch|option|"
+    r"slider|spinbutton)\b", re.M
+)
+# openab's paging note: "[characters 0-40000 of 91234. Call again with offset=40000 for more.]"
+NEXT_OFFSET = re.compile(r"[Cc]all again with offset=(\d+)")
+# What the page itself holds: its visible interactive elements, its visible text, and its visible tables, each
+# as the texts of its column headers (a header row of th cells; colspan spread) and of its body rows' cells.
+PAGE_TABLES = """() => {
+  const shown = (el) => !el.closest('[aria-hidden=true],[hidden],[inert]') &&
+    el.checkVisibility({visibilityProperty: true});
+  const norm = (s) => s.replace(/\\s+/g, ' ').trim();
+  const spread = (cells) => Array.from(cells).flatMap((c) => {
+    const value = shown(c) ? norm(c.innerText) : '';
+    return [value, ...Array(Math.max(0, c.colSpan - 1)).fill('')];
+  });
+  const tables = [];
+  for (const table of document.querySelectorAll('table')) {
+    if (!shown(table)) continue;
+    const rows = Array.from(table.rows).filter((r) => shown(r) && r.closest('table') === table);
+    const head = rows.find((r) => r.cells.length && Array.from(r.cells).every((c) => c.tagName === 'TH'));
+    if (!head) continue;
+    const body = rows.filter((r) => r !== head && !r.closest('thead')).map((r) => spread(r.cells));
+    tables.push({ headers: spread(head.cells), rows: body });
+  }
+  return tables;
+}"""
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip().lower()
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.lower())
+
+
+def _subsequence(have: Sequence[str], wanted: Sequence[str], start: int = 0) -> int:
+    """Where ``wanted``'s words end in ``have`` when they all come in order from ``start`` (other words may be
+    between them: an outline puts a cell's link or code in lines of its own); -1 where they do not."""
+    at = start
+    for word in wanted:
+        try:
+            at = have.index(word, at) + 1
+        except ValueError:
+            return -1
+    return at
+
+
+def _labelled(have: Sequence[str], label: Sequence[str], value: Sequence[str], gap: int = 0) -> bool:
+    """Whether ``have`` holds ``label``'s words together, then (within ``gap`` words) ``value``'s words together:
+    ``Customer: Ada Lovelace``, ``customer=Ada``."""
+    n, m = len(label), len(value)
+    for i in range(len(have) - n + 1):
+        if list(have[i:i + n]) != list(label):
+            continue
+        for j in range(i + n, min(i + n + gap, len(have) - m) + 1):
+            if list(have[j:j + m]) == list(value):
+                return True
+    return False
+
+
+# A line that opens a table row in an outline: `- row ...` (@playwright/mcp, openab) or `uid=1_5 row ...`
+# (chrome-devtools-mcp); the lines indented under it are the row's.
+ROW_LINE = re.compile(r"^(\s*)(?:- )?(?:uid=\S+ )?'?row\b")
+
+
+def row_units(snapshot: str) -> list[tuple[bool, list[str]]]:
+    """The snapshot's units a table row can be read from, as (is one line, its words): every line alone, and
+    every row line together with the lines indented under it (a row whose cells are on lines of their own)."""
+    lines = snapshot.splitlines()
+    units = [(True, _words(line)) for line in lines]
+    for i, line in enumerate(lines):
+        opened = ROW_LINE.match(line)
+        if not opened:
+            continue
+        depth, j = len(opened.group(1)), i + 1
+        while j < len(lines) and len(lines[j]) - len(lines[j].lstrip()) > depth:
+            j += 1
+        if j > i + 1:
+            units.append((False, _words("\n".join(lines[i:j]))))
+    return units
+
+
+def tied_cells(tables: Sequence[dict[str, Any]], snapshot: str) -> dict[str, int]:
+    """How many of the page's visible table cells a snapshot ties to their column's header.
+
+    A body cell counts where its column has a header with words and the cell has words (an empty cell, a "-",
+    or a column of checkboxes with no header word has nothing to tie). Texts are compared as their words, case
+    ignored. A cell is tied when (a) one line of the snapshot holds its column's header and right after it its
+    value (``Customer: Ada``, ``customer=Ada``), or (b) one unit of the snapshot (a line, or a row line
+    with the lines under it: ``row_units``) holds every value of its row in column order (other words may come
+    between: an outline puts a cell's link or code on lines of its own) and is no longer than a row's outline
+    can be (four times the row's words plus sixteen a column: not a paragraph that happens to hold them), and
+    another such unit holds every header in column order: the row reads as one and its column is found by
+    position under the header row. A snapshot that lists the cells as lines of their own with nothing marking
+    where a row begins ties none."""
+    units = row_units(snapshot)
+    tied = total = 0
+    for table in tables:
+        headers = [_words(h) for h in table["headers"]]
+        every_header = [w for h in headers for w in h]
+        width = len(headers)
+        header_at = next((i for i, (_, have) in enumerate(units) if every_header
+                          and len(have) <= 4 * len(every_header) + 16 * width
+                          and _subsequence(have, every_header) >= 0), None)
+        for row in table["rows"]:
+            values = [_words(v) for v in row]
+            whole = [w for v in values for w in v]
+            as_row = header_at is not None and any(
+                i != header_at and len(have) <= 4 * len(whole) + 16 * width and _subsequence(have, whole) >= 0
+                for i, (_, have) in enumerate(units))
+            for column, value in enumerate(values):
+                if not value or column >= len(headers) or not headers[column]:
+                    continue
+                total += 1
+                if as_row or any(one and _labelled(have, headers[column], value) for one, have in units):
+                    tied += 1
+    return {"tied": tied, "cells": total}
+
+
+def words_kept(page_text: str, snapshot: str) -> float:
+    """The share of the page's distinct visible words that the snapshot holds."""
+    distinct = set(re.findall(r"\w+", page_text.lower()))
+    if not distinct:
+        return 1.0
+    return round(1 - len(words_missing(page_text, snapshot)) / len(distinct), 4)
+
+
+@contextlib.asynccontextmanager
+async def devtools_mcp(cdp: str) -> AsyncIterator[Client]:
+    """chrome-devtools-mcp over stdio, attached to the Chromium at `cdp`, its statistics and CrUX look-ups off."""
+    if not DEVTOOLS_MCP.exists():
+        raise SystemExit(f"npm peers missing: (cd {PEERS} && npm ci)")
+    with tempfile.TemporaryDirectory(prefix="openab-devtools-mcp-") as home:
+        args = [str(DEVTOOLS_MCP), "--browserUrl", cdp, "--no-usage-statistics", "--no-performance-crux",
+                "--no-page-id-routing"]
+        env = {"PATH": f"{Path(NODE).parent}:/usr/bin:/bin", "HOME": home,
+               "CHROME_DEVTOOLS_MCP_NO_USAGE_STATISTICS": "1"}
+        async with Client(StdioServerParameters(command=NODE, args=args, cwd=home, env=env), mode="legacy") as c:
+            yield c
+
+
+async def openab_pages(client: Client, url: str, ready: str) -> list[str]:
+    """openab's snapshot of `url` as its default paging gives it: the first call, then each ``offset`` the
+    previous one names, until the last."""
+    await call(client, "browser_navigate", {"url": url})
+    if ready:
+        await call(client, "browser_wait_for", {"text": ready, "timeout_ms": 60000})
+    results = [await call(client, "browser_snapshot")]
+    while (more := NEXT_OFFSET.search(results[-1])) and len(results) < MAX_CALLS:
+        results.append(await call(client, "browser_snapshot", {"offset": int(more.group(1))}))
+    return results
+
+
+async def corpus_snapshots(rig_cdp: str, client: Client, page: Page, pages: Sequence[Any]
+                           ) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    async with playwright_mcp(rig_cdp) as peer, devtools_mcp(rig_cdp) as devtools:
+        opened = False
+        for entry in pages:
+            mine = await openab_pages(client, entry.url, entry.ready_text)
+            await call(peer, "browser_navigate", {"url": entry.url})
+            if entry.ready_text:
+                await call(peer, "browser_wait_for", {"text": entry.ready_text})
+            theirs = without_tab_list(await call(peer, "browser_snapshot"))
+            # Its own tab (new_page) the first time, so it never drives openab's agent tab or Playwright's.
+            if opened:
+                await call(devtools, "navigate_page", {"type": "url", "url": entry.url})
+            else:
+                await call(devtools, "new_page", {"url": entry.url})
+                opened = True
+            if entry.ready_text:
+                await call(devtools, "wait_for", {"text": [entry.ready_text]})
+            chrome = await call(devtools, "take_snapshot")
+            interactive, text = await page_facts(page, entry.url)
+            if entry.ready_text:
+                await page.get_by_text(entry.ready_text).first.wait_for()
+                interactive, text = await page_facts(page, "")
+            tables = await page.evaluate(PAGE_TABLES)
+            out[entry.name] = {"url": entry.url, "openab": mine, "playwright_mcp": theirs, "devtools_mcp": chrome,
+                               "interactive": interactive, "text": text, "tables": tables}
+    return out
+
+
+def corpus_figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    flat: list[str] = []
+    for t in texts.values():
+        flat += [t["openab"][0], "\n".join(t["openab"]), t["playwright_mcp"], t["devtools_mcp"], t["text"]]
+    tokens = iter(count_tokens(flat))
+    pages: dict[str, Any] = {}
+    for name, t in texts.items():
+        first, whole, theirs, chrome, floor = (next(tokens) for _ in range(5))
+        everything = "\n".join(t["openab"])
+        interactive = t["interactive"]
+        refs_first = len(OPENAB_REF.findall(t["openab"][0]))
+        refs_all = len(set(OPENAB_REF.findall(everything))) if len(t["openab"]) > 1 else refs_first
+        tied_first = tied_cells(t["tables"], t["openab"][0])
+        page = {
+            "url": re.sub(r"^http://127\.0\.0\.1:\d+", "", t["url"]),
+            "tokens": {"openab": first, "playwright_mcp": theirs, "devtools_mcp": chrome,
+                       "ratio_playwright": round(first / theirs, 3), "ratio_devtools": round(first / chrome, 3)},
+            "text_floor_tokens": floor,
+            "interactive_in_page": interactive,
+            "refs": {"openab": refs_first,
+                     "playwright_mcp": len(PLAYWRIGHT_INTERACTIVE.findall(t["playwright_mcp"])),
+                     "devtools_mcp": len(DEVTOOLS_INTERACTIVE.findall(t["devtools_mcp"]))},
+            "refs_coverage": round(min(refs_first, interactive) / interactive, 4) if interactive else 1.0,
+            "words_kept": {"openab": words_kept(t["text"], t["openab"][0]),
+                           "playwright_mcp": words_kept(t["text"], t["playwright_mcp"]),
+                           "devtools_mcp": words_kept(t["text"], t["devtools_mcp"])},
+            "words_missing_openab": words_missing(t["text"], t["openab"][0])[:15],
+            "table_cells": {"openab": tied_first, "playwright_mcp": tied_cells(t["tables"], t["playwright_mcp"]),
+                            "devtools_mcp": tied_cells(t["tables"], t["devtools_mcp"])},
+            "paging": {"calls": len(t["openab"]), "tokens": whole, "refs": refs_all,
+                       "refs_coverage": round(min(refs_all, interactive) / interactive, 4) if interactive else 1.0,
+                       "words_kept": words_kept(t["text"], everything),
+                       "table_cells": tied_cells(t["tables"], everything)},
+        }
+        cells = tied_first["cells"]
+        page["met"] = {
+            "in_scope": theirs <= CORPUS_TARGET_PAGE,
+            "refs_all_in_one_call": refs_first >= interactive,
+            "words_all_in_one_call": not words_missing(t["text"], t["openab"][0]),
+            "cells_all_tied": tied_first["tied"] == cells,
+            "tokens_at_most_0.6x": first / theirs <= TARGET,
+        }
+        pages[name] = page
+    return pages
+
+
+async def run_corpus(full: bool, out: Path, dump: Path | None = None) -> Path:
+    from bench import corpus
+
+    with corpus.serving(full) as served:
+        async with browser_rig() as rig, playwright_page(rig.cdp) as page:
+            await page.context.add_cookies(served.cookies)  # type: ignore[arg-type]
+            texts = await corpus_snapshots(rig.cdp, rig.client, page, served.pages)
+    if dump is not None:
+        write_texts(texts, dump)
+    pages = corpus_figures(texts)
+    peers = json.loads((PEERS / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    result = {
+        "target": f"on pages up to {CORPUS_TARGET_PAGE} tokens of @playwright/mcp's snapshot: refs on every visible "
+                  "interactive element and every visible word in one default call, every table cell tied to its "
+                  f"column, openab's tokens <= {TARGET}x @playwright/mcp's",
+        "tokenizer": "tiktoken (npm) o200k_base",
+        "corpus": served.versions,
+        "peers": {k: v for k, v in peers.items() if k != "tiktoken"},
+        "full": full,
+        "pages": pages,
+    }
+    return write_result(CORPUS_NAME, result, out)
+
+
+def write_texts(texts: dict[str, dict[str, Any]], folder: Path) -> None:
+    """Each page's snapshots as the three tools answered (openab's pages one after the other), its visible text
+    and its tables as the page has them: what the figures were counted on, to read."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, t in texts.items():
+        stem = re.sub(r"\W+", "-", name).strip("-")
+        for i, part in enumerate(t["openab"]):
+            (folder / f"{stem}.openab.{i + 1}.txt").write_text(part, encoding="utf-8")
+        for side in ("playwright_mcp", "devtools_mcp", "text"):
+            (folder / f"{stem}.{side}.txt").write_text(t[side], encoding="utf-8")
+        (folder / f"{stem}.tables.json").write_text(json.dumps(t["tables"], indent=1), encoding="utf-8")
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--corpus", action="store_true",
+                        help="real third-party pages (bench/corpus.py) instead of tests/site/bench")
+    parser.add_argument("--full", action="store_true",
+                        help="with --corpus: the JupyterLab launcher too (installs about 240 MB from PyPI)")
+    parser.add_argument("--dump", type=Path, help="with --corpus: write every snapshot and page text to this folder")
+
+
 def main(argv: Sequence[str] | None = None) -> Path:
-    args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv)
+    args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, _options)
     out: Path = args.out
+    if args.corpus:
+        return asyncio.run(run_corpus(bool(args.full), out, args.dump))
     return asyncio.run(run(bool(args.quick), out))
 
 
