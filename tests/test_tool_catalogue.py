@@ -105,8 +105,13 @@ def test_the_defaults_are_the_ones_the_descriptions_state() -> None:
     tools = {tool["name"]: tool["inputSchema"]["properties"] for tool in FILE["tools"]}
     paged = [name for name, props in tools.items() if "max_chars" in props]
     assert {"browser_snapshot", "browser_read_dom"} <= set(paged)
+    # A snapshot's budget is in tokens; its max_chars only pages by characters when the agent asks for it.
+    budget = tools["browser_snapshot"]["max_tokens"]
+    assert f"(default {defaults['maxTokens']})" in budget["description"]
+    assert budget["minimum"] <= defaults["maxTokens"] <= budget["maximum"]
     for name in paged:
-        assert f"(default {defaults['maxChars']})" in tools[name]["max_chars"]["description"], name
+        if name != "browser_snapshot":
+            assert f"(default {defaults['maxChars']})" in tools[name]["max_chars"]["description"], name
         assert defaults["maxChars"] >= tools[name]["max_chars"]["minimum"], name
     wait = tools["browser_handoff"]["timeout_s"]
     assert f"(default {defaults['handoffTimeoutSeconds']})" in wait["description"]

@@ -5,6 +5,7 @@
 import { ToolError, BAD_ARGS, BAD_SELECTOR, TIMEOUT } from './errors.js';
 import { redactTokens } from './redact.js';
 import { pageSlice, text, untrusted } from './results.js';
+import { DEFAULTS } from './catalogue.js';
 
 // Where the page script put a link's ref in a line of text: its local element id between two U+0001 marks.
 // eslint-disable-next-line no-control-regex
@@ -80,49 +81,170 @@ export function lineDiff(before, after) {
   return out.join('\n');
 }
 
-export async function snapshot(b, args) {
+/**
+ * What a text costs the model, estimated without a tokenizer: a token per four characters, the rule of thumb for
+ * English under the common BPE tokenizers, plus one for each ref and each cell boundary, which tokenize short.
+ * Rather over than under: a client refuses a result past its own limit (Claude Code's is 25,000 tokens).
+ */
+export function estimateTokens(t) {
+  let marks = 0;
+  for (let i = t.indexOf('|'); i !== -1; i = t.indexOf('|', i + 1)) marks++;
+  for (let i = t.indexOf('(e'); i !== -1; i = t.indexOf('(e', i + 1)) marks++;
+  for (let i = t.indexOf('[ref='); i !== -1; i = t.indexOf('[ref=', i + 1)) marks++;
+  return Math.ceil(t.length / 4) + marks;
+}
+
+// The budget of one snapshot in tokens: the whole page when it fits; else its outline and as much of its text as
+// fits, and how to get the rest. Below Claude Code's default limit on an MCP result (25,000), and more than a long
+// documentation page takes in our lines.
+const MIN_TOKENS = 500;
+const MAX_TOKENS = 200_000;
+// The outline of a page over budget takes at most this part of it; the rest goes to the page's text.
+const OUTLINE_SHARE = 0.3;
+// browser_find: this many matches at most, each with the lines around it.
+const FIND_DEFAULT = 20;
+const FIND_MAX = 100;
+
+const tokenBudget = (args) => {
+  const asked = Number.isInteger(args.max_tokens) ? args.max_tokens : DEFAULTS.maxTokens;
+  return Math.min(Math.max(asked, MIN_TOKENS), MAX_TOKENS);
+};
+
+/**
+ * The agent tab's outline as lines, every frame's after the top one's, and for each line what the outline of a
+ * long page and its regions need: its depth, a heading's level, a landmark's or table's kind, the ref that names
+ * it as a region, and whether it is a table's header (`g`).
+ */
+async function render(b, linksOnly) {
   const tab = await b.tabs.target();
   const results = await b.page.exec({ tabId: tab.id, allFrames: true }, 'snapshot', []);
   results.sort((x, y) => x.frameId - y.frameId);
   const table = b.page.table(tab.id);
-  const linksOnly = args.interactive_only === true;
   const lines = [];
+  const meta = [];
   let page = null;
   for (const r of results) {
     const snap = r.result;
     if (!snap) continue;
     const top = r.frameId === 0;
     if (top) page = snap;
-    else lines.push(`- frame ${JSON.stringify(snap.url)}:`);
+    else {
+      lines.push(`- frame ${JSON.stringify(snap.url)}:`);
+      meta.push({ d: 0, k: 'frame' });
+    }
     const base = top ? 0 : 1;
     for (const e of snap.entries) {
       const inline = Array.isArray(e.r) ? e.r : [];
-      if (linksOnly && !e.l && !inline.length && !e.h) continue;
+      const grid = e.g === 'head' || e.g === 'row';
+      // With interactive_only a table keeps its header and the rows that hold a control, whole: a row's values
+      // tell which one to act on.
+      if (linksOnly && !e.l && !inline.length && !e.h && !e.k && e.g !== 'head') continue;
       const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
       // Links inside a line of text: the page script marked where each one's ref goes (INLINE_REF). With
       // interactive_only the line keeps its links alone, each with its address; the whole text leaves out the
       // same-site ones, which the sentence around a link already describes.
-      const source = inline.length && linksOnly ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
+      const asLinks = inline.length && linksOnly && !grid && !e.h;
+      const source = asLinks ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
       const t = inline.length ? source.replace(INLINE_REF, (_, n) =>
         (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : ''))
         .replace(INLINE_ADDRESS, linksOnly ? '$1' : '') : e.t;
       // The page's own text and its headings read without the "- " that opens each of the outline's lines. One
       // space per level keeps the tree as plain to read as two did, for fewer tokens on every nested line.
-      const dash = e.c && !(inline.length && linksOnly) ? '' : '- ';
+      const dash = e.c && !asLinks ? '' : '- ';
       lines.push(`${' '.repeat(e.d + base)}${dash}${t}${ref}${e.tail || ''}`);
+      meta.push({
+        d: e.d + base, h: e.h || 0, k: e.k || '', g: e.g || '',
+        region: e.x ? table.refFor(r.documentId, r.frameId, e.x) : (e.l ? ref.slice(6, -1) : ''),
+      });
     }
   }
+  return { page, lines, meta, table };
+}
+
+/** Where the part of the outline that `start` opens ends: a heading's section, a container's lines. */
+function regionEnd(meta, start) {
+  const m = meta[start];
+  for (let i = start + 1; i < meta.length; i++) {
+    if (m.h ? meta[i].h && meta[i].h <= m.h : meta[i].d <= m.d) return i;
+    if (meta[i].k === 'frame' && m.k !== 'frame') return i;
+  }
+  return meta.length;
+}
+
+/** The lines from `from` that fit in `budget` tokens, whole lines only (a first line too long is cut). */
+function fitLines(lines, from, budget) {
+  let used = 0;
+  let i = from;
+  for (; i < lines.length; i++) {
+    const cost = estimateTokens(lines[i]) + 1;
+    if (used + cost > budget) break;
+    used += cost;
+  }
+  if (i === from && from < lines.length) return { end: from + 1, cut: budget * 4 };
+  return { end: i, cut: 0 };
+}
+
+/** The headings, landmarks, forms and tables of an outline, each with its region ref and what it costs. */
+function outlineOf(lines, meta, budget) {
+  const items = [];
+  for (let i = 0; i < meta.length; i++) {
+    const m = meta[i];
+    if (!m.h && !m.k) continue;
+    const end = regionEnd(meta, i);
+    let cost = 0;
+    for (let j = i; j < end; j++) cost += estimateTokens(lines[j]) + 1;
+    const line = lines[i].replace(/:$/, '');
+    items.push({ h: m.h, text: `${line} [region=${m.region}, ${end - i} lines, ~${cost} tokens]` });
+  }
+  // A page of thousands of headings keeps its upper levels whole rather than its first headings alone.
+  for (let level = 6; level >= 1; level--) {
+    const total = items.reduce((n, it) => n + estimateTokens(it.text) + 1, 0);
+    if (total <= budget) break;
+    for (let i = items.length - 1; i >= 0; i--) if (items[i].h >= level) items.splice(i, 1);
+  }
+  const fit = fitLines(items.map((it) => it.text), 0, budget);
+  const more = items.length - fit.end;
+  return items.slice(0, fit.end).map((it) => it.text).join('\n') + (more > 0 ? `\n… and ${more} more` : '');
+}
+
+/** The offset's line: the agent continues from where a note said, which is a line's start. */
+function lineAt(lines, offset) {
+  let at = 0;
+  for (let i = 0; i < lines.length; i++) {
+    if (at >= offset) return { index: i, at };
+    at += lines[i].length + 1;
+  }
+  return { index: lines.length, at };
+}
+
+export async function snapshot(b, args) {
+  const linksOnly = args.interactive_only === true;
+  const { page, lines, meta, table } = await render(b, linksOnly);
   const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
-  const shot = { url: page ? page.url : '', interactiveOnly: args.interactive_only === true, lines };
-  // The next pages of one answer (offset > 0) are cut from the same comparison as its first page.
-  if (!(args.offset > 0)) {
+  const shot = { url: page ? page.url : '', interactiveOnly: linksOnly, lines };
+  const region = typeof args.region === 'string' && args.region ? args.region : '';
+  // The next pages of one answer (offset > 0) are cut from the same comparison as its first page; a region is a
+  // part, not a new look at the page.
+  if (!(args.offset > 0) && !region) {
     table.base = table.last;
     table.last = lines.reduce((n, l) => n + l.length, 0) <= MAX_KEPT_SNAPSHOT ? shot : null;
   }
   const base = table.base;
   let ours = '';
-  let outline = lines.join('\n');
-  if (args.since === true) {
+  let body = lines;
+  let bodyMeta = meta;
+  let diff = false;
+  if (region) {
+    const start = meta.findIndex((m) => m.region === region);
+    if (start === -1) {
+      throw new ToolError(BAD_ARGS, `no region ${region} in the page as it is now: take a browser_snapshot and use ` +
+        'a region= ref from its outline (a heading, a landmark, a form or a table), or a ref of any line');
+    }
+    const end = regionEnd(meta, start);
+    body = lines.slice(start, end);
+    bodyMeta = meta.slice(start, end);
+    ours = `Region ${region} of the page, lines ${start + 1}-${end} of ${lines.length}.\n`;
+  } else if (args.since === true) {
     if (!base) ours = 'No earlier snapshot of this page to compare with: this is all of it.\n';
     else if (base.url !== shot.url) ours = 'The page is at another URL since the last snapshot: this is all of it.\n';
     else if (base.interactiveOnly !== shot.interactiveOnly) {
@@ -131,12 +253,80 @@ export async function snapshot(b, args) {
       const changes = lineDiff(base.lines, lines);
       ours = changes ? 'What changed since the last snapshot, as a unified diff (" " an unchanged line, "-" gone, "+" new); ' +
         'every other line and its ref is as it was.\n' : 'Nothing changed since the last snapshot.\n';
-      outline = changes;
+      body = changes ? changes.split('\n') : [];
+      diff = true;
     }
   }
-  // Redacted before paging, so a token is never cut in two halves that each pass as harmless.
-  const { body, note } = pageSlice(redactTokens(head + outline), args.offset, args.max_chars);
-  return text(ours + untrusted(body) + (note ? `\n${note}` : ''));
+  // Paging by characters, as the agent asked with max_chars: cut where the count says. Redacted before paging, so
+  // a token is never cut in two halves that each pass as harmless.
+  if (Number.isInteger(args.max_chars)) {
+    const { body: piece, note } = pageSlice(redactTokens(head + body.join('\n')), args.offset, args.max_chars);
+    return text(ours + untrusted(piece) + (note ? `\n${note}` : ''));
+  }
+  const budget = tokenBudget(args);
+  const all = redactTokens(body.join('\n')).split('\n');
+  const cost = all.reduce((n, l) => n + estimateTokens(l) + 1, estimateTokens(head));
+  const offset = Math.max(0, Number(args.offset) | 0);
+  const more = region ? ` region=${region}` : (diff ? ' since=true' : '');
+  if (!offset && cost <= budget) return text(ours + untrusted(head + all.join('\n')));
+  let top = '';
+  let left = budget - estimateTokens(head);
+  if (!offset && !diff) {
+    const outline = outlineOf(all, bodyMeta, Math.floor(budget * OUTLINE_SHARE));
+    if (outline) {
+      top = `Outline (each part's region= ref gives it whole):\n${outline}\n\nThe page from its start:\n`;
+      left -= estimateTokens(top);
+    }
+  }
+  const { index, at } = lineAt(all, offset);
+  const fit = fitLines(all, index, Math.max(left, 100));
+  let piece = all.slice(index, fit.end).join('\n');
+  if (fit.cut) piece = piece.slice(0, fit.cut);
+  const end = at + piece.length + (fit.cut ? 0 : 1);
+  const total = all.reduce((n, l) => n + l.length + 1, 0);
+  const rest = fit.end < all.length || fit.cut
+    ? `Call again with offset=${Math.min(end, total)}${more} for the rest, region= for one part, or use browser_find to find words.`
+    : 'This is the end.';
+  const note = `[lines ${index + 1}-${fit.end} of ${all.length} (~${cost} tokens in all, over max_tokens=${budget}). ${rest}]`;
+  return text(`${ours}${untrusted((offset ? '' : head) + top + piece)}\n${note}`);
+}
+
+/**
+ * browser_find: the lines of the page that hold `text` (any case), each with the heading it is under and, in a
+ * table, its header row, so a value reads with its column and a control in it with its ref.
+ */
+async function find(b, args) {
+  const needle = typeof args.text === 'string' ? args.text.trim().toLowerCase() : '';
+  if (!needle) throw new ToolError(BAD_ARGS, 'give text: the words to find on the page');
+  const limit = Math.min(Math.max(Number.isInteger(args.max_results) ? args.max_results : FIND_DEFAULT, 1), FIND_MAX);
+  const { page, lines, meta } = await render(b, false);
+  // On the redacted lines, so a search cannot tell the agent what a redacted secret says.
+  const all = redactTokens(lines.join('\n')).split('\n');
+  const hits = [];
+  let count = 0;
+  let heading = -1;
+  let header = -1; // the first header row of the table the line is in
+  for (let i = 0; i < all.length; i++) {
+    if (meta[i].h) heading = i;
+    if (meta[i].k === 'table') header = -1;
+    if (meta[i].g === 'head' && header === -1) header = i;
+    if (!all[i].toLowerCase().includes(needle)) continue;
+    count++;
+    if (hits.length >= limit) continue;
+    const around = [];
+    if (heading !== -1 && heading < i - 1) around.push(`(under ${all[heading].trim()})`);
+    if (meta[i].g === 'row' && header !== -1) around.push(all[header]);
+    else if (i > 0 && i - 1 !== heading) around.push(all[i - 1]);
+    around.push(all[i]);
+    if (i + 1 < all.length && meta[i].g !== 'row') around.push(all[i + 1]);
+    hits.push(`@@ line ${i + 1}\n${around.join('\n')}`);
+  }
+  const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
+  const ours = count ? `${count} line(s) of the page hold ${JSON.stringify(args.text)}` +
+    (count > hits.length ? `; the first ${hits.length} (max_results for more)` : '') +
+    ', each after the lines that place it; the refs work as in browser_snapshot.\n'
+    : `No line of the page holds ${JSON.stringify(args.text)}.\n`;
+  return text(ours + untrusted(head + hits.join('\n')));
 }
 
 async function readDom(b, args) {
@@ -173,6 +363,7 @@ async function waitFor(b, args, call) {
 
 export const READING_TOOLS = {
   browser_snapshot: snapshot,
+  browser_find: find,
   browser_read_dom: readDom,
   browser_wait_for: waitFor,
 };

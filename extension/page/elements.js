@@ -205,29 +205,167 @@
     return 'generic';
   }
 
-  function nameOf(el) {
-    const label = labelText(el);
-    if (label) return squash(label, MAX_NAME);
+  // Roles whose name comes from their content when no label names them (accname 1.2, "name from content"). A
+  // textbox, a select or a list is never named by its content: a select's content is every one of its options.
+  const NAME_FROM_CONTENT = new Set(['button', 'link', 'checkbox', 'radio', 'switch', 'tab', 'menuitem',
+    'menuitemcheckbox', 'menuitemradio', 'option', 'treeitem', 'heading', 'cell', 'gridcell', 'columnheader',
+    'rowheader', 'row', 'tooltip', 'generic', 'iframe']);
+  // A name is computed on at most this many nodes and characters: a label that holds a whole page stays cheap.
+  const NAME_NODES = 400;
+  const NAME_CHARS = MAX_NAME * 4;
+  const BLOCK_DISPLAY = /^(block|flex|grid|table|list-item|flow-root)/;
+
+  /** Whether `el` is a control whose value stands for it inside another element's name (accname 2E). */
+  function embeddedValue(el) {
     const tag = el.tagName;
+    if (redacts(el)) return '';
+    if (tag === 'SELECT') return Array.from(el.selectedOptions || [], (o) => o.label || o.text).join(' ');
+    if (tag === 'TEXTAREA') return el.value;
     if (tag === 'INPUT') {
       const type = (el.getAttribute('type') || 'text').toLowerCase();
-      if (['submit', 'button', 'reset'].includes(type)) return squash(el.value || type, MAX_NAME);
-      if (type === 'image') return squash(el.alt || 'submit', MAX_NAME);
-      if (type === 'file') return 'Choose file';
-      return squash(el.getAttribute('placeholder') || el.title || el.name || '', MAX_NAME);
+      if (['checkbox', 'radio', 'file', 'image', 'submit', 'reset', 'button', 'hidden'].includes(type)) return null;
+      return el.value;
     }
-    if (tag === 'TEXTAREA' || tag === 'SELECT') {
-      return squash(el.getAttribute('placeholder') || el.title || el.name || '', MAX_NAME);
+    const role = el.getAttribute('role');
+    if (role === 'textbox' || role === 'searchbox') return el.textContent;
+    if (['slider', 'spinbutton', 'scrollbar', 'progressbar'].includes(role)) {
+      return el.getAttribute('aria-valuetext') || el.getAttribute('aria-valuenow') || '';
     }
-    if (tag === 'IFRAME' || tag === 'FRAME') return squash(el.title || el.name || el.src || '', MAX_NAME);
+    if (role === 'combobox' || role === 'listbox') {
+      const chosen = el.querySelector('[aria-selected=true]');
+      return chosen ? chosen.textContent : '';
+    }
+    return null;
+  }
+
+  /**
+   * The text alternative of `el` as the accessible-name algorithm (WAI-ARIA accname 1.2) computes it, from
+   * aria-labelledby, aria-label, the host language's label (a <label>, alt, a legend, a caption, an SVG title),
+   * the element's content where its role allows, its title, and last a field's placeholder. Never the `name`
+   * attribute: that is the form's key for the value, not what the person reads. `ctx` carries the recursion:
+   * the nodes already visited, whether this is inside an aria-labelledby reference (which is not followed
+   * twice) and the budget of nodes.
+   */
+  function textAlternative(el, ctx, root) {
+    if (ctx.seen.has(el) || ctx.nodes++ > NAME_NODES) return '';
+    ctx.seen.add(el);
+    const tag = el.tagName;
+    // A hidden node counts only when an aria-labelledby reference asked for it by id.
+    if (!root && !ctx.referenced && !visible(el)) return '';
+    ctx.referenced = false;
+    const by = ctx.labelledBy ? null : el.getAttribute('aria-labelledby');
+    if (by) {
+      const parts = by.split(/\s+/).slice(0, 16).map((id) => {
+        const ref = el.getRootNode().getElementById?.(id) || document.getElementById(id);
+        if (!ref) return '';
+        return textAlternative(ref, { ...ctx, labelledBy: true, referenced: true, seen: new Set([...ctx.seen].filter((n) => n !== ref)) }, false);
+      });
+      const t = parts.join(' ').trim();
+      if (t) return t;
+    }
+    // A secret region's text is its value: it never names anything.
+    if (el.isContentEditable && editableHost(el) === el && redacts(el)) return '';
+    const embedded = root ? null : embeddedValue(el);
+    if (embedded !== null) return embedded;
+    const aria = (el.getAttribute('aria-label') || '').trim();
+    if (aria) return aria;
+    const role = root ? roleOf(el) : null;
+    if (tag === 'INPUT') {
+      const type = (el.getAttribute('type') || 'text').toLowerCase();
+      if (['submit', 'button', 'reset'].includes(type)) {
+        return el.value || (type === 'submit' ? 'Submit' : type === 'reset' ? 'Reset' : '');
+      }
+      if (type === 'image') return el.alt || el.value || el.title || 'Submit';
+    }
+    if (el.labels && el.labels.length) {
+      const t = Array.from(el.labels, (l) => contentText(l, ctx)).join(' ').trim();
+      if (t) return t;
+    }
+    if (tag === 'IMG' || tag === 'AREA') {
+      if (el.hasAttribute('alt')) return el.alt;
+    } else if (tag === 'FIELDSET') {
+      const legend = el.querySelector(':scope > legend');
+      if (legend) return contentText(legend, ctx);
+    } else if (tag === 'TABLE') {
+      if (el.caption) return contentText(el.caption, ctx);
+    } else if (tag === 'svg' || tag === 'SVG') {
+      const title = el.querySelector(':scope > title');
+      if (title && title.textContent.trim()) return title.textContent;
+    } else if (tag === 'IFRAME' || tag === 'FRAME') {
+      if (el.title) return el.title;
+    }
+    const fromContent = !root || NAME_FROM_CONTENT.has(role) || el.matches('[onclick],[tabindex]');
+    const isField = /^(INPUT|TEXTAREA|SELECT)$/.test(tag) || el.isContentEditable;
+    if (fromContent && !isField && tag !== 'IFRAME' && tag !== 'FRAME') {
+      const t = contentText(el, ctx).trim();
+      if (t) return t;
+    }
+    if (el.title) return el.title;
+    if (root && (tag === 'INPUT' || tag === 'TEXTAREA')) return el.getAttribute('placeholder') || '';
+    if (root && el.isContentEditable) return el.getAttribute('aria-placeholder') || el.getAttribute('data-placeholder') || '';
+    return '';
+  }
+
+  /** The names of `el`'s children, in order: text as it reads, each element by its own text alternative. */
+  function contentText(el, ctx) {
+    let out = '';
+    const from = el.shadowRoot || el;
+    for (const child of from.childNodes) {
+      if (out.length > NAME_CHARS) break;
+      if (child.nodeType === 3) {
+        out += child.textContent;
+        continue;
+      }
+      if (child.nodeType !== 1 || /^(SCRIPT|STYLE|TEMPLATE|NOSCRIPT)$/.test(child.tagName)) continue;
+      if (child.tagName === 'BR') {
+        out += ' ';
+        continue;
+      }
+      const t = textAlternative(child, ctx, false);
+      // Block-level children read as separate words, inline ones run on as the page shows them.
+      const block = ctx.nodes < 64 && BLOCK_DISPLAY.test(getComputedStyle(child).display);
+      out += block ? ` ${t} ` : t;
+    }
+    return out;
+  }
+
+  /** The element's accessible name, squashed to one line of at most MAX_NAME characters. */
+  function nameOf(el) {
+    const tag = el.tagName;
+    if (tag === 'INPUT' && (el.getAttribute('type') || '').toLowerCase() === 'file') {
+      return squash(labelName(el) || 'Choose file', MAX_NAME);
+    }
     if (el.isContentEditable && redacts(el)) {
-      // Its text is the secret: name it by its placeholder or title only.
-      return squash(el.getAttribute('aria-placeholder') || el.getAttribute('data-placeholder') || el.title || '', MAX_NAME);
+      // Its text is the secret: name it by its label, placeholder or title only.
+      return squash(labelName(el) || el.getAttribute('aria-placeholder') || el.getAttribute('data-placeholder') || el.title || '', MAX_NAME);
     }
-    const text = el.innerText || el.textContent || '';
-    if (text.trim()) return squash(text, MAX_NAME);
-    const img = el.querySelector('img[alt]');
-    return squash((img && img.alt) || el.title || '', MAX_NAME);
+    let name = textAlternative(el, { seen: new Set(), nodes: 0, labelledBy: false, referenced: false }, true);
+    if (!name.trim() && (tag === 'IFRAME' || tag === 'FRAME')) name = el.src || '';
+    if (!name.trim() && tag === 'A') {
+      // An icon link with nothing to read (a bare image, a CSS icon) is named by where it goes.
+      const img = el.querySelector('img[src]');
+      name = img ? fileWords(img.getAttribute('src')) : '';
+    }
+    return squash(name, MAX_NAME);
+  }
+
+  /** aria-labelledby, aria-label or a <label>: what names a field without its content. */
+  function labelName(el) {
+    const aria = (el.getAttribute('aria-label') || '').trim();
+    const by = el.getAttribute('aria-labelledby');
+    if (by) {
+      const t = by.split(/\s+/).map((id) => document.getElementById(id)?.textContent || '').join(' ');
+      if (t.trim()) return t;
+    }
+    if (aria) return aria;
+    if (el.labels && el.labels.length) return Array.from(el.labels, (l) => l.textContent).join(' ');
+    return '';
+  }
+
+  /** "icons/calendar-day.png" as "calendar day": the words of a file name, for an image with no text. */
+  function fileWords(src) {
+    const file = String(src || '').split(/[?#]/)[0].split('/').pop() || '';
+    return file.replace(/\.[a-z0-9]+$/i, '').replace(/[-_.]+/g, ' ').trim();
   }
 
   function isSubmitControl(el) {
@@ -300,7 +438,7 @@
 
   ns.elements = {
     INTERACTIVE, MAX_NAME, MAX_VALUE, idFor, elementOf, squash, q, visible, editableHost, sensitiveKind, guardedFields,
-    startPersonTurn, agentTypes, personTyped, redacts, labelText, roleOf, nameOf, isSubmitControl, valueOf, flags,
-    shortUrl, sameSite,
+    startPersonTurn, agentTypes, personTyped, redacts, labelText, labelName, roleOf, nameOf, isSubmitControl, valueOf,
+    flags, shortUrl, sameSite,
   };
 })();

@@ -5,7 +5,7 @@
   const ns = globalThis.__openabPage;
   if (ns.read) return;
   const {
-    INTERACTIVE, MAX_NAME, idFor, squash, q, visible, editableHost, sensitiveKind, personTyped, redacts, labelText,
+    INTERACTIVE, MAX_NAME, idFor, squash, q, visible, editableHost, sensitiveKind, personTyped, redacts, labelName,
     roleOf, nameOf, valueOf, flags, shortUrl, sameSite,
   } = ns.elements;
 
@@ -29,174 +29,418 @@
   // (interactive_only), because on a page of prose the addresses cost more than the agent reads in them.
   const ADDRESS_MARK = '\u0002';
 
-  /**
-   * A paragraph-like element with links inside its sentences, as one line of text that keeps them in place:
-   * "See [our guide](… /guide.html) for schedules": its ref, then its address, marked when the link stays on
-   * this site (another site's is always shown: that a link leaves the site matters). `refs` are the links' local
-   * ids, in order. Null when the element holds anything that needs its own line (a control, a block, an image, a
-   * shadow root), or when it is only links (each then reads best on its own line).
-   */
-  function inlineText(el) {
-    const refs = [];
-    let out = '';
-    let prose = false;
-    const clean = (s) => String(s || '').replaceAll(REF_MARK, '').replaceAll(ADDRESS_MARK, '');
-    const add = (node) => {
-      for (const child of node.childNodes) {
-        if (child.nodeType === 3) {
-          const t = clean(child.textContent);
-          if (t.trim()) prose = true;
-          out += t;
-          continue;
-        }
-        if (child.nodeType !== 1 || SKIP.has(child.tagName)) continue;
-        if (!INLINE.has(child.tagName) || child.shadowRoot) return false;
-        if (child.tagName === 'BR') {
-          out += ' ';
-          continue;
-        }
-        if (!visible(child)) continue;
-        if (child.tagName === 'A' && child.getAttribute('href')) {
-          if (child.querySelector(`${INTERACTIVE},img`)) return false;
-          const local = idFor(child);
-          refs.push(local);
-          const tab = /^_blank$/i.test(child.getAttribute('target') || '') ? ', new tab' : '';
-          const where = clean(shortUrl(child));
-          const address = sameSite(child) ? `${ADDRESS_MARK} ${where}${ADDRESS_MARK}` : ` ${where}`;
-          out += ` [${clean(nameOf(child)).replace(/[[\]]/g, '')}](${REF_MARK}${local}${REF_MARK}${address}${tab}) `;
-          continue;
-        }
-        if (child.matches(INTERACTIVE) || editableHost(child) === child) return false;
-        if (add(child) === false) return false;
-      }
-      return true;
-    };
-    if (add(el) === false || !prose || !refs.length) return null;
-    const text = out.replace(/\s+/g, ' ').replace(/ ([.,;:!?)])/g, '$1').trim();
-    return text.length > MAX_TEXT ? null : { text, refs };
-  }
+  // A text line of the page's own words holds at most this much; a line that mixes text and links at most
+  // MAX_TEXT, and one with more links than MAX_INLINE_LINKS reads as one line per link instead.
+  const MAX_PLAIN = 10_000;
+  const MAX_INLINE_LINKS = 60;
+  // A table of data reads as a grid of at most this many rows (the rest is said to be there) and columns.
+  const MAX_GRID_ROWS = 2000;
+  const MAX_GRID_COLS = 60;
+  const MAX_CELL = 600;
+  // What makes a table one of layout, not of data: no grid of cells then, its parts read as any other.
+  const NOT_A_GRID = 'table,h1,h2,h3,h4,h5,h6,iframe,frame,form,fieldset,dialog,ul,ol,dl,blockquote,pre';
+  const LANDMARKS = new Set(['navigation', 'main', 'banner', 'contentinfo', 'complementary', 'search', 'form',
+    'dialog', 'region']);
+  const clean = (s) => String(s || '').replaceAll(REF_MARK, '').replaceAll(ADDRESS_MARK, '');
+  // Inside a cell, where no "text:" label can say a line is the page's: the page cannot write a ref of its own.
+  const defang = (s) => s.replaceAll('[ref=', '[ref =').replaceAll('](', '] (');
 
   /**
    * A line of the page's own text: `c` marks it as content, which reads without the "- " of the outline's lines.
-   * Text that begins like one of those ("- button …") or like a heading ("# …") is labelled, so a page cannot
-   * pass its words off as a control or a heading.
+   * Text that begins like one of those ("- button …"), like a heading ("# …") or like a row of a table ("| …") is
+   * labelled, so a page cannot pass its words off as a control, a heading or a cell.
    */
-  const textEntry = (d, text) => ({ d, c: true, t: /^[-#]/.test(text) ? `text: ${text}` : text });
+  const textEntry = (d, text) => ({ d, c: true, t: /^[-#|]/.test(text) ? `text: ${text}` : text });
+
+  /** The name of a container (a form, a landmark, a group): its aria label, legend or caption, never `name`. */
+  function containerName(el) {
+    const label = labelName(el);
+    if (label) return label;
+    if (el.tagName === 'FIELDSET') return el.querySelector(':scope > legend')?.innerText || '';
+    if (el.tagName === 'TABLE') return el.caption?.innerText || '';
+    return el.title || '';
+  }
 
   /** Accessibility-style outline. Entries carry a local element id where an action can target. */
   function snapshot() {
     const entries = [];
     // Every ancestor of something the outline must show on its own line, found in one pass:
-    // asking each element for its descendants instead is quadratic on big pages.
+    // asking each element for its descendants instead is quadratic on big pages. `controlHolders`: the
+    // ancestors of something an action targets, alone.
     const holders = new Set();
+    const controlHolders = new Set();
+    // Elements with no role that the page makes clickable by its looks alone (cursor: pointer, the outermost
+    // one, not inside a control and with none inside): a script's click handler is invisible from here.
+    const pointers = new Set();
+    const findPointers = (el, inherited) => {
+      for (const child of el.children) {
+        if (SKIP.has(child.tagName)) continue;
+        if (child.matches(INTERACTIVE)) continue;
+        const pointer = getComputedStyle(child).cursor === 'pointer';
+        if (pointer && !inherited && child.tagName !== 'LABEL' && !child.querySelector(INTERACTIVE)) {
+          pointers.add(child);
+          continue;
+        }
+        if (child.shadowRoot) findPointers(child.shadowRoot, pointer);
+        if (child.children.length) findPointers(child, pointer);
+      }
+    };
+    const clickable = (el) => el.matches(INTERACTIVE) || editableHost(el) === el || pointers.has(el);
     const collect = (root) => {
-      for (const e of root.querySelectorAll(`${INTERACTIVE},h1,h2,h3,h4,h5,h6,img[alt]`)) {
-        for (let p = e.parentElement; p && !holders.has(p); p = p.parentElement) holders.add(p);
+      if (root.body || root.host) findPointers(root.body || root, false);
+      const mark = (e, set) => {
+        for (let p = e.parentElement; p && !set.has(p); p = p.parentElement) set.add(p);
+      };
+      for (const e of root.querySelectorAll(`${INTERACTIVE},h1,h2,h3,h4,h5,h6,img[alt],table`)) {
+        mark(e, holders);
+        if (e.matches(INTERACTIVE)) mark(e, controlHolders);
+      }
+      for (const e of pointers) {
+        mark(e, holders);
+        mark(e, controlHolders);
       }
     };
     collect(document);
-    // The last text line made of a phrasing element, and whose children it was among.
-    let flowing = null;
-    let flowingIn = null;
-    const walk = (node, depth) => {
-      for (const el of node.children) {
+
+    /** A link that reads well inside a sentence: words of its own, no image and no control inside. */
+    const plainLink = (a) => a.tagName === 'A' && a.getAttribute('href') && !a.querySelector(`${INTERACTIVE},img,svg`);
+
+    /** The line a control reads as: role, name, flags, value; `inCell` without the "- " and with its ref marked. */
+    function controlLine(el) {
+      const sensitive = sensitiveKind(el) || (personTyped(el) ? 'typed by the person' : null);
+      let role = roleOf(el);
+      if (role === 'generic') role = 'clickable';
+      let tail = flags(el);
+      if (sensitive === 'typed by the person') tail += ` [${sensitive}]`;
+      // A same-site link as its path: the snapshot names the page's URL once, and browser_navigate takes paths.
+      if (el.tagName === 'A' && el.getAttribute('href')) tail += ` [url=${shortUrl(el)}]`;
+      if (el.tagName === 'SELECT') {
+        const opts = Array.from(el.options).slice(0, 30).map((o) => q(squash(o.label || o.text, 60)));
+        tail += ` options: ${opts.join(', ')}${el.options.length > 30 ? `, … (${el.options.length} in all)` : ''}`;
+      }
+      const value = valueOf(el, sensitive);
+      return { role, tail: (tail ? ` ${tail.trim()}` : '') + (value !== null ? `: ${value}` : '') };
+    }
+
+    /**
+     * Words and links in the order they read, gathered across sibling nodes: `parts` are strings and links.
+     * `add` takes a phrasing element whole or not at all (false: something in it needs a line of its own).
+     */
+    const newRun = () => ({ parts: [] });
+    function addInline(run, node) {
+      const mark = run.parts.length;
+      const go = (n) => {
+        for (const child of n.childNodes) {
+          if (child.nodeType === 3) {
+            run.parts.push(clean(child.textContent));
+            continue;
+          }
+          if (child.nodeType !== 1 || SKIP.has(child.tagName)) continue;
+          if (child.tagName === 'BR') {
+            run.parts.push(' ');
+            continue;
+          }
+          if (!visible(child)) continue;
+          if (plainLink(child)) {
+            run.parts.push({ link: child });
+            continue;
+          }
+          if (!INLINE.has(child.tagName) || child.shadowRoot || clickable(child)) return false;
+          if (go(child) === false) return false;
+        }
+        return true;
+      };
+      if (go(node) !== false) return true;
+      run.parts.length = mark;
+      return false;
+    }
+
+    /** A run's words as one line, each plain link in place as `[its words](ref address)`; null if too long. */
+    function runLine(run) {
+      let text = '';
+      const refs = [];
+      for (const p of run.parts) {
+        if (typeof p === 'string') {
+          text += p;
+          continue;
+        }
+        const local = idFor(p.link);
+        refs.push(local);
+        const tab = /^_blank$/i.test(p.link.getAttribute('target') || '') ? ', new tab' : '';
+        const where = clean(shortUrl(p.link));
+        const address = sameSite(p.link) ? `${ADDRESS_MARK} ${where}${ADDRESS_MARK}` : ` ${where}`;
+        text += ` [${clean(nameOf(p.link)).replace(/[[\]]/g, '')}](${REF_MARK}${local}${REF_MARK}${address}${tab}) `;
+      }
+      text = text.replace(/\s+/g, ' ').replace(/ ([.,;:!?)])/g, '$1').trim();
+      return { text, refs };
+    }
+
+    /** Puts a run's lines in the outline: one line of text with its links in place, or each part on its own. */
+    function flushRun(run, depth, controlsOnly) {
+      const parts = run.parts;
+      run.parts = [];
+      const links = parts.filter((p) => typeof p !== 'string');
+      const words = parts.filter((p) => typeof p === 'string').join('');
+      const prose = /\w/.test(words);
+      if (!controlsOnly && prose && links.length && links.length <= MAX_INLINE_LINKS) {
+        const line = runLine({ parts });
+        if (line.text.length <= MAX_TEXT) {
+          entries.push({ ...textEntry(depth, line.text), r: line.refs });
+          return;
+        }
+      }
+      // Only links, or too many for one line: the words between them each on a line, each link on its own.
+      let between = '';
+      const flushWords = () => {
+        if (!controlsOnly && /\w/.test(between)) entries.push(textEntry(depth, squash(between, MAX_PLAIN)));
+        between = '';
+      };
+      for (const p of parts) {
+        if (typeof p === 'string') {
+          between += p;
+          continue;
+        }
+        flushWords();
+        pushControl(p.link, depth);
+      }
+      flushWords();
+    }
+
+    function pushControl(el, depth) {
+      const { role, tail } = controlLine(el);
+      const entry = { d: depth, t: `${role} ${q(nameOf(el))}`, l: idFor(el), tail };
+      entries.push(entry);
+      return entry;
+    }
+
+    /** The text of one cell, its controls in place with their refs: `[words](ref)` for a link, else its line. */
+    function cellOf(cell, refs) {
+      let out = '';
+      const go = (n) => {
+        for (const child of n.childNodes) {
+          if (out.length > MAX_CELL) return;
+          if (child.nodeType === 3) {
+            out += defang(clean(child.textContent));
+            continue;
+          }
+          if (child.nodeType !== 1 || SKIP.has(child.tagName) || !visible(child)) continue;
+          if (child.tagName === 'BR') {
+            out += ' ';
+            continue;
+          }
+          if (child.tagName === 'IMG') {
+            if (child.alt) out += ` ${defang(clean(child.alt))} `;
+            continue;
+          }
+          if (plainLink(child) || clickable(child)) {
+            const local = idFor(child);
+            refs.push(local);
+            const name = defang(clean(nameOf(child)).replace(/[[\]]/g, ''));
+            if (child.tagName === 'A' && child.getAttribute('href')) {
+              const where = clean(shortUrl(child));
+              const address = sameSite(child) ? `${ADDRESS_MARK} ${where}${ADDRESS_MARK}` : ` ${where}`;
+              out += ` [${name}](${REF_MARK}${local}${REF_MARK}${address}) `;
+            } else {
+              const { role, tail } = controlLine(child);
+              out += ` ${role} ${q(name)} [ref=${REF_MARK}${local}${REF_MARK}]${defang(clean(tail))} `;
+            }
+            continue;
+          }
+          out += BLOCKS.has(child.tagName) ? ' ' : '';
+          go(child.shadowRoot || child);
+          out += BLOCKS.has(child.tagName) ? ' ' : '';
+        }
+      };
+      go(cell);
+      return squash(out, MAX_CELL).replaceAll('|', '\\|');
+    }
+
+    /** Whether a table holds data in rows and columns (a grid reads it best) rather than a page's layout. */
+    function isGrid(table) {
+      const role = (table.getAttribute('role') || '').toLowerCase();
+      if (role === 'presentation' || role === 'none') return false;
+      if (!table.rows.length || table.querySelector(NOT_A_GRID)) return false;
+      return Boolean(table.tHead || table.querySelector('th') || table.caption ||
+        Array.from(table.rows).some((r) => r.cells.length > 1));
+    }
+
+    /**
+     * A table as a grid: one line per row, `| a | b |`, every cell in its column (an empty one stays, a cell
+     * that spans columns or rows leaves the places it covers empty), a header row followed by `|-|-|`, and
+     * each control in a cell with its ref. The table's line says its size.
+     */
+    function pushGrid(table, depth) {
+      const rows = Array.from(table.rows).filter((r) => visible(r));
+      const name = containerName(table);
+      const line = { d: depth, t: '', k: 'table', x: idFor(table) };
+      entries.push(line);
+      const covered = []; // rows still covered in each column by a cell above
+      let width = 0;
+      let header = -1;
+      const shown = rows.slice(0, MAX_GRID_ROWS);
+      const made = shown.map((tr, i) => {
+        const cells = [];
+        const refs = [];
+        let col = 0;
+        const skipCovered = () => {
+          while (covered[col] > 0) {
+            covered[col]--;
+            cells[col++] = '';
+          }
+        };
+        for (const cell of tr.cells) {
+          if (col >= MAX_GRID_COLS) break;
+          skipCovered();
+          if (!visible(cell)) continue;
+          cells[col] = cellOf(cell, refs);
+          const span = Math.min(Math.max(cell.colSpan || 1, 1), MAX_GRID_COLS - col);
+          const down = Math.min(Math.max(cell.rowSpan || 1, 1), MAX_GRID_ROWS);
+          for (let k = 0; k < span; k++) {
+            if (k) cells[col + k] = '';
+            if (down > 1) covered[col + k] = down - 1;
+          }
+          col += span;
+        }
+        for (; col < covered.length; col++) {
+          if (covered[col] > 0) covered[col]--;
+          cells[col] = '';
+        }
+        width = Math.max(width, cells.length);
+        const head = tr.parentElement?.tagName === 'THEAD' ||
+          (i === 0 && tr.cells.length > 0 && Array.from(tr.cells).every((c) => c.tagName === 'TH'));
+        if (head && header === i - 1) header = i;
+        return { cells, refs };
+      });
+      const body = made.length - (header + 1);
+      line.t = `table${name ? ` ${q(squash(name, MAX_NAME))}` : ''} (${rows.length - (header + 1)} rows, ${width} columns):`;
+      made.forEach((row, i) => {
+        while (row.cells.length < width) row.cells.push('');
+        const cells = Array.from(row.cells, (c) => c || '');
+        entries.push({ d: depth + 1, c: true, t: `| ${cells.join(' | ')} |`.replace(/ {2}\|/g, ' |'), r: row.refs, g: i <= header ? 'head' : 'row' });
+        if (i === header) entries.push({ d: depth + 1, c: true, t: `|${'-|'.repeat(width)}`, g: 'head' });
+      });
+      if (rows.length > shown.length) {
+        entries.push({ d: depth + 1, t: `(rows 1-${body} of ${rows.length - (header + 1)} shown; browser_find finds a row by its words)` });
+      }
+    }
+
+    const walk = (node, depth, controlsOnly = false) => {
+      const run = newRun();
+      const flush = () => {
+        if (run.parts.length) flushRun(run, depth, controlsOnly);
+      };
+      for (const child of node.childNodes) {
+        if (child.nodeType === 3) {
+          if (!controlsOnly) run.parts.push(clean(child.textContent));
+          continue;
+        }
+        if (child.nodeType !== 1) continue;
+        const el = child;
         if (SKIP.has(el.tagName)) continue;
         if (el.shadowRoot && visible(el)) {
+          flush();
           collect(el.shadowRoot);
-          walk(el.shadowRoot, depth);
+          walk(el.shadowRoot, depth, controlsOnly);
         }
         if (!visible(el)) continue;
-        const interactive = el.matches(INTERACTIVE) || editableHost(el) === el;
-        if (interactive && !(el.tagName === 'A' && !el.getAttribute('href'))) {
-          const sensitive = sensitiveKind(el) || (personTyped(el) ? 'typed by the person' : null);
-          const role = roleOf(el);
-          let tail = flags(el);
-          if (sensitive === 'typed by the person') tail += ` [${sensitive}]`;
-          // A same-site link as its path: the snapshot names the page's URL once, and browser_navigate takes paths.
-          if (el.tagName === 'A') tail += ` [url=${shortUrl(el)}]`;
-          if (el.tagName === 'SELECT') {
-            const opts = Array.from(el.options).slice(0, 30).map((o) => q(squash(o.label || o.text, 60)));
-            tail += ` options: ${opts.join(', ')}`;
-          }
-          const value = valueOf(el, sensitive);
-          entries.push({
-            d: depth, t: `${role} ${q(nameOf(el))}`, l: idFor(el),
-            tail: (tail ? ` ${tail.trim()}` : '') + (value !== null ? `: ${value}` : ''),
-          });
+        if (el.tagName === 'BR') {
+          run.parts.push(' ');
           continue;
         }
-        const heading = /^H([1-6])$/.exec(el.tagName);
-        if (heading) {
-          // Markdown's spelling: a heading's words and level in a token or two, where `heading "…" [level=2]` took eight.
-          entries.push({ d: depth, c: true, h: Number(heading[1]), t: `${'#'.repeat(Number(heading[1]))} ${squash(el.innerText, MAX_NAME)}` });
+        if (plainLink(el)) {
+          run.parts.push({ link: el });
           continue;
         }
-        if (el.tagName === 'IMG') {
-          if (el.alt) entries.push({ d: depth, t: `img ${q(squash(el.alt, MAX_NAME))}` });
-          continue;
-        }
-        if (el.tagName === 'LABEL' && el.control) {
-          // The control's own line carries the label as its name; a text line would repeat it.
-          walk(el, depth);
-          continue;
-        }
-        if (el.tagName === 'LEGEND' && el.parentElement?.tagName === 'FIELDSET' && !holders.has(el)) {
-          continue; // the group's line carries it as its name
-        }
-        const container = el.getAttribute('role') || CONTAINERS[el.tagName];
-        if (container) {
-          const legend = el.tagName === 'FIELDSET' ? el.querySelector(':scope > legend') : null;
-          const label = labelText(el) || el.getAttribute('name') || (legend ? legend.innerText : '');
-          const line = { d: depth, t: `${container}${label ? ` ${q(squash(label, MAX_NAME))}` : ''}:` };
-          entries.push(line);
-          if (!el.children.length && !el.shadowRoot) {
-            // Text alone (a status, an alert) reads on its container's line.
-            const text = squash(el.innerText, MAX_TEXT);
-            if (text) line.t += ` ${text}`;
-            continue;
-          }
-          // Text directly inside, beside elements, would otherwise be lost.
-          const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
-          if (own.trim()) entries.push(textEntry(depth + 1, squash(own, MAX_TEXT)));
-          walk(el, depth + 1);
-          // A container with nothing to show and no name tells the agent nothing.
-          if (!label && entries[entries.length - 1] === line) entries.pop();
-          continue;
-        }
-        if (el.tagName === 'TR' && !holders.has(el)) {
-          // A table row reads as one line; cell by cell it would lose which values belong together.
-          const cells = Array.from(el.cells, (c) => squash(c.innerText, MAX_NAME));
-          if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}` });
-          continue;
-        }
-        const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
-        if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
-          const text = squash(el.innerText, MAX_TEXT);
-          if (!text) continue;
-          const last = entries[entries.length - 1];
-          if (INLINE.has(el.tagName) && last && last === flowing && flowingIn === node && last.t.length + text.length < MAX_TEXT) {
-            // Phrasing siblings (a task's name, its project, its date) read on as one line, as on the page.
-            last.t += ` ${text}`;
-          } else {
-            entries.push(textEntry(depth, text));
-            flowing = INLINE.has(el.tagName) ? entries[entries.length - 1] : null;
-            flowingIn = node;
-          }
-          continue;
-        }
-        if (!hasBlocks && !el.shadowRoot) {
-          // Links inside a sentence stay in it, so the text reads as written.
-          const line = inlineText(el);
-          if (line) {
-            entries.push({ ...textEntry(depth, line.text), r: line.refs });
-            continue;
-          }
-        }
-        // Text directly inside a mixed container would otherwise be lost.
-        const own = Array.from(el.childNodes).filter((n) => n.nodeType === 3).map((n) => n.textContent).join(' ');
-        if (own.trim()) entries.push(textEntry(depth, squash(own, MAX_TEXT)));
-        walk(el, depth);
+        if (!controlsOnly && INLINE.has(el.tagName) && !el.shadowRoot && !clickable(el) && addInline(run, el)) continue;
+        flush();
+        element(el, depth, controlsOnly);
       }
+      flush();
+    };
+
+    /** One element that does not flow on in a run of text: a control, a heading, an image, a container, a block. */
+    const element = (el, depth, controlsOnly) => {
+      if (clickable(el)) {
+        // A role-less clickable that holds more than a name (a card, a row) reads as a container with its ref.
+        const generic = roleOf(el) === 'generic' && !editableHost(el);
+        const long = generic && (controlHolders.has(el) || (el.innerText || '').length > MAX_NAME);
+        if (long) {
+          entries.push({ d: depth, t: 'clickable:', l: idFor(el), tail: '' });
+          walk(el, depth + 1, controlsOnly);
+          return;
+        }
+        pushControl(el, depth);
+        // Controls inside a control (a link in a summary, a button in a clickable row) keep their own refs.
+        if (controlHolders.has(el) && !/^(SELECT|TEXTAREA)$/.test(el.tagName)) walk(el, depth + 1, true);
+        return;
+      }
+      if (controlsOnly) {
+        walk(el, depth, true);
+        return;
+      }
+      const heading = /^H([1-6])$/.exec(el.tagName);
+      if (heading) {
+        // Markdown's spelling: a heading's words and level in a token or two, where `heading "…" [level=2]` took
+        // eight. A link inside keeps its ref, in place: `## [Show counts](e7)`.
+        const level = Number(heading[1]);
+        const run = newRun();
+        const hashes = '#'.repeat(level);
+        if (!el.shadowRoot && addInline(run, el) && run.parts.some((p) => typeof p !== 'string')) {
+          const line = runLine(run);
+          entries.push({ d: depth, c: true, h: level, x: idFor(el), t: `${hashes} ${line.text}`, r: line.refs });
+          return;
+        }
+        entries.push({ d: depth, c: true, h: level, x: idFor(el), t: `${hashes} ${squash(el.innerText, MAX_NAME)}` });
+        if (controlHolders.has(el)) walk(el, depth + 1, true);
+        return;
+      }
+      if (el.tagName === 'IMG') {
+        if (el.alt) entries.push({ d: depth, t: `img ${q(squash(el.alt, MAX_NAME))}` });
+        return;
+      }
+      if (el.tagName === 'LABEL' && el.control) {
+        // The control's own line carries the label as its name; a text line would repeat it.
+        walk(el, depth, true);
+        return;
+      }
+      if (el.tagName === 'LEGEND' && el.parentElement?.tagName === 'FIELDSET' && !holders.has(el)) {
+        return; // the group's line carries it as its name
+      }
+      if (el.tagName === 'TABLE' && isGrid(el)) {
+        pushGrid(el, depth);
+        return;
+      }
+      const container = el.getAttribute('role') || CONTAINERS[el.tagName];
+      if (container) {
+        const label = containerName(el);
+        const role = container.split(/\s+/)[0];
+        const line = { d: depth, t: `${role}${label ? ` ${q(squash(label, MAX_NAME))}` : ''}:` };
+        if (LANDMARKS.has(role) || role === 'table') Object.assign(line, { k: role, x: idFor(el) });
+        entries.push(line);
+        if (!el.children.length && !el.shadowRoot) {
+          // Text alone (a status, an alert) reads on its container's line.
+          const text = squash(el.innerText, MAX_PLAIN);
+          if (text) line.t += ` ${text}`;
+          return;
+        }
+        walk(el, depth + 1);
+        // A container with nothing to show and no name tells the agent nothing.
+        if (!label && entries[entries.length - 1] === line) entries.pop();
+        return;
+      }
+      if (el.tagName === 'TR' && !holders.has(el)) {
+        // A row of a layout table reads as one line; cell by cell it would lose which values belong together.
+        const cells = Array.from(el.cells, (c) => squash(c.innerText, MAX_CELL));
+        if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}` });
+        return;
+      }
+      const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
+      if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
+        const text = squash(el.innerText, MAX_PLAIN);
+        if (text) entries.push(textEntry(depth, text));
+        return;
+      }
+      walk(el, depth);
     };
     if (document.body) walk(document.body, 0);
     return { url: location.href, title: document.title, entries };

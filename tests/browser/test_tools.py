@@ -443,6 +443,6 @@ async def test_a_burst_of_calls_is_bounded_and_the_rest_complete(gateway: LiveGa
 async def test_table_rows_read_as_rows(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/table.html"})
     snap, _ = await call(client, "browser_snapshot")
-    assert "- row: Order | Item | Total" in snap
-    assert "- row: #1002 | Six cups | €18.50" in snap
-    assert re.search(r'- link "Track" \[ref=e\d+\]', snap)  # a row with a control keeps its ref
+    # A grid: the header row, then one line per row with each value in its column.
+    assert "- table (3 rows, 3 columns):\n | Order | Item | Total |\n |-|-|-|\n | #1001 | Blue teapot | €24.00 |\n | #1002 | Six cups | €18.50 |" in snap
+    assert re.search(r"\| #1003 \| Tea towel \| \[Track\]\(e\d+\) \|", snap)  # a row with a control keeps its ref
