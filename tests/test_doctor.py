@@ -37,9 +37,16 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-async def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None) -> tuple[int, str]:
+async def doctor(*args: str, env: dict[str, str] | None = None, cwd: Path | None = None,
+                 offline: bool = False) -> tuple[int, str]:
+    """``offline``: in a network namespace of its own (where the machine allows one), for a doctor that runs the
+    agent CLIs found on PATH (their `mcp list` may reach for the network) and needs no gateway."""
+    from agents.offline import can_unshare
+
+    argv = [*OPENAB, "doctor", *args]
     process = await asyncio.create_subprocess_exec(
-        *OPENAB, "doctor", *args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env or clean_env(), cwd=cwd)
+        *(["unshare", "-n", *argv] if offline and can_unshare() else argv), stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, env=env or clean_env(), cwd=cwd)
     async with asyncio.timeout(90):
         output, _ = await process.communicate()
     assert process.returncode is not None
@@ -118,9 +125,10 @@ async def test_a_state_dir_others_can_read_fails(tmp_path: Path) -> None:
 
 async def test_real_agent_clis_are_found_with_their_versions_and_missing_ones_named(tmp_path: Path) -> None:
     state, _ = private_state(tmp_path)
-    env = clean_env(PATH=f"{AGENT_BIN}{os.pathsep}{os.environ['PATH']}")
+    # Their `mcp list` runs too: in a folder of the test's own, claude's state in it too, with no network.
+    env = clean_env(PATH=f"{AGENT_BIN}{os.pathsep}{os.environ['PATH']}", CLAUDE_CONFIG_DIR=str(tmp_path / "claude"))
     code, output = await doctor("--state-dir", str(state), "--url", "none", "--agent", "claude", "--agent", "codex",
-                                env=env)
+                                "--dir", str(tmp_path), env=env, offline=True)
     assert code == 0, output
     assert f"ok    agent claude: {AGENT_BIN / 'claude-agent-acp'}" in output
     # codex-acp takes no --version: said as a warning with its own words, never as an ok that says it failed.
