@@ -114,9 +114,18 @@ def _wav() -> str:
     return base64.b64encode(b"RIFF" + struct.pack("<I", len(body)) + body).decode()
 
 
-BROWSER_TOOLS = {
+BROWSER_TOOLS: dict[str, dict[str, Any]] = {
     "browser_navigate": {"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
     "browser_snapshot": {"type": "object", "properties": {}},
+    # The conformance suite's json-schema-2020-12 scenario lists this one: a browser's schema must reach the agent
+    # with its 2020-12 keywords ($schema, $defs, $ref) as the browser wrote them.
+    "json_schema_2020_12_tool": {
+        "$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+        "$defs": {"address": {"type": "object", "properties": {"street": {"type": "string"},
+                                                                 "city": {"type": "string"}}}},
+        "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+        "additionalProperties": False,
+    },
 }
 # What the conformance suite's tools/call scenarios call, with the content each expects: what the browser's own
 # tools answer with too (text, a screenshot, embedded page text, an error result, progress).
@@ -149,6 +158,7 @@ def _browser(ext: FakeExtension, navigated: list[dict[str, Any]]) -> None:
 
     ext.add_tool("browser_navigate", navigate, BROWSER_TOOLS["browser_navigate"])
     ext.add_tool("browser_snapshot", snapshot, BROWSER_TOOLS["browser_snapshot"])
+    ext.add_tool("json_schema_2020_12_tool", snapshot, BROWSER_TOOLS["json_schema_2020_12_tool"])
 
     def answering(name: str, result: dict[str, Any]) -> Any:
         async def tool(_arguments: dict[str, Any]) -> dict[str, Any]:
@@ -334,16 +344,21 @@ def test_the_not_applicable_list_is_the_one_the_suite_is_given() -> None:
     assert not APPLICABLE & set(NOT_APPLICABLE)
 
 
-async def test_the_official_conformance_suite_passes_every_scenario_that_applies(pod: BrowserPod) -> None:
+async def _conformance(pod: BrowserPod, *options: str) -> tuple[Ran, dict[str, list[dict[str, Any]]]]:
+    """Run the suite's server scenarios against the conformance session: its exit, and each scenario's checks."""
     _needs_node_modules()
     conformance = NODE_MODULES / "@modelcontextprotocol" / "conformance"
     assert json.loads((conformance / "package.json").read_text())["version"] == "0.1.16"
     with tempfile.TemporaryDirectory(prefix="oab-conformance-") as out:
         ran = await _run(
             [await _node_22(), "--import", "./bearer.mjs", str(conformance / "dist" / "index.js"), "server",
-             "--url", pod.conformance.url, "--expected-failures", "conformance-not-applicable.yml", "-o", out],
+             "--url", pod.conformance.url, *options, "-o", out],
             {**_env(pod), "OPENAB_TEST_TOKEN": pod.conformance.token})
-        results = _scenario_results(Path(out))
+        return ran, _scenario_results(Path(out))
+
+
+async def test_the_official_conformance_suite_passes_every_scenario_that_applies(pod: BrowserPod) -> None:
+    ran, results = await _conformance(pod, "--expected-failures", "conformance-not-applicable.yml")
     passed = {name for name, checks in results.items()
               if checks and all(check["status"] in ("SUCCESS", "INFO") for check in checks)}
     failed = {name: [check.get("errorMessage") for check in checks if check["status"] == "FAILURE"]
@@ -355,3 +370,11 @@ async def test_the_official_conformance_suite_passes_every_scenario_that_applies
     rebinding = {check["id"]: check["status"] for check in results["dns-rebinding-protection"]}
     assert rebinding == {"localhost-host-rebinding-rejected": "SUCCESS", "localhost-host-valid-accepted": "SUCCESS"}
     assert pod.conformance.token not in ran.stdout + ran.stderr
+
+
+async def test_the_conformance_suites_pending_json_schema_scenario_passes_too(pod: BrowserPod) -> None:
+    # Not in the suite's active set yet; it asks what a proxy that re-lists another server's tools could get wrong.
+    ran, results = await _conformance(pod, "--scenario", "json-schema-2020-12")
+    statuses = {check["id"]: check["status"] for check in results["json-schema-2020-12"]}
+    assert set(statuses.values()) == {"SUCCESS"} and len(statuses) >= 4, statuses
+    assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
