@@ -199,6 +199,22 @@ export class Dialogs {
     for (const tabId of [...this.attached.keys()]) if (!keep.has(tabId)) this.release(tabId);
   }
 
+  /**
+   * Whether the tab's session can carry the agent's real input (lib/input.js): 'ok', 'declined' (the person
+   * cancelled the bar) or 'unwatched' (no session: another debugger holds the tab). A second session from this
+   * extension would fail, so input goes through this one.
+   */
+  async session(tabId) {
+    if (this.declined) return 'declined';
+    if (await this.watch(tabId)) return 'ok';
+    return this.declined ? 'declined' : 'unwatched';
+  }
+
+  /** Sends one protocol command through the tab's session; `session(tabId)` says whether there is one. */
+  send(tabId, method, params) {
+    return chrome.debugger.sendCommand({ tabId }, method, params);
+  }
+
   /** The dialog open in a tab, or null. */
   pending(tabId) {
     return this.open.get(tabId) || null;

@@ -56,6 +56,7 @@ export function classify(tool, desc, args = {}) {
     return null;
   }
   if (tool === 'browser_handle_dialog') return classifyDialog(desc, args);
+  if (tool === 'browser_drag') return classifyDrop(desc, label, inGuardedForm);
   if (tool === 'browser_press_key') return classifyKey(desc, args, label, inGuardedForm);
   if (tool === 'browser_click') {
     if (desc.submit) {
@@ -86,19 +87,33 @@ const ACTIVATING = {
   '\r': ['Enter', 'Enter'], ' ': [' ', 'Space'], space: [' ', 'Space'], spacebar: [' ', 'Space'],
 };
 const MAX_KEY_NAME = 64;
+const MAX_MODIFIERS = 4;
+// The named keys, by the spellings agents use for them ("esc", "pagedown", "Down"), as their events name them.
+const NAMED_KEYS = Object.fromEntries([
+  'Tab', 'Escape', 'Backspace', 'Delete', 'Insert', 'Home', 'End', 'PageUp', 'PageDown', 'ArrowUp', 'ArrowDown',
+  'ArrowLeft', 'ArrowRight', 'CapsLock', 'ContextMenu', 'Pause', ...Array.from({ length: 12 }, (_, i) => `F${i + 1}`),
+].map((k) => [k.toLowerCase(), k]).concat([['esc', 'Escape'], ['del', 'Delete'], ['up', 'ArrowUp'], ['down', 'ArrowDown'],
+  ['left', 'ArrowLeft'], ['right', 'ArrowRight']]));
+// The `code` of the punctuation keys, where a US keyboard has them.
+const PUNCTUATION_CODES = {
+  ';': 'Semicolon', '=': 'Equal', ',': 'Comma', '-': 'Minus', '.': 'Period', '/': 'Slash', '`': 'Backquote',
+  '[': 'BracketLeft', '\\': 'Backslash', ']': 'BracketRight', "'": 'Quote',
+};
 
 /**
- * The key press that `name` spells ("Enter", "a", "Control+Enter", "Shift+Tab", "NumpadEnter", "Space", "+"): the
- * `key` and `code` its events carry, its modifier flags, and `activates` ('Enter', 'Space' or '') with `label`, its
- * name in our words when it activates. Throws bad_args on a name that is not a key. Pure.
+ * The key press that `name` spells ("Enter", "a", "Control+Enter", "Shift+Tab", "NumpadEnter", "Space", "+"), with
+ * `modifiers` held as well (["Control"], ["Shift", "Alt"]): the `key` and `code` its events carry, its modifier
+ * flags, and `activates` ('Enter', 'Space' or '') with `label`, its name in our words when it activates. Throws
+ * bad_args on a name that is not a key. Pure.
  */
-export function keyPress(name) {
+export function keyPress(name, modifiers = []) {
   const bad = () => new ToolError(BAD_ARGS, '"key" must be a key name like "Enter", "Tab", "a" or "Control+Enter"');
   if (typeof name !== 'string' || !name || name.length > MAX_KEY_NAME) throw bad();
+  const press = { shiftKey: false, ctrlKey: false, altKey: false, metaKey: false };
+  for (const flag of modifierFlags(modifiers)) press[flag] = true;
   // "+" and "Shift++" press the plus key itself.
   const plus = name === '+' || name.endsWith('++');
   const parts = plus ? [...(name === '+' ? [] : name.slice(0, -2).split('+')), '+'] : name.length > 1 ? name.split('+') : [name];
-  const press = { shiftKey: false, ctrlKey: false, altKey: false, metaKey: false };
   for (const m of parts.slice(0, -1)) {
     const flag = MODIFIERS[m.toLowerCase()];
     if (!flag) throw bad();
@@ -107,11 +122,28 @@ export function keyPress(name) {
   const given = parts[parts.length - 1];
   if (!given) throw bad();
   const folded = ACTIVATING[given.toLowerCase()];
-  const key = folded ? folded[0] : given;
-  const code = folded ? folded[1] : /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}` : key;
+  const named = given.length > 1 && NAMED_KEYS[given.toLowerCase()];
+  const key = folded ? folded[0] : named || given;
+  const code = folded ? folded[1] : /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}`
+    : PUNCTUATION_CODES[key] || key;
   const activates = folded ? (key === 'Enter' ? 'Enter' : 'Space') : '';
   const mods = Object.keys(MODIFIER_NAMES).filter((f) => press[f]).map((f) => MODIFIER_NAMES[f]);
   return { ...press, key, code, activates, label: activates ? [...mods, activates].join('+') : '' };
+}
+
+/**
+ * The event flags of a list of modifier names (["Control", "Shift"]), as a press or a click takes them. Throws
+ * bad_args on anything else. Pure.
+ */
+export function modifierFlags(modifiers) {
+  if (modifiers == null) return [];
+  const bad = () => new ToolError(BAD_ARGS, '"modifiers" must be a list of "Control", "Shift", "Alt" or "Meta"');
+  if (!Array.isArray(modifiers) || modifiers.length > MAX_MODIFIERS) throw bad();
+  return modifiers.map((m) => {
+    const flag = typeof m === 'string' && Object.hasOwn(MODIFIERS, m.toLowerCase()) && MODIFIERS[m.toLowerCase()];
+    if (!flag) throw bad();
+    return flag;
+  });
 }
 
 // Input types Enter in which is no typing: a press on them is a press on a control.
@@ -131,7 +163,7 @@ function takesText(desc) {
  * routine.
  */
 function classifyKey(desc, args, label, inGuardedForm) {
-  const press = keyPress(args.key);
+  const press = keyPress(args.key, args.modifiers);
   if (!press.activates) return null;
   const k = press.label;
   // Space in a field types a space.
@@ -150,6 +182,21 @@ function classifyKey(desc, args, label, inGuardedForm) {
   const click = classify('browser_click', desc);
   if (!click) return null;
   return { ...click, action: `press ${k} on ${label}, which can ${click.action}`, what: `press ${k}, which can ${click.what}` };
+}
+
+/**
+ * A drag is decided by where it drops: onto an element whose label says a risky word ("Delete", "Upload") it is
+ * asked about as a click on that element would be. `desc.drop` is that element, described as `desc` is.
+ */
+function classifyDrop(desc, label, inGuardedForm) {
+  const drop = desc.drop;
+  if (!drop) return null;
+  const onto = `${drop.role} "${drop.name}"`;
+  const word = RISKY_WORDS.exec(drop.name || '');
+  if (!word) return null;
+  const said = word[1].toLowerCase().replace(/\s+/g, ' ');
+  return inGuardedForm({ risk: said, action: `drag ${label} onto ${onto}`,
+    what: `drop an element onto one whose label says "${said}"`, target: `${label} onto ${onto}` });
 }
 
 // A prompt asking for one of these is a credential step, whatever the rules say.
@@ -173,6 +220,14 @@ function classifyDialog(desc, args) {
   return { risk: said, action: `accept the page's ${target}`, what: `accept a ${desc.type} dialog whose text says "${said}"`, target };
 }
 
+/** Whether an openab panel (the side panel, or the panel in a tab) is open in the browser; true when unknown. */
+async function panelOpen() {
+  if (!chrome.runtime.getContexts) return true;
+  const panel = chrome.runtime.getURL('panel/');
+  const open = await chrome.runtime.getContexts({ contextTypes: ['SIDE_PANEL', 'TAB', 'POPUP'] }).catch(() => null);
+  return !open || open.some((c) => String(c.documentUrl || '').startsWith(panel));
+}
+
 export class Guard {
   /**
    * @param {() => object} getSettings  current settings (autopilot, siteRules)
@@ -187,6 +242,8 @@ export class Guard {
     this.onChange = onChange;
     this.cards = new Map();
     this._next = 1;
+    /** Whether someone can answer a card now: an openab panel is open. */
+    this.attended = panelOpen;
     // A question about a page nobody can see any more has no answer: its card goes, and the step is declined.
     chrome.tabs.onRemoved.addListener((closed) => {
       for (const card of [...this.cards.values()]) if (card.tabId === closed) card.done(TAB_CLOSED);
@@ -242,6 +299,14 @@ export class Guard {
     if (!risky) return { asked: false, risky };
     // A site rule or autopilot covers routine risky steps; credentials and payments always ask.
     if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
+    // Only the person can answer for a credential or a payment; with no panel open, a card would wait minutes for
+    // no one while the agent hears nothing.
+    if (risky.secret && !(await this.attended())) {
+      throw new ToolError(NOT_ALLOWED, `this step needs the person and was not taken: ${risky.what} (the element is in ` +
+        'the block below) is theirs to do or approve, and no openab panel is open in the browser to ask them. ' +
+        'Hand it to them: call browser_handoff with a reason such as "Sign in to this site", and go on once they ' +
+        'are done.', risky.target);
+    }
     const decision = await this.ask({
       kind: 'action', tool, risk: risky.risk, secret: risky.secret || '', title: `The agent wants to ${risky.action}`,
       site: origin || '', detail: desc.url || '', tabId, ref: ref == null ? '' : String(ref), element: risky.target, show,

@@ -1,11 +1,42 @@
-// The tools that act on the agent tab's page: click, type, press a key, choose an option, scroll. Every action
-// on an element describes it, asks the guard, then acts on the very element described, and waits for the
-// page it led to when it started a navigation (lib/loads.js).
+// The tools that act on the agent tab's page: click, type, press a key, choose options, scroll, hover, drag. Every
+// action on an element describes it, asks the guard, then acts on the very element described, and waits for the
+// page it led to when it started a navigation (lib/loads.js). Keys, hovering and dragging are real input from
+// Chrome (lib/input.js), with the default actions a person's keyboard and mouse have.
 
-import { ToolError, BAD_ARGS, NO_FOCUS } from './errors.js';
+import { ToolError, BAD_ARGS, BAD_TARGET, FOCUS_MOVED, NO_FOCUS, TOOL_ERROR } from './errors.js';
 import { checkNavigable } from './tabs.js';
-import { keyPress } from './guard.js';
+import { keyPress, modifierFlags } from './guard.js';
 import { text, withPage } from './results.js';
+
+const MAX_VALUES = 100;
+const MAX_OFFSET = 10_000;
+// What the agent is told when a framed element would need real mouse events.
+const FRAMED = 'real mouse events reach elements of the top frame only for now, and this element is inside a frame ' +
+  'of the page. Open the frame\'s own page with browser_navigate (browser_read_dom shows its src) to act on it there';
+
+/**
+ * The real key for a press that `act` found ready (the gate in page/agent.js is armed): sends it, then asks the
+ * page what became of it. `left`: the document started leaving, or is gone.
+ */
+async function sendKey(b, tab, documentId, press) {
+  let sent;
+  try {
+    await b.input.key(tab.id, press);
+  } finally {
+    [sent] = await b.page.exec({ tabId: tab.id, documentIds: [documentId] }, 'pressed', []).catch(() => [null]);
+  }
+  const res = sent && sent.result;
+  if (!res || res.error) return { left: true };
+  if (res.refused) {
+    throw new ToolError(FOCUS_MOVED, 'nothing was pressed: the keyboard focus moved to another element after the key ' +
+      'was checked. Take a new browser_snapshot, and press the key on the element by its ref');
+  }
+  if (!res.passed) {
+    throw new ToolError(TOOL_ERROR, 'the key did not reach the element: Chrome gave it to another part of the window. ' +
+      'Take a browser_screenshot to see the tab, then try again');
+  }
+  return { left: res.left };
+}
 
 /**
  * Describe, ask the guard, then act on the very element that was described. When `opensTab`
@@ -19,6 +50,8 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
   const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec]);
   if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, args);
   const desc = d.result.desc;
+  // Real keys go where the page's focus is; one meant for an element in a frame is sent as the page's events.
+  if (opArgs.real && d.frameId !== 0) opArgs = { ...opArgs, real: false, framed: true };
   if (focused) {
     // Bound to the element described, in the document that described it: a focus that moves on before the
     // press, to an element the guard never saw, makes the page refuse the press.
@@ -51,12 +84,39 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
     if (watch) watch.stop();
     throw b.page.error(r && r.result, loc, args);
   }
-  const loaded = watch ? await b.loads.settle(watch, r.result.left === true) : null;
-  return { verb: r.result.verb, what, element, chosen: r.result.chosen, desc, loaded };
+  let left = r.result.left === true;
+  let verb = r.result.verb;
+  if (verb === 'ready') {
+    try {
+      left = (await sendKey(b, tab, d.documentId, opArgs.press)).left || left;
+    } catch (e) {
+      watch.stop();
+      throw e;
+    }
+    verb = `pressed ${keyName(opArgs.press)} in`;
+  }
+  const loaded = watch ? await b.loads.settle(watch, left) : null;
+  return { verb, what, element, chosen: r.result.chosen, desc, loaded, framed: opArgs.framed === true };
+}
+
+/** A press in our words: its modifiers and its key ("Control+a", "Space"). */
+function keyName(press) {
+  const mods = [['ctrlKey', 'Control'], ['altKey', 'Alt'], ['shiftKey', 'Shift'], ['metaKey', 'Meta']].filter(([f]) => press[f]);
+  return [...mods.map(([, m]) => m), press.key === ' ' ? 'Space' : press.key].join('+');
+}
+
+/** A click's or a press's modifiers as event flags, or null for none. */
+function modifiersOf(args) {
+  const flags = modifierFlags(args.modifiers);
+  return flags.length ? Object.fromEntries(flags.map((f) => [f, true])) : null;
 }
 
 async function click(b, args, call) {
-  const r = await action(b, call, 'browser_click', 'click', args, {}, { opensTab: (desc) => desc.newTab && /^https?:/i.test(desc.href) });
+  const mods = modifiersOf(args);
+  // A link clicked with Control, Meta or Shift held opens in a new tab or window, as it does for a person.
+  const newTab = (desc) => desc.newTab || Boolean(desc.href && mods && (mods.ctrlKey || mods.metaKey || mods.shiftKey));
+  const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers },
+    { opensTab: (desc) => newTab(desc) && /^https?:/i.test(desc.href) });
   if (r.opened) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
@@ -75,13 +135,26 @@ async function type(b, args, call) {
   return text(withPage(`typed into ${r.what}`, r.element));
 }
 
+/** What a press's result adds when its key could not be a real one. */
+function scriptKeyNote(why, framed) {
+  if (framed) return ' (sent as script events, as the element is in a frame: a key\'s own action, such as typing or ' +
+    'moving a slider, did not happen; use browser_type for text)';
+  return why ? ` (sent as script events only, without the key's own action such as typing, scrolling or a shortcut: ${why})` : '';
+}
+
 async function pressKey(b, args, call) {
-  const press = keyPress(args.key);
+  const press = keyPress(args.key, args.modifiers);
   const focused = args.ref == null && !args.selector;
+  const tab = await b.tabs.target();
+  const why = await b.input.unavailable(tab.id);
+  const real = !why;
+  const opArgs = { key: args.key, modifiers: args.modifiers, press, real };
   try {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
-    const r = await action(b, call, 'browser_press_key', 'press', args, { key: args.key, press }, { focused });
-    return text(withPage(`${r.verb} ${r.what}`, r.element));
+    const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused });
+    const led = r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
+    return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}.${led}`,
+      [r.element, r.loaded && `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   } catch (e) {
     // With no element focused, a key that activates nothing (Escape, a scroll key) goes to the page itself.
     if (!(e instanceof ToolError && e.code === NO_FOCUS)) throw e;
@@ -90,28 +163,117 @@ async function pressKey(b, args, call) {
         'itself; nothing was pressed. Give the ref (from browser_snapshot) of the element to press it on');
     }
   }
-  const tab = await b.tabs.target();
-  await call.check('browser_press_key', null, { key: args.key }, tab.url);
+  await call.check('browser_press_key', null, { key: args.key, modifiers: args.modifiers }, tab.url);
   call.throwIfCancelled();
   const watch = b.loads.watch(tab.id);
-  const res = await b.page.top(tab, 'act', 'press', { page: true }, { press }, null).catch((e) => {
-    watch.stop();
-    throw e;
-  });
+  const [top] = await b.page.exec({ tabId: tab.id, frameIds: [0] }, 'act', ['press', { page: true }, { press, real }, null])
+    .catch((e) => {
+      watch.stop();
+      throw e;
+    });
+  const res = top && top.result;
   if (!res || res.error) {
     watch.stop();
     throw b.page.error(res, { label: 'the page' }, args);
   }
-  await b.loads.settle(watch, res.left === true);
-  return text(`pressed ${args.key} in the page (no element has the focus)`);
+  let left = res.left === true;
+  if (res.verb === 'ready') {
+    try {
+      left = (await sendKey(b, tab, top.documentId, press)).left || left;
+    } catch (e) {
+      watch.stop();
+      throw e;
+    }
+  }
+  await b.loads.settle(watch, left);
+  return text(`pressed ${args.key} in the page (no element has the focus)${scriptKeyNote(why, false)}`);
+}
+
+/** The options asked for: `values` (a list, for a multiple-choice list) or `value`. */
+function optionsAsked(args) {
+  if (Array.isArray(args.values)) {
+    if (!args.values.length || args.values.length > MAX_VALUES || !args.values.every((v) => typeof v === 'string')) {
+      throw new ToolError(BAD_ARGS, `"values" must be a list of 1 to ${MAX_VALUES} option values or labels`);
+    }
+    return { values: args.values };
+  }
+  if (typeof args.value !== 'string') throw new ToolError(BAD_ARGS, '"value" must be a string (or give "values", a list)');
+  return { value: args.value };
 }
 
 async function selectOption(b, args, call) {
-  if (typeof args.value !== 'string') throw new ToolError(BAD_ARGS, '"value" must be a string');
-  const r = await action(b, call, 'browser_select_option', 'select', args, { value: args.value });
-  const chosen = r.chosen == null ? '' : `option: ${JSON.stringify(r.chosen)}`;
+  const r = await action(b, call, 'browser_select_option', 'select', args, optionsAsked(args));
+  const chosen = r.chosen == null ? '' : Array.isArray(r.chosen) ? `options: ${r.chosen.map((c) => JSON.stringify(c)).join(', ')}`
+    : `option: ${JSON.stringify(r.chosen)}`;
   return text(withPage(`${r.verb} ${r.what}`, [r.element, chosen].filter(Boolean).join('\n')));
 }
+
+/** Where a drag ends: `to_ref` / `to_selector` (an element), or `dx` / `dy` (pixels from where it starts). */
+function dropOf(b, tab, args) {
+  if (args.to_ref != null && args.to_ref !== '') {
+    const hit = b.page.table(tab.id).lookup(args.to_ref);
+    return { spec: { local: hit.local }, documentId: hit.documentId, frameId: hit.frameId, label: `[ref=${String(args.to_ref)}]` };
+  }
+  if (typeof args.to_selector === 'string' && args.to_selector) return { spec: { selector: args.to_selector }, frameId: 0, label: args.to_selector };
+  const n = (v) => (v == null ? 0 : v);
+  const dx = n(args.dx);
+  const dy = n(args.dy);
+  if (![dx, dy].every((v) => Number.isFinite(v) && Math.abs(v) <= MAX_OFFSET) || (!dx && !dy)) {
+    throw new ToolError(BAD_ARGS, 'say where to drop: "to_ref" (from browser_snapshot), "to_selector", or "dx"/"dy" ' +
+      `(pixels from the element's middle, up to ${MAX_OFFSET}; a slider's thumb moves by them)`);
+  }
+  return { offset: { x: Math.round(dx), y: Math.round(dy) }, label: `${Math.round(dx)}, ${Math.round(dy)} px away` };
+}
+
+/**
+ * Hover and drag: real mouse events at the element's middle (and, for a drag, at where it drops), in the top
+ * frame. Described, asked of the guard (a drag by what it drops onto), aimed again at the very elements described.
+ */
+async function pointer(b, call, tool, args) {
+  const tab = await b.tabs.target();
+  const loc = await b.page.locate(tab, args);
+  if (args.ref != null && args.ref !== '' && b.page.table(tab.id).lookup(args.ref).frameId !== 0) {
+    throw new ToolError(BAD_TARGET, `${tool} was not done: ${FRAMED}.`);
+  }
+  const drop = tool === 'browser_drag' ? dropOf(b, tab, args) : null;
+  if (drop && drop.frameId != null && drop.frameId !== 0) throw new ToolError(BAD_TARGET, `${tool} was not done: ${FRAMED}.`);
+  await b.input.require(tab.id, tool);
+  const ask = { target: loc.spec, ...(drop && drop.spec && { to: drop.spec }), ...(drop && drop.offset && { offset: drop.offset }) };
+  const [first] = await b.page.exec(loc.target, 'aim', [ask]);
+  if (!first || !first.result || first.result.error) throw b.page.error(first && first.result, loc, args);
+  if (drop && drop.documentId && drop.documentId !== first.documentId) {
+    throw new ToolError(BAD_TARGET, `${tool} was not done: the two elements are in different documents of the page (a ` +
+      'frame); a drag goes within one. Take a new browser_snapshot');
+  }
+  const desc = { ...first.result.desc, drop: first.result.drop };
+  const at = { tabId: tab.id, documentIds: [first.documentId] };
+  const show = (on) => b.page.exec(at, 'outline', [on ? loc.spec : null]);
+  await call.check(tool, desc, {}, { url: tab.url, tabId: tab.id, ref: args.ref, show });
+  call.throwIfCancelled();
+  const [again] = await b.page.exec(at, 'aim', [ask, { from: desc.fingerprint, to: desc.drop ? desc.drop.fingerprint : '' }]);
+  if (!again || !again.result || again.result.error) throw b.page.error(again && again.result, loc, args);
+  const watch = b.loads.watch(tab.id);
+  let how = 'hovered';
+  try {
+    if (drop) how = await b.input.drag(tab.id, again.result.from, again.result.to);
+    else await b.input.move(tab.id, again.result.from);
+  } catch (e) {
+    watch.stop();
+    throw e;
+  }
+  const loaded = await b.loads.settle(watch, false);
+  const element = args.ref ? `element: ${desc.role} "${desc.name}"` : '';
+  const onto = desc.drop ? `dropped onto: ${desc.drop.role} "${desc.drop.name}"` : '';
+  const block = [element, onto, loaded && `URL: ${loaded.url}`].filter(Boolean).join('\n');
+  const after = loaded ? 'It loaded a new page (its URL is in the block below). Take a new browser_snapshot.'
+    : 'Take a new browser_snapshot to see what changed.';
+  if (!drop) return text(withPage(`the mouse is over ${loc.label} now (what opens on hover is open). ${after}`, block));
+  const way = how === 'dropped' ? 'dragged and dropped' : 'dragged';
+  return text(withPage(`${way} ${loc.label} to ${drop.label}, with the mouse button held. ${after}`, block));
+}
+
+const hover = (b, args, call) => pointer(b, call, 'browser_hover', args);
+const drag = (b, args, call) => pointer(b, call, 'browser_drag', args);
 
 async function scroll(b, args, call) {
   const tab = await b.tabs.target();
@@ -123,10 +285,17 @@ async function scroll(b, args, call) {
     spec = { local: hit.local };
     t = { tabId: tab.id, documentIds: [hit.documentId] };
   }
-  const [r] = await b.page.exec(t, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: spec }]);
+  // A ref alone is scrolled into view; with a direction or pixels, its own content scrolls (a list, a textarea).
+  const inside = spec !== null && (args.direction != null || args.pixels != null);
+  const [r] = await b.page.exec(t, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: spec, inside }]);
   const res = r && r.result;
   if (!res || res.error) throw b.page.error(res, { label: `[ref=${args.ref}]` }, args);
   const atEnd = res.scrollY + res.viewport >= res.height - 2;
+  if (res.inside) {
+    const what = res.own ? `[ref=${args.ref}]` : `the element around [ref=${args.ref}] that scrolls`;
+    return text(`scrolled inside ${what} to y=${res.scrollY} of ${res.height} px (its view ${res.viewport} px)` +
+      `${atEnd ? '; this is its end' : ''}. Take a new browser_snapshot to see what shows now.`);
+  }
   return text(`scrolled to y=${res.scrollY} of ${res.height} px (viewport ${res.viewport} px)${atEnd ? '; this is the bottom' : ''}`);
 }
 
@@ -136,4 +305,6 @@ export const ACTING_TOOLS = {
   browser_press_key: pressKey,
   browser_select_option: selectOption,
   browser_scroll: scroll,
+  browser_hover: hover,
+  browser_drag: drag,
 };

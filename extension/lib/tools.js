@@ -16,6 +16,7 @@ import { SCREENSHOT_TOOLS } from './tools-screenshot.js';
 import { PERSON_TOOLS, dialogMet } from './tools-person.js';
 import { PLAN_TOOLS } from './plan.js';
 import { Dialogs } from './dialogs.js';
+import { RealInput } from './input.js';
 
 export { TOOLS };
 
@@ -139,7 +140,7 @@ export class BrowserTools {
     this.loads = new Loads();
     this.page = new PageScript();
     // What every implementation works with.
-    this._parts = Object.freeze({ tabs, guard, dialogs, passwords, page: this.page, loads: this.loads });
+    this._parts = Object.freeze({ tabs, guard, dialogs, passwords, page: this.page, loads: this.loads, input: new RealInput(dialogs) });
     this._chain = Promise.resolve();
     this._queued = 0;
     this._handingOff = false; // a browser_handoff is queued or waits for the person

@@ -94,15 +94,17 @@
   }
 
   const ACTIONS = {
-    click(el) {
+    click(el, { mods = null }) {
       if (el.disabled) throw new Refusal('the element is disabled; wait for the page or pick another element');
-      const at = pointAt(el);
+      const at = { ...pointAt(el), ...mods };
       el.dispatchEvent(new PointerEvent('pointerdown', at));
       el.dispatchEvent(new MouseEvent('mousedown', at));
       if (typeof el.focus === 'function') el.focus({ preventScroll: true });
       el.dispatchEvent(new PointerEvent('pointerup', at));
       el.dispatchEvent(new MouseEvent('mouseup', at));
-      el.click();
+      // el.click() carries no modifier, so a click with Control or Shift held is its own event, as a mouse's is.
+      if (mods) el.dispatchEvent(new MouseEvent('click', { ...at, detail: 1, view: window }));
+      else el.click();
       return 'clicked';
     },
     type(el, { text, clear = true }) {
@@ -129,21 +131,33 @@
       }
       throw new Refusal('this element cannot take text; target an input, textarea or editable element');
     },
-    select(el, { value }) {
+    select(el, { value, values }) {
       if (el.tagName !== 'SELECT') throw new Refusal('browser_select_option needs a <select> element');
-      const opt = Array.from(el.options).find((o) => o.value === value) ||
-        Array.from(el.options).find((o) => squash(o.label || o.text, 1000) === squash(value, 1000));
-      if (!opt) {
-        const have = Array.from(el.options).slice(0, 30).map((o) => q(o.label || o.text)).join(', ');
-        throw new Refusal(`no option ${q(value)}; the options the page offers are in the block below`, `options: ${have}`);
+      const wanted = values || [value];
+      if (wanted.length > 1 && !el.multiple) {
+        throw new Refusal('this list takes one choice only (it is not a multiple-choice list); give one "value"');
       }
+      const options = Array.from(el.options);
+      const chosen = wanted.map((v) => {
+        const opt = options.find((o) => o.value === v) || options.find((o) => squash(o.label || o.text, 1000) === squash(v, 1000));
+        if (!opt) {
+          const have = options.slice(0, 30).map((o) => q(o.label || o.text)).join(', ');
+          throw new Refusal(`no option ${q(v)}; the options the page offers are in the block below`, `options: ${have}`);
+        }
+        if (opt.disabled) throw new Refusal(`the option ${q(v)} is disabled; the page does not offer it now`);
+        return opt;
+      });
       el.focus();
-      el.value = opt.value;
+      // A multiple list ends with exactly the options named chosen, as a person's Control-clicks leave it.
+      if (el.multiple) for (const o of options) o.selected = chosen.includes(o);
+      else el.value = chosen[0].value;
       el.dispatchEvent(new Event('input', { bubbles: true }));
       el.dispatchEvent(new Event('change', { bubbles: true }));
-      return { verb: 'selected an option in', chosen: redacts(el) ? '[redacted]' : squash(opt.label || opt.text, MAX_VALUE) };
+      const said = redacts(el) ? ['[redacted]'] : chosen.map((o) => squash(o.label || o.text, MAX_VALUE));
+      return wanted.length > 1 ? { verb: `selected ${chosen.length} options in`, chosen: said }
+        : { verb: 'selected an option in', chosen: said[0] };
     },
-    press(el, { press }, spec) {
+    press(el, { press, real = false }, spec) {
       // A key goes where the focus is, and what the guard decided on is `el`: the press happens only while the
       // focus is on it. The agent's named element is focused first; the focused element's press is refused when
       // the focus has moved since it was described, and the page's own press when an element has taken it.
@@ -161,6 +175,11 @@
         }
         throw new Refusal('nothing was pressed: the page moved the keyboard focus to another element when this one ' +
           'was focused. Take a new browser_snapshot before acting on this page');
+      }
+      // Real keys come from Chrome (lib/input.js) once this answers: the gate holds them to this element.
+      if (real) {
+        arm(el, spec);
+        return 'ready';
       }
       const { key, code, shiftKey, ctrlKey, altKey, metaKey } = press;
       const init = { key, code, shiftKey, ctrlKey, altKey, metaKey, bubbles: true, cancelable: true, composed: true };
@@ -196,7 +215,64 @@
   let leaveSent = false;
   let watchingLeaves = false;
 
+  // Real keys (lib/input.js) reach the page a moment after `act` found the focus where the guard decided: the
+  // gate, armed meanwhile, lets them through only while it still is there, and keeps them all from the page once
+  // it is not (a script that moved the focus in that moment). Its listeners are on the window in the capture
+  // phase, ahead of the page's own on any element. Only the first key that is not a modifier is checked: what its
+  // own handler does with the focus after it is the page's.
+  const GATE_MS = 10_000;
+  const MODIFIER_KEYS = new Set(['Control', 'Shift', 'Alt', 'Meta']);
+  let gate = null;
+
+  function gateKey(e) {
+    const g = gate;
+    if (!g || !e.isTrusted) return;
+    if (!g.passed && !g.refused && e.type === 'keydown') {
+      const now = focusHolder();
+      if (!(g.page ? now === null : holds(now, g.el))) g.refused = true;
+      else if (!MODIFIER_KEYS.has(e.key)) g.passed = true;
+    }
+    if (g.refused) {
+      e.preventDefault();
+      e.stopImmediatePropagation();
+    }
+  }
+
+  function gateSubmit(e) {
+    if (gate) gate.submits.push(e);
+  }
+
+  function arm(el, spec) {
+    disarm();
+    watchLeaving();
+    gate = { el, page: Boolean(spec.page), passed: false, refused: false, left: false, submits: [],
+      timer: setTimeout(disarm, GATE_MS) };
+    for (const type of ['keydown', 'keypress', 'keyup']) addEventListener(type, gateKey, true);
+    addEventListener('submit', gateSubmit, true);
+  }
+
+  function disarm() {
+    const g = gate;
+    if (!g) return null;
+    gate = null;
+    clearTimeout(g.timer);
+    for (const type of ['keydown', 'keypress', 'keyup']) removeEventListener(type, gateKey, true);
+    removeEventListener('submit', gateSubmit, true);
+    leaveSent = false;
+    watchUntil = performance.now() + LEAVE_WATCH_MS;
+    return g;
+  }
+
+  /** What became of the real key the gate was armed for: let through, kept from the page, or never seen. */
+  function pressed() {
+    const g = disarm();
+    if (!g) return { error: 'action_failed', message: 'the key was not checked in this page' };
+    const left = g.left || g.submits.some((e) => !e.defaultPrevented);
+    return { ok: true, passed: g.passed, refused: g.refused, left, desc: g.page || !g.el.isConnected ? null : describe(g.el) };
+  }
+
   function leaving() {
+    if (gate) gate.left = true;
     if (acting) leftNow = true;
     else if (!leaveSent && performance.now() < watchUntil) {
       leaveSent = true;
@@ -297,8 +373,99 @@
     return { ok: true };
   }
 
+  /** Whether a point of the viewport is on screen, where the mouse can be. */
+  const onScreen = ({ x, y }) => x >= 0 && y >= 0 && x < innerWidth && y < innerHeight;
+
+  /** The element the mouse reaches at a point: the topmost there, inside open shadow roots. */
+  function topAt({ x, y }) {
+    let el = document.elementFromPoint(x, y);
+    while (el && el.shadowRoot) {
+      const inner = el.shadowRoot.elementFromPoint(x, y);
+      if (!inner || inner === el) break;
+      el = inner;
+    }
+    return el;
+  }
+
+  /** The middle of `el` on screen, where a person's pointer would take it; a refusal when the mouse cannot. */
+  function middleOf(el, what) {
+    const r = el.getBoundingClientRect();
+    if (!r.width || !r.height) throw new Refusal(`${what} takes no room on the page (it is hidden), so the mouse cannot reach it`);
+    const at = { x: Math.round(r.left + r.width / 2), y: Math.round(r.top + r.height / 2) };
+    if (!onScreen(at)) throw new Refusal(`${what} is not on screen with the rest of the step; scroll so that it shows, and try again`);
+    const top = topAt(at);
+    if (top && top !== el && !el.contains(top) && !(top.shadowRoot && top.contains(el))) {
+      throw new Refusal(`another element covers the middle of ${what}, so the mouse would reach that one instead ` +
+        '(it is in the block below). Close or move what covers it first', `covering: ${roleOf(top)} "${nameOf(top)}"`);
+    }
+    return at;
+  }
+
+  /**
+   * Where real mouse events for a step go (lib/input.js): the middle of the element, scrolled into view, and for a
+   * drag the middle of the element it drops onto, or the point `offset` away and the element there. `expected`
+   * binds the points to the elements the guard saw (their fingerprints); without it, they are being described.
+   */
+  function aim({ target, to, offset }, expected = null) {
+    try {
+      const found = resolve(target);
+      if (found.error) return found;
+      const el = found.el;
+      if (expected && describe(el).fingerprint !== expected.from) return { error: 'stale_ref', message: 'the element changed after it was checked' };
+      el.scrollIntoView({ block: 'center', inline: 'center' });
+      let drop = null;
+      if (to) {
+        const there = resolve(to);
+        if (there.error) return there;
+        drop = there.el;
+        drop.scrollIntoView({ block: 'nearest', inline: 'nearest' });
+      }
+      const from = middleOf(el, 'the element');
+      let at = null;
+      if (drop) at = middleOf(drop, 'the element to drop onto');
+      else if (offset) {
+        at = { x: from.x + offset.x, y: from.y + offset.y };
+        if (!onScreen(at)) throw new Refusal('the point to drag to is off screen; drag a shorter way, or in steps');
+        drop = topAt(at);
+      }
+      const dropDesc = drop ? describe(drop) : null;
+      // Compared as strings, '' for none: a null did not come through the trip to the page and back as null.
+      if (expected && (dropDesc ? dropDesc.fingerprint : '') !== (expected.to || '')) {
+        return { error: 'stale_ref', message: 'what the drag drops onto changed after it was checked' };
+      }
+      return { ok: true, from, to: at, desc: describe(el), drop: dropDesc };
+    } catch (e) {
+      if (e instanceof Refusal) return { error: 'action_failed', message: e.message, page: e.page };
+      throw e;
+    }
+  }
+
+  /** The nearest element from `el` outwards that scrolls its own content, or null. */
+  function scroller(el) {
+    for (let at = el; at && at !== document.body && at !== document.documentElement; at = at.parentElement || at.getRootNode().host) {
+      const style = getComputedStyle(at);
+      if (at.scrollHeight > at.clientHeight + 1 && /(auto|scroll|overlay)/.test(style.overflowY)) return at;
+      if (at.tagName === 'TEXTAREA' && at.scrollHeight > at.clientHeight + 1) return at;
+    }
+    return null;
+  }
+
+  /** Scrolls inside an element (a scrollable list, a textarea) as the page scrolls: its own position. */
+  function scrollInside(el, direction, pixels) {
+    const box = scroller(el);
+    if (!box) return { error: 'action_failed', message: 'neither the element nor any element around it scrolls; scroll the page (no ref)' };
+    const step = pixels || Math.round(box.clientHeight * 0.8);
+    const top = direction === 'top' ? 0 : direction === 'bottom' ? box.scrollHeight
+      : box.scrollTop + (direction === 'up' ? -step : step);
+    box.scrollTo({ top, behavior: 'instant' });
+    return { ok: true, inside: true, scrollY: Math.round(box.scrollTop), height: box.scrollHeight, viewport: box.clientHeight,
+      own: box === el };
+  }
+
   globalThis.__openab = {
     outline,
+    aim,
+    pressed,
     snapshot,
     describeTarget(target) {
       const found = resolve(target);
@@ -320,10 +487,11 @@
       }
       return { ok: true, html: redactedHtml(el), url: location.href, title: document.title };
     },
-    scroll({ direction, pixels, target }) {
+    scroll({ direction, pixels, target, inside = false }) {
       if (target) {
         const found = resolve(target);
         if (found.error) return found;
+        if (inside) return scrollInside(found.el, direction, pixels);
         found.el.scrollIntoView({ block: 'center' });
       } else {
         const step = pixels || Math.round(innerHeight * 0.8);

@@ -13,6 +13,8 @@ const WORDS = {
   browser_press_key: (a, el) => [['Press', 'Pressed', 'Pressing'], `${short(a.key) || 'a key'}${el.given ? ` in ${el.plain}` : ''}`],
   browser_select_option: (a, el) => [['Choose', 'Chose', 'Choosing'], `${quote(a.value) || 'an option'} in ${el.plain}`],
   browser_scroll: (a, el) => [['Scroll', 'Scrolled', 'Scrolling'], a.ref != null ? `to ${el.plain}` : short(a.direction) || 'down'],
+  browser_hover: (a, el) => [['Point at', 'Pointed at', 'Pointing at'], el.plain],
+  browser_drag: (a, el) => [['Drag', 'Dragged', 'Dragging'], el.plain],
   browser_back: () => [['Go', 'Went', 'Going'], 'back'],
   browser_wait_for: (a) => [['Wait', 'Waited', 'Waiting'], waitedFor(a)],
   browser_tabs: (a) => tabWords(a),

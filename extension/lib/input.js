@@ -1,0 +1,166 @@
+// Real input in the agent tab: key presses and mouse moves, presses and drags that Chrome itself delivers, with
+// their default actions (a key types, moves a slider, scrolls a textarea, runs Control+A/C/V; a mouse opens a
+// hover menu, drags a thumb or a card). A script's synthetic events have none of that. Chrome takes such input
+// only from the debugger protocol, and an extension has one session per tab, the one lib/dialogs.js holds while
+// the agent works: every event goes through it.
+
+import { ToolError, TOOL_ERROR } from './errors.js';
+
+export const NO_REAL_INPUT = 'no_real_input';
+
+// What the agent can still do when no real input can be sent, in our words.
+const STILL_WORKS = 'browser_click, browser_type, browser_select_option and browser_scroll still work';
+const WHY_NOT = {
+  declined: "the user cancelled Chrome's debugging bar, and real mouse and key events go through the debugger; a new " +
+    'chat asks again',
+  unwatched: 'another debugger (such as DevTools) holds the agent tab, and Chrome lets only one send it input; the ' +
+    'user can close it',
+};
+
+// Windows virtual key codes, which Chrome's default actions read (an arrow on a slider, Home in a textarea).
+const KEY_CODES = {
+  Backspace: 8, Tab: 9, Enter: 13, Shift: 16, Control: 17, Alt: 18, Pause: 19, CapsLock: 20, Escape: 27, ' ': 32,
+  PageUp: 33, PageDown: 34, End: 35, Home: 36, ArrowLeft: 37, ArrowUp: 38, ArrowRight: 39, ArrowDown: 40,
+  Insert: 45, Delete: 46, Meta: 91, ContextMenu: 93,
+  ';': 186, '=': 187, ',': 188, '-': 189, '.': 190, '/': 191, '`': 192, '[': 219, '\\': 220, ']': 221, "'": 222,
+};
+// The protocol's modifier bits, and the order a person holds modifiers down in.
+const MODIFIER_BITS = { altKey: 1, ctrlKey: 2, metaKey: 4, shiftKey: 8 };
+const MODIFIER_KEYS = [['ctrlKey', 'Control'], ['altKey', 'Alt'], ['shiftKey', 'Shift'], ['metaKey', 'Meta']];
+// Editing shortcuts as Chrome's own commands: on macOS Chrome runs them from the menu, not from the key, so a
+// key event alone would do nothing there; with the command named, it does what the person's key would.
+const EDIT_COMMANDS = { a: 'selectAll', c: 'copy', x: 'cut', v: 'paste', z: 'undo', y: 'redo' };
+
+function keyCode(key) {
+  if (Object.hasOwn(KEY_CODES, key)) return KEY_CODES[key];
+  if (/^[a-z0-9]$/i.test(key)) return key.toUpperCase().charCodeAt(0);
+  const f = /^F([1-9]|1[0-2])$/.exec(key);
+  return f ? 111 + Number(f[1]) : 0;
+}
+
+/** The modifier bits of a press or a click's `{ctrlKey, ...}`. Pure. */
+export function modifierBits(mods) {
+  return Object.entries(MODIFIER_BITS).reduce((bits, [flag, bit]) => (mods[flag] ? bits | bit : bits), 0);
+}
+
+/**
+ * The protocol's key events for one press (guard.js, keyPress): the modifiers held down in order, the key down
+ * and up, the modifiers released. Pure.
+ */
+export function keyEvents(press) {
+  const events = [];
+  let held = 0;
+  for (const [flag, key] of MODIFIER_KEYS) {
+    if (!press[flag]) continue;
+    held |= MODIFIER_BITS[flag];
+    events.push({ type: 'rawKeyDown', key, code: `${key}Left`, windowsVirtualKeyCode: KEY_CODES[key], modifiers: held, location: 1 });
+  }
+  const shortcut = press.ctrlKey || press.metaKey || press.altKey;
+  let key = press.key;
+  // A letter's key is its capital with Shift only: "Control+A" is the A key with Control, whose key is "a".
+  if (/^[a-z]$/i.test(key)) key = press.shiftKey ? key.toUpperCase() : shortcut ? key.toLowerCase() : key;
+  // The text a key types: none while a shortcut modifier is held, as on a keyboard; Enter types a return.
+  const text = shortcut ? '' : key === 'Enter' ? '\r' : key.length === 1 ? key : '';
+  const code = keyCode(press.key);
+  const main = { key, code: press.code, windowsVirtualKeyCode: code, nativeVirtualKeyCode: code, modifiers: held };
+  if (press.code === 'NumpadEnter') main.location = 3;
+  const command = (press.ctrlKey || press.metaKey) && !press.altKey && EDIT_COMMANDS[press.key.toLowerCase()];
+  const commands = command === 'undo' && press.shiftKey ? ['redo'] : command ? [command] : [];
+  events.push({ ...main, type: text ? 'keyDown' : 'rawKeyDown', ...(text && { text, unmodifiedText: text }),
+    ...(commands.length && { commands }) });
+  events.push({ ...main, type: 'keyUp' });
+  for (const [flag, k] of [...MODIFIER_KEYS].reverse()) {
+    if (!press[flag]) continue;
+    held &= ~MODIFIER_BITS[flag];
+    events.push({ type: 'keyUp', key: k, code: `${k}Left`, windowsVirtualKeyCode: KEY_CODES[k], modifiers: held, location: 1 });
+  }
+  return events;
+}
+
+// A drag moves in steps, as a hand does: pages start a drag only past a few pixels, and a slider follows each.
+const DRAG_STEPS = 10;
+
+export class RealInput {
+  /** @param {import('./dialogs.js').Dialogs | null} dialogs  the holder of each agent tab's debugger session */
+  constructor(dialogs) {
+    this.dialogs = dialogs;
+    this.drags = new Map(); // tabId -> (data) => void: a drag Chrome handed us instead of starting it
+    this._listening = false;
+  }
+
+  _listen() {
+    if (this._listening) return;
+    this._listening = true;
+    chrome.debugger.onEvent.addListener((source, method, params) => {
+      if (method === 'Input.dragIntercepted' && this.drags.has(source.tabId)) this.drags.get(source.tabId)(params.data);
+    });
+  }
+
+  /** '' when real input can go to the tab now, else why not and what still works, in our words. */
+  async unavailable(tabId) {
+    const state = this.dialogs ? await this.dialogs.session(tabId) : 'unwatched';
+    if (state === 'ok') return '';
+    return `real mouse and key events cannot be sent now: ${WHY_NOT[state] || WHY_NOT.unwatched}. ${STILL_WORKS}`;
+  }
+
+  /** Throws unless real input can go to the tab now; `what` names the step ("hover", "a drag"). */
+  async require(tabId, what) {
+    const why = await this.unavailable(tabId);
+    if (why) throw new ToolError(NO_REAL_INPUT, `${what} was not done: ${why}.`);
+  }
+
+  async _send(tabId, method, params) {
+    try {
+      await this.dialogs.send(tabId, method, params);
+    } catch (e) {
+      throw new ToolError(TOOL_ERROR, `Chrome did not take the ${method === 'Input.dispatchKeyEvent' ? 'key' : 'mouse'} event; ` +
+        'it said:', String(e.message || e));
+    }
+  }
+
+  /** Presses one key, with its modifiers, where the page's keyboard focus is. */
+  async key(tabId, press) {
+    for (const event of keyEvents(press)) await this._send(tabId, 'Input.dispatchKeyEvent', event);
+  }
+
+  /** Moves the mouse to a point of the top frame's viewport (CSS pixels), as the person's pointer would. */
+  async move(tabId, { x, y }, modifiers = 0) {
+    await this._send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseMoved', x, y, button: 'none', buttons: 0, modifiers });
+  }
+
+  /**
+   * Presses the left button at `from`, moves in steps to `to` and lets go there. A page's own drag (a slider, a
+   * sortable list) follows the moves; an HTML drag-and-drop, which Chrome would hand to the system's drag loop
+   * where no protocol event reaches it, is taken back from Chrome and dropped at `to` as a person's drop would be.
+   */
+  async drag(tabId, from, to) {
+    this._listen();
+    let handed = null;
+    this.drags.set(tabId, (data) => {
+      handed = data;
+    });
+    const mouse = (type, at, buttons, extra = {}) =>
+      this._send(tabId, 'Input.dispatchMouseEvent', { type, x: at.x, y: at.y, button: type === 'mouseMoved' && !buttons ? 'none' : 'left', buttons, ...extra });
+    try {
+      await this.dialogs.send(tabId, 'Input.setInterceptDrags', { enabled: true }).catch(() => {});
+      await mouse('mouseMoved', from, 0);
+      await mouse('mousePressed', from, 1, { clickCount: 1 });
+      for (let i = 1; i <= DRAG_STEPS && !handed; i++) {
+        const t = i / DRAG_STEPS;
+        await mouse('mouseMoved', { x: from.x + (to.x - from.x) * t, y: from.y + (to.y - from.y) * t }, 1);
+      }
+      // Chrome says a drag began once the page has started it, which may come after the move that started it.
+      if (!handed) await mouse('mouseMoved', to, 1);
+      if (handed) {
+        for (const type of ['dragEnter', 'dragOver', 'drop']) {
+          await this._send(tabId, 'Input.dispatchDragEvent', { type, x: to.x, y: to.y, data: handed });
+        }
+      }
+      await mouse('mouseReleased', to, 0, { clickCount: 1 });
+      return handed ? 'dropped' : 'moved';
+    } finally {
+      this.drags.delete(tabId);
+      await this.dialogs.send(tabId, 'Input.setInterceptDrags', { enabled: false }).catch(() => {});
+    }
+  }
+}
