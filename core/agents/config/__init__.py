@@ -1,13 +1,14 @@
 """The agent CLIs' own MCP config files: which file each CLI reads and our entry in its format (``formats``),
 merging it into what is there (``merge``, with Goose's YAML in ``goose_yaml``), writing it safely (``files``:
-lock, atomic replace, 0600) and the folder trust Claude and Gemini ask for first (``trust``). Re-exported here:
-callers import from ``openab.core.agents.config``."""
+lock, atomic replace, 0600), the folder trust Claude and Gemini ask for first (``trust``) and `openab config
+write` (``command``). Re-exported here: callers import from ``openab.core.agents.config``."""
 
 from ...errors import ConfigError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint, StdioCommand
 from ...mcp_vocabulary import SERVER_NAME
-from .files import Written, config_write, remove_flag_file, strip, write, write_flag_file, write_private
+from .command import Written, config_write
+from .files import remove_flag_file, strip, write, write_flag_file, write_private
 from .formats import AGENTS, KIRO_GRANT, ConfigFile, agent_name, config_files, document, entry, expands_token
 from .trust import TRUSTING_AGENTS, FolderTrust, folder_trust, trust_folder
 
