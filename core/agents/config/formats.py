@@ -250,7 +250,7 @@ def config_files(
 ) -> list[ConfigFile]:
     """The files ``write(agent, ...)`` touches: project files under ``dir`` (default: the current
     directory), user files under ``home`` or where the agent's ``env`` moves them (CODEX_HOME,
-    COPILOT_HOME, XDG_CONFIG_HOME). ``env`` defaults to ours only when ``home`` is not given."""
+    COPILOT_HOME, QWEN_HOME, XDG_CONFIG_HOME). ``env`` defaults to ours only when ``home`` is not given."""
     name = agent_name(agent)
     spec = _AGENTS[name]
     root = _root(spec.base, dir, home)
