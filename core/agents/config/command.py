@@ -87,8 +87,9 @@ def config_write(
                      "sessions are not affected). To trust it" + (", either:" if len(trust.advice()) > 1 else ":"))
         lines.append(", or\n".join(f"  {step}" for step in trust.advice()))
     elif trust is not None:
-        lines.append(f"  {name} already trusts {trust.folder}"
-                     + (f" ({trust.record_file})" if trust.source == "record" else ""))
+        why = {"record": f"({trust.record_file})", "env": "(GEMINI_CLI_TRUST_WORKSPACE=true)",
+               "off": "(its folder trust is off: security.folderTrust.enabled is false)"}.get(trust.source, "")
+        lines.append(f"  {name} already trusts {trust.folder} {why}".rstrip())
     if check := check_command(name):
         lines.append(f"check with: {check}" + (f" (run in {trust.folder})" if trust is not None else ""))
     return Written("\n".join(lines), paths)
