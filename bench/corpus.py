@@ -314,7 +314,11 @@ def jupyterlab(tmp: Path) -> Iterator[str]:
     cmd = [str(python), "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
            "--ServerApp.port_retries=0", "--IdentityProvider.token=", "--ServerApp.password=",
            "--ServerApp.disable_check_xsrf=True", f"--ServerApp.root_dir={root / 'notebooks'}",
-           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
+           # Nothing asks the network: no news, no update check, no extension manager's PyPI look-ups.
+           "--LabApp.news_url=", "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+           "--LabApp.extension_manager=readonly"]
+    if os.geteuid() == 0:  # CI and this machine run as root, which Jupyter refuses without being told
+        cmd.append("--allow-root")
     with _child(cmd, root, env, f"{base}/api/status"):
         yield base
 
@@ -340,7 +344,7 @@ def serving(full: bool = False) -> Iterator[Corpus]:
         ]
         if full:
             lab = stack.enter_context(jupyterlab(tmp))
-            corpus.pages.append(Page("jupyterlab: launcher", f"{lab}/lab", ready_text="Notebook"))
+            corpus.pages.append(Page("jupyterlab: launcher", f"{lab}/lab", ready_text="Markdown File"))
         yield corpus
 
 
