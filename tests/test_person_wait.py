@@ -100,6 +100,8 @@ async def test_a_permission_card_answered_after_the_idle_timeouts_lets_the_turn_
     async with run_pod(tmp_path / "state", agent="custom", agent_cmd=agent_command(tmp_path), permission_timeout=30,
                        **SHORT) as pod, pod.extension() as ext:
         session_id = await ext.new_session([], **RELAY)
+        # Started before the prompt: a python start on a busy machine can take longer than SHORT's idle timeout.
+        await pod.runtime.start_agent(session_id)
         asked: list[float] = []
         turn = await prompt(ext, session_id, "clean the build", timeout=30, on_permission=allow_after(PERSON_TAKES,
                                                                                                       asked))
@@ -116,6 +118,8 @@ async def test_a_permission_nobody_answers_declines_that_action_and_the_session_
     async with run_pod(tmp_path / "state", agent="custom", agent_cmd=agent_command(tmp_path), permission_timeout=1.5,
                        **SHORT) as pod, pod.extension() as ext:
         session_id = await ext.new_session([], **RELAY)
+        # Started before the prompt: a python start on a busy machine can take longer than SHORT's idle timeout.
+        await pod.runtime.start_agent(session_id)
 
         async def walk_away(_params: dict[str, Any]) -> dict[str, Any]:
             await asyncio.Event().wait()  # the person never answers: the pod's permission wait must end this
