@@ -365,7 +365,7 @@
         const generic = roleOf(el) === 'generic' && !editableHost(el);
         const long = generic && (controlHolders.has(el) || (el.innerText || '').length > MAX_NAME);
         if (long) {
-          entries.push({ d: depth, t: 'clickable:', l: idFor(el), tail: '' });
+          entries.push({ d: depth, t: 'clickable', l: idFor(el), tail: ':' });
           walk(el, depth + 1, controlsOnly);
           return;
         }

@@ -232,3 +232,16 @@ async def test_interactive_only_keeps_a_sentences_links_with_their_addresses(cli
     assert not is_error, text
     text, is_error = await call(client, "browser_wait_for", {"url": "forum/watering.html", "load": True})
     assert not is_error, text
+
+
+async def test_a_long_documentation_page_comes_whole_in_one_call(client: Client, cdp: str, site: str) -> None:
+    # The long page: the default call gave half its words and refs, the rest two calls later.
+    url = f"{site}/docs_long.html"
+    snap = await snapshot_of(client, url)
+    async with playwright_page(cdp) as page:
+        interactive, text = await page_facts(page, url)
+    assert interactive > 500
+    assert words_missing(text, snap) == [], snap[-2000:]
+    assert len(OPENAB_REF.findall(snap)) >= interactive
+    assert "END-OF-GUIDE" in snap and "offset=" not in snap
+    assert len(snap) > 40_000  # longer than the old default page of characters

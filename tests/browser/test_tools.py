@@ -444,5 +444,6 @@ async def test_table_rows_read_as_rows(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/table.html"})
     snap, _ = await call(client, "browser_snapshot")
     # A grid: the header row, then one line per row with each value in its column.
-    assert "- table (3 rows, 3 columns):\n | Order | Item | Total |\n |-|-|-|\n | #1001 | Blue teapot | €24.00 |\n | #1002 | Six cups | €18.50 |" in snap
+    assert ("- table (3 rows, 3 columns):\n | Order | Item | Total |\n |-|-|-|\n | #1001 | Blue teapot | €24.00 |\n"
+            " | #1002 | Six cups | €18.50 |") in snap
     assert re.search(r"\| #1003 \| Tea towel \| \[Track\]\(e\d+\) \|", snap)  # a row with a control keeps its ref
