@@ -32,8 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fake_extension import FakeExtension, connect_extension, text_result
-from gateway_harness import run_gateway
+from fake_extension import FakeExtension, ToolFunction, connect_extension, text_result
+from gateway_harness import RunningGateway, run_gateway
 from test_proxy import BROWSER
 
 from openab.core.mcp.access import HttpEndpoint
@@ -160,7 +160,7 @@ def _browser(ext: FakeExtension, navigated: list[dict[str, Any]]) -> None:
     ext.add_tool("browser_snapshot", snapshot, BROWSER_TOOLS["browser_snapshot"])
     ext.add_tool("json_schema_2020_12_tool", snapshot, BROWSER_TOOLS["json_schema_2020_12_tool"])
 
-    def answering(name: str, result: dict[str, Any]) -> Any:
+    def answering(name: str, result: dict[str, Any]) -> ToolFunction:
         async def tool(_arguments: dict[str, Any]) -> dict[str, Any]:
             if name == "test_tool_with_progress":
                 await _progress(ext)
@@ -184,7 +184,7 @@ async def _progress(ext: FakeExtension) -> None:
                                          "params": {"progressToken": token, "progress": step, "total": 100}})
 
 
-async def _endpoint(proxy: BrowserProxy, gateway: Any, ext: FakeExtension) -> Endpoint:
+async def _endpoint(proxy: BrowserProxy, gateway: RunningGateway, ext: FakeExtension) -> Endpoint:
     session_id = await ext.new_session([BROWSER])
     await gateway.pod.tunnels.wait_attached(session_id, timeout=10)
     session = gateway.pod.sessions.get(session_id)
@@ -239,13 +239,14 @@ async def _run(argv: Sequence[str], env: dict[str, str], *, cwd: Path = CLIENTS)
         process.kill()
         await process.wait()
         raise AssertionError(f"{argv[:3]} did not finish within {CLIENT_TIMEOUT:g} s") from None
-    return Ran(process.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace"))
+    assert process.returncode is not None
+    return Ran(process.returncode, out.decode(errors="replace"), err.decode(errors="replace"))
 
 
-def _env(pod: BrowserPod, **extra: str) -> dict[str, str]:
+def _env(pod: BrowserPod) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items()
            if not name.startswith(("PYTHON", "VIRTUAL_ENV", "NODE_OPTIONS", "OPENAB_"))}
-    return {**env, "OPENAB_TEST_TOKEN": pod.agents.token, "OPENAB_TEST_WRONG_TOKEN": pod.conformance.token, **extra}
+    return {**env, "OPENAB_TEST_TOKEN": pod.agents.token, "OPENAB_TEST_WRONG_TOKEN": pod.conformance.token}
 
 
 def _needs_node_modules() -> None:
