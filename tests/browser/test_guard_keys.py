@@ -210,3 +210,15 @@ async def test_a_site_rule_lets_enter_in_a_search_field_through_as_it_does_a_cli
         await panel.locator("#rules button").click()
         await expect(panel.locator("#rules li")).to_have_count(0)
         await panel.locator("#toggle-settings").click()
+
+
+async def test_a_real_key_is_kept_from_the_page_when_the_focus_moves_before_it_arrives(
+        panel: Page, client: Client, context: BrowserContext, site: str) -> None:
+    # The focus moves on to "Delete account" once the extension's check has found it on "Help", before the real key
+    # comes: the key reaches no handler of the page.
+    snap, tab = await open_page(client, context, f"{site}/focus_later.html")
+    res = await client.call_tool("browser_press_key", {"ref": ref_of(snap, 'button "Help"'), "key": "Enter"})
+    assert res.is_error and "the keyboard focus moved to another element after the key was checked" in result_text(res)
+    assert await events(tab) == []
+    assert await tab.evaluate("document.activeElement.id") == "wipe"
+    await expect(panel.locator(".card")).to_have_count(0)
