@@ -41,6 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+from browser.harness import CHROMIUM
 from mcp import Client, StdioServerParameters
 from playwright.async_api import Page
 
@@ -323,7 +324,9 @@ def corpus_figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
         everything = "\n".join(t["openab"])
         interactive = t["interactive"]
         refs_first = len(OPENAB_REF.findall(t["openab"][0]))
-        refs_all = len(set(OPENAB_REF.findall(everything))) if len(t["openab"]) > 1 else refs_first
+        # Over several calls a ref is counted once (a piece may repeat a table's header and its links).
+        refs_all = (len({re.sub(r"^\W*(?:ref=)?", "", m) for m in OPENAB_REF.findall(everything)})
+                    if len(t["openab"]) > 1 else refs_first)
         tied_first = tied_cells(t["tables"], t["openab"][0])
         page = {
             "url": re.sub(r"^http://127\.0\.0\.1:\d+", "", t["url"]),
@@ -370,14 +373,17 @@ async def run_corpus(full: bool, out: Path, dump: Path | None = None) -> Path:
     if dump is not None:
         write_texts(texts, dump)
     pages = corpus_figures(texts)
-    peers = json.loads((PEERS / "package.json").read_text(encoding="utf-8"))["dependencies"]
+    # The versions installed (tests/bench/package-lock.json pins them), read from the packages themselves.
+    peers = {name: json.loads((PEERS / "node_modules" / name / "package.json").read_text(encoding="utf-8"))["version"]
+             for name in ("@playwright/mcp", "chrome-devtools-mcp")}
     result = {
         "target": f"on pages up to {CORPUS_TARGET_PAGE} tokens of @playwright/mcp's snapshot: refs on every visible "
                   "interactive element and every visible word in one default call, every table cell tied to its "
                   f"column, openab's tokens <= {TARGET}x @playwright/mcp's",
         "tokenizer": "tiktoken (npm) o200k_base",
         "corpus": served.versions,
-        "peers": {k: v for k, v in peers.items() if k != "tiktoken"},
+        "peers": peers,
+        "chromium": CHROMIUM,
         "full": full,
         "pages": pages,
     }
