@@ -340,6 +340,8 @@
       return squash(labelName(el) || el.getAttribute('aria-placeholder') || el.getAttribute('data-placeholder') || el.title || '', MAX_NAME);
     }
     let name = textAlternative(el, { seen: new Set(), nodes: 0, labelledBy: false, referenced: false }, true);
+    // A glyph alone (an icon font's star, a "×") says less than the element's title does.
+    if (!/[\p{L}\p{N}]/u.test(name) && el.title) name = el.title;
     if (!name.trim() && (tag === 'IFRAME' || tag === 'FRAME')) name = el.src || '';
     if (!name.trim() && tag === 'A') {
       // An icon link with nothing to read (a bare image, a CSS icon) is named by where it goes.

@@ -37,6 +37,8 @@
   const MAX_GRID_ROWS = 2000;
   const MAX_GRID_COLS = 60;
   const MAX_CELL = 600;
+  // Style rules that set the pointer cursor read from the page's sheets, at most; past that every element is asked.
+  const MAX_POINTER_RULES = 2000;
   // What makes a table one of layout, not of data: no grid of cells then, its parts read as any other.
   const NOT_A_GRID = 'table,h1,h2,h3,h4,h5,h6,iframe,frame,form,fieldset,dialog,ul,ol,dl,blockquote,pre';
   const LANDMARKS = new Set(['navigation', 'main', 'banner', 'contentinfo', 'complementary', 'search', 'form',
@@ -72,6 +74,13 @@
     // Elements with no role that the page makes clickable by its looks alone (cursor: pointer, the outermost
     // one, not inside a control and with none inside): a script's click handler is invisible from here.
     const pointers = new Set();
+    const pointerAt = (el) => {
+      if (SKIP.has(el.tagName) || el.tagName === 'LABEL' || el.closest(INTERACTIVE) || el.querySelector(INTERACTIVE)) return;
+      if (getComputedStyle(el).cursor !== 'pointer') return;
+      const parent = el.parentElement;
+      if (parent && getComputedStyle(parent).cursor === 'pointer') return; // inherited: the outer one is the target
+      pointers.add(el);
+    };
     const findPointers = (el, inherited) => {
       for (const child of el.children) {
         if (SKIP.has(child.tagName)) continue;
@@ -85,9 +94,58 @@
         if (child.children.length) findPointers(child, pointer);
       }
     };
+    // Asking every element for its cursor costs a style lookup each (a tenth of a second on a page of prose); the
+    // page's own style sheets say which selectors set the pointer, so only their elements are asked. A sheet of
+    // another origin cannot be read: then every element is.
+    const pointerSelectors = (doc) => {
+      const found = [];
+      const read = (rules) => {
+        for (const rule of rules) {
+          if (found.length > MAX_POINTER_RULES) return false;
+          if (rule.styleSheet) {
+            if (read(rule.styleSheet.cssRules) === false) return false;
+          } else if (rule.cssRules && !rule.selectorText) {
+            if (read(rule.cssRules) === false) return false;
+          }
+          if (rule.selectorText && rule.style && rule.style.cursor === 'pointer') {
+            found.push(rule.selectorText.replace(/::?(before|after|marker|placeholder)\b/g, '')
+              .replace(/:(hover|focus|focus-visible|focus-within|active|visited|link)\b/g, ''));
+          }
+        }
+        return true;
+      };
+      try {
+        for (const sheet of [...doc.styleSheets, ...(doc.adoptedStyleSheets || [])]) {
+          if (read(sheet.cssRules) === false) return null;
+        }
+      } catch {
+        return null; // another origin's sheet
+      }
+      return found;
+    };
+    const seekPointers = (root) => {
+      const selectors = root.styleSheets ? pointerSelectors(root) : null;
+      if (!selectors) {
+        findPointers(root.body || root, false);
+        return;
+      }
+      const seen = new Set();
+      for (const sel of [...selectors, '[style*="cursor"]']) {
+        let hits;
+        try {
+          hits = root.querySelectorAll(sel || '*:not(*)');
+        } catch {
+          continue; // a selector this engine's querySelectorAll does not take
+        }
+        for (const el of hits) {
+          if (!seen.has(el)) pointerAt(el);
+          seen.add(el);
+        }
+      }
+    };
     const clickable = (el) => el.matches(INTERACTIVE) || editableHost(el) === el || pointers.has(el);
     const collect = (root) => {
-      if (root.body || root.host) findPointers(root.body || root, false);
+      if (root.body || root.host) seekPointers(root);
       const mark = (e, set) => {
         for (let p = e.parentElement; p && !set.has(p); p = p.parentElement) set.add(p);
       };
