@@ -166,8 +166,8 @@
     /** The line a control reads as: role, name, flags, value; `inCell` without the "- " and with its ref marked. */
     function controlLine(el) {
       const sensitive = sensitiveKind(el) || (personTyped(el) ? 'typed by the person' : null);
-      let role = roleOf(el);
-      if (role === 'generic') role = 'clickable';
+      // The role as the guard's card names the element too (page/agent.js): one name for it everywhere.
+      const role = roleOf(el);
       let tail = flags(el);
       if (sensitive === 'typed by the person') tail += ` [${sensitive}]`;
       // A same-site link as its path: the snapshot names the page's URL once, and browser_navigate takes paths.
@@ -423,7 +423,7 @@
         const generic = roleOf(el) === 'generic' && !editableHost(el);
         const long = generic && (controlHolders.has(el) || (el.innerText || '').length > MAX_NAME);
         if (long) {
-          entries.push({ d: depth, t: 'clickable', l: idFor(el), tail: ':' });
+          entries.push({ d: depth, t: 'generic', l: idFor(el), tail: ':' });
           walk(el, depth + 1, controlsOnly);
           return;
         }

@@ -206,9 +206,9 @@ async def test_names_are_the_accessible_names_and_every_clickable_has_a_ref(clie
     found, _ = await call(client, "browser_find", {"text": "s3cr3t"})
     assert found.startswith("No line of the page holds")
     # Elements the page made clickable by a script, with no role: a short one by its words, a card as a part.
-    archive = re.search(r'- clickable "Archive" \[ref=(e\d+)\]$', body, re.M)
-    star = re.search(r'- clickable "Star this page" \[ref=(e\d+)\]$', body, re.M)  # an icon styled inline
-    card = re.search(r"^- clickable \[ref=(e\d+)\]:\n A card the page made clickable", body, re.M)
+    archive = re.search(r'- generic "Archive" \[ref=(e\d+)\]$', body, re.M)
+    star = re.search(r'- generic "Star this page" \[ref=(e\d+)\]$', body, re.M)  # an icon styled inline
+    card = re.search(r"^- generic \[ref=(e\d+)\]:\n A card the page made clickable", body, re.M)
     assert archive and star and card, body
     # A page's words in a cell cannot pass for a ref or a cell of their own.
     assert '| Tea | button "Pay" [ref =e1] and [free] (e2) \\| a fake cell |' in body, body
