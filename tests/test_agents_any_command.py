@@ -119,7 +119,7 @@ def fake_model() -> Iterator[FakeModel]:
 
 
 @pytest.mark.agents
-@pytest.mark.parametrize("cli", ["codex", "claude"])
+@pytest.mark.parametrize("cli", ["codex", "claude", "qwen"])
 async def test_a_real_cli_behind_a_wrapper_script_reaches_the_browser_as_the_named_one_does(
     tmp_path: Path, fake_model: FakeModel, cli: str
 ) -> None:
@@ -130,7 +130,9 @@ async def test_a_real_cli_behind_a_wrapper_script_reaches_the_browser_as_the_nam
         toml.write_text(toml.read_text().replace('approval_policy = "never"', 'approval_policy = "on-request"'))
     wrapper = tmp_path / "bin" / "my-agent"
     wrapper.parent.mkdir()
-    wrapper.write_text(f'#!/bin/sh\nexec "{binary}" "$@"\n')
+    # As a person writes one: the CLI in its ACP mode, nothing of the recipe's own switches.
+    mode = " ".join(RECIPES[cli].argv[1:])
+    wrapper.write_text(f'#!/bin/sh\nexec "{binary}" {mode} "$@"\n')
     wrapper.chmod(0o755)
     pages = [f"https://example.org/{n}" for n in (1, 2)]
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page}) for page in pages]))

@@ -3,6 +3,8 @@
 A recipe holds what differs between agent CLIs, and nothing else:
 
 * ``argv``: the command that makes it an ACP agent on stdio;
+* ``flags``: switches added to whatever command runs as this CLI, the recipe's own or one of the operator's that
+  names itself as this CLI (``reports_as``): they keep it quiet or make it ask, so a wrapper must get them too;
 * ``browser_via``: ``"acp"`` hands the ``openab_browser`` server over in ``session/new.mcpServers``;
   ``"config"`` writes it into the CLI's own config file in the session's working directory, for CLIs that
   ignore or choke on ACP-passed servers (Cursor ignores them, zed#50924; kiro-cli closes the connection on
@@ -172,6 +174,7 @@ class Recipe:
     name: str
     title: str
     argv: tuple[str, ...]
+    flags: tuple[str, ...] = ()
     browser_via: Literal["acp", "config", "flag"] = "acp"
     config_agent: str | None = None  # the openab.core.agents.config writer for browser_via="config" or "flag"
     browser_flag: tuple[str, ...] = ()  # for browser_via="flag": the arguments naming the file, "{file}" its path
@@ -219,8 +222,8 @@ RECIPES: dict[str, Recipe] = {
         root_env={"IS_SANDBOX": "1"},
     ),
     "codex": Recipe(
-        "codex", "Codex", (
-            "codex-acp",
+        "codex", "Codex", ("codex-acp",),
+        flags=(
             "-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false",
             "-c", "feedback.enabled=false",
             # Else a start-up plugin sync reaches for github.com and chatgpt.com.
@@ -275,8 +278,8 @@ RECIPES: dict[str, Recipe] = {
     ),
     "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/"),
     "qwen": Recipe(
-        "qwen", "Qwen Code", (
-            "qwen", "--acp",
+        "qwen", "Qwen Code", ("qwen", "--acp"),
+        flags=(
             # Its default "auto" mode has a model-run classifier approve the actions it deems safe, shell commands
             # included, so the person would not see them: "default" asks for every one.
             "--approval-mode=default",

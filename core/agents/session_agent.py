@@ -299,7 +299,7 @@ class SessionAgent:
         settings = context.settings
         assert self.endpoint is not None
         env = context.agent_env(self.session, self.endpoint, recipe)
-        argv = list(self.offered.argv)
+        argv = [*self.offered.argv, *recipe.flags]
         if context.policy != "deny":
             # The CLI's own allow-list runs our browser tools unasked (the guard in the browser still stops what
             # is risky); a variable the operator set is theirs, not replaced.
