@@ -153,7 +153,7 @@ async function pressKey(b, args, call) {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
     const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused });
     const led = r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
-    return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}.${led}`,
+    return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}${led && `.${led}`}`,
       [r.element, r.loaded && `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   } catch (e) {
     // With no element focused, a key that activates nothing (Escape, a scroll key) goes to the page itself.

@@ -23,6 +23,7 @@ const WORDS = {
   browser_handoff: () => [['Hand', 'Handed', 'Handing'], 'the tab to you'],
   browser_plan: () => [['Show', 'Showed', 'Showing'], 'you the plan'],
   browser_snapshot: () => [['Read', 'Read', 'Reading'], 'the page'],
+  browser_find: (a) => [['Search', 'Searched', 'Searching'], `the page for ${quote(a.text) || 'text'}`],
   browser_read_dom: (a) => [['Read', 'Read', 'Reading'], a.selector ? `the HTML of ${short(a.selector)}` : "the page's HTML"],
   browser_screenshot: () => [['Take', 'Took', 'Taking'], 'a screenshot'],
 };
