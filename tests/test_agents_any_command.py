@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
-from test_runtime_pod import FakeBrowser, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, Turn, open_session, prompt, run_pod
 
 from openab.core.agents.recipes import RECIPES, recipe_for
 from openab.core.agents.session_agent import OfferedAgent, named_itself
@@ -43,45 +43,50 @@ async def person_allows(params: dict[str, Any]) -> dict[str, Any]:
     return {"outcome": {"outcome": "selected", "optionId": "approved"}}
 
 
+async def run_turns(tmp_path: Path, agent: str, name: str, *relayed: bool) -> tuple[list[Turn], list[int]]:
+    """One pod running the named agent as ``agent``'s command: a session and one prompt per item of ``relayed``
+    (whether that session's person can be asked). The turns, and how many agent processes had started after each."""
+    starts = tmp_path / "starts"
+    turns: list[Turn] = []
+    counts: list[int] = []
+    async with run_pod(tmp_path / "state", agent=agent, agent_cmd=named(name, starts)) as pod, \
+            pod.extension() as ext:
+        FakeBrowser(ext)
+        for relay in relayed:
+            session_id = await open_session(pod, ext, **(RELAY if relay else {}))
+            turns.append(await prompt(ext, session_id, "go", on_permission=person_allows))
+            counts.append(started(starts))
+    return turns, counts
+
+
 async def test_a_command_that_names_a_known_cli_runs_as_it_and_its_browser_call_needs_no_card(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="openab")
-    starts = tmp_path / "starts"
-    async with run_pod(tmp_path / "state", agent="custom", agent_cmd=named("codex-acp", starts)) as pod, \
-            pod.extension() as ext:
-        FakeBrowser(ext)
-        first = await prompt(ext, await open_session(pod, ext, **RELAY), "go", on_permission=person_allows)
-        after_first = started(starts)
-        second = await prompt(ext, await open_session(pod, ext, **RELAY), "go", on_permission=person_allows)
+    turns, counts = await run_turns(tmp_path, "custom", "codex-acp", True, True)
 
-    for turn in (first, second):
+    for turn in turns:
         assert turn.error is None, turn.error
         assert turn.permissions == [], "the request for our browser tool was the policy's, never a card"
         assert "permission: approved" in turn.text, "the browser-only policy allowed it"
     assert "its command names itself 'codex-acp' 9.9.9: it runs as Codex" in caplog.text
     # Started once as a custom command, then again as Codex; a later session's agent is Codex from the outset.
-    assert (after_first, started(starts)) == (2, 3)
+    assert counts == [2, 3]
 
 
 async def test_a_command_that_names_no_known_cli_gets_a_card_and_the_log_says_why(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="openab")
-    starts = tmp_path / "starts"
-    async with run_pod(tmp_path / "state", agent="custom", agent_cmd=named("acme-agent", starts)) as pod, \
-            pod.extension() as ext:
-        FakeBrowser(ext)
-        asked = await prompt(ext, await open_session(pod, ext, **RELAY), "go", on_permission=person_allows)
-        # Where no person can be asked, the policy cannot tell the request from any other and refuses it.
-        unasked = await prompt(ext, await open_session(pod, ext), "go")
+    # Where no person can be asked (the second session), the policy cannot tell the request from any other.
+    (asked, unasked), counts = await run_turns(tmp_path, "custom", "acme-agent", True, False)
 
     assert len(asked.permissions) == 1 and "permission: approved" in asked.text
     assert asked.permissions[0]["toolCall"]["title"] == "Approve MCP tool call"
     assert unasked.permissions == [] and "permission: cancel" in unasked.text
     assert "names itself 'acme-agent' 9.9.9, which no recipe knows" in caplog.text
     assert "goes to the person (a card) or the policy" in caplog.text
-    assert started(starts) == 2, "one start per session: nothing was learned to start it again for"
+    assert counts[-1] == 2, "one start per session: nothing was learned to start it again for"
 
 
 @pytest.mark.parametrize(("agent", "name", "card", "said"), [
@@ -97,11 +102,7 @@ async def test_a_named_agent_with_its_command_replaced_runs_as_what_the_command_
     tmp_path: Path, caplog: pytest.LogCaptureFixture, agent: str, name: str, card: bool, said: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="openab")
-    starts = tmp_path / "starts"
-    async with run_pod(tmp_path / "state", agent=agent, agent_cmd=named(name, starts)) as pod, \
-            pod.extension() as ext:
-        FakeBrowser(ext)
-        turn = await prompt(ext, await open_session(pod, ext, **RELAY), "go", on_permission=person_allows)
+    (turn,), _counts = await run_turns(tmp_path, agent, name, True)
 
     assert turn.error is None, turn.error
     assert len(turn.permissions) == (1 if card else 0)
