@@ -299,9 +299,10 @@ export class Guard {
     if (!risky) return { asked: false, risky };
     // A site rule or autopilot covers routine risky steps; credentials and payments always ask.
     if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
-    // Only the person can answer for a credential or a payment; with no panel open, a card would wait minutes for
-    // no one while the agent hears nothing.
-    if (risky.secret && !(await this.attended())) {
+    // A password, a one-time code or a card number is the person's to type: with no panel open, its card would wait
+    // minutes for no one while the agent hears nothing. Another step that asks (a payment's button) still waits on
+    // its card, which the person may open the panel to answer.
+    if (risky.risk === 'sensitive_field' && !(await this.attended())) {
       throw new ToolError(NOT_ALLOWED, `this step needs the person and was not taken: ${risky.what} (the element is in ` +
         'the block below) is theirs to do or approve, and no openab panel is open in the browser to ask them. ' +
         'Hand it to them: call browser_handoff with a reason such as "Sign in to this site", and go on once they ' +
