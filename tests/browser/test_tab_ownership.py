@@ -37,9 +37,16 @@ def row(panel: Page, tab_id: int) -> Locator:
 
 
 async def tab_id_of(panel: Page, url: str) -> int:
-    tabs = await panel.evaluate("chrome.tabs.query({})")
-    [tab] = [t for t in tabs if t["url"] == url]
-    return int(tab["id"])
+    """The id of the one tab at ``url``, once Chrome has it there: a popup is listed (and adopted) while its first
+    navigation is still pending."""
+    found: list[dict[str, Any]] = []
+
+    async def there() -> bool:
+        found[:] = [t for t in await panel.evaluate("chrome.tabs.query({})") if url in (t["url"], t.get("pendingUrl"))]
+        return len(found) == 1
+
+    await eventually(there, 15, what=f"one tab at {url}")
+    return int(found[0]["id"])
 
 
 async def openab_group(panel: Page) -> int:
