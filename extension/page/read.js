@@ -370,7 +370,17 @@
         return { cells, refs };
       });
       const body = made.length - (header + 1);
-      line.t = `table${name ? ` ${q(squash(name, MAX_NAME))}` : ''} (${rows.length - (header + 1)} rows, ${width} columns):`;
+      // A caption that is a link (an admin's app list: "Shop" leads to the app) keeps its ref, as in a heading.
+      let title = name ? ` ${q(squash(name, MAX_NAME))}` : '';
+      const caption = table.caption;
+      const run = newRun();
+      if (caption && !labelName(table) && visible(caption) && addInline(run, caption) &&
+          run.parts.some((p) => typeof p !== 'string')) {
+        const captioned = runLine(run);
+        title = ` ${captioned.text}`;
+        line.r = captioned.refs;
+      }
+      line.t = `table${title} (${rows.length - (header + 1)} rows, ${width} columns):`;
       made.forEach((row, i) => {
         while (row.cells.length < width) row.cells.push('');
         const cells = Array.from(row.cells, (c) => c || '');

@@ -15,6 +15,8 @@ import re
 import pytest
 from mcp import Client
 
+from bench.bench_snapshot_tokens import count_tokens
+
 from .live_pod import call
 
 pytestmark = pytest.mark.anyio
@@ -103,6 +105,26 @@ async def test_a_page_over_the_budget_comes_as_its_outline_and_every_part_can_be
     assert is_error and "take a browser_snapshot and use a region= ref" in text
 
 
+async def test_a_code_heavy_reference_page_comes_whole_and_its_cost_is_told_as_the_model_counts_it(
+        client: Client, site: str) -> None:
+    # A page like Python's argparse reference: every mark of its console sessions counted as a token, as the
+    # estimate did, put it over the default budget and cut it in two; GPT-4o's tokenizer counts far fewer.
+    whole = await snapshot_of(client, f"{site}/docs_code.html")
+    assert not NOTE.search(whole), whole[-300:]
+    body = body_of(whole)
+    assert "END-OF-REFERENCE" in body and "## 75. The " in body
+    assert re.search(r"^ >>> parser = optparse2\.ArgumentParser\(prog='PROG', \w+=225\)", body, re.M), body[-3000:]
+    real = count_tokens([body])[0]
+    assert 18_000 < real < 24_000, real  # the page is as big as the case it models
+
+    paged, _ = await call(client, "browser_snapshot", {"max_tokens": 2000})
+    note = NOTE.search(paged)
+    assert note, paged[-400:]
+    estimate = int(note.group(4))
+    # Within 10% of the model's count, and rather over than under: a client refuses a result past its limit.
+    assert real * 0.98 <= estimate <= real * 1.10, (estimate, real)
+
+
 async def test_find_gives_the_matching_lines_with_their_refs_in_context(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/docs_long.html"})
     found, is_error = await call(client, "browser_find", {"text": "ZEOLITE"})
@@ -155,6 +177,10 @@ async def test_a_table_keeps_every_cell_in_its_row_and_column(client: Client, si
     box = re.search(r"\[ref=(e\d+)\]", rows[6][0])
     assert box and "Change 4007" in rows[6][0]
     await clicked(client, box.group(1), "Picked: 4007")
+    # A table captioned by a link (an admin's app list) keeps the link's ref in the table's line.
+    app = re.search(r"^ *- table \[Shop\]\((e\d+)\) \(1 rows, 3 columns\):$", body_of(snap), re.M)
+    assert app, body_of(snap)[-600:]
+    await clicked(client, app.group(1), "Shop app opened")
 
     # interactive_only keeps the header and every row that holds a control, whole, with its links' addresses.
     outline, _ = await call(client, "browser_snapshot", {"interactive_only": True})
