@@ -129,6 +129,8 @@ async def test_each_session_runs_the_agent_it_chose_from_that_agents_recipe(tmp_
         pids = pod.runtime.agents
         claude_env, codex_env = environ(pids[as_claude] or 0), environ(pids[as_codex] or 0)
         assert claude_env.get("ENABLE_TOOL_SEARCH") == "false", "claude's recipe environment"
+        # Room for a whole default snapshot however Claude counts its tokens (docs/extension.md, the budget).
+        assert int(claude_env["MAX_MCP_OUTPUT_TOKENS"]) >= 2 * 24_000
         assert "ENABLE_TOOL_SEARCH" not in codex_env
 
         # Resumed on another socket, naming another agent: the session still runs codex, even after its

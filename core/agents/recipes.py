@@ -212,6 +212,10 @@ RECIPES: dict[str, Recipe] = {
             "DISABLE_ERROR_REPORTING": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_FEEDBACK_SURVEY": "1",
             # Else MCP tools hide behind a ToolSearch tool and the model never sees the browser tools.
             "ENABLE_TOOL_SEARCH": "false",
+            # A snapshot's default budget is 24,000 tokens as GPT-4o's tokenizer counts them; Claude's own count of
+            # the same text can pass Claude Code's default 25,000, and then it cuts the result at 100,000
+            # characters and adds a note that it did, which a page of about that size would get for nothing.
+            "MAX_MCP_OUTPUT_TOKENS": "50000",
         },
         identify=_claude_identity,
         # "mcp__<server>" is Claude Code's rule for every tool of one server: ours run without a request.
