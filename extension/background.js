@@ -17,6 +17,7 @@ import { SavedSettings, activeGateway } from './lib/settings.js';
 import { AcpClient } from './lib/acp.js';
 import { Panels } from './lib/panels.js';
 import { PairLinks } from './lib/pairing.js';
+import { AgentDownloads } from './lib/downloads.js';
 
 const settings = new SavedSettings();
 const dialogs = new Dialogs(() => panels.pushState());
@@ -49,7 +50,23 @@ const guard = new Guard(
   },
   new Plan(() => settings.current),
 );
-const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs, new AgentPasswords());
+// Downloads a click in an agent tab starts are the agent's: kept from the person's downloads (lib/downloads.js).
+const downloads = new AgentDownloads(async (tabId) => {
+  if (!tabs.owned.has(tabId)) return null;
+  const tab = await chrome.tabs.get(tabId).catch(() => null);
+  return tab ? tab.url || tab.pendingUrl || '' : null;
+});
+chrome.downloads?.onCreated.addListener((item) => {
+  ready.then(() => downloads.onCreated(item)).catch((e) => console.error('openab: a download', e));
+});
+chrome.tabs.onRemoved.addListener((tabId) => downloads.forget(tabId));
+// Files go to and come from the pod on the chat's socket (lib/tools-files.js).
+const files = {
+  request: (method, params, ms) => acp.link.request(method, params, ms),
+  sessionId: () => acp.link.sessionId,
+  downloads,
+};
+const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs, new AgentPasswords(), files);
 const transcript = new Transcript(
   (item) => panels.broadcast({ type: 'item', item }),
   (items) => panels.broadcast({ type: 'transcript', items }),

@@ -47,6 +47,7 @@ export function classify(tool, desc, args = {}) {
   const secret = (kind) => SECRET_FIELDS[kind];
   const guarded = secret(desc.guarded);
   const inGuardedForm = (r) => (guarded ? { ...r, secret: guarded } : r);
+  if (tool === 'browser_upload') return classifyUpload(desc, label);
   if (desc.sensitive === 'file') return { risk: 'upload', action: `use the file field ${label}`, what: 'use a file field', target: label };
   if (tool === 'browser_type' || tool === 'browser_select_option') {
     const kind = secret(desc.sensitive);
@@ -72,6 +73,39 @@ export function classify(tool, desc, args = {}) {
     }
   }
   return null;
+}
+
+/** A size as a person reads it: "812 bytes", "4.2 KB", "12.5 MB" (units of 1024, as Chrome's downloads show them). Pure. */
+export function humanSize(bytes) {
+  const n = Number(bytes);
+  if (!Number.isFinite(n) || n < 0) return 'an unknown size';
+  if (n < 1024) return `${n} ${n === 1 ? 'byte' : 'bytes'}`;
+  const units = ['KB', 'MB', 'GB', 'TB'];
+  let v = n / 1024;
+  let u = 0;
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024;
+    u++;
+  }
+  return `${v >= 100 ? Math.round(v) : v.toFixed(1)} ${units[u]}`;
+}
+
+/**
+ * A file from the agent's working folder going into the page: the card names the file, its size and the site.
+ * `desc.file` is {name, size}; `desc.dropZone` says the element takes it as a drop. Uploads are never covered by
+ * autopilot nor an approved plan (Guard.check, lib/plan.js): only the person, or their site rule, lets one go.
+ */
+function classifyUpload(desc, label) {
+  const f = desc.file || {};
+  // The name is the agent's (its file's): shown whole but on one line, and bounded.
+  const name = Array.from(String(f.name || ''), (ch) => (/\p{Cc}/u.test(ch) ? ' ' : ch)).join('').slice(0, 120);
+  const size = humanSize(f.size);
+  const site = host(desc.origin || desc.url || '');
+  const into = desc.dropZone ? `drop it on ${label}` : `put it in the file field ${label}`;
+  return {
+    risk: 'upload', upload: true, what: 'upload a file from the agent\'s working folder', target: label,
+    action: `upload the file "${name}" (${size}) to ${site || 'this page'}: ${into}`,
+  };
 }
 
 // Modifier names an agent may put before a key ("Control+Enter"), and the event flag each sets.
@@ -297,8 +331,9 @@ export class Guard {
     const planned = this.plan && (await this.plan.check(this, { tool, desc, risky, tabUrl, signal }));
     if (planned) return planned;
     if (!risky) return { asked: false, risky };
-    // A site rule or autopilot covers routine risky steps; credentials and payments always ask.
-    if (!risky.secret && (autopilot || rule === 'always')) return { asked: false, risky };
+    // A site rule or autopilot covers routine risky steps; credentials and payments always ask. A file leaving the
+    // pod for a page is the person's to allow, or their rule's for that site: autopilot does not cover it.
+    if (!risky.secret && (rule === 'always' || (autopilot && !risky.upload))) return { asked: false, risky };
     // A password, a one-time code or a card number is the person's to type: with no panel open, its card would wait
     // minutes for no one while the agent hears nothing. Another step that asks (a payment's button) still waits on
     // its card, which the person may open the panel to answer.

@@ -1,7 +1,8 @@
 // The browser tools: which implementation runs a call, one call at a time, and what its result carries. Their
 // definitions are in ../catalogue.json (lib/catalogue.js); their implementations, by kind, in tools-read.js
 // (reading the page), tools-act.js (acting on it), tools-tabs.js (pages and tabs), tools-screenshot.js and
-// tools-person.js (a JavaScript dialog, the person's turn), and the plan the person approves in plan.js. Every
+// tools-person.js (a JavaScript dialog, the person's turn), tools-files.js (a file into a page, a file from the
+// web into the agent's working folder), and the plan the person approves in plan.js. Every
 // failure the agent can fix comes back as an isError result that says what to do next.
 
 import { ToolError, NOT_ALLOWED, throwIfCancelled } from './errors.js';
@@ -15,6 +16,7 @@ import { TAB_TOOLS } from './tools-tabs.js';
 import { SCREENSHOT_TOOLS } from './tools-screenshot.js';
 import { PERSON_TOOLS, dialogMet } from './tools-person.js';
 import { PLAN_TOOLS } from './plan.js';
+import { FILE_TOOLS } from './tools-files.js';
 import { Dialogs } from './dialogs.js';
 import { RealInput } from './input.js';
 
@@ -39,7 +41,7 @@ const PERSONS_TURN = new Set(['browser_handoff']);
  */
 const IMPLEMENTATIONS = (() => {
   const all = new Map();
-  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS]) {
+  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS, FILE_TOOLS]) {
     for (const [name, run] of Object.entries(kind)) {
       if (all.has(name)) throw new Error(`the browser tool ${name} is implemented twice`);
       all.set(name, run);
@@ -131,8 +133,12 @@ export class BrowserTools {
    * @param {(delta: number) => void} onActivity  +1 when a call starts, -1 when it ends
    * @param {import('./dialogs.js').Dialogs | null} dialogs  JavaScript dialogs in agent tabs (null: not watched)
    */
-  /** `passwords`: the holder of Chrome's "Save password?" while the agent types one (lib/passwords.js). */
-  constructor(tabs, guard, onActivity, dialogs = null, passwords = null) {
+  /**
+   * `passwords`: the holder of Chrome's "Save password?" while the agent types one (lib/passwords.js). `files`: the
+   * file transfers' way to the pod, `{request(method, params, ms), sessionId(), downloads}` (lib/tools-files.js;
+   * `downloads`, the agent tabs' downloads, lib/downloads.js), null where there is no socket.
+   */
+  constructor(tabs, guard, onActivity, dialogs = null, passwords = null, files = null) {
     this.tabs = tabs;
     this.guard = guard;
     this.onActivity = onActivity;
@@ -140,7 +146,10 @@ export class BrowserTools {
     this.loads = new Loads();
     this.page = new PageScript();
     // What every implementation works with.
-    this._parts = Object.freeze({ tabs, guard, dialogs, passwords, page: this.page, loads: this.loads, input: new RealInput(dialogs) });
+    this._parts = Object.freeze({
+      tabs, guard, dialogs, passwords, files, page: this.page, loads: this.loads, input: new RealInput(dialogs),
+    });
+    this._downloads = files && files.downloads;
     this._chain = Promise.resolve();
     this._queued = 0;
     this._handingOff = false; // a browser_handoff is queued or waits for the person
@@ -206,6 +215,16 @@ export class BrowserTools {
     const implementation = IMPLEMENTATIONS.get(name);
     const body = () => implementation(this._parts, args, call);
     const tabId = this.tabs.current;
+    // A download a call's click starts in its tab is the agent's, not the person's (lib/downloads.js).
+    if (this._downloads) this._downloads.activity(tabId, +1);
+    try {
+      return await this._inTab(name, body, tabId, call);
+    } finally {
+      if (this._downloads) this._downloads.activity(tabId, -1);
+    }
+  }
+
+  async _inTab(name, body, tabId, call) {
     await this.loads.lateLoad(tabId);
     if (!this.dialogs || DIALOG_FREE.has(name) || tabId == null) return body();
     // The tab is watched only while calls run there (lib/dialogs.js says why).

@@ -462,6 +462,9 @@
       own: box === el };
   }
 
+  // What page/files.js builds on (it is injected after this file).
+  globalThis.__openabPage.agent = { resolve, describe };
+
   globalThis.__openab = {
     outline,
     aim,

@@ -26,6 +26,9 @@ const WORDS = {
   browser_find: (a) => [['Search', 'Searched', 'Searching'], `the page for ${quote(a.text) || 'text'}`],
   browser_read_dom: (a) => [['Read', 'Read', 'Reading'], a.selector ? `the HTML of ${short(a.selector)}` : "the page's HTML"],
   browser_screenshot: () => [['Take', 'Took', 'Taking'], 'a screenshot'],
+  browser_upload: (a, el) => [['Upload', 'Uploaded', 'Uploading'], `${fileName(a.path) || 'a file'}${el.given ? ` into ${el.plain}` : ''}`],
+  browser_download: (a) => [['Download', 'Downloaded', 'Downloading'],
+    `${fileName(a.path) || 'a file'}${a.url ? ` from ${place(a.url)}` : ''}`],
 };
 
 export const BROWSER_TOOLS = Object.keys(WORDS);
@@ -48,6 +51,12 @@ function quote(value) {
 function place(url) {
   const text = short(url, 200).replace(/^https?:\/\//i, '').replace(/\/$/, '');
   return short(text) || 'a page';
+}
+
+/** A file the agent names by its path in its working folder, as its name alone: "report.pdf". */
+function fileName(path) {
+  const last = short(path, 200).split('/').filter(Boolean).pop() || '';
+  return quote(last);
 }
 
 function waitedFor(a) {

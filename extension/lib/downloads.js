@@ -1,0 +1,104 @@
+// Downloads a click in an agent tab started: Chrome would save them in the person's downloads folder and list them
+// in their history. Such a download is cancelled and erased at once (its file removed if it was already written),
+// and kept as the tab's pending download, which browser_download (with no ref or url) then fetches for the agent
+// (lib/tools-files.js). Chrome's DownloadItem names no tab, so a download is the agent's when its referrer is an
+// agent tab's page while a call runs there or within moments after; every other download is the person's and is
+// never touched.
+
+// How long after an agent call in a tab a download it started can still begin (a page's script may start it a
+// moment after the click's call returned), and how long the agent has to take it.
+const AFTER_CALL_MS = 10_000;
+const PENDING_MS = 60_000;
+const MAX_PENDING = 8;
+
+/** Whether a download's referrer is the page `tabUrl` (the full URL, or its origin under a stricter referrer policy). */
+export function referredBy(referrer, tabUrl) {
+  if (!referrer || !tabUrl) return false;
+  let r;
+  let t;
+  try {
+    r = new URL(referrer);
+    t = new URL(tabUrl);
+  } catch {
+    return false;
+  }
+  if (r.origin !== t.origin) return false;
+  const bare = (u) => `${u.origin}${u.pathname}${u.search}`;
+  // A referrer carries no #fragment; "origin" and "strict-origin" policies send the origin alone.
+  return bare(r) === bare(t) || (r.pathname === '/' && !r.search && referrer.replace(/\/$/, '') === r.origin);
+}
+
+export class AgentDownloads {
+  /** @param {(tabId: number) => Promise<string|null>} tabUrl  the URL of an agent tab (null: not one) */
+  constructor(tabUrl) {
+    this._tabUrl = tabUrl;
+    this._calls = new Map(); // tabId -> {running: number, until: ms, url: the tab's URL during the call}
+    this._pending = new Map(); // tabId -> {url, finalUrl, referrer, mime, name, at}
+    this.taken = 0; // downloads taken from the person's browser so far (the tests read it)
+  }
+
+  /** A call starts (+1) or ends (-1) in the agent tab `tabId`; the tab's page then is kept to know its downloads by. */
+  activity(tabId, delta) {
+    if (tabId == null) return;
+    const c = this._calls.get(tabId) || { running: 0, until: 0, urls: [] };
+    c.running = Math.max(0, c.running + delta);
+    if (delta < 0) c.until = Date.now() + AFTER_CALL_MS;
+    this._calls.set(tabId, c);
+    this._tabUrl(tabId).then((url) => {
+      if (url && !c.urls.includes(url)) c.urls = [url, ...c.urls].slice(0, 4);
+    }, () => {});
+  }
+
+  /** The agent tab a download comes from, or null when it is the person's. */
+  async _agentTabOf(item) {
+    const now = Date.now();
+    const candidates = [];
+    for (const [tabId, c] of this._calls) {
+      if (!c.running && c.until < now) continue;
+      const current = await this._tabUrl(tabId);
+      if (current == null) continue;
+      if ([current, ...c.urls].some((u) => referredBy(item.referrer, u))) candidates.push([tabId, c]);
+    }
+    // The one with a call running, else the latest.
+    candidates.sort((a, b) => (b[1].running - a[1].running) || (b[1].until - a[1].until));
+    return candidates.length ? candidates[0][0] : null;
+  }
+
+  /** chrome.downloads.onCreated: an agent tab's download is taken out of the person's downloads. */
+  async onCreated(item) {
+    if (!item || item.byExtensionId) return;
+    const tabId = await this._agentTabOf(item);
+    if (tabId == null) return;
+    await chrome.downloads.cancel(item.id).catch(() => {});
+    // A small file can be complete before the cancel: its file goes too, then its line in the history.
+    const [now] = await chrome.downloads.search({ id: item.id }).catch(() => []);
+    if (now && now.state === 'complete' && now.exists !== false) await chrome.downloads.removeFile(item.id).catch(() => {});
+    await chrome.downloads.erase({ id: item.id }).catch(() => {});
+    this.taken++;
+    if (this._pending.size >= MAX_PENDING && !this._pending.has(tabId)) this._pending.delete(this._pending.keys().next().value);
+    this._pending.set(tabId, {
+      url: item.url, finalUrl: item.finalUrl || item.url, referrer: item.referrer || '', mime: item.mime || '',
+      name: nameFromPath(item.filename), at: Date.now(),
+    });
+  }
+
+  /** The tab's pending download, taken (a second call finds none), or null; an expired one is dropped. */
+  take(tabId) {
+    const p = this._pending.get(tabId);
+    this._pending.delete(tabId);
+    if (!p || Date.now() - p.at > PENDING_MS) return null;
+    return p;
+  }
+
+  forget(tabId) {
+    this._pending.delete(tabId);
+    this._calls.delete(tabId);
+  }
+}
+
+function nameFromPath(path) {
+  const parts = String(path || '').split(/[\\/]/);
+  return parts[parts.length - 1] || '';
+}
+
+export const PENDING_SECONDS = PENDING_MS / 1000;

@@ -1,0 +1,379 @@
+// Files across the gap (docs/files.md): browser_upload puts a file from the agent's working folder in the pod into a
+// page's file field or drop zone, and browser_download fetches a file with the person's browser (their cookies) into
+// that folder. The bytes travel on the /acp socket in chunks the extension asks for (`_openab/file/read`) or sends
+// (`_openab/file/write`), each answered before the next: that is the flow control. The pod rewrites the agent's call
+// before it comes here: `file` names the transfer it opened for this one call, and the agent can never set it.
+
+import { ToolError, BAD_ARGS, BAD_TARGET, BAD_URL, CANCELLED, LOAD_FAILED, NOT_FOUND, STALE_REF, TIMEOUT, TOOL_ERROR } from './errors.js';
+import { humanSize } from './guard.js';
+import { text, withPage } from './results.js';
+import { Sha256 } from './sha256.js';
+import { PENDING_SECONDS } from './downloads.js';
+
+// The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
+export const CHUNK = 512 * 1024;
+// Raw bytes per piece handed to the page (a script's arguments are JSON, so base64).
+const PIECE = 1024 * 1024;
+// Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
+const ANSWER_MS = 30_000;
+// An upload is held whole in the worker's memory to be checked before the page gets any of it.
+const MAX_UPLOAD = 512 * 1024 * 1024;
+const MAX_NAME = 1000;
+const MAX_TYPE = 200;
+const DOWNLOAD_META = 'dev.openab/download';
+const NOT_HTTP = {
+  'file:': 'a file on the person\'s own computer is not the page\'s to give',
+  'data:': 'its bytes are in the URL itself',
+  'blob:': 'it is a page\'s own object, which exists only inside that page',
+  'javascript:': 'it is a script, not a file',
+  'chrome:': 'it is one of the browser\'s own pages',
+};
+
+// -- the pod's side of a transfer ----------------------------------------------------------------------------------
+
+/** The transfer the pod opened for this call, from the rewritten arguments; throws when the pod sent none. */
+function transferOf(args, tool) {
+  const f = args.file;
+  if (!f || typeof f !== 'object' || typeof f.transfer !== 'string' || !f.transfer) {
+    throw new ToolError(BAD_ARGS, `${tool} needs the openab pod to carry the file: this call came without the transfer ` +
+      'the pod opens for it (an older pod?). Nothing was done');
+  }
+  return f;
+}
+
+function uploadFile(args) {
+  const f = transferOf(args, 'browser_upload');
+  const size = f.size;
+  if (!Number.isSafeInteger(size) || size < 0 || typeof f.sha256 !== 'string' || !/^[0-9a-f]{64}$/.test(f.sha256) ||
+      typeof f.name !== 'string' || !f.name) {
+    throw new ToolError(BAD_ARGS, 'the pod described the file without its name, size or sha256; nothing was done');
+  }
+  if (size > MAX_UPLOAD) {
+    throw new ToolError(BAD_ARGS, `the file is ${humanSize(size)}; the browser takes uploads of at most ${humanSize(MAX_UPLOAD)}`);
+  }
+  return { transfer: f.transfer, name: f.name.slice(0, MAX_NAME), size, sha256: f.sha256, type: typeof f.type === 'string' ? f.type.slice(0, MAX_TYPE) : '' };
+}
+
+/** A request of ours on the /acp socket, bounded, and given up at once when the call is cancelled. */
+function podRequest(b, call, method, params, doing) {
+  call.throwIfCancelled();
+  const sent = b.files.request(method, { sessionId: b.files.sessionId(), ...params }, ANSWER_MS);
+  return new Promise((resolve, reject) => {
+    const cancelled = () => reject(new ToolError(CANCELLED, 'the call was cancelled'));
+    if (call.signal) call.signal.addEventListener('abort', cancelled, { once: true });
+    sent.then(resolve, (e) => reject(new ToolError(TOOL_ERROR, `the pod did not ${doing}: ${String(e.message || e)}`)))
+      .finally(() => call.signal && call.signal.removeEventListener('abort', cancelled));
+  });
+}
+
+export function toBase64(bytes) {
+  if (typeof bytes.toBase64 === 'function') return bytes.toBase64();
+  let bin = '';
+  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  return btoa(bin);
+}
+
+export function fromBase64(b64) {
+  if (typeof b64 !== 'string') throw new TypeError('not base64');
+  if (typeof Uint8Array.fromBase64 === 'function') return Uint8Array.fromBase64(b64);
+  const bin = atob(b64);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+const hex = (buffer) => Array.from(new Uint8Array(buffer), (v) => v.toString(16).padStart(2, '0')).join('');
+
+/** The whole upload from the pod, checked against the size and digest the pod gave before the card. */
+async function readUpload(b, call, file) {
+  const bytes = new Uint8Array(file.size);
+  let offset = 0;
+  for (;;) {
+    const r = await podRequest(b, call, '_openab/file/read', { transfer: file.transfer, offset }, 'give the file');
+    let chunk;
+    try {
+      chunk = fromBase64(r && r.data);
+    } catch {
+      throw new ToolError(TOOL_ERROR, 'the pod sent a piece of the file that is not base64; nothing was uploaded');
+    }
+    if (chunk.length > CHUNK || offset + chunk.length > file.size) {
+      throw new ToolError(TOOL_ERROR, `the pod sent more than the file's ${file.size} bytes; nothing was uploaded`);
+    }
+    bytes.set(chunk, offset);
+    offset += chunk.length;
+    if (r.eof === true) break;
+    if (!chunk.length) throw new ToolError(TOOL_ERROR, 'the pod sent an empty piece before the end; nothing was uploaded');
+  }
+  if (offset !== file.size) {
+    throw new ToolError(TOOL_ERROR, `the file came with ${offset} bytes, not the ${file.size} it had when the person was asked; ` +
+      'nothing was uploaded');
+  }
+  if (hex(await crypto.subtle.digest('SHA-256', bytes)) !== file.sha256) {
+    throw new ToolError(TOOL_ERROR, 'the file\'s bytes do not match the sha256 the person was shown; nothing was uploaded');
+  }
+  return bytes;
+}
+
+// -- browser_upload ------------------------------------------------------------------------------------------------
+
+const SWAPPED = 'nothing was uploaded: the page changed or replaced the element after the person was asked, so the ' +
+  'file was not given to it';
+
+/** The element a call names, as the place for a file: `{first, res, at, spec}`, or the page's refusal. */
+async function fileTarget(b, tab, args) {
+  if (args.ref == null || args.ref === '') throw new ToolError(BAD_TARGET, 'give "ref": the file field or drop zone, from browser_snapshot');
+  const loc = await b.page.locate(tab, { ref: args.ref });
+  const [first] = await b.page.exec(loc.target, 'fileTarget', [loc.spec]);
+  const res = first && first.result;
+  if (!res || res.error) {
+    if (res && res.error === 'bad_target') {
+      throw new ToolError(BAD_TARGET, `${res.message} (${loc.label}); give the ref of a file field (an input of type file, ` +
+        'or its label) or of the element files are dropped on', res.desc ? `element: ${res.desc.role} "${res.desc.name}"` : '');
+    }
+    throw b.page.error(res, loc, args);
+  }
+  return { first, res, label: loc.label, at: { tabId: tab.id, documentIds: [first.documentId] }, spec: { local: res.local } };
+}
+
+async function upload(b, args, call) {
+  const file = uploadFile(args);
+  const tab = await b.tabs.target();
+  const { first, res, label, at, spec } = await fileTarget(b, tab, args);
+  const desc = { ...res.desc, file: { name: file.name, size: file.size }, dropZone: res.kind === 'drop' };
+  const show = (on) => b.page.exec(at, 'outline', [on ? spec : null]);
+  await call.check('browser_upload', desc, {}, { url: tab.url, tabId: tab.id, ref: args.ref, show });
+  call.throwIfCancelled();
+  // The person said yes to this element in this document on this site: a page that swapped it meanwhile (another
+  // field, another form, a frame that moved elsewhere) gets nothing, and nothing is read from the pod.
+  const [again] = await b.page.exec(at, 'fileTarget', [spec]).catch(() => [null]);
+  const now = again && again.result;
+  if (!now || now.error || again.documentId !== first.documentId || now.kind !== res.kind || now.local !== res.local ||
+      now.desc.fingerprint !== res.desc.fingerprint || now.origin !== res.origin) {
+    throw new ToolError(STALE_REF, `${SWAPPED}. Nothing was read from your file. Take a new browser_snapshot and call ` +
+      'browser_upload again if the task still needs it');
+  }
+  const bytes = await readUpload(b, call, file);
+  const key = crypto.randomUUID();
+  const expected = { kind: res.kind, fingerprint: res.desc.fingerprint, origin: res.origin };
+  let done;
+  try {
+    await pageCall(b, at, 'fileBegin', [key, file.size]);
+    for (let i = 0; i < bytes.length; i += PIECE) {
+      call.throwIfCancelled();
+      await pageCall(b, at, 'filePiece', [key, toBase64(bytes.subarray(i, i + PIECE))]);
+    }
+    call.throwIfCancelled();
+    done = await pageCall(b, at, 'fileCommit', [key, spec, expected, { name: file.name, type: file.type }]);
+  } catch (e) {
+    b.page.exec(at, 'fileDiscard', [key]).catch(() => {});
+    if (e instanceof ToolError && e.code === STALE_REF) {
+      throw new ToolError(STALE_REF, `${SWAPPED} (${e.message.replace(/^stale_ref: /, '')}). Take a new browser_snapshot`);
+    }
+    throw e;
+  }
+  const said = `uploaded ${file.name} (${humanSize(file.size)}, ${file.size} bytes, sha256 ${file.sha256})`;
+  const element = `element: ${res.desc.role} "${res.desc.name}"`;
+  if (done.kind === 'drop') {
+    const taken = done.taken ? '' : ' The page did not take the drop (its handler did not accept it): the element may ' +
+      'not be a drop zone; look for a file field (an input of type file) instead.';
+    return text(withPage(`${said}: dropped on ${label}.${taken} Take a new browser_snapshot to see what the page did.`, element));
+  }
+  const note = done.accepted ? '' : ` The field says which files it takes (accept="${res.accept.slice(0, 200)}"), and this ` +
+    'file\'s name or type is not among them: the page may refuse it.';
+  const several = res.multiple ? ' The field takes several files: it now holds this one (a person\'s pick replaces the selection too).' : '';
+  return text(withPage(`${said} into the file field ${label}.${note}${several} Submitting the form is a separate step.`, element));
+}
+
+/** One of page/files.js's functions in the document the file goes to, its refusal as an error. */
+async function pageCall(b, at, name, args) {
+  const [r] = await b.page.exec(at, name, args);
+  const res = r && r.result;
+  if (!res) throw new ToolError(STALE_REF, 'stale_ref: the page did not answer (it was reloaded or closed)');
+  if (res.error) throw new ToolError(res.error === 'stale_ref' ? STALE_REF : TOOL_ERROR, `${res.error === 'stale_ref' ? 'stale_ref: ' : ''}${res.message}`);
+  return res;
+}
+
+// -- browser_download ----------------------------------------------------------------------------------------------
+
+function downloadFile(args) {
+  const f = transferOf(args, 'browser_download');
+  if (!Number.isSafeInteger(f.max_bytes) || f.max_bytes < 0) {
+    throw new ToolError(BAD_ARGS, 'the pod opened the download without its cap (max_bytes); nothing was done');
+  }
+  return { transfer: f.transfer, max: f.max_bytes };
+}
+
+/** The URL to fetch, http(s) only: anything else is refused, saying why. `base`: the agent tab's page, for a path. */
+export function downloadUrl(raw, base) {
+  const s = String(raw ?? '').trim();
+  let u;
+  try {
+    u = s.startsWith('/') && !s.startsWith('//') && base ? new URL(s, base) : new URL(s);
+  } catch {
+    throw new ToolError(BAD_URL, `"${s.slice(0, 200)}" is not an absolute URL; give an http(s) URL or a path (/...) on the agent tab's site`);
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') {
+    const why = NOT_HTTP[u.protocol] || 'only files a web server serves can be downloaded';
+    throw new ToolError(BAD_URL, `only http(s) URLs can be downloaded, not ${u.protocol} (${why}); nothing was downloaded`);
+  }
+  if (u.username || u.password) throw new ToolError(BAD_URL, 'a URL with a user name or password in it is not downloaded; nothing was downloaded');
+  return u.href;
+}
+
+/**
+ * The file's name as its server suggests it: Content-Disposition's `filename*` (RFC 6266/8187), else its
+ * `filename`, else the URL's last part. Raw: the pod makes it safe for its folder (docs/files.md). Pure.
+ */
+export function suggestedName(disposition, url) {
+  const d = String(disposition || '');
+  const star = /filename\*\s*=\s*([^']*)'[^']*'([^;]+)/i.exec(d);
+  if (star) {
+    try {
+      return decodeURIComponent(star[2].trim()).slice(0, MAX_NAME);
+    } catch {
+      /* not percent-encoded after all: the plain filename, or the URL, names it */
+    }
+  }
+  const plain = /(?:^|;)\s*filename\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^;]*))/i.exec(d);
+  if (plain) {
+    const name = plain[1] !== undefined ? plain[1].replace(/\\(.)/g, '$1') : plain[2].trim();
+    if (name) return name.slice(0, MAX_NAME);
+  }
+  try {
+    const last = new URL(url).pathname.split('/').filter(Boolean).pop() || '';
+    return (decodeURIComponent(last) || 'download').slice(0, MAX_NAME);
+  } catch {
+    return 'download';
+  }
+}
+
+/** Where the call's download comes from: `{url, how}`; the guard's site rules are asked by the caller. */
+async function source(b, args) {
+  const hasRef = args.ref != null && args.ref !== '';
+  const hasUrl = args.url != null && args.url !== '';
+  if (hasRef && hasUrl) throw new ToolError(BAD_ARGS, 'give "ref" or "url", not both');
+  if (hasUrl) {
+    const tab = b.tabs.current == null ? null : await b.tabs.target().catch(() => null);
+    return { url: downloadUrl(args.url, tab && tab.url), how: 'url' };
+  }
+  const tab = await b.tabs.target();
+  if (hasRef) {
+    const loc = await b.page.locate(tab, { ref: args.ref });
+    const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec]);
+    if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, args);
+    const desc = d.result.desc;
+    if (!desc.href) {
+      throw new ToolError(BAD_TARGET, `${loc.label} is not a link, so it has no address to download. If it is a button that ` +
+        'starts a download, click it with browser_click, then call browser_download with no ref or url',
+      `element: ${desc.role} "${desc.name}"`);
+    }
+    return { url: downloadUrl(desc.href), how: 'ref' };
+  }
+  const pending = b.files.downloads && b.files.downloads.take(tab.id);
+  if (!pending) {
+    throw new ToolError(NOT_FOUND, 'no download is waiting from the agent tab: none started, or it was taken, or it started ' +
+      `more than ${PENDING_SECONDS} s ago. Click the link or button that starts it, then call browser_download with no ref ` +
+      'or url; or give the link\'s ref, or the file\'s url');
+  }
+  return { url: downloadUrl(pending.finalUrl || pending.url), how: 'click', fallbackName: pending.name };
+}
+
+/** One read of a body, within ANSWER_MS (the whole body is bounded by the call's signal and the cap). */
+async function readPiece(reader) {
+  let timer;
+  const idle = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new ToolError(TIMEOUT, `the server sent nothing for ${ANSWER_MS / 1000} s; the ` +
+      'download was stopped and nothing was kept')), ANSWER_MS);
+  });
+  try {
+    return await Promise.race([reader.read(), idle]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+async function download(b, args, call) {
+  const file = downloadFile(args);
+  const from = await source(b, args);
+  const url = await call.going(from.url);
+  call.throwIfCancelled();
+  const stop = new AbortController();
+  const signal = call.signal ? AbortSignal.any([call.signal, stop.signal]) : stop.signal;
+  let res;
+  try {
+    // The person's cookies go with it: the worker's fetch is the browser's own (host access to every site).
+    res = await fetch(url, { credentials: 'include', cache: 'no-store', redirect: 'follow', signal });
+  } catch (e) {
+    call.throwIfCancelled();
+    throw new ToolError(LOAD_FAILED, `${url} could not be fetched; nothing was downloaded. The browser said:`, String(e.message || e));
+  }
+  const reader = res.body ? res.body.getReader() : null;
+  try {
+    const finalUrl = res.url || url;
+    // A redirect is a page's choice of where the file comes from: the person's site rules are asked again.
+    if (finalUrl !== url) call.destination(downloadUrl(finalUrl));
+    if (!res.ok) {
+      throw new ToolError(LOAD_FAILED, `the server answered HTTP ${res.status} (its address is in the block below); ` +
+        'nothing was downloaded', `URL: ${finalUrl}`);
+    }
+    const announced = Number(res.headers.get('content-length'));
+    if (Number.isFinite(announced) && announced > file.max) {
+      throw new ToolError(TOOL_ERROR, `the file is ${humanSize(announced)}, over the cap of ${file.max} bytes (${humanSize(file.max)}); ` +
+        'nothing was downloaded');
+    }
+    const sum = await stream(b, call, file, reader);
+    const type = String(res.headers.get('content-type') || '').slice(0, MAX_TYPE);
+    const name = suggestedName(res.headers.get('content-disposition'), finalUrl) || from.fallbackName || 'download';
+    const meta = { name, size: sum.size, sha256: sum.sha256, type, url: finalUrl };
+    const result = text(withPage(`downloaded ${sum.size} bytes (${humanSize(sum.size)}, sha256 ${sum.sha256}, type ` +
+      `${JSON.stringify(type)}); the server named it ${JSON.stringify(name.slice(0, 200))}; its address is in the block below`,
+    `URL: ${finalUrl}`));
+    return { ...result, _meta: { [DOWNLOAD_META]: meta } };
+  } finally {
+    stop.abort();
+    if (reader) reader.cancel().catch(() => {});
+  }
+}
+
+/** The body to the pod in chunks of at most CHUNK bytes, each write answered before the next; stopped at the cap. */
+async function stream(b, call, file, reader) {
+  const hash = new Sha256();
+  const buf = new Uint8Array(CHUNK);
+  let filled = 0;
+  let written = 0;
+  const flush = async () => {
+    if (!filled) return;
+    const r = await podRequest(b, call, '_openab/file/write',
+      { transfer: file.transfer, offset: written, data: toBase64(buf.subarray(0, filled)) }, 'take the file');
+    if (!r || r.written !== written + filled) {
+      throw new ToolError(TOOL_ERROR, `the pod counted ${r && r.written} bytes written where ${written + filled} were sent; ` +
+        'the download was stopped');
+    }
+    written += filled;
+    filled = 0;
+  };
+  for (;;) {
+    call.throwIfCancelled();
+    const { done, value } = reader ? await readPiece(reader) : { done: true };
+    if (done) break;
+    if (written + filled + value.length > file.max) {
+      throw new ToolError(TOOL_ERROR, `the download is over the cap of ${file.max} bytes (${humanSize(file.max)}): it was ` +
+        'stopped and nothing was kept');
+    }
+    hash.update(value);
+    for (let at = 0; at < value.length;) {
+      const take = Math.min(CHUNK - filled, value.length - at);
+      buf.set(value.subarray(at, at + take), filled);
+      filled += take;
+      at += take;
+      if (filled === CHUNK) await flush();
+    }
+  }
+  await flush();
+  return { size: written, sha256: hash.hex() };
+}
+
+export const FILE_TOOLS = {
+  browser_upload: upload,
+  browser_download: download,
+};
