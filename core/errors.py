@@ -22,8 +22,10 @@ Where each is raised::
     ├── PermissionUnavailable              nobody can answer a permission request
     ├── TunnelError                        a browser tunnel could not carry a call (``reason``: TunnelFailure)
     │   └── BrowserNotConnected            the session has no browser attached
-    └── BridgeError                        the bridge socket cannot be served
-        └── AncestryError                  a relay's process ancestry names no single session
+    ├── BridgeError                        the bridge socket cannot be served
+    │   └── AncestryError                  a relay's process ancestry names no single session
+    └── FileRefused                        a file call (upload, download) refused or failed, in words for the agent
+        └── TransferInvalid                a chunk request names no open transfer of its session, or breaks a rule
 
 :class:`openab.core.jsonrpc.RpcError`, a JSON-RPC error object, is an ``OpenabError`` too, in two kinds
 (:mod:`openab.core.jsonrpc.errors`): ``LocalRpcError``, what our side answers with, and ``RemoteRpcError``,
@@ -44,6 +46,7 @@ __all__ = [
     "ConfigError",
     "ConfigurationError",
     "ConnectionClosed",
+    "FileRefused",
     "InstallationError",
     "OpenabError",
     "Overloaded",
@@ -51,6 +54,7 @@ __all__ = [
     "RequestTimeout",
     "TooManyPendingRequests",
     "TooManySessions",
+    "TransferInvalid",
     "TransportError",
     "TunnelError",
     "TunnelFailure",
@@ -175,3 +179,13 @@ class BridgeError(OpenabError):
 
 class AncestryError(BridgeError):
     """A relay's process ancestry names no session, or more than one."""
+
+
+class FileRefused(OpenabError):
+    """A file carried across the gap (``browser_upload``, ``browser_download``) was refused or failed: a path rule,
+    a cap, a digest that did not match. The message is meant for the agent: it says what to do instead."""
+
+
+class TransferInvalid(FileRefused):
+    """A ``_openab/file/read`` or ``write`` names no open transfer of its session, of that direction, or breaks a
+    rule of the transfer (an offset out of order, a chunk too large, a write past the cap)."""

@@ -18,6 +18,7 @@ __all__ = [
     "LATEST_HANDSHAKE_VERSION",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
+    "META_DOWNLOAD",
     "META_GUARD",
     "META_SERVER_INFO",
     "META_SPEC_PREFIX",
@@ -54,6 +55,8 @@ META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
 META_TRUNCATED: Final = META_PREFIX + "truncated"
 # Ours: what the extension's guard decided for a tool call ("allowed", "asked-allowed", "denied"), on its result.
 META_GUARD: Final = META_PREFIX + "guard"
+# Ours: what the browser downloaded ({"name", "size", "sha256", "type", "url"}), on browser_download's result.
+META_DOWNLOAD: Final = META_PREFIX + "download"
 
 # Streamable HTTP headers, lower-case as ASGI gives them.
 SESSION_ID_HEADER: Final = "mcp-session-id"

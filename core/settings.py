@@ -44,6 +44,10 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AUDIT_BACKUPS": "audit_backups",
     "OPENAB_DRAIN_TIMEOUT": "drain_timeout",
     "OPENAB_CANCEL_GRACE": "cancel_grace",
+    # Files carried between the agent's working folder and the browser (docs/files.md).
+    "OPENAB_MAX_FILE_BYTES": "max_file_bytes",
+    "OPENAB_MAX_SESSION_FILE_BYTES": "max_session_file_bytes",
+    "OPENAB_FILE_IDLE_TIMEOUT": "file_idle_timeout",
     # The agent runtime (docs/runtime.md).
     "OPENAB_AGENT": "agent",
     "OPENAB_AGENT_CMD": "agent_cmd",
@@ -122,6 +126,11 @@ class Settings(BaseModel):
     audit_backups: int = Field(default=3, ge=0, le=99)
     # On SIGTERM, how long tool calls already in the browser get to be answered before the sockets close.
     drain_timeout: float = Field(default=10.0, ge=0)
+    # Files across the gap (docs/files.md): one upload or download, all of a session's over its life (both ways),
+    # and how long a transfer may go without a chunk once its first came (the tool call's timeout bounds the rest).
+    max_file_bytes: int = Field(default=100 * MiB, ge=1)
+    max_session_file_bytes: int = Field(default=1024 * MiB, ge=1)
+    file_idle_timeout: float = Field(default=30.0, gt=0)
 
     # The agent runtime: which agent CLIs a session may run (the first is the default) and how far they are
     # trusted. ``agent_cmd`` is the command of the only agent; with several, ``agent_cmds`` names each one's.

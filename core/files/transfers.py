@@ -1,0 +1,411 @@
+"""The pod's file transfers: which are open, whose they are, what they may still move.
+
+A transfer is made for one ``browser_upload`` or ``browser_download`` call, just before the call goes down the
+tunnel, and forgotten when the call ends, however it ends. Its id (128 random bits) is what the extension
+names in ``_openab/file/read`` and ``write``; with it goes the session it belongs to, and the socket's own check
+that it holds that session: an id alone opens nothing of another session's.
+
+:class:`Ledger` is the arithmetic (sans-I/O): transfers running per session and per pod, and the bytes a
+session has moved over its life, in both directions, against the caps. :class:`Transfers` holds the open
+transfers and does their I/O: reads of an upload through the descriptor opened when the call was checked,
+sequential writes of a download into its 0600 temporary file, the final move into place, and the removal of a
+partial file on any failure. Every chunk is at most :data:`CHUNK` bytes; a transfer that goes
+``idle_timeout`` seconds without one (once its first came) is failed by :meth:`Transfers.check_idle`, read with
+an injected clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import hashlib
+import logging
+import mimetypes
+import os
+import secrets
+import time
+import unicodedata
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+from ..errors import FileRefused, TransferInvalid
+from .paths import Folder, create_temp, open_folder, open_upload, place, remove, safe_name, split_path
+
+if TYPE_CHECKING:
+    from ..settings import Settings
+
+__all__ = ["CHUNK", "Direction", "FileLimits", "Ledger", "Placed", "Transfer", "Transfers"]
+
+log = logging.getLogger(__name__)
+
+CHUNK: Final = 512 * 1024
+"""The most bytes one read or write carries: its base64 (about 700 KB) fits the 1 MiB bound of a request."""
+_HASH_BLOCK: Final = 1 << 20
+_MAX_SHOWN: Final = 2048
+
+
+class Direction(enum.Enum):
+    UPLOAD = "upload"  # the pod's file into a page: the extension reads
+    DOWNLOAD = "download"  # the browser's download into the working folder: the extension writes
+
+
+@dataclass(frozen=True, slots=True)
+class FileLimits:
+    """The caps of file transfers (docs/files.md, "Limits")."""
+
+    max_file_bytes: int = 100 << 20
+    max_session_bytes: int = 1 << 30
+    idle_timeout: float = 30.0
+    per_session: int = 2
+    per_pod: int = 16
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> FileLimits:
+        return cls(settings.max_file_bytes, settings.max_session_file_bytes, settings.file_idle_timeout)
+
+
+class Ledger:
+    """How many transfers run (per session, in the pod) and the bytes each session moved or holds reserved.
+
+    A transfer reserves its most bytes when it opens (an upload its size, a download its cap) and settles with
+    what it really moved when it ends; a session may move ``max_session_bytes`` over its life, both ways.
+    """
+
+    def __init__(self, limits: FileLimits) -> None:
+        self.limits = limits
+        self.running: Counter[str] = Counter()
+        self.used: Counter[str] = Counter()
+        self.reserved: Counter[str] = Counter()
+
+    @property
+    def running_in_pod(self) -> int:
+        return sum(self.running.values())
+
+    def left(self, session_id: str) -> int:
+        """Bytes the session may still reserve."""
+        return max(0, self.limits.max_session_bytes - self.used[session_id] - self.reserved[session_id])
+
+    def admit(self, session_id: str) -> None:
+        """Take a running slot for the session, or :class:`FileRefused` saying which bound is reached."""
+        limits = self.limits
+        if self.running[session_id] >= limits.per_session:
+            raise FileRefused(f"{limits.per_session} files are already being transferred in this session, the most "
+                              "at once: wait for one to finish, then call again")
+        if self.running_in_pod >= limits.per_pod:
+            raise FileRefused(f"{limits.per_pod} files are being transferred in this pod, the most at once: try "
+                              "again in a moment")
+        self.running[session_id] += 1
+
+    def reserve(self, session_id: str, size: int) -> None:
+        if size > self.left(session_id):
+            raise FileRefused(
+                f"this session may move {self.limits.max_session_bytes} bytes of files in all (both ways) and has "
+                f"{self.left(session_id)} left, less than {size}: start a new chat for more files"
+            )
+        self.reserved[session_id] += size
+
+    def settle(self, session_id: str, *, reserved: int, moved: int) -> None:
+        """A transfer ended: its slot and reservation go, what it moved stays counted."""
+        self.running[session_id] -= 1
+        if self.running[session_id] <= 0:
+            del self.running[session_id]
+        self.reserved[session_id] -= reserved
+        if self.reserved[session_id] <= 0:
+            del self.reserved[session_id]
+        if moved:
+            self.used[session_id] += moved
+
+    def forget(self, session_id: str) -> None:
+        """The session is gone: its life's count goes with it (a session resumed afresh starts again)."""
+        self.used.pop(session_id, None)
+
+
+@dataclass(frozen=True, slots=True)
+class Placed:
+    """A finished download: where it is (relative to the working folder) and what the browser said of it."""
+
+    path: str
+    size: int
+    sha256: str
+    type: str
+    url: str
+
+
+def _shown(text: object, default: str = "") -> str:
+    """A page's word (a type, an address) fit to quote to the agent: no control characters, bounded."""
+    if not isinstance(text, str):
+        return default
+    clean = "".join(c for c in text if unicodedata.category(c) not in ("Cc", "Cf"))
+    return clean[:_MAX_SHOWN] or default
+
+
+class Transfer:
+    """One open transfer of one call. ``failed`` is set when it fails on the extension's side of the call (a write
+    past its cap, a gap past the idle timeout, a file that changed): the call then ends with ``failure``."""
+
+    def __init__(self, session_id: str, direction: Direction, *, size: int, name: str, now: float) -> None:
+        self.id = secrets.token_urlsafe(16)
+        self.session_id = session_id
+        self.direction = direction
+        self.size = size  # an upload's size; a download's cap (``max_bytes``)
+        self.name = name  # an upload's file name; a download's name the agent asked for ("" for the page's)
+        self.sha256 = ""  # an upload's digest, taken when it opened
+        self.type = mimetypes.guess_type(name)[0] or "application/octet-stream" if name else ""
+        self.moved = 0  # bytes read (upload, the furthest served) or written (download)
+        self.failure: str | None = None
+        self.failed = asyncio.Event()
+        self.ended = False
+        self.opened_at = now
+        self.last_chunk: float | None = None
+        self.served_end = False  # an upload's last chunk was read: no idle clock any more
+        self.fd = -1
+        self.folder: Folder | None = None  # a download's folder, where its temporary file is
+        self.temp: str | None = None
+        self.hasher = hashlib.sha256()  # a download's written bytes; an upload's bytes served in order
+
+    def __repr__(self) -> str:  # never the id: it is the capability to the file
+        return f"Transfer({self.direction.value}, {self.moved}/{self.size} bytes)"
+
+
+def _digest(fd: int, size: int) -> str:
+    """sha256 of the first ``size`` bytes of ``fd``, read with ``pread`` (blocking: run it off the loop)."""
+    hasher = hashlib.sha256()
+    offset = 0
+    while offset < size:
+        block = os.pread(fd, min(_HASH_BLOCK, size - offset), offset)
+        if not block:
+            raise FileRefused("the file got shorter while it was read: upload it again once nothing writes to it")
+        hasher.update(block)
+        offset += len(block)
+    return hasher.hexdigest()
+
+
+class Transfers:
+    """The pod's open transfers, by id, with their :class:`Ledger`. One per pod.
+
+    ``workdir(session_id)`` is the session's working folder (the agent's cwd), made if missing. ``clock`` reads
+    monotonic seconds (the idle timeout). Not thread-safe: used from the event loop only (the digest of an upload
+    is taken in a worker thread, on a descriptor no one else uses yet).
+    """
+
+    def __init__(
+        self, limits: FileLimits, workdir: Callable[[str], Path], *, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self.limits = limits
+        self.ledger = Ledger(limits)
+        self._workdir = workdir
+        self._clock = clock
+        self._open: dict[str, Transfer] = {}
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    # -- opening, for a tool call -------------------------------------------------------------------------------
+
+    async def open_upload(self, session_id: str, path: str) -> Transfer:
+        """The transfer of the file ``path`` names in the session's working folder, opened and hashed; or
+        :class:`FileRefused` naming the rule it breaks or the cap it passes."""
+        split_path(path)  # the path's own rules first: they need no slot
+        self.ledger.admit(session_id)
+        try:
+            opened = open_upload(self._workdir(session_id), path, self.limits.max_file_bytes)
+        except BaseException:
+            self.ledger.settle(session_id, reserved=0, moved=0)
+            raise
+        transfer = Transfer(session_id, Direction.UPLOAD, size=opened.size, name=opened.name, now=self._clock())
+        transfer.fd = opened.fd
+        try:
+            self.ledger.reserve(session_id, opened.size)
+        except BaseException:
+            self._close(transfer, reserved=0)
+            raise
+        try:
+            # Off the loop: 100 MiB take a few tenths of a second to hash.
+            transfer.sha256 = await asyncio.to_thread(_digest, transfer.fd, transfer.size)
+        except BaseException:
+            self._close(transfer, reserved=transfer.size)
+            raise
+        self._open[transfer.id] = transfer
+        return transfer
+
+    def open_download(self, session_id: str, path: str | None) -> Transfer:
+        """A download's transfer: its temporary file made (0600, ``O_EXCL``) in the folder ``path`` names (the
+        working folder itself without one), and its cap: the file cap, or what the session has left if less."""
+        parts, name = split_path(path) if path is not None else ((), "")
+        self.ledger.admit(session_id)
+        folder: Folder | None = None
+        try:
+            cap = min(self.limits.max_file_bytes, self.ledger.left(session_id))
+            if cap <= 0:
+                self.ledger.reserve(session_id, 1)  # raises, saying what is left
+            folder = open_folder(self._workdir(session_id), parts)
+            fd, temp = create_temp(folder)
+            self.ledger.reserve(session_id, cap)
+        except BaseException:
+            if folder is not None:
+                folder.close()
+            self.ledger.settle(session_id, reserved=0, moved=0)
+            raise
+        transfer = Transfer(session_id, Direction.DOWNLOAD, size=cap, name=name, now=self._clock())
+        transfer.fd, transfer.folder, transfer.temp = fd, folder, temp
+        self._open[transfer.id] = transfer
+        return transfer
+
+    # -- chunks, for the extension ----------------------------------------------------------------------------
+
+    def get(self, session_id: str, transfer_id: str, direction: Direction) -> Transfer:
+        """The open transfer ``transfer_id`` of ``session_id`` in ``direction``, or :class:`TransferInvalid`."""
+        transfer = self._open.get(transfer_id)
+        if transfer is None or transfer.session_id != session_id:
+            # The same words whether it is another session's or none: an id says nothing of other sessions.
+            raise TransferInvalid("no such transfer in this session: it ended or was never opened")
+        if transfer.direction is not direction:
+            verb = "read" if direction is Direction.UPLOAD else "written"
+            raise TransferInvalid(f"this transfer is a {transfer.direction.value}: it cannot be {verb}")
+        if transfer.failure is not None:
+            raise TransferInvalid(f"this transfer failed: {transfer.failure}")
+        return transfer
+
+    def read(self, session_id: str, transfer_id: str, offset: int) -> tuple[bytes, bool]:
+        """At most :data:`CHUNK` bytes of an upload from ``offset``, and whether they reach its end."""
+        transfer = self.get(session_id, transfer_id, Direction.UPLOAD)
+        if offset < 0 or offset > transfer.size:
+            raise TransferInvalid(f"offset {offset} is outside the file's {transfer.size} bytes")
+        length = min(CHUNK, transfer.size - offset)
+        try:
+            data = os.pread(transfer.fd, length, offset) if length else b""
+        except OSError as exc:
+            self.fail(transfer, f"the file could not be read in the pod: {exc.strerror}")
+            raise TransferInvalid(f"this transfer failed: {transfer.failure}") from None
+        if len(data) < length:
+            self.fail(transfer, "the file got shorter while it was uploaded; upload it again once nothing writes to it")
+            raise TransferInvalid(f"this transfer failed: {transfer.failure}")
+        transfer.last_chunk = self._clock()
+        if offset == transfer.moved:  # served in order: the digest of what left the pod is kept as it goes
+            transfer.hasher.update(data)
+            transfer.moved += len(data)
+            if transfer.moved == transfer.size and transfer.hasher.hexdigest() != transfer.sha256:
+                self.fail(transfer, "the file changed while it was uploaded (its sha256 is not the one it had when "
+                                    "the call began): what the page got may differ; upload it again once nothing "
+                                    "writes to it")
+                raise TransferInvalid(f"this transfer failed: {transfer.failure}")
+        eof = offset + len(data) >= transfer.size
+        transfer.served_end = transfer.served_end or eof
+        return data, eof
+
+    def write(self, session_id: str, transfer_id: str, offset: int, data: bytes) -> int:
+        """Append ``data`` (at most :data:`CHUNK` bytes, at ``offset`` = the bytes written so far) to a download;
+        returns the bytes written in all. A write past the cap fails the transfer and removes its file."""
+        transfer = self.get(session_id, transfer_id, Direction.DOWNLOAD)
+        if len(data) > CHUNK:
+            raise TransferInvalid(f"a chunk is at most {CHUNK} bytes, not {len(data)}: send smaller chunks")
+        if offset != transfer.moved:
+            raise TransferInvalid(f"offset {offset} is not the {transfer.moved} bytes written so far: writes are "
+                                  "sequential")
+        if transfer.moved + len(data) > transfer.size:
+            self.fail(transfer, f"the download is over the cap of {transfer.size} bytes")
+            raise TransferInvalid(f"{transfer.moved + len(data)} bytes would be over the cap of {transfer.size} bytes; "
+                                  "the transfer failed and its partial file was removed")
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(transfer.fd, view):]
+        except OSError as exc:
+            self.fail(transfer, f"the pod could not write the file: {exc.strerror}")
+            raise TransferInvalid(f"this transfer failed: {transfer.failure}") from None
+        transfer.hasher.update(data)
+        transfer.moved += len(data)
+        transfer.last_chunk = self._clock()
+        return transfer.moved
+
+    # -- the clock ----------------------------------------------------------------------------------------------
+
+    def idle_left(self, transfer: Transfer) -> float | None:
+        """Seconds until ``transfer`` is idle too long (``None``: no chunk yet, so no idle clock runs)."""
+        if transfer.last_chunk is None or transfer.ended or transfer.served_end:
+            return None
+        return transfer.last_chunk + self.limits.idle_timeout - self._clock()
+
+    def check_idle(self, transfer: Transfer) -> bool:
+        """Fail ``transfer`` if it went ``idle_timeout`` s without a chunk; ``True`` if it is (now) failed."""
+        left = self.idle_left(transfer)
+        if left is not None and left <= 0 and transfer.failure is None:
+            self.fail(transfer, f"no chunk came for {self.limits.idle_timeout:g} s, so the transfer was stopped")
+        return transfer.failure is not None
+
+    # -- the end ------------------------------------------------------------------------------------------------
+
+    def fail(self, transfer: Transfer, reason: str) -> None:
+        """The transfer fails now: no chunk is served any more, a partial download is removed at once."""
+        if transfer.failure is not None:
+            return
+        transfer.failure = reason
+        transfer.failed.set()
+        if transfer.direction is Direction.DOWNLOAD:
+            self._discard_temp(transfer)
+        log.info("a file %s failed: %s", transfer.direction.value, reason)
+
+    def finish_download(self, transfer: Transfer, reported: Mapping[str, Any]) -> Placed:
+        """Check the browser's word on a download (``size``, ``sha256``) against what was written, then move the
+        file into place; :class:`FileRefused` (and the file removed) on any mismatch."""
+        if transfer.failure is not None:
+            raise FileRefused(transfer.failure)
+        size, digest = reported.get("size"), reported.get("sha256")
+        written = transfer.hasher.hexdigest()
+        if not isinstance(size, int) or isinstance(size, bool) or size != transfer.moved:
+            self.fail(transfer, f"the browser said the file has {size!r} bytes but {transfer.moved} arrived")
+            raise FileRefused(f"{transfer.failure}; the partial file was removed: download it again")
+        if not isinstance(digest, str) or digest.lower() != written:
+            self.fail(transfer, "the sha256 the browser gave is not the one of the bytes that arrived")
+            raise FileRefused(f"{transfer.failure}; the file was removed: download it again")
+        url = _shown(reported.get("url"))
+        fallback = safe_name(url.split("?", 1)[0].split("#", 1)[0]) if url else "download"
+        name = transfer.name or safe_name(_shown(reported.get("name")), default=fallback)
+        assert transfer.folder is not None and transfer.temp is not None
+        try:
+            os.fsync(transfer.fd)  # on disk before it has a name the agent trusts
+            final = place(transfer.folder, transfer.temp, name)
+        except (OSError, FileRefused) as exc:
+            self.fail(transfer, str(exc) if isinstance(exc, FileRefused) else f"the file could not be kept: {exc}")
+            raise FileRefused(f"{transfer.failure}; the download was removed") from None
+        transfer.temp = None  # it has its name now: never removed as partial
+        kind = _shown(reported.get("type")) or mimetypes.guess_type(final)[0] or "application/octet-stream"
+        return Placed(transfer.folder.shown(final), transfer.moved, written, kind, url)
+
+    def end(self, transfer: Transfer) -> None:
+        """The call ended (any way): the id is forgotten, the files closed, a download not placed removed."""
+        if transfer.ended:
+            return
+        transfer.ended = True
+        self._open.pop(transfer.id, None)
+        if transfer.direction is Direction.DOWNLOAD:
+            self._discard_temp(transfer)
+        self._close(transfer, reserved=transfer.size)
+
+    def session_closed(self, session_id: str) -> None:
+        """The session is gone: its transfers fail and end, and its life's count is forgotten."""
+        for transfer in [t for t in self._open.values() if t.session_id == session_id]:
+            self.fail(transfer, "the session was closed")
+            self.end(transfer)
+        self.ledger.forget(session_id)
+
+    def _discard_temp(self, transfer: Transfer) -> None:
+        if transfer.folder is not None and transfer.temp is not None:
+            remove(transfer.folder, transfer.temp)
+            transfer.temp = None
+
+    def _close(self, transfer: Transfer, *, reserved: int) -> None:
+        if transfer.fd >= 0:
+            with contextlib.suppress(OSError):
+                os.close(transfer.fd)
+            transfer.fd = -1
+        if transfer.folder is not None:
+            with contextlib.suppress(OSError):
+                transfer.folder.close()
+            transfer.folder = None
+        # What crossed counts, whether or not the transfer succeeded: the cap is on what a session moves.
+        self.ledger.settle(transfer.session_id, reserved=reserved, moved=transfer.moved)
