@@ -31,6 +31,7 @@ from typing import Any, Final, Literal
 import orjson
 
 from openab.core.errors import BridgeError
+from openab.core.files import Transfers
 from openab.core.jsonrpc import (
     SERVER_OVERLOADED,
     JsonObject,
@@ -113,7 +114,8 @@ class _Connection:
         self.session_id = session_id
         self.channel = channel
         self.pid = pid
-        self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits, audit=server.audit)
+        self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits, audit=server.audit,
+                              files=server.files)
         self.tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -177,7 +179,7 @@ class BridgeServer:
     session. Bounds: ``max_connections`` relays in all and ``max_connections_per_channel`` per session (so one
     session cannot lock the others out), each with at most ``max_requests_per_connection`` calls running and
     ``max_send_buffer`` bytes queued toward it, and frames of at most ``max_frame_bytes``. Every tool call is
-    recorded in ``audit`` when given.
+    recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files.
     """
 
     def __init__(
@@ -193,8 +195,10 @@ class BridgeServer:
         limits: Limits | None = None,
         audit: AuditLog | None = None,
         trusted_parent: int | None = None,
+        files: Transfers | None = None,
     ) -> None:
         self.tunnels = tunnels
+        self.files = files
         self.path = Path(path)
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections

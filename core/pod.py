@@ -14,6 +14,7 @@ from typing import Any
 from .acp.backend import AgentBackend
 from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection
+from .files import Transfers
 from .leftovers import StateDirLock
 from .mcp.access import BrowserAccess
 from .sessions import Session, SessionStore
@@ -30,10 +31,10 @@ class Pod:
     """The pod's long-lived parts and the life of its sessions.
 
     Owns: the ``sessions`` (:class:`SessionStore`), the browser ``tunnels`` (:class:`TunnelRegistry`), the agent
-    ``backend`` and the ``browser`` access, and the ``tasks`` they run in the background. A session's life:
-    :meth:`session_opened` when a socket creates or resumes it; :meth:`evict` when it has been idle with no
-    socket for ``session_idle_ttl`` (swept by :meth:`run`) or the pod stops, which stops its agent, withdraws
-    its tunnels and closes its browser endpoint.
+    ``backend``, the ``browser`` access and the ``files`` in transfer, and the ``tasks`` they run in the background.
+    A session's life: :meth:`session_opened` when a socket creates or resumes it; :meth:`evict` when it has been
+    idle with no socket for ``session_idle_ttl`` (swept by :meth:`run`) or the pod stops, which fails its file
+    transfers, stops its agent, withdraws its tunnels and closes its browser endpoint.
     """
 
     def __init__(
@@ -46,6 +47,7 @@ class Pod:
         backend: AgentBackend,
         agents: AgentOffer,
         browser: BrowserAccess | None = None,
+        files: Transfers | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -54,6 +56,7 @@ class Pod:
         self.backend = backend
         self.agents = agents
         self.browser = browser
+        self.files = files
         self.connections = AcpConnections()
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
         self._state_dir_lock = StateDirLock(settings.state_dir)
@@ -63,7 +66,7 @@ class Pod:
         return AcpServerConnection(
             self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
             agents=self.agents, spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
-            connections=self.connections, connection_id=connection_id, make_room=self.make_room,
+            connections=self.connections, connection_id=connection_id, make_room=self.make_room, files=self.files,
         )
 
     def session_opened(self, session: Session) -> None:
@@ -93,6 +96,8 @@ class Pod:
     async def _evicted(self, session: Session, reason: str) -> None:
         session_id = session.id
         log.info("session %s evicted: %s", session_id, reason)
+        if self.files is not None:
+            self.files.session_closed(session_id)  # its transfers fail, their partial files go
         for tunnel in self.tunnels.drop_session(session_id, reason):
             self.tasks.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
         # The agent first (it may still be reading its config file), then the endpoint it used.

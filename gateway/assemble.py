@@ -4,12 +4,14 @@ and the test harness alike. Nothing is wired later; each part gets only what it 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
     from openab.core.acp.backend import AgentBackend
     from openab.core.acp.schema import AgentOffer
     from openab.core.agents.recipes import Recipe
+    from openab.core.files import Transfers
     from openab.core.mcp.access import BrowserAccess
     from openab.core.mcp.audit import AuditLog
     from openab.core.pod import Pod
@@ -41,10 +43,11 @@ def assemble(
     Raises ``ConfigurationError`` (a ``ValueError``) for an unknown agent, a missing ``--agent-cmd`` or a state
     dir other users can enter.
     """
+    from openab.core.files import FileLimits, Transfers
     from openab.core.pod import Pod
     from openab.core.session_naming import SessionNaming
     from openab.core.sessions import SessionStore
-    from openab.core.statedir import naming_secret
+    from openab.core.statedir import naming_secret, session_workdir
     from openab.core.tasks import BackgroundTasks
     from openab.core.tunnel.registry import TunnelRegistry
 
@@ -55,9 +58,15 @@ def assemble(
     sessions = SessionStore(max_sessions=settings.max_sessions, naming=naming)
     tunnels = TunnelRegistry(call_timeout=settings.tunnel_timeout)
     tasks = BackgroundTasks()
+
+    def workdir(session_id: str) -> Path:
+        # The agent's cwd (as the runtime makes it, core/agents/runtime.py), made if no agent ran yet.
+        return session_workdir(settings.state_dir, naming.channel(session_id), create=True)
+
+    files = Transfers(FileLimits.from_settings(settings), workdir)
     access: BrowserAccess | None = None
     if browser:
-        access = _browser_access(settings, sessions, tunnels, _audit_log(settings, naming.tag))
+        access = _browser_access(settings, sessions, tunnels, _audit_log(settings, naming.tag), files)
     if backend is None:
         from openab.core.agents.runtime import AgentRuntime
 
@@ -70,7 +79,7 @@ def assemble(
     else:
         agents = _named_offer(settings)
     return Pod(settings, sessions=sessions, tunnels=tunnels, tasks=tasks, backend=backend, agents=agents,
-               browser=access)
+               browser=access, files=files)
 
 
 def _named_offer(settings: Settings) -> AgentOffer:
@@ -83,15 +92,15 @@ def _named_offer(settings: Settings) -> AgentOffer:
 
 
 def _browser_access(
-    settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry, audit: AuditLog | None
+    settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry, audit: AuditLog | None, files: Transfers
 ) -> BrowserAccess:
     if settings.browser_mode == "bridge":
         from openab.bridge.server import BridgeServer
 
-        return BridgeServer(tunnels, settings.socket_path, audit=audit)
+        return BridgeServer(tunnels, settings.socket_path, audit=audit, files=files)
     from openab.core.mcp.proxy import BrowserProxy
 
-    return BrowserProxy(sessions, tunnels, audit=audit)
+    return BrowserProxy(sessions, tunnels, audit=audit, files=files)
 
 
 def _audit_log(settings: Settings, tag: Callable[[str], str]) -> AuditLog:

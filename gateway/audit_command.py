@@ -78,7 +78,9 @@ def _audit(args: argparse.Namespace) -> int:
     if args.json:
         _print(calls, (), True, out)
     else:
-        _print([_call_row(record) for record in calls], _CALL_COLUMNS, False, out)
+        # A file call's record names its file (docs/files.md): the column is there when one of them does.
+        columns = (*_CALL_COLUMNS, "file") if any(isinstance(r.get("file"), dict) for r in calls) else _CALL_COLUMNS
+        _print([_call_row(record) for record in calls], columns, False, out)
     return 0
 
 
@@ -121,7 +123,16 @@ def _call_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "ms": record.get("ms", ""),
         "guard": record.get("guard", "none"),
         "args": record.get("args", ""),
+        "file": _file_cell(record.get("file")),
     }
+
+
+def _file_cell(file: Any) -> str:
+    """A file call's file as one cell: its name (relative to the working folder), size and digest's start."""
+    if not isinstance(file, dict):
+        return ""
+    digest = file.get("sha256")
+    return f"{file.get('name', '?')} {file.get('size', '?')} B sha256:{str(digest)[:16] if digest else '?'}"
 
 
 def _when(iso: str) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Iterator
@@ -75,7 +76,7 @@ def listing(folder: Path) -> list[str]:
 ])
 async def test_upload_paths_that_break_a_rule_are_refused_naming_it(root: Path, path: str, words: str) -> None:
     files = transfers(root)
-    with pytest.raises(FileRefused, match=words):
+    with pytest.raises(FileRefused, match=re.escape(words)):
         await files.open_upload(SESSION, path)
     assert len(files) == 0 and not files.ledger.running  # a refusal holds no slot
 
@@ -129,8 +130,8 @@ def _bytes_read() -> int:
 
 async def test_a_2_gib_file_is_refused_before_a_byte_is_read(root: Path) -> None:
     big = root / "a" / "big.iso"
-    with open(big, "wb") as f:
-        os.truncate(f.fileno(), 2 << 30)  # sparse: 2 GiB long, no block on disk
+    big.touch()
+    os.truncate(big, 2 << 30)  # sparse: 2 GiB long, no block on disk
     files = transfers(root)
     before = _bytes_read()
     with pytest.raises(FileRefused, match=r"2147483648 bytes, over the cap of 104857600 bytes"):
@@ -305,7 +306,7 @@ async def test_the_agents_path_names_the_file_in_a_folder_of_the_working_folder(
     assert placed.path == "in/bill.pdf" and (work / "in" / "bill.pdf").read_bytes() == b"%PDF"
     with pytest.raises(FileRefused, match="no folder 'nope'"):
         files.open_download(SESSION, "nope/bill.pdf")
-    with pytest.raises(FileRefused, match="'..'"):
+    with pytest.raises(FileRefused, match=re.escape("'..'")):
         files.open_download(SESSION, "../b/bill.pdf")
 
 

@@ -27,6 +27,8 @@ __all__ = [
     "AgentOffer",
     "CancelParams",
     "CloseParams",
+    "FileReadParams",
+    "FileWriteParams",
     "InitializeParams",
     "NewSessionParams",
     "PromptParams",
@@ -107,6 +109,20 @@ class CancelParams(_Params):
     """``session/cancel`` (a notification)."""
 
     session_id: StrictStr = Field(alias="sessionId")
+
+
+class FileReadParams(_Params):
+    """``_openab/file/read``: a chunk of an upload's file, from ``offset`` (docs/files.md)."""
+
+    session_id: StrictStr = Field(alias="sessionId", max_length=64)
+    transfer: StrictStr = Field(max_length=64)
+    offset: StrictInt = Field(ge=0)
+
+
+class FileWriteParams(FileReadParams):
+    """``_openab/file/write``: the next chunk of a download, base64 (its bound checked before it is decoded)."""
+
+    data: StrictStr
 
 
 def parse_params(model: type[M], params: Any, what: str = "params") -> M:

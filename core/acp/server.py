@@ -10,6 +10,8 @@ answered at once even mid-prompt, which extensions use as a heartbeat.
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
 import contextlib
 import logging
 import time
@@ -18,7 +20,8 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
 from .. import METHOD_PREFIX, package_version
-from ..errors import OpenabError
+from ..errors import FileRefused, OpenabError
+from ..files import CHUNK
 from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -51,6 +54,8 @@ from .schema import (
     AgentOffer,
     CancelParams,
     CloseParams,
+    FileReadParams,
+    FileWriteParams,
     InitializeParams,
     NewSessionParams,
     PromptParams,
@@ -63,12 +68,21 @@ from .schema import (
 )
 
 if TYPE_CHECKING:
+    from ..files import Transfers
     from ..settings import Settings
     from ..tasks import Spawn
     from ..tunnel.registry import TunnelRegistry
     from ..tunnel.tunnel import Tunnel
 
-__all__ = ["KEEPALIVE_METHOD", "PERSON_METHOD", "SESSION_MOVED_METHOD", "AcpConnections", "AcpServerConnection"]
+__all__ = [
+    "FILE_READ_METHOD",
+    "FILE_WRITE_METHOD",
+    "KEEPALIVE_METHOD",
+    "PERSON_METHOD",
+    "SESSION_MOVED_METHOD",
+    "AcpConnections",
+    "AcpServerConnection",
+]
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +91,13 @@ KEEPALIVE_METHOD: Final = METHOD_PREFIX + "keepalive"
 PERSON_METHOD: Final = METHOD_PREFIX + "person"
 # Told to a socket whose session another socket resumed: it no longer holds it, nor serves its browser.
 SESSION_MOVED_METHOD: Final = METHOD_PREFIX + "session/moved"
-_SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt", "session/close"})
+# The extension reads an upload's file and writes a download's, chunk by chunk (docs/files.md).
+FILE_READ_METHOD: Final = METHOD_PREFIX + "file/read"
+FILE_WRITE_METHOD: Final = METHOD_PREFIX + "file/write"
+_SESSION_METHODS: Final = frozenset({"session/new", "session/resume", "session/prompt", "session/close",
+                                     FILE_READ_METHOD, FILE_WRITE_METHOD})
+# The longest base64 a chunk of CHUNK bytes can be: anything longer is refused before it is decoded.
+_MAX_CHUNK_BASE64: Final = 4 * -(-CHUNK // 3)
 
 
 def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
@@ -210,6 +230,7 @@ class AcpServerConnection:
         connections: AcpConnections | None = None,
         connection_id: str | None = None,
         make_room: Callable[[], bool] | None = None,
+        files: Transfers | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -220,6 +241,7 @@ class AcpServerConnection:
         self._session_opened = session_opened
         self._evict = evict
         self._make_room = make_room  # the pod full: evict a session nobody holds or talked in (True: one went)
+        self.files = files  # the pod's file transfers (None: the file methods are not offered)
         self.connections = connections if connections is not None else AcpConnections()
         self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
         self.generation = sessions.next_owner_generation()
@@ -260,6 +282,10 @@ class AcpServerConnection:
             return self._prompt(params, request.id)
         if method == "session/close":
             return self._close_session(params)
+        if method == FILE_READ_METHOD and self.files is not None:
+            return self._file_read(params)
+        if method == FILE_WRITE_METHOD and self.files is not None:
+            return self._file_write(params)
         if method == "session/cancel":
             raise LocalRpcError(INVALID_REQUEST, "session/cancel is a notification and must not carry an id")
         raise LocalRpcError.method_not_found(method)
@@ -535,6 +561,38 @@ class AcpServerConnection:
     def _cancel_turn(self, session_id: str, turn: _Turn, *, shutdown: bool = False) -> None:
         turn.cancel(shutdown=shutdown)
         self.spawn(self.backend.cancel(session_id), name=f"cancel {session_id}")
+
+    # -- files -------------------------------------------------------------------------------------------------
+
+    def _file_read(self, params: Any) -> JsonObject:
+        """A chunk of an upload: only of a transfer of a session this socket holds. One ``pread`` of at most
+        512 KiB, inline: short enough for the loop, and chunks keep their order."""
+        assert self.files is not None
+        parsed = parse_params(FileReadParams, params)
+        self._owned_session(parsed.session_id)
+        try:
+            data, eof = self.files.read(parsed.session_id, parsed.transfer, parsed.offset)
+        except FileRefused as exc:
+            raise LocalRpcError(INVALID_PARAMS, str(exc)) from None
+        return {"data": base64.b64encode(data).decode("ascii"), "eof": eof}
+
+    def _file_write(self, params: Any) -> JsonObject:
+        """The next chunk of a download, written inline (at most 512 KiB): writes are sequential by contract."""
+        assert self.files is not None
+        parsed = parse_params(FileWriteParams, params)
+        self._owned_session(parsed.session_id)
+        if len(parsed.data) > _MAX_CHUNK_BASE64:
+            raise LocalRpcError(INVALID_PARAMS, f"a chunk is at most {CHUNK} bytes ({_MAX_CHUNK_BASE64} characters "
+                                                "of base64): send smaller chunks")
+        try:
+            data = base64.b64decode(parsed.data, validate=True)
+        except (binascii.Error, ValueError):
+            raise LocalRpcError(INVALID_PARAMS, "`data` is not valid base64") from None
+        try:
+            written = self.files.write(parsed.session_id, parsed.transfer, parsed.offset, data)
+        except FileRefused as exc:
+            raise LocalRpcError(INVALID_PARAMS, str(exc)) from None
+        return {"written": written}
 
     # -- life --------------------------------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ extension's guard decided, and a digest of its arguments::
 The session is its tag (:class:`~openab.core.session_naming.SessionNaming`), never its id: the id is the
 capability to resume the session, and with it the person's browser. The arguments are a digest only (what
 the agent typed may be a password): it tells two calls apart and matches a call the agent's own log shows,
-and reveals nothing else. A JSON-RPC error keeps its code and the code's meaning, not its message, which
-may quote the arguments.
+and reveals nothing else. A file call (``browser_upload``, ``browser_download``) adds ``"file": {"name", "size",
+"sha256"}``: the file's name in the working folder, never its content nor a path outside. A JSON-RPC error keeps
+its code and the code's meaning, not its message, which may quote the arguments.
 
 ``outcome`` is ``ok``; ``tool-error`` (an ``isError`` result: the tool ran, or was refused, and said why);
 ``error`` (a JSON-RPC error); ``outcome-unknown`` (the answer was lost: the socket dropped, the call timed
@@ -137,7 +138,8 @@ def recorded_tool(tool: object, names: frozenset[str] = STATIC_NAMES) -> str:
 
 
 def call_record(
-    *, started: float, session: str, tool: Any, arguments: Any, ended: Ended, seconds: float
+    *, started: float, session: str, tool: Any, arguments: Any, ended: Ended, seconds: float,
+    file: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The audit record of one call that started at ``started`` (epoch seconds) and took ``seconds``."""
     outcome, reason = _outcome(ended)
@@ -152,6 +154,8 @@ def call_record(
     }
     if reason is not None:
         record["reason"] = reason
+    if file:
+        record["file"] = {"name": str(file.get("name")), "size": file.get("size"), "sha256": file.get("sha256")}
     return record
 
 
@@ -219,8 +223,12 @@ class AuditLog:
         self._lost = 0
         self._warned_at: float | None = None
 
-    def tool_call(self, session_id: str, params: Mapping[str, Any], ended: Ended, seconds: float) -> None:
-        """Record one ``tools/call`` (its ``params``) of session ``session_id`` that ended as ``ended``."""
+    def tool_call(
+        self, session_id: str, params: Mapping[str, Any], ended: Ended, seconds: float, *,
+        file: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Record one ``tools/call`` (its ``params``) of session ``session_id`` that ended as ``ended``; ``file``:
+        a file call's ``{"name", "size", "sha256"}``."""
         try:
             self.stats.observe(params.get("name"), _outcome(ended)[0], seconds)
         except Exception:  # as below: a count lost, never the call
@@ -230,7 +238,7 @@ class AuditLog:
         try:
             record = call_record(
                 started=self._clock() - seconds, session=self._tag(session_id), tool=params.get("name"),
-                arguments=params.get("arguments"), ended=ended, seconds=seconds,
+                arguments=params.get("arguments"), ended=ended, seconds=seconds, file=file,
             )
         except Exception:  # a bug here must cost a record, never the call
             log.exception("audit log: could not make the record of a call")

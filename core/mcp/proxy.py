@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from ..addresses import is_loopback
+from ..files import Transfers
 from ..jsonrpc import JsonObject
 from ..sessions import Session, SessionStore
 from ..sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
@@ -164,7 +165,7 @@ class BrowserProxy:
     shown a token: at most ``max_pending`` in the pod, each owing a whole request head within
     ``head_timeout`` seconds; sockets that have: ``max_trusted`` per endpoint (see :class:`_Gate`), idle between
     requests for up to ``keep_alive_timeout`` seconds. Every
-    tool call is recorded in ``audit`` when given.
+    tool call is recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files.
     """
 
     def __init__(
@@ -187,6 +188,7 @@ class BrowserProxy:
         # closes an idle keep-alive socket first: at uvicorn's 5 s default, a call sent as the server closed the
         # socket died with a read error (1 run in 2 of 240 calls after 5 s pauses, tests/test_proxy_attacks.py).
         keep_alive_timeout: int = 120,
+        files: Transfers | None = None,
     ) -> None:
         if not is_loopback(host):
             raise ValueError(f"the proxy serves loopback only (127.0.0.1 or ::1), not {host!r}: agents run in this pod")
@@ -195,6 +197,7 @@ class BrowserProxy:
         self.host = host
         self.limits = limits or Limits()
         self.audit = audit
+        self.files = files
         self.max_body_bytes = max_body_bytes
         self.max_mcp_sessions = max_mcp_sessions
         self.shutdown_timeout = shutdown_timeout
@@ -262,10 +265,10 @@ class BrowserProxy:
         import uvicorn
 
         token = secrets.token_urlsafe(32)
-        registry, limits, audit = self.tunnels, self.limits, self.audit
+        registry, limits, audit, files = self.tunnels, self.limits, self.audit, self.files
 
         def new_server(send: Callable[[JsonObject], None] | None) -> BrowserMcp:
-            return BrowserMcp(registry, session_id, send=send, limits=limits, audit=audit)
+            return BrowserMcp(registry, session_id, send=send, limits=limits, audit=audit, files=files)
 
         app = McpHttpApp(new_server, token, max_body_bytes=self.max_body_bytes, max_sessions=self.max_mcp_sessions)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

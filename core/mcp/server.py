@@ -20,7 +20,10 @@ MCP means lives here:
   here ever sends it again;
 * a request nested past :data:`~openab.core.jsonrpc.protocol.MAX_DEPTH` gets -32600, whichever hop parsed it;
 * text results over ``max_text_chars`` are cut with a marker that says how to ask for less; images pass;
-* ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools.
+* ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools;
+* ``browser_upload`` and ``browser_download`` carry a file across the gap (docs/files.md): the call is handed to
+  :class:`openab.core.files.FileCall`, which checks the path, opens the transfer, rewrites the arguments and
+  finishes the call; the audit record names the file.
 
 Tool payloads are the browser's JSON, passed on without being re-modelled or copied.
 """
@@ -38,6 +41,7 @@ from typing import Any
 from .. import package_version
 from ..catalogue import catalogue
 from ..errors import OpenabError, TunnelFailure
+from ..files import FILE_TOOLS, FileCall, Transfers
 from ..jsonrpc import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -124,8 +128,9 @@ class BrowserMcp:
     """One agent-facing MCP session with one session's browser.
 
     ``send`` receives server->client notifications (``list_changed``; progress when a request has no sink of
-    its own); ``audit``, when given, gets one record per ``tools/call``. Call :meth:`close` when the
-    MCP session ends: running calls are cancelled and the tunnel listener is removed.
+    its own); ``audit``, when given, gets one record per ``tools/call``; ``files``, the pod's transfers, carries
+    the file tools' files. Call :meth:`close` when the MCP session ends: running calls are cancelled and the
+    tunnel listener is removed.
     """
 
     def __init__(
@@ -137,9 +142,11 @@ class BrowserMcp:
         limits: Limits | None = None,
         server_version: str | None = None,
         audit: AuditLog | None = None,
+        files: Transfers | None = None,
     ) -> None:
         self.registry = registry
         self.audit = audit
+        self.files = files  # None: file tools go to the browser as they are (a pod without file transfers)
         self.session_id = session_id
         self.limits = limits or Limits()
         self._send = send
@@ -355,9 +362,10 @@ class BrowserMcp:
         """One ``tools/call``, recorded in the audit log however it ends (cancelled included)."""
         started = time.monotonic()
         ended: JsonObject | BaseException | None = None
+        file: dict[str, Any] = {}  # a file call's {"name", "size", "sha256"}, for its record
         try:
             try:
-                result = await self._call_browser(params, progress)
+                result = await self._call_browser(params, progress, file)
             except TunnelError as exc:  # BrowserNotConnected too: the audit keeps why, the agent gets a result
                 ended = exc
                 return _lost_call(str(params.get("name")), exc)
@@ -368,9 +376,9 @@ class BrowserMcp:
             raise
         finally:
             if self.audit is not None:
-                self.audit.tool_call(self.session_id, params, ended, time.monotonic() - started)
+                self.audit.tool_call(self.session_id, params, ended, time.monotonic() - started, file=file or None)
 
-    async def _call_browser(self, params: JsonObject, progress: Send | None) -> JsonObject:
+    async def _call_browser(self, params: JsonObject, progress: Send | None, file: dict[str, Any]) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise LocalRpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
@@ -383,9 +391,20 @@ class BrowserMcp:
             raise LocalRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         original = await self._browser_name(name)
         meta, on_progress = self._progress_route(params, progress)
-        result = await self.registry.call_tool(
-            self.session_id, original, arguments, meta=meta, progress=on_progress, timeout=self.limits.call_timeout,
-        )
+
+        async def send(forwarded: Any) -> Any:
+            return await self.registry.call_tool(
+                self.session_id, original, forwarded, meta=meta, progress=on_progress, timeout=self.limits.call_timeout,
+            )
+
+        if self.files is not None and name in FILE_TOOLS:
+            call = FileCall(self.files, self.session_id, name)
+            try:
+                result = await call.run(arguments, send)
+            finally:
+                file.update(call.audit or {})
+        else:
+            result = await send(arguments)
         if not isinstance(result, dict) or not isinstance(result.get("content"), list):
             raise LocalRpcError(
                 INTERNAL_ERROR, f"The browser answered {name} with a malformed result (no content list)"
