@@ -172,16 +172,21 @@ class Transfer:
 
 
 def _digest(fd: int, size: int) -> str:
-    """sha256 of the first ``size`` bytes of ``fd``, read with ``pread`` (blocking: run it off the loop)."""
-    hasher = hashlib.sha256()
-    offset = 0
-    while offset < size:
-        block = os.pread(fd, min(_HASH_BLOCK, size - offset), offset)
-        if not block:
-            raise FileRefused("the file got shorter while it was read: upload it again once nothing writes to it")
-        hasher.update(block)
-        offset += len(block)
-    return hasher.hexdigest()
+    """sha256 of the first ``size`` bytes of ``fd``, read with ``pread`` (blocking: run it off the loop), then
+    ``fd`` closed: it is the thread's own copy, so a call cancelled meanwhile can close its own at once without the
+    thread reading a descriptor number the pod has given to another file since."""
+    try:
+        hasher = hashlib.sha256()
+        offset = 0
+        while offset < size:
+            block = os.pread(fd, min(_HASH_BLOCK, size - offset), offset)
+            if not block:
+                raise FileRefused("the file got shorter while it was read: upload it again once nothing writes to it")
+            hasher.update(block)
+            offset += len(block)
+        return hasher.hexdigest()
+    finally:
+        os.close(fd)
 
 
 class Transfers:
@@ -225,7 +230,10 @@ class Transfers:
             raise
         try:
             # Off the loop: 100 MiB take a few tenths of a second to hash.
-            transfer.sha256 = await asyncio.to_thread(_digest, transfer.fd, transfer.size)
+            transfer.sha256 = await asyncio.to_thread(_digest, os.dup(transfer.fd), transfer.size)
+        except OSError as exc:
+            self._close(transfer, reserved=transfer.size)
+            raise FileRefused(f"{path!r} could not be read: {exc.strerror}") from None
         except BaseException:
             self._close(transfer, reserved=transfer.size)
             raise
