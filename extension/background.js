@@ -59,6 +59,7 @@ const downloads = new AgentDownloads(async (tabId) => {
 chrome.downloads?.onCreated.addListener((item) => {
   ready.then(() => downloads.onCreated(item)).catch((e) => console.error('openab: a download', e));
 });
+chrome.webNavigation.onBeforeNavigate.addListener((details) => downloads.navigating(details));
 chrome.tabs.onRemoved.addListener((tabId) => downloads.forget(tabId));
 // Files go to and come from the pod on the chat's socket (lib/tools-files.js).
 const files = {

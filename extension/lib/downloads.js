@@ -1,9 +1,10 @@
 // Downloads a click in an agent tab started: Chrome would save them in the person's downloads folder and list them
 // in their history. Such a download is cancelled and erased at once (its file removed if it was already written),
 // and kept as the tab's pending download, which browser_download (with no ref or url) then fetches for the agent
-// (lib/tools-files.js). Chrome's DownloadItem names no tab, so a download is the agent's when its referrer is an
-// agent tab's page while a call runs there or within moments after; every other download is the person's and is
-// never touched.
+// (lib/tools-files.js). Chrome's DownloadItem names no tab, so a download is the agent's while a call runs in an
+// agent tab or within moments after, when that tab navigated to the download's address (a link, a script setting
+// location), or when its referrer is the tab's page (a link with the download attribute) and no tab of the person's
+// is at that page too. Every other download is the person's and is never touched.
 
 // How long after an agent call in a tab a download it started can still begin (a page's script may start it a
 // moment after the click's call returned), and how long the agent has to take it.
@@ -40,8 +41,9 @@ export class AgentDownloads {
   /** A call starts (+1) or ends (-1) in the agent tab `tabId`; the tab's page then is kept to know its downloads by. */
   activity(tabId, delta) {
     if (tabId == null) return;
-    const c = this._calls.get(tabId) || { running: 0, until: 0, urls: [] };
+    const c = this._calls.get(tabId) || { running: 0, until: 0, urls: [], navigations: [] };
     c.running = Math.max(0, c.running + delta);
+    if (delta > 0 && c.running === 1 && c.until < Date.now()) c.navigations = []; // from calls long over
     if (delta < 0) c.until = Date.now() + AFTER_CALL_MS;
     this._calls.set(tabId, c);
     this._tabUrl(tabId).then((url) => {
@@ -49,19 +51,44 @@ export class AgentDownloads {
     }, () => {});
   }
 
+  /** webNavigation.onBeforeNavigate: where an agent tab with a call goes (a download's address, if it is one). */
+  navigating(details) {
+    const c = details && this._calls.get(details.tabId);
+    if (!c) return;
+    c.navigations = [details.url, ...c.navigations.filter((u) => u !== details.url)].slice(0, 8);
+  }
+
+  /** The agent tab that navigated to `url` (the download's own address), its navigation taken: it started one download. */
+  _navigatedTo(live, url) {
+    const hit = live.find(([, c]) => c.navigations.includes(url));
+    if (!hit) return null;
+    hit[1].navigations = hit[1].navigations.filter((u) => u !== url);
+    return hit[0];
+  }
+
   /** The agent tab a download comes from, or null when it is the person's. */
   async _agentTabOf(item) {
     const now = Date.now();
-    const candidates = [];
+    const live = [];
     for (const [tabId, c] of this._calls) {
-      if (!c.running && c.until < now) continue;
-      const current = await this._tabUrl(tabId);
-      if (current == null) continue;
-      if ([current, ...c.urls].some((u) => referredBy(item.referrer, u))) candidates.push([tabId, c]);
+      if ((c.running || c.until >= now) && (await this._tabUrl(tabId)) != null) live.push([tabId, c]);
     }
-    // The one with a call running, else the latest.
-    candidates.sort((a, b) => (b[1].running - a[1].running) || (b[1].until - a[1].until));
-    return candidates.length ? candidates[0][0] : null;
+    // The one with a call running first, else the latest.
+    live.sort((a, b) => (b[1].running - a[1].running) || (b[1].until - a[1].until));
+    const navigated = this._navigatedTo(live, item.url);
+    if (navigated != null) return navigated;
+    const referred = [];
+    for (const [tabId, c] of live) {
+      if ([await this._tabUrl(tabId), ...c.urls].some((u) => referredBy(item.referrer, u))) referred.push(tabId);
+    }
+    if (!referred.length) return null;
+    // A page the person has open too could be where it started: then it is theirs.
+    const tabs = await chrome.tabs.query({}).catch(() => []);
+    for (const t of tabs) {
+      if (referred.includes(t.id) || (await this._tabUrl(t.id)) != null) continue;
+      if (referredBy(item.referrer, t.url || '')) return null;
+    }
+    return referred[0];
   }
 
   /** chrome.downloads.onCreated: an agent tab's download is taken out of the person's downloads. */

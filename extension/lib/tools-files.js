@@ -203,14 +203,14 @@ function downloadFile(args) {
   return { transfer: f.transfer, max: f.max_bytes };
 }
 
-/** The URL to fetch, http(s) only: anything else is refused, saying why. `base`: the agent tab's page, for a path. */
-export function downloadUrl(raw, base) {
+/** The URL to fetch, absolute and http(s) only: anything else is refused, saying why. */
+export function downloadUrl(raw) {
   const s = String(raw ?? '').trim();
   let u;
   try {
-    u = s.startsWith('/') && !s.startsWith('//') && base ? new URL(s, base) : new URL(s);
+    u = new URL(s);
   } catch {
-    throw new ToolError(BAD_URL, `"${s.slice(0, 200)}" is not an absolute URL; give an http(s) URL or a path (/...) on the agent tab's site`);
+    throw new ToolError(BAD_URL, `"${s.slice(0, 200)}" is not an absolute URL; give the file's http(s) URL`);
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') {
     const why = NOT_HTTP[u.protocol] || 'only files a web server serves can be downloaded';
@@ -252,10 +252,7 @@ async function source(b, args) {
   const hasRef = args.ref != null && args.ref !== '';
   const hasUrl = args.url != null && args.url !== '';
   if (hasRef && hasUrl) throw new ToolError(BAD_ARGS, 'give "ref" or "url", not both');
-  if (hasUrl) {
-    const tab = b.tabs.current == null ? null : await b.tabs.target().catch(() => null);
-    return { url: downloadUrl(args.url, tab && tab.url), how: 'url' };
-  }
+  if (hasUrl) return { url: downloadUrl(args.url), how: 'url' };
   const tab = await b.tabs.target();
   if (hasRef) {
     const loc = await b.page.locate(tab, { ref: args.ref });

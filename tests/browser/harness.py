@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import email.parser
+import email.policy
 import functools
 import hashlib
+import html
 import http.server
 import json
 import os
@@ -75,11 +78,67 @@ def stage_extension(dest: Path, defaults: dict[str, Any]) -> Path:
     return dest
 
 
+# The files of tests/browser/test_files.py's downloads: what the server sends, which the test checks byte for byte.
+SESSION_COOKIE = "openab_site_session=only-the-browser-holds-this"
+PRIVATE_REPORT = b"order,amount\n" + b"".join(b"%d,%d.00\n" % (i, i * 7 % 1000) for i in range(80_000))
+PLAIN_REPORT = b"id,name\n1,kettle\n2,mug\n"
+ODD_NAME = "../../etc/evil\x07\nname.csv"
+MAX_UPLOAD_ECHO = 64 * 1024 * 1024
+
+
 class _Handler(http.server.SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        path = self.path.split("?", 1)[0]
+        if path == "/files/sign-in":
+            # A page visit that leaves a session cookie in the browser (SameSite=Lax, HttpOnly: no script reads it).
+            self._send(200, b"<!doctype html><title>Signed in</title><h1>Signed in</h1>"
+                       b"<p><a href=/files/private/report.csv>Your report</a></p>", "text/html; charset=utf-8",
+                       (("set-cookie", f"{SESSION_COOKIE}; Path=/; SameSite=Lax; HttpOnly"),))
+        elif path == "/files/private/report.csv":
+            cookies = [c.strip() for c in (self.headers.get("cookie") or "").split(";")]
+            if SESSION_COOKIE not in cookies:
+                self._send(403, b"sign in first", "text/plain")
+            else:
+                self._send(200, PRIVATE_REPORT, "text/csv",
+                           (("content-disposition", 'attachment; filename="report.csv"'),))
+        elif path == "/files/plain.csv":
+            self._send(200, PLAIN_REPORT, "text/csv", (("content-disposition", 'attachment; filename="plain.csv"'),))
+        elif path == "/files/odd-name":
+            encoded = "".join(c if c.isalnum() or c in ".-_" else f"%{ord(c):02X}" for c in ODD_NAME)
+            self._send(200, PLAIN_REPORT, "text/csv",
+                       (("content-disposition", f"attachment; filename=\"odd.csv\"; filename*=UTF-8''{encoded}"),))
+        elif path == "/files/endless":
+            self._endless()
+        else:
+            super().do_GET()
+
+    def _send(self, status: int, body: bytes, kind: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
+        self.send_response(status)
+        self.send_header("content-type", kind)
+        self.send_header("content-length", str(len(body)))
+        for name, value in headers:
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _endless(self) -> None:
+        """A download that never ends: no length, and bytes for as long as the client reads them."""
+        self.send_response(200)
+        self.send_header("content-type", "application/octet-stream")
+        self.send_header("content-disposition", 'attachment; filename="endless.bin"')
+        self.end_headers()
+        piece = bytes(range(256)) * 256
+        with contextlib.suppress(OSError):
+            while True:
+                self.wfile.write(piece)
+
     def do_POST(self) -> None:
+        if self.path.split("?", 1)[0] == "/upload-echo":
+            self._upload_echo()
+            return
         # The form's real submission target: a page that says what was posted.
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(min(length, 65536)).decode(errors="replace")
@@ -90,6 +149,29 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def _upload_echo(self) -> None:
+        """A multipart form's target that says what it received: each file's field, name, size and sha256."""
+        length = int(self.headers.get("content-length") or 0)
+        if length > MAX_UPLOAD_ECHO:
+            self._send(413, b"too large", "text/plain")
+            return
+        body = self.rfile.read(length)
+        message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+            f"content-type: {self.headers.get('content-type', '')}\r\n\r\n".encode() + body)
+        rows = []
+        for part in message.walk():
+            filename = part.get_filename()
+            if filename is None:
+                continue
+            payload = part.get_payload(decode=True)
+            data = payload if isinstance(payload, bytes) else b""
+            field = str(part.get_param("name", header="content-disposition") or "")
+            rows.append(f"<li class=file data-field='{html.escape(field)}' "
+                        f"data-name='{html.escape(filename)}' data-size={len(data)} "
+                        f"data-sha256={hashlib.sha256(data).hexdigest()}>{html.escape(filename)}</li>")
+        page = f"<!doctype html><title>Received</title><h1>Received</h1><ul id=received>{''.join(rows)}</ul>"
+        self._send(200, page.encode(), "text/html; charset=utf-8")
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -150,11 +232,12 @@ def chromium(ext: Path, user_data_dir: Path, start_url: str, log: Path | None = 
 
 
 @contextlib.asynccontextmanager
-async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str,
-                             extra: tuple[str, ...] = ()) -> AsyncIterator[BrowserContext]:
+async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str, extra: tuple[str, ...] = (),
+                             downloads: Path | None = None) -> AsyncIterator[BrowserContext]:
     """The same Chromium and extension under Playwright, for tests that need a person's clicks.
 
-    DevTools is attached here, which keeps the service worker alive: lifetime tests use `chromium()`.
+    DevTools is attached here, which keeps the service worker alive: lifetime tests use `chromium()`. ``downloads``:
+    the folder the browser saves the person's downloads in (Playwright's own temporary one when not given).
     """
     flags = [f for f in FLAGS if not f.startswith("--headless")]
     async with async_playwright() as p:
@@ -162,6 +245,7 @@ async def playwright_browser(ext: Path, user_data_dir: Path, start_url: str,
             str(user_data_dir), executable_path=CHROMIUM, headless=True, no_viewport=True,
             ignore_default_args=["--disable-extensions"],
             args=[*flags, *extra, f"--disable-extensions-except={ext}", f"--load-extension={ext}"],
+            downloads_path=downloads,
         )
         # Generous bounds, not speed targets: a loaded 2-core machine must not fail a correct UI.
         ctx.set_default_timeout(30_000)

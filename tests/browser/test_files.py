@@ -1,0 +1,364 @@
+"""Files across the gap (docs/files.md): browser_upload and browser_download in real Chromium with the real extension
+and the real pod, the agent's calls made by the official MCP client at the session's proxy endpoint.
+
+Playwright plays the person: the upload's card is read and answered in the panel. The test site's server
+(tests/browser/harness.py) is the other end: a multipart form's target that says the name, size and sha256 of the
+file it received, a report it serves only with the session cookie a page visit left in the browser, a download that
+never ends, a file whose server-given name tries to leave the folder. What the pod wrote is read in the session's
+working folder; what the extension asked of the pod is read off the tapped /acp socket.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+import urllib.error
+import urllib.request
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from playwright.async_api import BrowserContext, Page, expect
+from scripted_agent import ScriptedAgent
+from waits import eventually
+
+from openab.core.statedir import session_workdir
+from openab.core.tunnel.tunnel import Tunnel
+
+from .conftest import panel_tunnel
+from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, stage_extension
+from .live_pod import KEY, LiveGateway, TappedSocket, call
+from .test_panel import guard_said, in_background, result_text
+from .test_tools import ref_of
+from .test_units import run
+
+pytestmark = pytest.mark.anyio
+
+CAP = 4 << 20  # the pod's max_file_bytes here: the endless download stops at it
+READ = "_openab/file/read"
+WRITE = "_openab/file/write"
+ASKS = "The agent wants to "
+
+
+@pytest.fixture(scope="module")
+async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, max_file_bytes=CAP) as gw:
+        yield gw
+
+
+@pytest.fixture(scope="module")
+def downloads(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The person's downloads folder: what the browser saves there is theirs, and the agent's downloads stay out."""
+    return tmp_path_factory.mktemp("person-downloads")
+
+
+@pytest.fixture(scope="module")
+async def context(gateway: LiveGateway, site: str, downloads: Path,
+                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
+    tmp = tmp_path_factory.mktemp("files")
+    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html", downloads=downloads) as ctx:
+        yield ctx
+
+
+tunnel = panel_tunnel()
+
+
+@pytest.fixture(scope="module")
+def workdir(gateway: LiveGateway, tunnel: Tunnel) -> Path:
+    """The session's working folder in the pod: the agent's cwd, where its files are read and written."""
+    return session_workdir(gateway.pod.settings.state_dir, gateway.pod.sessions.naming.channel(tunnel.session_id),
+                           create=True)
+
+
+def socket_of(gateway: LiveGateway) -> TappedSocket:
+    [sock] = [s for s in gateway.browser_sockets if not s.closed.is_set()]
+    return sock
+
+
+def asked(gateway: LiveGateway, method: str) -> int:
+    """How many `method` requests the extension sent the pod on its socket so far."""
+    return len(socket_of(gateway).requests(method))
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def put(workdir: Path, name: str, data: bytes) -> Path:
+    path = workdir / name
+    path.write_bytes(data)
+    return path
+
+
+async def open_page(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:
+    text, is_error = await call(client, "browser_navigate", {"url": url})
+    assert not is_error, text
+    snap, is_error = await call(client, "browser_snapshot")
+    assert not is_error, snap
+    return snap, await page_at(context, url)
+
+
+async def card_answered(panel: Page, client: Client, tool: str, args: dict[str, Any], decision: str,
+                        before: Any = None) -> tuple[str, str, Any]:
+    """Calls `tool`, waits for its one card, runs `before` (what the page does while the person reads it), answers;
+    the card's title, its site line and the call's result."""
+    async with in_background(client.call_tool(tool, args)) as out:
+        card = panel.locator(".card")
+        await expect(card).to_have_count(1)
+        title = await card.locator(".title").text_content() or ""
+        where = await card.locator(".where").text_content() or ""
+        if before is not None:
+            await before()
+        await card.locator(f"button[data-decision={decision}]").click()
+    await expect(panel.locator(".card")).to_have_count(0)
+    return title, where, out["result"]
+
+
+def document(size: int) -> bytes:
+    """A text file of `size` bytes that is not the same byte over and over (a chunk out of place would show)."""
+    line = b"".join(b"line %06d of the agent's notes\n" % i for i in range(size // 30 + 1))
+    return line[:size]
+
+
+# -- upload --------------------------------------------------------------------------------------------------------
+
+
+async def test_an_upload_asks_naming_the_file_its_size_and_the_site_and_a_no_reads_nothing(
+        panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
+    data = document(1_572_864)  # 1.5 MB: three chunks of the pod's, two pieces into the page
+    put(workdir, "notes.txt", data)
+    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    field = ref_of(snap, '"Document"')
+    reads = asked(gateway, READ)
+
+    title, where, result = await card_answered(panel, client, "browser_upload", {"ref": field, "path": "notes.txt"},
+                                               "deny")
+    host = site.removeprefix("http://")
+    assert title.startswith(ASKS) and '"notes.txt"' in title and "(1.5 MB)" in title and host in title, title
+    assert host in where
+    assert result.is_error and "not allowed by the user" in result_text(result), result_text(result)
+    assert guard_said(result) == "denied"
+    # Declined: not one byte of the file was asked of the pod, and the page has nothing.
+    assert asked(gateway, READ) == reads
+    assert await tab.evaluate("document.getElementById('doc').files.length") == 0
+    assert await tab.evaluate("window.events") == []
+
+    _, _, result = await card_answered(panel, client, "browser_upload", {"ref": field, "path": "notes.txt"}, "allow")
+    said = result_text(result)
+    assert not result.is_error, said
+    assert guard_said(result) == "asked-allowed"
+    assert "notes.txt" in said and sha256(data) in said
+    assert asked(gateway, READ) >= reads + 3
+    assert await tab.evaluate("window.events") == ["input: notes.txt", "change: notes.txt"]
+    # The form sends it as a person's pick would be sent: its server got these very bytes under that name.
+    send = ref_of(snap, 'button "Send"')
+    _, _, result = await card_answered(panel, client, "browser_click", {"ref": send}, "allow")
+    assert not result.is_error, result_text(result)
+    received = await page_at(context, f"{site}/upload-echo")
+    got = received.locator("#received li.file")
+    await expect(got).to_have_count(1)
+    assert await got.get_attribute("data-field") == "document"
+    assert await got.get_attribute("data-name") == "notes.txt"
+    assert await got.get_attribute("data-size") == str(len(data))
+    assert await got.get_attribute("data-sha256") == sha256(data)
+
+
+async def test_a_page_that_swaps_the_field_after_the_card_gets_nothing(
+        panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
+    put(workdir, "contract.txt", document(40_000))
+    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    reads = asked(gateway, READ)
+
+    async def swap() -> None:
+        await tab.evaluate("window.swapField()")
+
+    _, _, result = await card_answered(panel, client, "browser_upload",
+                                       {"ref": ref_of(snap, '"Document"'), "path": "contract.txt"}, "allow", swap)
+    said = result_text(result)
+    assert result.is_error and "nothing was uploaded" in said and "Nothing was read from your file" in said, said
+    assert asked(gateway, READ) == reads
+    assert await tab.evaluate("document.getElementById('doc').files.length") == 0
+    assert await tab.evaluate("window.events") == []
+
+
+async def test_a_drop_zone_gets_the_file_as_a_persons_drop(
+        panel: Page, client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
+    data = document(300_000)
+    put(workdir, "photo-list.txt", data)
+    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    title, _, result = await card_answered(panel, client, "browser_upload",
+                                           {"ref": ref_of(snap, 'region "Drop files here"'), "path": "photo-list.txt"},
+                                           "allow")
+    assert '"photo-list.txt"' in title and "(293 KB)" in title and 'region "Drop files here"' in title, title
+    assert not result.is_error, result_text(result)
+    await expect(tab.locator("#dropped")).to_have_text(
+        f"dropped photo-list.txt, {len(data)} bytes, sha256 {sha256(data)}")
+
+
+async def test_an_upload_refuses_a_field_that_takes_no_file(
+        panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
+    put(workdir, "name.txt", b"Ada")
+    snap, _ = await open_page(client, context, f"{site}/form.html")
+    reads = asked(gateway, READ)
+    field = ref_of(snap, 'textbox "Username"')
+    text, is_error = await call(client, "browser_upload", {"ref": field, "path": "name.txt"})
+    assert is_error and "not a file field" in text, text
+    await expect(panel.locator(".card")).to_have_count(0)
+    assert asked(gateway, READ) == reads
+
+
+# -- download ------------------------------------------------------------------------------------------------------
+
+
+def fetched_without_the_browser(url: str) -> int:
+    """The HTTP status the site gives a request that does not come from the person's browser."""
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def written(workdir: Path) -> set[str]:
+    return {p.name for p in workdir.iterdir()}
+
+
+async def test_a_download_goes_with_the_persons_cookie_into_the_working_folder(
+        client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
+    private = f"{site}/files/private/report.csv"
+    assert fetched_without_the_browser(private) == 403  # only the browser's session opens it
+    # A page visit leaves the session cookie (SameSite=Lax, HttpOnly) in the browser.
+    await open_page(client, context, f"{site}/files/sign-in")
+    writes = asked(gateway, WRITE)
+    text, is_error = await call(client, "browser_download", {"url": private})
+    assert not is_error, text
+    path = workdir / "report.csv"
+    assert path.read_bytes() == PRIVATE_REPORT
+    assert sha256(PRIVATE_REPORT) in text and "report.csv" in text
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert asked(gateway, WRITE) - writes == -(-len(PRIVATE_REPORT) // (512 * 1024))  # chunks of 512 KiB
+
+    # By a link's ref, under the name the agent gives.
+    snap, _ = await open_page(client, context, f"{site}/download.html")
+    text, is_error = await call(client, "browser_download", {"ref": ref_of(snap, "Monthly report"), "path": "may.csv"})
+    assert not is_error, text
+    assert (workdir / "may.csv").read_bytes() == PRIVATE_REPORT
+
+
+async def test_a_download_that_never_ends_is_stopped_at_the_cap(
+        client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
+    before = written(workdir)
+    text, is_error = await call(client, "browser_download", {"url": f"{site}/files/endless"})
+    assert is_error and "cap" in text and str(CAP) in text, text
+    assert written(workdir) == before  # nothing kept, not even a partial file
+
+
+async def test_a_server_given_name_stays_in_the_folder_and_readable(
+        client: Client, workdir: Path, site: str) -> None:
+    before = written(workdir)
+    text, is_error = await call(client, "browser_download", {"url": f"{site}/files/odd-name"})
+    assert not is_error, text
+    [name] = written(workdir) - before
+    assert (workdir / name).read_bytes() == PLAIN_REPORT
+    assert "/" not in name and not name.startswith(".") and all(ord(c) >= 32 and ord(c) != 127 for c in name), name
+    assert "evil" in name and name != ODD_NAME
+    assert not any("evil" in p.name for p in workdir.parent.rglob("*") if workdir not in p.parents and p != workdir)
+
+
+@pytest.mark.parametrize("url", ["file:///etc/passwd", "data:text/plain,hello", "javascript:alert(1)",
+                                 "chrome://settings", "blob:http://127.0.0.1/x"])
+async def test_a_download_from_anything_but_http_is_refused(client: Client, workdir: Path, url: str) -> None:
+    before = written(workdir)
+    text, is_error = await call(client, "browser_download", {"url": url})
+    assert is_error and "http" in text, text
+    assert written(workdir) == before
+
+
+async def test_the_extension_itself_refuses_what_is_not_http(panel: Page) -> None:
+    # The pod refuses these before a call reaches the browser; the browser's own check does not rely on it.
+    said = await run(panel, "tools-files.js", """arg.map((u) => { try { m.downloadUrl(u); return 'fetched'; }
+        catch (e) { return e.message; } })""", ["file:///etc/passwd", "data:,x", "blob:https://a.example/1",
+                                                 "javascript:void(0)", "chrome://settings", "ftp://a.example/f"])
+    assert all(s.startswith("only http(s) URLs can be downloaded") for s in said), said
+    assert "computer" in said[0] and "page's own object" in said[2]
+
+
+async def test_a_download_a_click_started_is_the_agents_and_the_persons_downloads_are_untouched(
+        panel: Page, client: Client, context: BrowserContext, workdir: Path, downloads: Path, site: str) -> None:
+    snap, _ = await open_page(client, context, f"{site}/download.html")
+    text, is_error = await call(client, "browser_download", {})
+    assert is_error and "no download is waiting" in text, text
+    # A button whose script starts the download, then a link with the download attribute.
+    for element, path in (('button "Export prices"', "export.csv"), ('link "Price list"', "list.csv")):
+        text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, element)})
+        assert not is_error, text
+        text, is_error = await call(client, "browser_download", {"path": path})
+        assert not is_error, text
+        assert (workdir / path).read_bytes() == PLAIN_REPORT
+        text, is_error = await call(client, "browser_download", {})
+        assert is_error and "no download is waiting" in text, text  # taken once
+    # Chrome's list of the person's downloads, and their folder, have none of the agent's.
+    assert await panel.evaluate("chrome.downloads.search({})") == []
+    await eventually(lambda: not any(downloads.iterdir()), 15, what="the person's downloads folder to be empty")
+
+
+async def test_a_download_the_person_starts_stays_theirs(
+        panel: Page, context: BrowserContext, downloads: Path, site: str) -> None:
+    page = await context.new_page()
+    try:
+        await page.goto(f"{site}/download.html")
+        async with page.expect_download() as started:
+            await page.click("#plain")
+        download = await started.value
+        assert await download.failure() is None
+        listed = await panel.evaluate("chrome.downloads.search({})")
+        assert [d["url"] for d in listed] == [f"{site}/files/plain.csv"]
+    finally:
+        await page.close()
+        await panel.evaluate("chrome.downloads.erase({})")
+
+
+# -- the extension's parts, as shipped -----------------------------------------------------------------------------
+
+
+async def test_the_streamed_digest_is_sha256(panel: Page) -> None:
+    same = await panel.evaluate("""async () => {
+        const { Sha256 } = await import('/lib/sha256.js');
+        const out = [];
+        for (const n of [0, 1, 55, 56, 63, 64, 65, 127, 1000, 300000]) {
+            const bytes = crypto.getRandomValues(new Uint8Array(n > 65536 ? 65536 : n));
+            const data = new Uint8Array(n);
+            for (let i = 0; i < n; i += bytes.length || 1) {
+                data.set(bytes.subarray(0, Math.min(bytes.length, n - i)), i);
+            }
+            const h = new Sha256();
+            for (let i = 0; i < n; i += 37) h.update(data.subarray(i, i + 37));
+            const want = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', data)),
+                (b) => b.toString(16).padStart(2, '0')).join('');
+            out.push(h.hex() === want);
+        }
+        return out;
+    }""")
+    assert same == [True] * 10
+
+
+@pytest.mark.parametrize(("disposition", "url", "name"), [
+    ('attachment; filename="report.csv"', "https://a.example/x", "report.csv"),
+    ("attachment; filename*=UTF-8''na%C3%AFve%20plan.pdf", "https://a.example/x", "naïve plan.pdf"),
+    ('attachment; filename="fallback.txt"; filename*=UTF-8\'\'real.txt', "https://a.example/x", "real.txt"),
+    ('attachment; filename="say \\"hi\\".txt"', "https://a.example/x", 'say "hi".txt'),
+    ("attachment", "https://a.example/files/Q3%20sales.xlsx?v=2", "Q3 sales.xlsx"),
+    ("", "https://a.example/", "download"),
+])
+async def test_the_servers_name_for_a_file(panel: Page, disposition: str, url: str, name: str) -> None:
+    assert await run(panel, "tools-files.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
+
+
+@pytest.mark.parametrize(("size", "said"), [(0, "0 bytes"), (1, "1 byte"), (1023, "1023 bytes"), (1536, "1.5 KB"),
+                                            (1_572_864, "1.5 MB"), (734_003_200, "700 MB"), (3 << 30, "3.0 GB")])
+async def test_sizes_as_a_person_reads_them(panel: Page, size: int, said: str) -> None:
+    assert await run(panel, "guard.js", "m.humanSize(arg)", size) == said
+
