@@ -17,6 +17,7 @@ import pytest
 from openab.core.errors import FileRefused, TransferInvalid
 from openab.core.files import CHUNK, FileLimits, Transfers
 from openab.core.files.paths import TEMP_PREFIX, safe_name
+from openab.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -316,3 +317,14 @@ def test_safe_name() -> None:
     assert safe_name("C:\\Users\\x\\evil.exe") == "evil.exe"
     long = safe_name("x" * 400 + ".pdf")
     assert long.endswith(".pdf") and len(long.encode()) <= 200
+
+
+def test_the_caps_come_from_the_settings_and_their_variables() -> None:
+    settings = Settings.from_env({"OPENAB_MAX_FILE_BYTES": "1000", "OPENAB_MAX_SESSION_FILE_BYTES": "5000",
+                                  "OPENAB_FILE_IDLE_TIMEOUT": "2.5"}, state_dir=Path("/nonexistent"))
+    assert FileLimits.from_settings(settings) == FileLimits(1000, 5000, 2.5)
+    defaults = FileLimits.from_settings(Settings(state_dir=Path("/nonexistent")))
+    assert (defaults.max_file_bytes, defaults.max_session_bytes, defaults.idle_timeout) == (100 << 20, 1 << 30, 30.0)
+    assert (defaults.per_session, defaults.per_pod) == (2, 16)
+    with pytest.raises(ValueError, match="max_file_bytes"):
+        Settings.from_env({"OPENAB_MAX_FILE_BYTES": "0"})

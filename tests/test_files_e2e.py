@@ -4,6 +4,7 @@ extension on the real `/acp` socket that reads an upload and writes a download c
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import hashlib
@@ -29,6 +30,7 @@ from openab.core.mcp.access import HttpEndpoint
 from openab.core.mcp.audit import read_records
 from openab.core.pod import Pod
 from openab.core.statedir import session_workdir
+from openab.gateway.cli import main
 
 pytestmark = pytest.mark.anyio
 
@@ -159,9 +161,18 @@ async def upload_and_download(pod: Pod, browser: Browser, client: Client) -> Non
     ]
 
 
-async def test_an_upload_and_a_download_through_the_proxy() -> None:
+async def test_an_upload_and_a_download_through_the_proxy(capsys: pytest.CaptureFixture[str]) -> None:
     async with run_gateway() as gateway, proxied_browser(gateway) as (browser, client):
         await upload_and_download(gateway.pod, browser, client)
+        state_dir = gateway.pod.settings.state_dir
+        capsys.readouterr()
+        # `openab audit SESSION` shows each file call's file: its name, size and the start of its digest.
+        assert main(["audit", browser.session_id, "--state-dir", str(state_dir)]) == 0
+        lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["TIME", "TOOL", "OUTCOME", "MS", "GUARD", "ARGS", "FILE"]
+    upload, download = lines[-2], lines[-1]
+    assert "browser_upload" in upload and f"report.bin {CHUNK * 2 + 12345} B sha256:" in upload
+    assert "browser_download" in download and f"invoice.pdf {CHUNK + 7} B sha256:" in download
 
 
 async def test_an_upload_and_a_download_through_the_bridge() -> None:
@@ -256,3 +267,51 @@ async def test_a_download_that_stops_sending_fails_and_is_cancelled_in_the_brows
         await eventually(lambda: browser.ext.cancelled, what="the download's mcp/cancel at the extension")
         assert [p.name for p in workdir(gateway.pod, browser.session_id).iterdir()
                 if not p.name.startswith(".openab-browser")] == []
+
+
+async def test_a_third_transfer_at_once_in_a_session_is_refused_and_the_slot_comes_back() -> None:
+    async with run_gateway() as gateway, proxied_browser(gateway) as (browser, client):
+        work = workdir(gateway.pod, browser.session_id)
+        for name in ("a.txt", "b.txt", "c.txt"):
+            (work / name).write_text(name)
+        arrived, release = asyncio.Semaphore(0), asyncio.Event()
+
+        async def hold(_file: dict[str, Any]) -> None:
+            arrived.release()
+            await asyncio.wait_for(release.wait(), 30)
+
+        browser.during = hold
+        first = asyncio.ensure_future(client.call_tool("browser_upload", {"ref": "e1", "path": "a.txt"}))
+        second = asyncio.ensure_future(client.call_tool("browser_upload", {"ref": "e2", "path": "b.txt"}))
+        async with asyncio.timeout(30):
+            await arrived.acquire()
+            await arrived.acquire()
+        refused = await client.call_tool("browser_upload", {"ref": "e3", "path": "c.txt"})
+        assert refused.is_error
+        assert "2 files are already being transferred in this session" in text(refused)
+        release.set()
+        async with asyncio.timeout(30):
+            assert not (await first).is_error and not (await second).is_error
+        browser.during = None
+        assert not (await client.call_tool("browser_upload", {"ref": "e3", "path": "c.txt"})).is_error
+        assert sorted(got for _args, got in browser.uploads) == [b"a.txt", b"b.txt", b"c.txt"]
+
+
+async def test_closing_the_session_mid_download_removes_its_partial_file() -> None:
+    async with run_gateway() as gateway, proxied_browser(gateway) as (browser, client):
+        work = workdir(gateway.pod, browser.session_id)
+        browser.download_body = b"z" * 10
+        browser.stall_after_first_write = True
+        call = asyncio.ensure_future(client.call_tool("browser_download", {"url": "https://shop.test/f"}))
+        await eventually(lambda: any(p.name.startswith(".openab-download-") for p in work.iterdir()),
+                         what="the download's temporary file")
+        await eventually(lambda: any(p.stat().st_size == 10 for p in work.iterdir()
+                                     if p.name.startswith(".openab-download-")), what="its first chunk")
+        await browser.ext.request("session/close", {"sessionId": browser.session_id})
+        # The eviction failed the transfer before session/close answered; the call's endpoint closed with the
+        # session, so what the agent's client makes of it is its own business.
+        assert len(gateway.pod.files or ()) == 0
+        assert not [p for p in work.iterdir() if p.name.startswith(".openab-download-")]
+        call.cancel()
+        with contextlib.suppress(BaseException):
+            await call
