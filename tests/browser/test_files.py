@@ -324,6 +324,40 @@ async def test_a_download_the_person_starts_stays_theirs(
 # -- the extension's parts, as shipped -----------------------------------------------------------------------------
 
 
+async def test_only_the_person_or_their_site_rule_lets_a_file_go(panel: Page) -> None:
+    # The guard as shipped, in the extension's page: autopilot and an approved plan for the site still ask.
+    said = await panel.evaluate("""async () => {
+        await (await import('/lib/catalogue.js')).loadCatalogue();
+        const { Guard } = await import('/lib/guard.js');
+        const { Plan } = await import('/lib/plan.js');
+        const desc = { role: 'button', name: 'Document', tag: 'input', type: 'file', sensitive: 'file',
+            origin: 'https://shop.example', url: 'https://shop.example/send', file: { name: 'a.txt', size: 2048 } };
+        const out = {};
+        for (const [label, settings, planned] of [
+                ['autopilot', { autopilot: true, siteRules: {} }, false],
+                ['plan', { autopilot: true, siteRules: {} }, true],
+                ['rule', { autopilot: false, siteRules: { 'shop.example': 'always' } }, false]]) {
+            const plan = new Plan(() => settings);
+            const sites = [{ host: 'shop.example', shown: 'shop.example' }];
+            if (planned) plan.approved = { summary: 's', steps: ['s'], sites };
+            let shown;
+            const card = new Promise((resolve) => { shown = resolve; });
+            const guard = new Guard(() => settings, async () => {}, () => {
+                for (const c of guard.cards.values()) shown(`asked: ${c.title}`);
+            }, plan);
+            const checked = guard.check('browser_upload', desc, {}, null, 'https://shop.example/send')
+                .then((r) => `ran, asked=${r.asked}`, (e) => e.message);
+            out[label] = await Promise.race([checked, card]);
+            guard.cancelAll();
+        }
+        return out;
+    }""")
+    card = ('asked: The agent wants to upload the file "a.txt" (2.0 KB) to shop.example: put it in the file field '
+            'button "Document"')
+    assert said == {"autopilot": card, "plan": card, "rule": "ran, asked=false"}
+
+
+
 async def test_the_streamed_digest_is_sha256(panel: Page) -> None:
     same = await panel.evaluate("""async () => {
         const { Sha256 } = await import('/lib/sha256.js');
