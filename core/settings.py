@@ -73,6 +73,10 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_MAX_SESSIONS_PER_CONNECTION": "max_sessions_per_connection",
     "OPENAB_HANDSHAKE_TIMEOUT": "handshake_timeout",
     "OPENAB_PUBLIC_URL": "public_url",
+    # openab as a JupyterHub single-user server (docs/deploy.md, "A team on JupyterHub").
+    "OPENAB_JUPYTERHUB": "jupyterhub",
+    "OPENAB_HUB_AUTH_CACHE_SECS": "hub_auth_cache_secs",
+    "OPENAB_HUB_ACTIVITY_INTERVAL": "hub_activity_interval",
 }
 # OPENAB_AGENT_CMD_<NAME>: one agent's command when the pod offers several (as --agent-cmd NAME=COMMAND).
 AGENT_CMD_PREFIX = "OPENAB_AGENT_CMD_"
@@ -179,6 +183,15 @@ class Settings(BaseModel):
     handshake_timeout: float = Field(default=10.0, gt=0)
     max_connections: int = Field(default=1024, ge=1)
     max_connections_per_peer: int = Field(default=256, ge=1)
+
+    # A JupyterHub single-user server: the hub spawns the pod (JUPYTERHUB_* in its environment), routes
+    # /user/<name>/ to it and people open /acp with a hub API token allowed to access this server, checked with
+    # the hub (gateway/hub.py), instead of a key of the pod's own. A token's answer is cached this long (a revoked
+    # token opens new sockets until then), and the pod tells the hub it is in use this often (the idle culler
+    # stops a pod whose last activity is older than its timeout: keep this well under it).
+    jupyterhub: bool = False
+    hub_auth_cache_secs: int = Field(default=60, ge=1, le=3600)
+    hub_activity_interval: float = Field(default=60.0, gt=0, le=3600)
 
     @field_validator("prompt_idle_timeout", "permission_timeout")
     @classmethod

@@ -20,7 +20,8 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from openab.core.acp.server import AcpServerConnection
 from openab.core.pod import Pod
 
-from .auth import Admitted, admit_connection
+from .auth import Admitted
+from .hub import admit_acp
 
 __all__ = ["acp_http_endpoint", "acp_websocket_endpoint"]
 
@@ -55,7 +56,7 @@ def _over_limit(text: str, limit: int) -> bool:
 async def acp_websocket_endpoint(websocket: WebSocket) -> None:
     pod: Pod = websocket.app.state.pod
     settings = pod.settings
-    verdict = admit_connection(websocket)
+    verdict = await admit_acp(websocket)
     if not isinstance(verdict, Admitted):
         headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
         await websocket.send_denial_response(PlainTextResponse(verdict.reason, verdict.status, headers=headers))
@@ -140,7 +141,7 @@ async def acp_http_endpoint(request: Request) -> Response:
     credentials are right and the request was not a WebSocket upgrade (a proxy in between that does not pass
     upgrades, when the client did send one).
     """
-    verdict = admit_connection(request)
+    verdict = await admit_acp(request)
     if not isinstance(verdict, Admitted):
         headers = {"WWW-Authenticate": "Bearer"} if verdict.status == 401 else None
         return PlainTextResponse(verdict.reason, verdict.status, headers=headers)

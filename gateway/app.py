@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
@@ -27,6 +28,7 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
+from .hub import ActivityReporter, HubDoor, HubEnvironment, HubPrefix
 from .metrics import metrics_endpoint, metrics_registry
 from .pair_link import PairCodes, pair_claim_endpoint, pair_page_endpoint
 from .pairing import MIN_KEY_CHARS
@@ -106,11 +108,23 @@ def check_key(settings: Settings) -> None:
         )
 
 
-def create_app(pod: Pod) -> Starlette:
+def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
     """The pod's application. Its socket guard (``app.state.guard``, from the settings) is the one to serve it
-    with: ``uvicorn_config`` takes it when given none, and ``/metrics`` reads its counts."""
+    with: ``uvicorn_config`` takes it when given none, and ``/metrics`` reads its counts.
+
+    With ``hub`` (a JupyterHub single-user server, :mod:`.hub`) the hub's tokens open ``/acp`` instead of a key,
+    everything is served under the hub's prefix, and the pod reports its activity to the hub."""
     settings = pod.settings
-    check_key(settings)
+    if hub is None:
+        check_key(settings)
+    elif settings.token is not None or settings.insecure_no_key:
+        raise ConfigurationError("--jupyterhub takes the hub's tokens instead of a key: give no key and no "
+                                 "--insecure-no-key (the hub's proxy and its tokens guard the pod)")
+    door = HubDoor(hub, cache_secs=settings.hub_auth_cache_secs) if hub is not None else None
+    reporter = ActivityReporter(
+        hub, lambda: len(pod.connections) > 0 or pod.connections.turns_in_flight > 0,
+        interval=settings.hub_activity_interval,
+    ) if hub is not None else None
     readiness = Readiness()
     guard = guard_for(settings)
     refusals: Counter[str] = Counter()
@@ -119,14 +133,19 @@ def create_app(pod: Pod) -> Starlette:
     async def lifespan(_app: Starlette) -> AsyncIterator[None]:
         await pod.start()
         sweeper = asyncio.create_task(pod.run(), name="session sweeper")
+        tasks = [sweeper]
+        if reporter is not None:
+            tasks.append(asyncio.create_task(reporter.run(), name="hub activity"))
         readiness.serving = True
         try:
             yield
         finally:
             readiness.serving = False
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             await pod.aclose()
 
     app = Starlette(
@@ -141,6 +160,8 @@ def create_app(pod: Pod) -> Starlette:
             Route("/pair/claim", pair_claim_endpoint, methods=["POST"]),
         ],
         lifespan=lifespan,
+        # Under a hub everything is served below its prefix, which its proxy keeps in the path.
+        middleware=[Middleware(HubPrefix, prefix=hub.prefix)] if hub is not None else [],
     )
     app.state.pod = pod
     app.state.readiness = readiness
@@ -148,4 +169,5 @@ def create_app(pod: Pod) -> Starlette:
     app.state.refusals = refusals
     app.state.pair_codes = PairCodes()
     app.state.metrics = metrics_registry(pod, guard, refusals)
+    app.state.hub = door
     return app

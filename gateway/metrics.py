@@ -35,13 +35,15 @@ from openab.core.pod import Pod
 from openab.core.settings import Settings
 from openab.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEvent
 
-from .auth import Admitted, admit_scrape
+from .auth import Admitted
+from .hub import admit_metrics
 from .server import REFUSAL_KINDS, ConnectionGuard
 
 __all__ = ["AUTH_REFUSAL_KINDS", "PodCollector", "metrics_endpoint", "metrics_registry", "resolve_metrics_key"]
 
-AUTH_REFUSAL_KINDS = ("key", "host", "origin")
-"""Why :func:`.auth.admit` refused a request to ``/acp`` or ``/metrics`` (see :class:`.auth.Refused`)."""
+AUTH_REFUSAL_KINDS = ("key", "host", "origin", "scope", "hub")
+"""Why :func:`.auth.admit` refused a request to ``/acp`` or ``/metrics`` (see :class:`.auth.Refused`); under a hub
+(:mod:`.hub`) also ``scope`` (a live hub token without access to this pod) and ``hub`` (the hub did not answer)."""
 
 
 class _AttachedTunnels:
@@ -167,7 +169,7 @@ def metrics_registry(pod: Pod, guard: ConnectionGuard, refusals: Counter[str]) -
 async def metrics_endpoint(request: Request) -> Response:
     """``GET /metrics``: the exposition text, for the metrics key if one is set, else the pod's key (401
     without it, as ``/acp``)."""
-    verdict = admit_scrape(request)
+    verdict = await admit_metrics(request)
     if not isinstance(verdict, Admitted):
         if verdict.status == 401 and request.app.state.pod.settings.metrics_token is None:
             return PlainTextResponse(

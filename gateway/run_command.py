@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/
     from openab.core.pod import Pod
     from openab.core.settings import Settings
 
+    from .hub import HubEnvironment
     from .pair_link import PairCodes
     from .pairing import KeptKey
     from .server import ReloadingTls
@@ -176,6 +177,11 @@ def register(commands: Any) -> None:
     run = commands.add_parser("run", help="run the pod: the /acp gateway, the agent runtime, browser access")
     add_pod_flags(run)
     add_runtime_flags(run)
+    run.add_argument(
+        "--jupyterhub", action="store_true", default=None,
+        help="run as a JupyterHub single-user server: served under the hub's prefix, opened with the person's hub "
+             "API token instead of a key, activity reported to the hub (needs openab[hub]; env OPENAB_JUPYTERHUB)",
+    )
     run.set_defaults(handler=_run)
 
 
@@ -217,15 +223,20 @@ def _run(args: argparse.Namespace) -> int:
             insecure_no_tls=args.insecure_no_tls,
             public_url=args.public_url,
             ws_deflate=args.ws_deflate,
+            jupyterhub=getattr(args, "jupyterhub", None),
             **runtime_overrides(args),
         )
-        kept_key = resolve_key(settings)
+        hub = None
+        if settings.jupyterhub:
+            hub, kept_key = _hub_environment(settings, args), None
+        else:
+            kept_key = resolve_key(settings)
         resolve_metrics_key(settings)
         for key in (settings.token, settings.metrics_token):
             if key is not None:
                 add_secret(key.get_secret_value())
         pod = assemble(settings)
-        app = create_app(pod)
+        app = create_app(pod, hub)
         check_transport(settings)
         tls = tls_for(settings)
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
@@ -234,12 +245,46 @@ def _run(args: argparse.Namespace) -> int:
     return asyncio.run(_serve(pod, app, args.log_level, tls, kept_key))
 
 
+def _hub_environment(settings: Settings, args: argparse.Namespace) -> HubEnvironment:
+    """Under a hub: what its spawner set, the bind it chose (``JUPYTERHUB_SERVICE_URL``, which a flag overrides
+    and which overrides ``OPENAB_HOST``/``OPENAB_PORT``, the image's defaults), the pod's hub token redacted."""
+    import os
+
+    from openab.core.errors import ConfigurationError
+
+    from .hub import HubEnvironment
+    from .logs import add_secret
+    from .pairing import make_private_dir
+
+    if settings.token is not None or settings.token_file is not None or settings.insecure_no_key:
+        raise ConfigurationError("--jupyterhub takes the hub's tokens instead of a key: give no key and no "
+                                 "--insecure-no-key (the hub's proxy and its tokens guard the pod)")
+    hub = HubEnvironment.from_env(os.environ)
+    add_secret(hub.api_token)
+    host, port = hub.bind()
+    if args.host is None and host is not None:
+        settings.host = host
+    if args.port is None and port is not None:
+        settings.port = port
+    make_private_dir(settings.state_dir)
+    return hub
+
+
 def _announce_pairing(settings: Settings, kept: KeptKey | None, codes: PairCodes | None = None) -> None:
     """The pairing text: to a terminal as a block to paste (with the key when this start made it), else as one
     log line without the key, for in a container stderr is the collected log and the key must not travel."""
     import logging
 
     from .pairing import pairing_lines
+
+    if settings.jupyterhub:
+        import os
+
+        from .hub import HubEnvironment, hub_pairing_line
+
+        logging.getLogger("openab.run").info("pair the side panel: %s",
+                                             hub_pairing_line(HubEnvironment.from_env(os.environ)))
+        return
 
     terminal = sys.stderr.isatty()
     lines = pairing_lines(settings, kept, terminal=terminal, codes=codes)

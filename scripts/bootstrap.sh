@@ -37,7 +37,7 @@ fi
 stamp=".venv/.openab-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   python -m pip install -q --disable-pip-version-check --upgrade pip
-  python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev]"
+  python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev,hub]"
   touch "$stamp"
 fi
 

@@ -1,0 +1,189 @@
+"""openab as a JupyterHub single-user server, on one machine: a real hub (the `jupyterhub` package) with its real
+proxy (configurable-http-proxy from npm) spawns alice's and bob's `openab run --jupyterhub`; each person reaches
+their own pod through the hub's proxy with a token made on the hub, and nobody else's; the hub's idle culler stops
+only the pod nobody uses, and the hub starts it again. tests/browser/test_hub_panel.py does the same with each
+person's real side panel in Chromium.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from hub_harness import AUTH_CACHE_SECS, Hub, available, running_hub, ws_handshake
+from waits import eventually, eventually_sync
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
+
+# The culler's bound in the test: a pod with no activity reported for this long is stopped.
+CULL_TIMEOUT = 4
+
+
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
+    with running_hub(tmp_path_factory.mktemp("hub") / "hub") as running:
+        running.start("alice")
+        running.start("bob")
+        yield running
+        logs = running.logs()
+    # No token of anyone's ever reached a log: not the people's, the pods' own or the services'.
+    leaked = [t[:6] for t in running.minted if t in logs]
+    assert not leaked, f"tokens in the logs (their first characters): {leaked}"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+async def acp_request(ws: Any, request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
+    """One ACP request on an open socket and its answer (keepalives and other notifications passed over)."""
+    await ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))
+    async with asyncio.timeout(15):
+        while True:
+            message = json.loads(await ws.recv())
+            if message.get("id") == request_id and "method" not in message:
+                answer: dict[str, Any] = message
+                return answer
+
+
+def connect(hub: Hub, person: str, token: str) -> Any:
+    return websockets.connect(hub.acp_url(person), subprotocols=[f"openab.bearer.{token}", "acp.v1"],  # type: ignore[list-item]
+                              open_timeout=15, close_timeout=5)
+
+
+@pytest.mark.anyio
+async def test_each_person_opens_their_own_pod_through_the_hub(hub: Hub) -> None:
+    for person in ("alice", "bob"):
+        _, token = hub.token(person)
+        async with connect(hub, person, token) as ws:
+            assert ws.subprotocol == "acp.v1"
+            init = await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            assert init["result"]["protocolVersion"] == 1
+            new = await acp_request(ws, 2, "session/new", {"cwd": "/", "mcpServers": []})
+            assert new["result"]["sessionId"].startswith("sess_")
+
+
+def test_a_token_opens_no_one_elses_pod(hub: Hub) -> None:
+    _, alice = hub.token("alice")
+    _, bob = hub.token("bob")
+    for token, other in ((alice, "bob"), (bob, "alice")):
+        status, answer = ws_handshake(hub.acp_url(other), token)
+        assert status == 403, answer
+        assert b"may not access this server" in answer
+    # The same token at its owner's pod is welcome: the refusal was the other person's pod's.
+    assert ws_handshake(hub.acp_url("alice"), alice)[0] == 101
+
+
+def test_no_token_a_wrong_one_and_odd_ones_are_refused(hub: Hub) -> None:
+    url = hub.acp_url("alice")
+    status, answer = ws_handshake(url, None)
+    assert status == 401 and b"Missing hub token" in answer
+    assert ws_handshake(url, "0" * 32)[0] == 401  # the shape of a hub token, not one
+    assert ws_handshake(url, "a" * 300)[0] == 401  # longer than any hub token: refused without asking the hub
+    status, answer = ws_handshake(url, "caf\u00e9-token".encode().decode("latin-1"))
+    assert status in (400, 401), answer
+    # A header far over any token, in the Authorization header the hub's own clients use.
+    status, _ = ws_handshake(url, None, extra={"Authorization": "Bearer " + "x" * 60_000})
+    assert status not in (0, 101)
+    # A token in the URL is never taken (it would sit in the proxy's and the browser's history).
+    _, token = hub.token("alice")
+    status, _ = ws_handshake(url + f"?token={token}", None)
+    assert status == 401
+
+
+def test_a_token_without_the_servers_access_scope_is_refused(hub: Hub) -> None:
+    _, narrow = hub.token("alice", scopes=["read:users:name!user=alice"])
+    status, answer = ws_handshake(hub.acp_url("alice"), narrow)
+    assert status == 403, answer
+
+
+@pytest.mark.anyio
+async def test_a_revoked_token_opens_nothing_once_its_cached_answer_expires(hub: Hub) -> None:
+    token_id, token = hub.token("alice")
+    async with connect(hub, "alice", token) as held:
+        await acp_request(held, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        hub.revoke("alice", token_id)
+        eventually_sync(lambda: ws_handshake(hub.acp_url("alice"), token)[0] == 401,
+                        timeout=AUTH_CACHE_SECS + 10, interval=0.25, what="the revoked token refused")
+        # The socket opened before the revocation is not cut: a rotation does not drop the person's work.
+        answer = await acp_request(held, 2, "session/new", {"cwd": "/", "mcpServers": []})
+        assert "result" in answer
+
+
+def test_the_hubs_prometheus_credential_scrapes_each_pod_and_a_persons_token_does_not(hub: Hub) -> None:
+    _, alice = hub.token("alice")
+    with httpx.Client(timeout=15, trust_env=False) as client:
+        for person in ("alice", "bob"):
+            scraped = client.get(f"{hub.public}/user/{person}/metrics",
+                                 headers={"Authorization": f"Bearer {hub.metrics_token}"})
+            assert scraped.status_code == 200, scraped.text
+            assert "openab_acp_connections" in scraped.text
+        assert client.get(f"{hub.public}/user/alice/metrics",
+                          headers={"Authorization": f"Bearer {alice}"}).status_code == 403
+        assert client.get(f"{hub.public}/user/alice/metrics").status_code == 401
+        # The probes answer at the pod's root for a kubelet, and nothing else is served outside the prefix.
+        assert client.get(f"{hub.public}/user/alice/healthz").status_code == 200
+
+
+def _last_activity(hub: Hub, person: str) -> datetime | None:
+    stamp = hub.user(person).get("servers", {}).get("", {}).get("last_activity")
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+
+
+@pytest.mark.anyio
+async def test_the_culler_stops_only_the_idle_pod_and_the_hub_starts_it_again(hub: Hub) -> None:
+    _, alice = hub.token("alice")
+    _, bob = hub.token("bob")
+    async with connect(hub, "alice", alice) as ws:
+        await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        hub.start_culler(timeout=CULL_TIMEOUT, every=1)
+        # bob's pod has no socket and reports nothing: the culler stops it.
+        await eventually(lambda: hub.stopped("bob"), timeout=CULL_TIMEOUT + 20,
+                         what=lambda: f"bob's idle pod culled: {hub.log_tail()}", interval=0.25)
+        culled = datetime.now(UTC)
+        # alice's socket is activity: her pod tells the hub, and it is still running a whole culler timeout
+        # (four of its rounds) after bob's was stopped.
+        await eventually(lambda: (_last_activity(hub, "alice") or culled) > culled + timedelta(seconds=CULL_TIMEOUT),
+                         timeout=CULL_TIMEOUT + 20, interval=0.25,
+                         what=lambda: f"alice's pod reporting activity: {hub.user('alice')}")
+        assert hub.running("alice")
+        answer = await acp_request(ws, 2, "session/new", {"cwd": "/", "mcpServers": []})
+        assert "result" in answer
+    hub.stop_culler()
+
+    # bob's panel asks for his pod: the hub answers for the stopped pod with 424, and a JSON message.
+    # The hub sends /user/bob/... on to /hub/user/bob/..., which a browser's fetch follows.
+    async with httpx.AsyncClient(timeout=15, trust_env=False, follow_redirects=True) as client:
+        http_url = hub.acp_url("bob").replace("ws", "http", 1)
+        stopped = await client.get(http_url, headers={"Authorization": f"Bearer {bob}"})
+        assert stopped.status_code == 424, stopped.text
+        asked_json = await client.get(http_url, headers={"Authorization": f"Bearer {bob}",
+                                                         "Accept": "application/json"})
+        assert asked_json.status_code == 424 and "no longer running" in asked_json.json()["message"]
+        # His own token may start it again, as the panel does.
+        started = await client.post(f"{hub.api}/users/bob/server", headers={"Authorization": f"token {bob}"})
+        assert started.status_code in (201, 202), started.text
+    await eventually(lambda: hub.running("bob"), timeout=30, interval=0.25, what="bob's pod started again")
+    async with connect(hub, "bob", bob) as ws:
+        init = await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        assert init["result"]["protocolVersion"] == 1
+
+
+def test_a_pod_without_the_hubs_environment_refuses_to_start(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTERHUB_", "OPENAB_"))}
+    done = subprocess.run([str(Path(sys.executable).parent / "openab"), "run", "--jupyterhub", "--state-dir",
+                           str(tmp_path / "state")], env=env, capture_output=True, text=True, timeout=30)
+    assert done.returncode == 2
+    assert "JUPYTERHUB_API_URL" in done.stderr and "not set" in done.stderr
