@@ -11,6 +11,8 @@
 const AFTER_CALL_MS = 10_000;
 const PENDING_MS = 60_000;
 const MAX_PENDING = 8;
+// How long browser_download with no ref or url waits for a download Chrome has not reported yet.
+const ARRIVAL_MS = 2_000;
 
 /** Whether a download's referrer is the page `tabUrl` (the full URL, or its origin under a stricter referrer policy). */
 export function referredBy(referrer, tabUrl) {
@@ -35,6 +37,7 @@ export class AgentDownloads {
     this._tabUrl = tabUrl;
     this._calls = new Map(); // tabId -> {running: number, until: ms, url: the tab's URL during the call}
     this._pending = new Map(); // tabId -> {url, finalUrl, referrer, mime, name, at}
+    this._waiters = new Set(); // calls waiting for a download to arrive: {tabId, resolve}
     this.taken = 0; // downloads taken from the person's browser so far (the tests read it)
   }
 
@@ -107,10 +110,29 @@ export class AgentDownloads {
       url: item.url, finalUrl: item.finalUrl || item.url, referrer: item.referrer || '', mime: item.mime || '',
       name: nameFromPath(item.filename), at: Date.now(),
     });
+    for (const w of [...this._waiters]) if (w.tabId === tabId) w.resolve();
   }
 
-  /** The tab's pending download, taken (a second call finds none), or null; an expired one is dropped. */
-  take(tabId) {
+  /**
+   * The tab's pending download, taken (a second call finds none), or null; an expired one is dropped. Chrome tells
+   * of a download a moment after the click that started it, so with none yet this waits for one up to `waitMs`
+   * (or until `signal` aborts).
+   */
+  async take(tabId, signal = null, waitMs = ARRIVAL_MS) {
+    if (!this._pending.has(tabId) && waitMs > 0 && !(signal && signal.aborted)) {
+      await new Promise((resolve) => {
+        const waiter = { tabId, resolve: () => done() };
+        const timer = setTimeout(() => done(), waitMs);
+        const done = () => {
+          clearTimeout(timer);
+          this._waiters.delete(waiter);
+          if (signal) signal.removeEventListener('abort', done);
+          resolve();
+        };
+        if (signal) signal.addEventListener('abort', done, { once: true });
+        if (this._waiters.size < MAX_PENDING) this._waiters.add(waiter);
+      });
+    }
     const p = this._pending.get(tabId);
     this._pending.delete(tabId);
     if (!p || Date.now() - p.at > PENDING_MS) return null;

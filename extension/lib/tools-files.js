@@ -248,7 +248,7 @@ export function suggestedName(disposition, url) {
 }
 
 /** Where the call's download comes from: `{url, how}`; the guard's site rules are asked by the caller. */
-async function source(b, args) {
+async function source(b, args, call) {
   const hasRef = args.ref != null && args.ref !== '';
   const hasUrl = args.url != null && args.url !== '';
   if (hasRef && hasUrl) throw new ToolError(BAD_ARGS, 'give "ref" or "url", not both');
@@ -266,7 +266,7 @@ async function source(b, args) {
     }
     return { url: downloadUrl(desc.href), how: 'ref' };
   }
-  const pending = b.files.downloads && b.files.downloads.take(tab.id);
+  const pending = b.files.downloads && (await b.files.downloads.take(tab.id, call.signal));
   if (!pending) {
     throw new ToolError(NOT_FOUND, 'no download is waiting from the agent tab: none started, or it was taken, or it started ' +
       `more than ${PENDING_SECONDS} s ago. Click the link or button that starts it, then call browser_download with no ref ` +
@@ -291,7 +291,7 @@ async function readPiece(reader) {
 
 async function download(b, args, call) {
   const file = downloadFile(args);
-  const from = await source(b, args);
+  const from = await source(b, args, call);
   const url = await call.going(from.url);
   call.throwIfCancelled();
   const stop = new AbortController();
