@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import secrets
+import shlex
 import signal
 import socket
 import subprocess
@@ -34,6 +35,8 @@ PEOPLE = ("alice", "bob")
 # so the culler's and a revocation's effects come within the test's bound.
 ACTIVITY_INTERVAL = 1
 AUTH_CACHE_SECS = 2
+# Seconds a pod marked to start slowly (Hub.start_slowly) waits before it starts.
+SLOW_START = 4
 
 
 def free_port() -> int:
@@ -95,6 +98,12 @@ class Hub:
         eventually_sync(lambda: self.running(name), timeout=30, interval=0.1,
                         what=lambda: f"{name}'s pod ready: {self.log_tail()}")
 
+    def start_slowly(self, name: str) -> None:
+        """``name``'s pod takes :data:`SLOW_START` seconds more to start from now on."""
+        home = self.folder / "home" / name
+        home.mkdir(mode=0o700, parents=True, exist_ok=True)
+        (home / "start-slowly").touch(mode=0o600)
+
     def token(self, name: str, scopes: list[str] | None = None) -> tuple[str, str]:
         """A new API token of ``name`` (its id, its value): with ``scopes`` only those, else what the hub gives a
         token its owner makes on /hub/token."""
@@ -143,6 +152,8 @@ class Hub:
 def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: int,
             admin: str, culler: str, metrics: str) -> str:
     openab = Path(sys.executable).parent / "openab"
+    start = (f'if [ -e "$HOME/start-slowly" ]; then sleep {SLOW_START}; fi; '
+             f"exec {shlex.quote(str(openab))} run --jupyterhub")
     pod_env = {
         "OPENAB_HUB_ACTIVITY_INTERVAL": str(ACTIVITY_INTERVAL),
         "OPENAB_HUB_AUTH_CACHE_SECS": str(AUTH_CACHE_SECS),
@@ -162,7 +173,9 @@ def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: in
         c.Authenticator.allowed_users = {set(PEOPLE)!r}
         c.JupyterHub.spawner_class = "simple"
         c.SimpleLocalProcessSpawner.home_dir_template = "{folder}/home/{{username}}"
-        c.Spawner.cmd = [{str(openab)!r}, "run", "--jupyterhub"]
+        # A pod whose home has start-slowly takes a few seconds more to start, as one on Kubernetes does (its image
+        # pulled, its volume attached): long enough for a panel to be seen saying so.
+        c.Spawner.cmd = ["/bin/sh", "-c", {start!r}]
         c.Spawner.environment = {pod_env!r}
         c.Spawner.start_timeout = 30
         c.Spawner.http_timeout = 30

@@ -125,6 +125,10 @@ export class AcpClient {
     const st = link.state;
     if (link.connected) return link.moved ? { reason: 'moved', why: SESSION_MOVED_DETAIL } : null;
     if (st.status === 'connecting') return { reason: 'connecting', why: 'Still connecting to the gateway.' };
+    if (st.status === 'retrying' && st.cause === 'starting') {
+      const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));
+      return { reason: 'unreachable', why: `Your pod is starting (retrying in ${secs}\u00a0s).`, retryAt: st.retryAt };
+    }
     if (st.status === 'retrying' && st.cause === 'unreachable') {
       const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));
       return { reason: 'unreachable', why: `The gateway is not reachable (retrying in ${secs}\u00a0s).`, retryAt: st.retryAt };

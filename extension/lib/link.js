@@ -55,6 +55,12 @@ function agentOf(result) {
   return typeof agent === 'string' ? agent : '';
 }
 
+// A pod that JupyterHub spawns is served at .../user/<name>/acp; the hub answers 424 for it while it is not running.
+const HUB_POD_PATH = /^(.*)\/user\/([^/]+)\//;
+export const POD_STARTING = 'Your pod is starting: the hub is starting it again, and this panel connects as soon as it is up.';
+// How often a panel looks again while its pod starts (a pod starts in seconds to a minute).
+const STARTING_RETRY_MAX_MS = 3000;
+
 /**
  * What to tell the person when the socket to `url` never opened, from the HTTP `status` the same
  * address gave a plain request with the same key (`null`: no HTTP answer at all). `keySent`: whether
@@ -69,6 +75,13 @@ export function refusalReason(url, status, keySent = true) {
         + `Chrome may not trust its certificate (open https://${u.host}/healthz in a tab to see why).`
       : `Cannot reach the gateway at ${u.host}. Check the URL, and that the gateway is running.`;
   }
+  const hub = u.pathname.match(HUB_POD_PATH);
+  if (hub && (status === 401 || status === 403)) {
+    const tokens = `${u.protocol === 'wss:' ? 'https:' : 'http:'}//${u.host}${hub[1]}/hub/token`;
+    return status === 401
+      ? `The hub did not take this token (missing, wrong, expired or revoked). Make one at ${tokens} and paste it as the key.`
+      : `This token may not open ${hub[2]}'s pod: a hub token opens only its owner's own pod. Paste your own token from ${tokens}.`;
+  }
   switch (status) {
     case 401:
       return keySent
@@ -79,11 +92,38 @@ export function refusalReason(url, status, keySent = true) {
         + 'Set a key on the gateway, or add this extension to OPENAB_ACP_ALLOWED_ORIGINS.';
     case 404:
       return `${where} has no ${u.pathname}. Check the URL path (usually /acp).`;
+    case 503:
+      return `${where} is not answering yet: it may be starting or stopping. This panel keeps trying.`;
     case 426:
       return `${where} accepts the key, but the WebSocket did not get through: `
         + 'a proxy or ingress in between does not pass WebSocket upgrades.';
     default:
       return `${u.host} answered HTTP ${status} at ${u.pathname}: not an openab gateway's WebSocket endpoint. Check the URL.`;
+  }
+}
+
+
+/**
+ * The hub's stopped pod, in words: ask the hub to start it with the person's own token (the hub's REST API,
+ * `POST users/<name>/server`, which a token made on the hub may do for its owner) and say what happens.
+ * Returns [detail, cause]: 'starting' while it starts, 'refused' when the person must start it on the hub.
+ */
+export async function startHubPod(url, key) {
+  const http = new URL(url.replace(/^ws/, 'http'));
+  const found = http.pathname.match(HUB_POD_PATH);
+  const home = `${http.origin}${found ? found[1] : ''}/hub/home`;
+  if (!found || !key) return [`Your pod at ${http.host} is stopped. Start it on the hub: ${home}`, 'refused'];
+  try {
+    const res = await fetch(`${http.origin}${found[1]}/hub/api/users/${found[2]}/server`, {
+      method: 'POST', cache: 'no-store', credentials: 'omit', headers: { Authorization: `token ${key}` },
+      // The hub answers once the pod started or after its slow_spawn_timeout (10 s by default) with 202.
+      signal: AbortSignal.timeout(15_000),
+    });
+    // 201 started, 202 starting, 400 already starting (or still stopping): each time, waiting is the answer.
+    if (res.status === 201 || res.status === 202 || res.status === 400) return [POD_STARTING, 'starting'];
+    return [`Your pod at ${http.host} is stopped, and this token may not start it. Start it on the hub: ${home}`, 'refused'];
+  } catch {
+    return [`Your pod at ${http.host} is stopped, and the hub did not answer. Start it on the hub: ${home}`, 'unreachable'];
   }
 }
 
@@ -306,11 +346,20 @@ export class Link {
    */
   async _whyRefused(url) {
     const http = url.replace(/^ws/, 'http');
-    const headers = this.settings.key ? { Authorization: `Bearer ${this.settings.key}` } : {};
+    // JSON asked for: a JupyterHub in front answers for a pod it is not running with 424, where a page would be sent
+    // to its spawn-pending page (a 200 that says nothing here).
+    const headers = { Accept: 'application/json', ...(this.settings.key ? { Authorization: `Bearer ${this.settings.key}` } : {}) };
     try {
       const res = await fetch(http, {
         method: 'GET', cache: 'no-store', credentials: 'omit', headers, signal: AbortSignal.timeout(3000),
       });
+      // The hub answers for a pod it is not running (its proxy has no route to it): start it and say so.
+      if (res.status === 424) {
+        // The hub starts it as it answers the request below (in seconds to a minute, bounded by its timeout).
+        this._setState({ detail: POD_STARTING });
+        return await startHubPod(url, this.settings.key);
+      }
+      if (res.status === 503) return [refusalReason(url, res.status), 'unreachable'];
       return [refusalReason(url, res.status, Boolean(this.settings.key)), 'refused'];
     } catch {
       return [refusalReason(url, null), 'unreachable'];
@@ -375,7 +424,10 @@ export class Link {
     }, KEEPALIVE_MS);
   }
 
-  /** `cause`: 'unreachable' (nothing answers: only waiting helps) or 'refused' (the detail says what to change). */
+  /**
+   * `cause`: 'unreachable' (nothing answers: only waiting helps), 'starting' (the hub is starting the person's pod:
+   * looked at again every few seconds) or 'refused' (the detail says what to change).
+   */
   _lost(why, cause = 'refused') {
     this._teardown(why);
     this._scheduleRetry(why, cause);
@@ -383,7 +435,7 @@ export class Link {
 
   _scheduleRetry(why, cause = 'refused') {
     const attempt = this.state.attempts;
-    const delay = backoffDelay(attempt);
+    const delay = cause === 'starting' ? Math.min(backoffDelay(attempt), STARTING_RETRY_MAX_MS) : backoffDelay(attempt);
     this._setState({ status: 'retrying', detail: why, cause, retryAt: Date.now() + delay, attempts: attempt + 1 });
     clearTimeout(this._retryTimer);
     this._retryTimer = setTimeout(() => this._dial(), delay);

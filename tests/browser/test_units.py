@@ -355,6 +355,9 @@ async def test_the_rpc_peer_survives_garbage_and_times_out(page: Page) -> None:
     ("wss://pod.example/ws", 404, "has no /ws. Check the URL path"),
     ("wss://pod.example/acp", 426, "does not pass WebSocket upgrades"),
     ("wss://pod.example/acp", 400, "answered HTTP 400 at /acp: not an openab gateway"),
+    ("wss://pod.example/acp", 503, "is not answering yet: it may be starting or stopping"),
+    # A pod JupyterHub serves: its proxy's path names whose pod it is, and the key is a hub token.
+    ("wss://hub.example/user/ana/acp", 403, "This token may not open ana's pod"),
     ("wss://pod.example/acp", None, "over TLS. Check the URL"),
     ("ws://127.0.0.1:9/acp", None, "Cannot reach the gateway at 127.0.0.1:9. Check the URL"),
 ])
