@@ -180,8 +180,9 @@ async def admit_metrics(connection: HTTPConnection) -> Admitted | Refused:
 
 class HubPrefix:
     """Serves the app under the hub's prefix (``/user/<name>/``), which the hub's proxy keeps in the path it
-    forwards: ``/user/<name>/acp`` reaches ``/acp``. The probes stay at the root too (a kubelet knows no prefix);
-    any other path is 404, and the prefix itself says what is served here (the hub waits for it to answer)."""
+    forwards: ``/user/<name>/acp`` reaches ``/acp``. The probes and ``/metrics`` stay at the root too (a kubelet
+    and a Prometheus that scrapes pods by address know no prefix); any other path is 404, and the prefix itself
+    says what is served here (the hub waits for it to answer)."""
 
     def __init__(self, app: ASGIApp, prefix: str) -> None:
         self.app = app
@@ -197,7 +198,7 @@ class HubPrefix:
             await JSONResponse({"service": "openab", "acp": self.prefix + "acp"})(scope, receive, send)
         elif path.startswith(self.prefix):
             await self.app({**scope, "root_path": scope.get("root_path", "") + self.root}, receive, send)
-        elif path in ("/healthz", "/readyz"):
+        elif path in ("/healthz", "/readyz", "/metrics"):
             await self.app(scope, receive, send)
         elif scope["type"] == "http":
             await PlainTextResponse(f"Not found: this pod serves {self.prefix}acp", 404)(scope, receive, send)

@@ -68,6 +68,8 @@ class Hub:
     culler_token: str
     metrics_token: str
     process: subprocess.Popen[bytes]
+    proxy_api: str = ""
+    proxy_token: str = ""
     culler: subprocess.Popen[bytes] | None = None
     minted: list[str] = field(default_factory=list)  # every token made, for the log scan
 
@@ -140,6 +142,14 @@ class Hub:
                 self.culler.wait(10)
             self.culler = None
 
+    def pod_address(self, name: str) -> str:
+        """Where the hub's proxy sends ``name``'s requests: the pod's own address (as a kubelet reaches it)."""
+        prefix = self.user(name)["servers"][""]["url"].rstrip("/")
+        with httpx.Client(timeout=15.0, trust_env=False) as c:
+            routes = c.get(f"{self.proxy_api}/api/routes", headers={"Authorization": f"token {self.proxy_token}"})
+        target: str = routes.json()[prefix]["target"]
+        return target
+
     def log_tail(self, lines: int = 40) -> str:
         text = (self.folder / "hub.log").read_text(errors="replace")
         return "\n".join(text.splitlines()[-lines:])
@@ -206,13 +216,15 @@ def running_hub(folder: Path) -> Iterator[Hub]:
                               admin=admin, culler=culler, metrics=metrics))
     config.chmod(0o600)
     log = (folder / "hub.log").open("ab")
-    env = {**os.environ, "CONFIGPROXY_AUTH_TOKEN": secrets.token_hex(32)}
+    proxy_token = secrets.token_hex(32)
+    env = {**os.environ, "CONFIGPROXY_AUTH_TOKEN": proxy_token}
     process = subprocess.Popen(
         [sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=folder, env=env, stdout=log,
         stderr=subprocess.STDOUT, start_new_session=True,
     )
     hub = Hub(folder, f"http://127.0.0.1:{public_port}", f"http://127.0.0.1:{public_port}/hub/api",
-              admin, culler, metrics, process, minted=[admin, culler, metrics])
+              admin, culler, metrics, process, proxy_api=f"http://127.0.0.1:{proxy_api_port}",
+              proxy_token=proxy_token, minted=[admin, culler, metrics, proxy_token])
     try:
         def up() -> bool:
             assert process.poll() is None, f"the hub exited: {hub.log_tail()}"

@@ -129,8 +129,15 @@ def test_the_hubs_prometheus_credential_scrapes_each_pod_and_a_persons_token_doe
         assert client.get(f"{hub.public}/user/alice/metrics",
                           headers={"Authorization": f"Bearer {alice}"}).status_code == 403
         assert client.get(f"{hub.public}/user/alice/metrics").status_code == 401
-        # The probes answer at the pod's root for a kubelet, and nothing else is served outside the prefix.
         assert client.get(f"{hub.public}/user/alice/healthz").status_code == 200
+        # At the pod's own address (as a kubelet probes it, as Prometheus scrapes pods) the probes and /metrics
+        # answer at the root too, /metrics with the same credential; nothing else is served outside the prefix.
+        pod = hub.pod_address("alice")
+        assert client.get(f"{pod}/readyz").json() == {"ready": True, "state": "ready"}
+        assert client.get(f"{pod}/metrics", headers={"Authorization": f"Bearer {hub.metrics_token}"}).status_code == 200
+        assert client.get(f"{pod}/metrics", headers={"Authorization": f"Bearer {alice}"}).status_code == 403
+        assert client.get(f"{pod}/acp").status_code == 404
+        assert client.get(f"{pod}/user/bob/acp").status_code == 404
 
 
 def _last_activity(hub: Hub, person: str) -> datetime | None:
