@@ -194,3 +194,26 @@ def test_a_pod_without_the_hubs_environment_refuses_to_start(tmp_path: Path) -> 
                            str(tmp_path / "state")], env=env, capture_output=True, text=True, timeout=30)
     assert done.returncode == 2
     assert "JUPYTERHUB_API_URL" in done.stderr and "not set" in done.stderr
+
+
+def test_the_z2jh_values_example_runs_the_pod_as_the_test_does() -> None:
+    """docker/jupyterhub/values.yaml: openab started in hub mode, settings the real Settings accepts, a drain that
+    fits the grace period, activity reported well inside the culler's timeout, Prometheus's scope the pod's."""
+    import yaml
+
+    from openab.core.settings import ENV_VARS, Settings
+    from openab.gateway.hub import METRICS_SCOPE
+
+    values = yaml.safe_load((Path(__file__).parent.parent / "docker" / "jupyterhub" / "values.yaml").read_text())
+    single = values["singleuser"]
+    assert single["cmd"] == ["--jupyterhub"]  # after the image's `tini -- openab run`
+    env = {k: v for k, v in single["extraEnv"].items() if k.startswith("OPENAB_") and k != "OPENAB_LOG_FORMAT"}
+    assert set(env) <= set(ENV_VARS)  # the log format is read by `openab run` itself
+    settings = Settings.from_env({**env, "OPENAB_JUPYTERHUB": "true", "OPENAB_HOST": "0.0.0.0"})
+    assert settings.jupyterhub and settings.behind_proxy
+    grace = values["hub"]["config"]["KubeSpawner"]["delete_grace_period"]
+    assert grace >= settings.drain_timeout + settings.cancel_grace + 10
+    assert single["extraPodConfig"]["terminationGracePeriodSeconds"] == grace
+    assert values["cull"]["enabled"] and values["cull"]["timeout"] >= 10 * settings.hub_activity_interval
+    assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == [METRICS_SCOPE]
+    assert single["uid"] == 10001 and single["storage"]["homeMountPath"] == "/home/agent"
