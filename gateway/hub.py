@@ -70,6 +70,7 @@ class HubEnvironment:
     activity_url: str
     service_url: str | None
     public_url: str | None
+    base_url: str = "/"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> HubEnvironment:
@@ -103,6 +104,7 @@ class HubEnvironment:
             api_url=api_url, api_token=env["JUPYTERHUB_API_TOKEN"], user=user, server_name=server_name, prefix=prefix,
             access_scopes=scopes, activity_url=activity_url, service_url=env.get("JUPYTERHUB_SERVICE_URL") or None,
             public_url=env.get("JUPYTERHUB_PUBLIC_URL") or env.get("JUPYTERHUB_PUBLIC_HUB_URL") or None,
+            base_url=(env.get("JUPYTERHUB_BASE_URL") or "/").rstrip("/") + "/",
         )
 
     def bind(self) -> tuple[str | None, int | None]:
@@ -262,10 +264,12 @@ class ActivityReporter:
 
 def hub_pairing_line(environment: HubEnvironment) -> str:
     """What the log says a person enters in the side panel: the hub's address of this pod's /acp, and a hub
-    token instead of a key."""
-    where = (environment.public_url or "https://<the hub's address>").rstrip("/")
-    for suffix in ("/hub", "/hub/"):
-        where = where.removesuffix(suffix)
-    gateway = "wss" + where.removeprefix("http") if where.startswith("http") else where
-    return (f"Gateway URL: {gateway}{environment.prefix}acp; Key: an API token {environment.user} makes on the hub "
-            f"({where}/hub/token)")
+    token instead of a key (no secret: the token is the person's to make)."""
+    if environment.public_url:
+        parts = urlsplit(environment.public_url)
+        origin = f"{parts.scheme}://{parts.netloc}"
+        sockets = f"{'wss' if parts.scheme == 'https' else 'ws'}://{parts.netloc}"
+    else:
+        origin, sockets = "https://<the hub's address>", "wss://<the hub's address>"
+    return (f"Gateway URL: {sockets}{environment.prefix}acp; Key: an API token {environment.user} makes on the hub "
+            f"({origin}{environment.base_url}hub/token)")

@@ -71,6 +71,13 @@ async def test_each_person_opens_their_own_pod_through_the_hub(hub: Hub) -> None
             assert new["result"]["sessionId"].startswith("sess_")
 
 
+def test_each_pod_names_where_to_pair_its_panel(hub: Hub) -> None:
+    logs = hub.logs()
+    for person in ("alice", "bob"):
+        assert (f"pair the side panel: Gateway URL: {hub.acp_url(person)}; Key: an API token {person} makes on the "
+                f"hub ({hub.public}/hub/token)") in logs
+
+
 def test_a_token_opens_no_one_elses_pod(hub: Hub) -> None:
     _, alice = hub.token("alice")
     _, bob = hub.token("bob")
