@@ -206,7 +206,7 @@ def test_a_pod_without_the_hubs_environment_refuses_to_start(tmp_path: Path) -> 
 def test_the_z2jh_values_example_runs_the_pod_as_the_test_does() -> None:
     """docker/jupyterhub/values.yaml: openab started in hub mode, settings the real Settings accepts, a drain that
     fits the grace period, activity reported well inside the culler's timeout, Prometheus's scope the pod's."""
-    import yaml
+    import yaml  # type: ignore[import-untyped]
 
     from openab.core.settings import ENV_VARS, Settings
     from openab.gateway.hub import METRICS_SCOPE
@@ -224,3 +224,24 @@ def test_the_z2jh_values_example_runs_the_pod_as_the_test_does() -> None:
     assert values["cull"]["enabled"] and values["cull"]["timeout"] >= 10 * settings.hub_activity_interval
     assert values["hub"]["loadRoles"]["prometheus"]["scopes"] == [METRICS_SCOPE]
     assert single["uid"] == 10001 and single["storage"]["homeMountPath"] == "/home/agent"
+
+
+@pytest.mark.anyio
+async def test_a_hub_that_does_not_answer_admits_nobody() -> None:
+    """The pod's door with the hub gone (its address refuses connections): 503 and the kind `hub`, never an
+    admission; the token is never taken on trust."""
+    import socket
+
+    from openab.gateway.auth import Refused
+    from openab.gateway.hub import HubDoor, HubEnvironment
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    environment = HubEnvironment.from_env({
+        "JUPYTERHUB_API_URL": f"http://127.0.0.1:{port}/hub/api", "JUPYTERHUB_API_TOKEN": "pod-token",
+        "JUPYTERHUB_USER": "alice", "JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+    })
+    assert environment.access_scopes == {"access:servers!server=alice/"}
+    verdict = await HubDoor(environment, cache_secs=1).check("0123456789abcdef0123456789abcdef")
+    assert isinstance(verdict, Refused) and (verdict.status, verdict.kind) == (503, "hub")
