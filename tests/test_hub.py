@@ -144,6 +144,7 @@ def test_the_hubs_prometheus_credential_scrapes_each_pod_and_a_persons_token_doe
         assert client.get(f"{pod}/metrics", headers={"Authorization": f"Bearer {hub.metrics_token}"}).status_code == 200
         assert client.get(f"{pod}/metrics", headers={"Authorization": f"Bearer {alice}"}).status_code == 403
         assert client.get(f"{pod}/acp").status_code == 404
+        assert ws_handshake(f"{pod.replace('http', 'ws', 1)}/acp", alice)[0] == 404
         assert client.get(f"{pod}/user/bob/acp").status_code == 404
 
 
