@@ -32,3 +32,9 @@ def test_the_wheel_builds_without_setuptools_warnings_and_ships_the_whole_extens
     assert {"manifest.json", "background.js", "panel/sidepanel.html", "lib/mcp.js", "icons/icon128.png",
             "page/agent.js"} <= shipped
     assert shipped == extension_files(REPO / "extension"), "the wheel's extension differs from extension/"
+    # Every module of the three hops is in the wheel: a subpackage missing from pyproject.toml's list installs
+    # without a word and fails only when the pod imports it (the image's pod did, for openab.core.files).
+    modules = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
+    for hop in ("core", "gateway", "bridge"):
+        here = {f"openab/{hop}/{p.relative_to(REPO / hop).as_posix()}" for p in (REPO / hop).rglob("*.py")}
+        assert here <= modules, f"not in the wheel: {sorted(here - modules)}"
