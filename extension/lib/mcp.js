@@ -8,6 +8,7 @@
 import { RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED, SERVER_OVERLOADED, SERVER_UNAVAILABLE } from './rpc.js';
 import { VERSION } from './link.js';
 import { MCP_REVISIONS } from './catalogue.js';
+import { ActionLog, actionOf, echoed } from './actions.js';
 
 const SERVER_INFO = { name: 'openab-browser', title: 'openab browser', version: VERSION };
 const MAX_CONNECTIONS = 16;
@@ -18,9 +19,11 @@ export class McpServer {
    * @param {import('./tools.js').BrowserTools} tools
    * @param {() => string} serverId
    * @param {() => void} onChange  tunnel state changed (for the status pill)
+   * @param {ActionLog} actions  the actions this browser ran, by the pod's action id (lib/actions.js)
    */
-  constructor(tools, serverId, onChange) {
+  constructor(tools, serverId, onChange, actions = new ActionLog()) {
     this.tools = tools;
+    this.actions = actions;
     this.serverId = serverId;
     this.onChange = onChange;
     this.connections = new Map(); // connectionId -> {initialized, protocolVersion}
@@ -144,8 +147,11 @@ export class McpServer {
     if (this.inflight.size >= MAX_INFLIGHT) throw new RpcError(SERVER_OVERLOADED, 'too many tool calls in flight');
     const ctl = new AbortController();
     this.inflight.set(outerId, ctl);
+    // A step the pod journals: never run twice under one action id, which its result echoes (docs/journal.md).
+    const action = actionOf(p);
     try {
-      const result = await this.tools.call(p.name, p.arguments, ctl.signal);
+      const work = () => this.tools.call(p.name, p.arguments, ctl.signal);
+      const result = action ? echoed(await this.actions.run(action, p.name, work), action) : await work();
       if (ctl.signal.aborted) throw new RpcError(REQUEST_CANCELLED, 'Request cancelled');
       return result;
     } finally {

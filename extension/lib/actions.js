@@ -1,0 +1,156 @@
+// The actions this browser ran, by the pod's action id (docs/journal.md): every tunnelled tools/call of a step that
+// changes something carries one in params._meta, made by the pod, unique per step. The result echoes it, and an id
+// this browser has already run is never run again: a second call with it (a re-issue, a pod that lost track) is
+// answered with what the first one did, or, if that was never recorded, with words saying it may have happened.
+//
+// The record is short (the last KEPT actions) and lives in chrome.storage.session: it outlives a service worker that
+// Chrome stopped mid-step, not the browser.
+
+export const ACTION_META = 'dev.openab/action';
+// On an answer that came from the record instead of the browser acting.
+export const RECORDED_META = 'dev.openab/recorded';
+const RECEIPT_META = 'dev.openab/receipt';
+
+const KEPT = 200;
+const STORE = 'openab.actions';
+// `act-` and 16 random bytes in URL-safe base64 (22 characters) as the pod makes them; a little room either way.
+const ACTION_ID = /^act-[A-Za-z0-9_-]{8,64}$/;
+// What is kept of a result's text to answer a second call with.
+const MAX_TEXT = 4000;
+
+/** The action id a tools/call's params carry, or null for none (or one not shaped as the pod makes them). */
+export function actionOf(params) {
+  const meta = params && typeof params === 'object' ? params._meta : null;
+  const action = meta && typeof meta === 'object' ? meta[ACTION_META] : undefined;
+  return typeof action === 'string' && ACTION_ID.test(action) ? action : null;
+}
+
+/** The result with its action id echoed in `_meta`. */
+export function echoed(result, action) {
+  return { ...result, _meta: { ...(result && result._meta), [ACTION_META]: action } };
+}
+
+function textOf(result) {
+  const content = result && Array.isArray(result.content) ? result.content : [];
+  const text = content.filter((c) => c && c.type === 'text').map((c) => String(c.text)).join('\n');
+  return text.length > MAX_TEXT ? `${text.slice(0, MAX_TEXT)}\n… (${text.length - MAX_TEXT} more characters)` : text;
+}
+
+function ago(at) {
+  const s = Math.max(0, Math.round((Date.now() - at) / 1000));
+  return s < 1 ? 'just now' : `${s} s ago`;
+}
+
+export class ActionLog {
+  /** @param {() => chrome.storage.StorageArea | undefined} storage  where the record lives (none: memory only) */
+  constructor(storage = () => globalThis.chrome?.storage?.session) {
+    this._storage = storage;
+    this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | null, answer}]
+    this._loading = null;
+    this._running = new Map(); // action -> promise of its result, until its record holds the outcome
+    this._writing = Promise.resolve();
+  }
+
+  /**
+   * Runs `work` for `action` unless this browser has run it already. Whatever arrives with an action id that is
+   * running or ran gets that run's outcome, marked (RECORDED_META) and said in words; the page is not touched again.
+   */
+  run(action, tool, work) {
+    const running = this._running.get(action);
+    // Checked and set in one go, before any wait: two arrivals of one id never both start.
+    if (running) return running.then((result) => again(result, action, tool, 'running'), () => unknown(action, tool, null));
+    const first = this._first(action, tool, work);
+    this._running.set(action, first);
+    const done = () => this._running.delete(action);
+    first.then(done, done);
+    return first;
+  }
+
+  async _first(action, tool, work) {
+    const records = await this._load();
+    const seen = records.find((r) => r.action === action);
+    if (seen) return seen.outcome ? recorded(seen) : unknown(action, seen.tool, seen.started);
+    const record = { action, tool, started: Date.now(), ended: null, outcome: null, answer: null };
+    records.push(record);
+    if (records.length > KEPT) records.splice(0, records.length - KEPT);
+    // Written before the step runs: a worker that stops in the middle leaves a record with no outcome.
+    await this._save();
+    try {
+      const result = await work();
+      record.outcome = result && result.isError ? 'failed' : 'committed';
+      record.answer = { text: textOf(result), ...(result && result._meta && result._meta[RECEIPT_META] && {
+        receipt: result._meta[RECEIPT_META] }) };
+      return result;
+    } catch (e) {
+      record.outcome = 'failed';
+      record.answer = { text: `the call failed: ${String((e && e.message) || e).slice(0, 500)}` };
+      throw e;
+    } finally {
+      record.ended = Date.now();
+      this._save();
+    }
+  }
+
+  /** The actions recorded, oldest first (for tests and the panel's curious). */
+  async records() {
+    return [...(await this._load())];
+  }
+
+  _load() {
+    this._loading ??= (async () => {
+      let saved = [];
+      try {
+        const area = this._storage();
+        if (area) saved = (await area.get(STORE))[STORE];
+      } catch (e) {
+        console.warn('openab: the action record was not read', e.message);
+      }
+      this._records = Array.isArray(saved) ? saved.filter((r) => r && typeof r.action === 'string').slice(-KEPT) : [];
+      return this._records;
+    })();
+    return this._loading;
+  }
+
+  _save() {
+    const area = this._storage();
+    if (!area || !this._records) return this._writing;
+    const records = this._records.map((r) => ({ ...r }));
+    this._writing = this._writing.then(() => area.set({ [STORE]: records })).catch((e) => {
+      console.warn('openab: the action record was not saved', e.message);
+    });
+    return this._writing;
+  }
+}
+
+/** What a second arrival of an action id is told: the first one's result, said to be that. */
+function again(result, action, tool, when) {
+  if (result && result._meta && result._meta[RECORDED_META]) return result;
+  const what = when === 'running' ? `was already running it (${tool})` : `already ran it (${tool}, ${when})`;
+  const note = `Not done again: this browser ${what} for action ${action}; this is the outcome of that run.`;
+  return {
+    ...result,
+    content: [{ type: 'text', text: note }, ...(result && Array.isArray(result.content) ? result.content : [])],
+    _meta: { ...(result && result._meta), [ACTION_META]: action, [RECORDED_META]: true },
+  };
+}
+
+function recorded(record) {
+  const answer = record.answer || { text: '' };
+  return again({
+    content: answer.text ? [{ type: 'text', text: answer.text }] : [],
+    ...(record.outcome === 'failed' && { isError: true }),
+    ...(answer.receipt && { _meta: { [RECEIPT_META]: answer.receipt } }),
+  }, record.action, record.tool, ago(record.ended || record.started));
+}
+
+/** An action that started here and whose end was never recorded: it may or may not have happened. */
+function unknown(action, tool, started) {
+  const when = started ? ` ${ago(started)}` : '';
+  return {
+    content: [{ type: 'text', text: `Not done again: this browser started action ${action} (${tool})${when} and has no ` +
+      'record of how it ended (the browser\'s worker stopped during it), so it may or may not have happened. Take a ' +
+      'browser_snapshot to see the page before acting again.' }],
+    isError: true,
+    _meta: { [ACTION_META]: action, [RECORDED_META]: true },
+  };
+}
