@@ -43,6 +43,7 @@ from openab.core.jsonrpc import (
 from openab.core.jsonrpc.protocol import reply_id, unreadable_error
 from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
 from openab.core.mcp.audit import AuditLog
+from openab.core.mcp.journal import ActionJournal
 from openab.core.mcp.server import BrowserMcp, Limits
 from openab.core.session_naming import CHANNEL_PATTERN
 from openab.core.sessions import Session
@@ -115,7 +116,7 @@ class _Connection:
         self.channel = channel
         self.pid = pid
         self.mcp = BrowserMcp(server.tunnels, session_id, send=self.send, limits=server.limits, audit=server.audit,
-                              files=server.files)
+                              files=server.files, journal=server.journal)
         self.tasks: set[asyncio.Task[None]] = set()
         self.closed = False
 
@@ -179,7 +180,8 @@ class BridgeServer:
     session. Bounds: ``max_connections`` relays in all and ``max_connections_per_channel`` per session (so one
     session cannot lock the others out), each with at most ``max_requests_per_connection`` calls running and
     ``max_send_buffer`` bytes queued toward it, and frames of at most ``max_frame_bytes``. Every tool call is
-    recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files.
+    recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files; ``journal``
+    (the pod's action journal) holds the state-changing calls.
     """
 
     def __init__(
@@ -196,9 +198,11 @@ class BridgeServer:
         audit: AuditLog | None = None,
         trusted_parent: int | None = None,
         files: Transfers | None = None,
+        journal: ActionJournal | None = None,
     ) -> None:
         self.tunnels = tunnels
         self.files = files
+        self.journal = journal
         self.path = Path(path)
         self.max_frame_bytes = max_frame_bytes
         self.max_connections = max_connections

@@ -16,10 +16,12 @@ __all__ = [
     "HANDSHAKE_VERSIONS",
     "HEADER_MISMATCH",
     "LATEST_HANDSHAKE_VERSION",
+    "META_ACTION",
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_DOWNLOAD",
     "META_GUARD",
+    "META_RECEIPT",
     "META_SERVER_INFO",
     "META_SPEC_PREFIX",
     "META_SUBSCRIPTION_ID",
@@ -57,6 +59,10 @@ META_TRUNCATED: Final = META_PREFIX + "truncated"
 META_GUARD: Final = META_PREFIX + "guard"
 # Ours: what the browser downloaded ({"name", "size", "sha256", "type", "url"}), on browser_download's result.
 META_DOWNLOAD: Final = META_PREFIX + "download"
+# Ours (docs/journal.md): a state-changing step's action id, on the tunnelled call and echoed on its result.
+META_ACTION: Final = META_PREFIX + "action"
+# Ours: what a committed state-changing step changed ({"url_before", "url_after", "element", "delta", ...}).
+META_RECEIPT: Final = META_PREFIX + "receipt"
 
 # Streamable HTTP headers, lower-case as ASGI gives them.
 SESSION_ID_HEADER: Final = "mcp-session-id"

@@ -15,8 +15,10 @@ from .acp.backend import AgentBackend
 from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection
 from .files import Transfers
+from .journal import JOURNAL_METHOD
 from .leftovers import StateDirLock
 from .mcp.access import BrowserAccess
+from .mcp.journal import ActionJournal
 from .sessions import Session, SessionStore
 from .settings import Settings
 from .tasks import BackgroundTasks
@@ -48,6 +50,7 @@ class Pod:
         agents: AgentOffer,
         browser: BrowserAccess | None = None,
         files: Transfers | None = None,
+        journal: ActionJournal | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -57,7 +60,10 @@ class Pod:
         self.agents = agents
         self.browser = browser
         self.files = files
+        self.journal = journal
         self.connections = AcpConnections()
+        if journal is not None:
+            journal.add_listener(self._tell_journal)
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
         self._state_dir_lock = StateDirLock(settings.state_dir)
 
@@ -71,6 +77,20 @@ class Pod:
 
     def session_opened(self, session: Session) -> None:
         self.tasks.spawn(self.backend.session_opened(session), name=f"open {session.id}")
+        if self.journal is not None and (unknown := self.journal.unknown(session.id)):
+            # After the answer to session/new or session/resume (a task runs after the answer is queued): the
+            # panel shows the steps that may or may not have happened (docs/journal.md).
+            self.tasks.spawn(self._resumed(session.id, unknown), name=f"journal {session.id}")
+
+    async def _resumed(self, session_id: str, steps: list[dict[str, Any]]) -> None:
+        self._tell_journal(session_id, steps)
+
+    def _tell_journal(self, session_id: str, steps: list[dict[str, Any]]) -> None:
+        """``_openab/journal`` to the socket that holds the session now, if one does."""
+        session = self.sessions.get(session_id)
+        connection = self.connections.get(session.owner) if session is not None and session.owner else None
+        if connection is not None:
+            connection.rpc.notify(JOURNAL_METHOD, {"sessionId": session_id, "steps": steps})
 
     async def evict(self, session_id: str, reason: str) -> None:
         session = self.sessions.remove(session_id)
@@ -98,6 +118,8 @@ class Pod:
         log.info("session %s evicted: %s", session_id, reason)
         if self.files is not None:
             self.files.session_closed(session_id)  # its transfers fail, their partial files go
+        if self.journal is not None:
+            self.journal.forget(session_id)
         for tunnel in self.tunnels.drop_session(session_id, reason):
             self.tasks.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
         # The agent first (it may still be reading its config file), then the endpoint it used.
@@ -120,6 +142,9 @@ class Pod:
         left there (:mod:`.leftovers`), and the browser access starts (the bridge listens on its socket).
         Idempotent."""
         await self._state_dir_lock.take()
+        if self.journal is not None:
+            # Before any call of this run: what has a running record and no end now was left by an earlier run.
+            await self.journal.load_previous()
         if self.browser is not None:
             await self.browser.start()
 

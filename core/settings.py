@@ -43,6 +43,8 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AUDIT_MAX_BYTES": "audit_max_bytes",
     "OPENAB_AUDIT_BACKUPS": "audit_backups",
     "OPENAB_DRAIN_TIMEOUT": "drain_timeout",
+    # The action journal (docs/journal.md): how long a step holds a re-issue of the same call.
+    "OPENAB_JOURNAL_WINDOW": "journal_window",
     "OPENAB_CANCEL_GRACE": "cancel_grace",
     # Files carried between the agent's working folder and the browser (docs/files.md).
     "OPENAB_MAX_FILE_BYTES": "max_file_bytes",
@@ -130,6 +132,9 @@ class Settings(BaseModel):
     audit_backups: int = Field(default=3, ge=0, le=99)
     # On SIGTERM, how long tool calls already in the browser get to be answered before the sockets close.
     drain_timeout: float = Field(default=10.0, ge=0)
+    # A re-issue of a state-changing call (same tool, same arguments) within this many seconds of its step joins it
+    # or gets its outcome; a step whose caller's stream broke runs on this long for the re-issue to join it.
+    journal_window: float = Field(default=15.0, ge=0, le=600)
     # Files across the gap (docs/files.md): one upload or download, all of a session's over its life (both ways),
     # and how long a transfer may go without a chunk once its first came (the tool call's timeout bounds the rest).
     max_file_bytes: int = Field(default=100 * MiB, ge=1)

@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/
     from openab.core.files import Transfers
     from openab.core.mcp.access import BrowserAccess
     from openab.core.mcp.audit import AuditLog
+    from openab.core.mcp.journal import ActionJournal
     from openab.core.pod import Pod
     from openab.core.sessions import SessionStore
     from openab.core.settings import Settings
@@ -65,8 +66,15 @@ def assemble(
 
     files = Transfers(FileLimits.from_settings(settings), workdir)
     access: BrowserAccess | None = None
+    journal: ActionJournal | None = None
     if browser:
-        access = _browser_access(settings, sessions, tunnels, _audit_log(settings, naming.tag), files)
+        from openab.core.mcp.journal import ActionJournal
+
+        audit = _audit_log(settings, naming.tag)
+        # The action journal (docs/journal.md): one per pod, shared by the proxy's or the bridge's MCP sessions.
+        journal = ActionJournal(window=settings.journal_window, audit=audit, tag=naming.tag,
+                                state_dir=settings.state_dir)
+        access = _browser_access(settings, sessions, tunnels, audit, files, journal)
     if backend is None:
         from openab.core.agents.runtime import AgentRuntime
 
@@ -79,7 +87,7 @@ def assemble(
     else:
         agents = _named_offer(settings)
     return Pod(settings, sessions=sessions, tunnels=tunnels, tasks=tasks, backend=backend, agents=agents,
-               browser=access, files=files)
+               browser=access, files=files, journal=journal)
 
 
 def _named_offer(settings: Settings) -> AgentOffer:
@@ -92,15 +100,16 @@ def _named_offer(settings: Settings) -> AgentOffer:
 
 
 def _browser_access(
-    settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry, audit: AuditLog | None, files: Transfers
+    settings: Settings, sessions: SessionStore, tunnels: TunnelRegistry, audit: AuditLog | None, files: Transfers,
+    journal: ActionJournal,
 ) -> BrowserAccess:
     if settings.browser_mode == "bridge":
         from openab.bridge.server import BridgeServer
 
-        return BridgeServer(tunnels, settings.socket_path, audit=audit, files=files)
+        return BridgeServer(tunnels, settings.socket_path, audit=audit, files=files, journal=journal)
     from openab.core.mcp.proxy import BrowserProxy
 
-    return BrowserProxy(sessions, tunnels, audit=audit, files=files)
+    return BrowserProxy(sessions, tunnels, audit=audit, files=files, journal=journal)
 
 
 def _audit_log(settings: Settings, tag: Callable[[str], str]) -> AuditLog:

@@ -2,7 +2,8 @@
 
 With no session, one line per session: its tag, its first and last call, how many calls and how many did not
 end ``ok``. With a session (its tag as listed, or its id, which is turned into the tag with the pod's kept
-naming secret), its calls in order. ``--json`` prints the same as JSON lines, for scripts.
+naming secret), its calls in order, a state-changing step's records (``running``, then its end) folded into one
+row with its journal state and site (docs/journal.md). ``--json`` prints the records as JSON lines, for scripts.
 """
 
 from __future__ import annotations
@@ -15,14 +16,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-__all__ = ["printable", "register", "render_table"]
+__all__ = ["fold_steps", "printable", "register", "render_table"]
 
 _TAG = re.compile(r"s-[0-9a-f]{10}")
 # What must not reach a terminal from a cell: controls (C0, DEL, C1: ESC starts a command), format characters
 # (the bidi overrides reorder what is shown), surrogates, and the line and paragraph separators.
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
 _NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-_CALL_COLUMNS = ("time", "tool", "outcome", "ms", "guard", "args")
+_CALL_COLUMNS = ("time", "tool", "state", "site", "outcome", "ms", "guard", "args")
 _SESSION_COLUMNS = ("session", "first", "last", "calls", "errors")
 
 
@@ -33,7 +34,8 @@ def register(commands: Any) -> None:
         description=(
             "Show the pod's audit log (<state dir>/audit.jsonl and its rotated files). With no SESSION, one line "
             "per session; with SESSION (a tag such as s-3f9a0c12be, or a session id), that session's calls: time "
-            "(UTC), tool, outcome, duration, the guard's decision and a digest of the arguments (never their values)."
+            "(UTC), tool, the journal's state (read, running, committed, failed, effect_unknown, deduplicated), the "
+            "site, outcome, duration, the guard's decision and a digest of the arguments (never their values)."
         ),
     )
     audit.add_argument("session", nargs="?", metavar="SESSION", help="a session's tag (s-...) or its id (sess_...)")
@@ -80,7 +82,7 @@ def _audit(args: argparse.Namespace) -> int:
     else:
         # A file call's record names its file (docs/files.md): the column is there when one of them does.
         columns = (*_CALL_COLUMNS, "file") if any(isinstance(r.get("file"), dict) for r in calls) else _CALL_COLUMNS
-        _print([_call_row(record) for record in calls], columns, False, out)
+        _print([_call_row(record) for record in fold_steps(calls)], columns, False, out)
     return 0
 
 
@@ -100,10 +102,31 @@ def _tag_of(session: str, state_dir: Path) -> str:
     return SessionNaming(naming_secret(state_dir)).tag(session)
 
 
+def fold_steps(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """One record per call: a journalled step's ``running`` record and its end become one (the end's fields,
+    the start's time); a step with no end stays ``running`` (the pod stopped, or it still runs)."""
+    rows: list[Mapping[str, Any]] = []
+    steps: dict[str, int] = {}  # action -> its row
+    for record in records:
+        action = record.get("action")
+        if not isinstance(action, str):
+            rows.append(record)
+            continue
+        at = steps.get(action)
+        if at is None:
+            steps[action] = len(rows)
+            rows.append(record)
+        elif record.get("state") != "running":
+            rows[at] = {**record, "time": rows[at].get("time", record.get("time"))}
+    return rows
+
+
 def _sessions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """One row per session, in the order their first record was written."""
     rows: dict[str, dict[str, Any]] = {}
     for record in records:
+        if record.get("state") == "running":
+            continue  # the start of a step: its end (if it has one) counts it
         tag, when = str(record.get("session", "?")), str(record.get("time", ""))
         row = rows.setdefault(tag, {"session": tag, "first": when, "last": when, "calls": 0, "errors": 0})
         # Records are written as calls end; their times are when they started (ISO strings order as times).
@@ -114,13 +137,18 @@ def _sessions(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _call_row(record: Mapping[str, Any]) -> dict[str, Any]:
-    outcome = str(record.get("outcome", "?"))
+    outcome = str(record.get("outcome", "-"))  # a step that never ended has none
     reason = record.get("reason")
+    state = record.get("state", "read")
+    if record.get("deduplicated"):
+        state = "deduplicated"  # answered from the journal: not done a second time
     return {
         "time": _when(str(record.get("time", ""))),
         "tool": record.get("tool", "?"),
+        "state": state,
+        "site": record.get("site") or "-",
         "outcome": f"{outcome} ({reason})" if reason else outcome,
-        "ms": record.get("ms", ""),
+        "ms": record.get("ms", "-"),
         "guard": record.get("guard", "none"),
         "args": record.get("args", ""),
         "file": _file_cell(record.get("file")),

@@ -83,6 +83,11 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
              "(default 10; env OPENAB_DRAIN_TIMEOUT)",
     )
     parser.add_argument(
+        "--journal-window", type=float,
+        help="seconds a state-changing browser step holds a re-issue of the same call: it joins the step or gets "
+             "its outcome instead of acting twice (default 15; env OPENAB_JOURNAL_WINDOW; docs/journal.md)",
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["trace", "debug", "info", "warning", "error"],
         help="credentials are redacted at every level; page content (whole frames) is logged only at trace",
     )
@@ -217,6 +222,7 @@ def _run(args: argparse.Namespace) -> int:
             browser_mode=args.browser_mode,
             state_dir=args.state_dir,
             drain_timeout=args.drain_timeout,
+            journal_window=args.journal_window,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             behind_proxy=args.behind_proxy,

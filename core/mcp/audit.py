@@ -20,6 +20,12 @@ out; the browser may have acted); ``cancelled`` (the agent cancelled it, or its 
 ``guard`` is ``allowed`` (the guard let it run), ``asked-allowed`` (the person was asked and said yes),
 ``denied`` (a site rule or the person refused) or ``none`` (a tool the guard does not look at, or no answer).
 
+The log is also the action journal on disk (docs/journal.md): a state-changing step writes a record when it goes
+down the tunnel (``"state": "running"`` and its ``"action"``, no outcome yet) and its end record adds ``"state"``
+(``committed``, ``failed``, ``effect_unknown``), ``"action"``, ``"site"`` (the host its receipt names) and
+``"receipt"`` (a digest of the receipt, never its text); a call answered from the journal adds ``"deduplicated"``
+(the action it was answered from). :func:`unended_steps` finds, after a restart, the steps that never ended.
+
 The same place counts each call for ``/metrics`` (:class:`CallStats`: by tool and outcome, and how long calls
 took), whether or not the records are kept (``keep=False``: the operator turned the audit file off).
 
@@ -47,8 +53,9 @@ from typing import Any, Final
 import orjson
 
 from ..errors import TunnelError, TunnelFailure
+from ..journal import ACTION_PREFIX, State, site_of
 from ..jsonrpc import RpcError
-from ..mcp_vocabulary import META_GUARD
+from ..mcp_vocabulary import META_GUARD, META_RECEIPT
 from ..statedir import make_private_dir
 from .tools import STATIC_NAMES
 
@@ -64,6 +71,8 @@ __all__ = [
     "call_record",
     "read_records",
     "recorded_tool",
+    "step_state",
+    "unended_steps",
 ]
 
 log = logging.getLogger(__name__)
@@ -74,6 +83,17 @@ _NO_GUARD: Final = "none"
 _DIGEST_HEX: Final = 16
 _TOOL_DIGEST_HEX: Final = 12
 _WARN_INTERVAL: Final = 60.0
+# A record is a few hundred bytes: a longer line is not one of ours, and is skipped without being held whole.
+MAX_LINE: Final = 64 << 10
+_MAX_UNENDED: Final = 4096  # steps without an end kept while reading (the oldest go first)
+_MAX_ACTION: Final = 64
+_TAG_LENGTH: Final = 12  # "s-" and 10 hex digits (SessionNaming.tag)
+# How each outcome leaves a state-changing step: a refusal and a tool error did not do it; a lost answer or a
+# cancel may have (the browser may have clicked before the answer or the cancel arrived).
+_STATES: Final[Mapping[str, State]] = {
+    "ok": State.COMMITTED, "tool-error": State.FAILED, "error": State.FAILED,
+    "outcome-unknown": State.EFFECT_UNKNOWN, "cancelled": State.EFFECT_UNKNOWN,
+}
 # The meaning of each JSON-RPC code, said in the record instead of the message (which may quote arguments).
 _ERROR_MEANINGS: Final[Mapping[int, str]] = {
     -32700: "parse error",
@@ -116,6 +136,16 @@ def _outcome(ended: Ended) -> tuple[str, str | None]:
     return ("tool-error" if ended.get("isError") is True else "ok"), None
 
 
+def step_state(ended: Ended) -> State:
+    """The state a state-changing step that ended as ``ended`` is in."""
+    return _STATES[_outcome(ended)[0]]
+
+
+def _receipt(ended: Ended) -> Any:
+    meta = ended.get("_meta") if isinstance(ended, Mapping) else None
+    return meta.get(META_RECEIPT) if isinstance(meta, Mapping) else None
+
+
 def _guard(ended: Ended) -> str:
     if not isinstance(ended, Mapping):
         return _NO_GUARD
@@ -139,9 +169,11 @@ def recorded_tool(tool: object, names: frozenset[str] = STATIC_NAMES) -> str:
 
 def call_record(
     *, started: float, session: str, tool: Any, arguments: Any, ended: Ended, seconds: float,
-    file: Mapping[str, Any] | None = None,
+    file: Mapping[str, Any] | None = None, action: str | None = None, state: State | None = None,
+    deduplicated: str | None = None,
 ) -> dict[str, Any]:
-    """The audit record of one call that started at ``started`` (epoch seconds) and took ``seconds``."""
+    """The audit record of one call that started at ``started`` (epoch seconds) and took ``seconds``; with
+    ``action``, the end record of a journalled step (its ``state``: by default what ``ended`` makes it)."""
     outcome, reason = _outcome(ended)
     record: dict[str, Any] = {
         "time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -156,6 +188,16 @@ def call_record(
         record["reason"] = reason
     if file:
         record["file"] = {"name": str(file.get("name")), "size": file.get("size"), "sha256": file.get("sha256")}
+    if action is not None:
+        record["action"] = action
+        record["state"] = (state or step_state(ended)).value
+        receipt = _receipt(ended)
+        if (site := site_of(receipt)) is not None:
+            record["site"] = site
+        if receipt is not None:
+            record["receipt"] = args_digest(receipt)
+        if deduplicated is not None:
+            record["deduplicated"] = deduplicated
     return record
 
 
@@ -225,10 +267,12 @@ class AuditLog:
 
     def tool_call(
         self, session_id: str, params: Mapping[str, Any], ended: Ended, seconds: float, *,
-        file: Mapping[str, Any] | None = None,
+        file: Mapping[str, Any] | None = None, action: str | None = None, state: State | None = None,
+        deduplicated: str | None = None,
     ) -> None:
         """Record one ``tools/call`` (its ``params``) of session ``session_id`` that ended as ``ended``; ``file``:
-        a file call's ``{"name", "size", "sha256"}``."""
+        a file call's ``{"name", "size", "sha256"}``; ``action`` (and ``state``, ``deduplicated``): a journalled
+        step's end."""
         try:
             self.stats.observe(params.get("name"), _outcome(ended)[0], seconds)
         except Exception:  # as below: a count lost, never the call
@@ -238,10 +282,28 @@ class AuditLog:
         try:
             record = call_record(
                 started=self._clock() - seconds, session=self._tag(session_id), tool=params.get("name"),
-                arguments=params.get("arguments"), ended=ended, seconds=seconds, file=file,
+                arguments=params.get("arguments"), ended=ended, seconds=seconds, file=file, action=action,
+                state=state, deduplicated=deduplicated,
             )
         except Exception:  # a bug here must cost a record, never the call
             log.exception("audit log: could not make the record of a call")
+            return
+        self.write(record)
+
+    def step_started(self, session_id: str, tool: str, arguments: Any, action: str) -> None:
+        """The journal's record of a state-changing step about to go down the tunnel: if no end follows it (the
+        pod died), the step is effect_unknown after the restart."""
+        if not self.keep:
+            return
+        try:
+            record = {
+                "time": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
+                .replace("+00:00", "Z"),
+                "session": self._tag(session_id), "tool": recorded_tool(tool), "state": State.RUNNING.value,
+                "action": action, "args": args_digest(arguments),
+            }
+        except Exception:  # as in tool_call: a record lost, never the call
+            log.exception("audit log: could not make the record of a step")
             return
         self.write(record)
 
@@ -346,10 +408,102 @@ def read_records(state_dir: Path) -> Iterator[dict[str, Any]]:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 log.warning("audit file %s skipped: not a plain file", path)
                 continue
-            for line in f:
+            for line in _lines(f):
+                if line is None:
+                    continue
                 try:
                     record = orjson.loads(line)
                 except orjson.JSONDecodeError:  # a torn write, or a line cut where two records met
                     continue
                 if isinstance(record, dict):
                     yield record
+
+
+def _lines(f: Any, limit: int = MAX_LINE) -> Iterator[bytes | None]:
+    """``f``'s lines, each read with at most ``limit`` bytes held; a longer one is passed over and given as
+    ``None`` (a planted file's one huge line costs a bounded read at a time, never its size in memory)."""
+    while True:
+        line = f.readline(limit + 1)
+        if not line:
+            return
+        if len(line) <= limit:
+            yield line
+            continue
+        while not line.endswith(b"\n"):  # the rest of the long line, a bounded piece at a time
+            line = f.readline(limit)
+            if not line:
+                break
+        yield None
+
+
+def unended_steps(state_dir: Path) -> tuple[dict[str, list[tuple[str, str, float]]], int]:
+    """The journalled steps of the audit files that have a ``running`` record and no end: by session tag, as
+    ``(action, tool, at)`` (``at`` in epoch seconds), oldest first; and how many lines were skipped (not a whole
+    record, too long, or a record whose fields are not what this pod writes: never trusted).
+
+    Bounded: lines of at most :data:`MAX_LINE` bytes, at most 4096 steps without an end kept (the oldest go).
+    Run it in a thread: it reads files.
+    """
+    running: dict[tuple[str, str], tuple[str, float]] = {}
+    skipped = 0
+    for path in audit_files(state_dir):
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            log.warning("audit file %s skipped: %s", path, exc.strerror or exc)
+            continue
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                log.warning("audit file %s skipped: not a plain file", path)
+                continue
+            for line in _lines(f):
+                step = _journal_fields(line)
+                if step is None:
+                    skipped += 1
+                    continue
+                if step is _NOT_A_STEP:
+                    continue
+                tag, action, state, tool, at = step
+                if state == State.RUNNING.value:
+                    running[(tag, action)] = (tool, at)
+                    if len(running) > _MAX_UNENDED:
+                        del running[next(iter(running))]
+                else:
+                    running.pop((tag, action), None)
+    found: dict[str, list[tuple[str, str, float]]] = {}
+    for (tag, action), (tool, at) in running.items():
+        found.setdefault(tag, []).append((action, tool, at))
+    return found, skipped
+
+
+_NOT_A_STEP: Final = ("", "", "", "", 0.0)  # a whole record of a call that is no step (a read)
+
+
+def _journal_fields(line: bytes | None) -> tuple[str, str, str, str, float] | None:
+    """A journal record's ``(session tag, action, state, tool, at)``; :data:`_NOT_A_STEP` for a read's record;
+    ``None`` for a line that is not a record this pod writes (torn, too long, planted)."""
+    if line is None:
+        return None
+    if not line.strip():
+        return _NOT_A_STEP  # the newline a writer adds after a torn record leaves nothing to count
+    try:
+        record = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(record, dict):
+        return None
+    tag, action, state, tool = (record.get(k) for k in ("session", "action", "state", "tool"))
+    if "action" not in record and "state" not in record and isinstance(tag, str):
+        return _NOT_A_STEP
+    if not (isinstance(tag, str) and len(tag) == _TAG_LENGTH and tag.startswith("s-")
+            and isinstance(action, str) and action.startswith(ACTION_PREFIX) and len(action) <= _MAX_ACTION
+            and state in _STATE_VALUES and isinstance(tool, str) and len(tool) <= 64):
+        return None
+    try:
+        at = datetime.fromisoformat(str(record.get("time")).replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+    return tag, action, state, tool, at
+
+
+_STATE_VALUES: Final = frozenset(s.value for s in State)

@@ -34,6 +34,7 @@ from ..tunnel.registry import TunnelRegistry
 from .access import BrowserEndpoint, HttpEndpoint
 from .audit import AuditLog
 from .http import MCP_PATH, McpHttpApp
+from .journal import ActionJournal
 from .server import BrowserMcp, Limits
 
 __all__ = ["BrowserProxy", "ProxyEndpoint"]
@@ -165,7 +166,8 @@ class BrowserProxy:
     shown a token: at most ``max_pending`` in the pod, each owing a whole request head within
     ``head_timeout`` seconds; sockets that have: ``max_trusted`` per endpoint (see :class:`_Gate`), idle between
     requests for up to ``keep_alive_timeout`` seconds. Every
-    tool call is recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files.
+    tool call is recorded in ``audit`` when given; ``files`` (the pod's transfers) carries the file tools' files;
+    ``journal`` (the pod's action journal) holds the state-changing calls.
     """
 
     def __init__(
@@ -189,6 +191,7 @@ class BrowserProxy:
         # socket died with a read error (1 run in 2 of 240 calls after 5 s pauses, tests/test_proxy_attacks.py).
         keep_alive_timeout: int = 120,
         files: Transfers | None = None,
+        journal: ActionJournal | None = None,
     ) -> None:
         if not is_loopback(host):
             raise ValueError(f"the proxy serves loopback only (127.0.0.1 or ::1), not {host!r}: agents run in this pod")
@@ -198,6 +201,7 @@ class BrowserProxy:
         self.limits = limits or Limits()
         self.audit = audit
         self.files = files
+        self.journal = journal
         self.max_body_bytes = max_body_bytes
         self.max_mcp_sessions = max_mcp_sessions
         self.shutdown_timeout = shutdown_timeout
@@ -265,10 +269,11 @@ class BrowserProxy:
         import uvicorn
 
         token = secrets.token_urlsafe(32)
-        registry, limits, audit, files = self.tunnels, self.limits, self.audit, self.files
+        registry, limits, audit, files, journal = self.tunnels, self.limits, self.audit, self.files, self.journal
 
         def new_server(send: Callable[[JsonObject], None] | None) -> BrowserMcp:
-            return BrowserMcp(registry, session_id, send=send, limits=limits, audit=audit, files=files)
+            return BrowserMcp(registry, session_id, send=send, limits=limits, audit=audit, files=files,
+                              journal=journal)
 
         app = McpHttpApp(new_server, token, max_body_bytes=self.max_body_bytes, max_sessions=self.max_mcp_sessions)
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET

@@ -23,7 +23,11 @@ MCP means lives here:
 * ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools;
 * ``browser_upload`` and ``browser_download`` carry a file across the gap (docs/files.md): the call is handed to
   :class:`openab.core.files.FileCall`, which checks the path, opens the transfer, rewrites the arguments and
-  finishes the call; the audit record names the file.
+  finishes the call; the audit record names the file;
+* a state-changing call (not read-only in the catalogue) is a step of the pod's action journal (docs/journal.md,
+  :class:`~openab.core.mcp.journal.ActionJournal`): it carries its action id to the browser, a re-issue of it
+  joins it or is answered from it, and the steps an earlier run of the pod left unfinished open the session's
+  next result.
 
 Tool payloads are the browser's JSON, passed on without being re-modelled or copied.
 """
@@ -65,6 +69,7 @@ from ..jsonrpc.protocol import too_deep, too_deep_error
 from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
+    META_ACTION,
     META_SERVER_INFO,
     META_SPEC_PREFIX,
     META_SUBSCRIPTION_ID,
@@ -76,7 +81,8 @@ from ..mcp_vocabulary import (
 )
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
-from .audit import AuditLog
+from .audit import AuditLog, Ended
+from .journal import EXPLICIT_CANCEL, ActionJournal
 from .tools import BROWSER_TOOLS, INSTRUCTIONS, STATIC_NAMES, exposed_name
 
 __all__ = ["BrowserMcp", "Limits", "Send", "bound_result", "stateless_version"]
@@ -129,8 +135,9 @@ class BrowserMcp:
 
     ``send`` receives server->client notifications (``list_changed``; progress when a request has no sink of
     its own); ``audit``, when given, gets one record per ``tools/call``; ``files``, the pod's transfers, carries
-    the file tools' files. Call :meth:`close` when the MCP session ends: running calls are cancelled and the
-    tunnel listener is removed.
+    the file tools' files; ``journal``, the pod's action journal, holds the state-changing ones. Call
+    :meth:`close` when the MCP session ends: running calls are cancelled (a journalled step runs on for the
+    window, for a re-issue to join) and the tunnel listener is removed.
     """
 
     def __init__(
@@ -143,9 +150,11 @@ class BrowserMcp:
         server_version: str | None = None,
         audit: AuditLog | None = None,
         files: Transfers | None = None,
+        journal: ActionJournal | None = None,
     ) -> None:
         self.registry = registry
         self.audit = audit
+        self.journal = journal  # None: no journal (every call goes to the browser as it comes)
         self.files = files  # None: file tools go to the browser as they are (a pod without file transfers)
         self.session_id = session_id
         self.limits = limits or Limits()
@@ -219,7 +228,7 @@ class BrowserMcp:
         elif method == "notifications/cancelled" and isinstance(params, dict):
             task = self._running.get(id_key(params.get("requestId")))
             if task is not None:
-                task.cancel()
+                task.cancel(EXPLICIT_CANCEL)  # the journal cancels the step at once, not after the window
 
     # -- requests ---------------------------------------------------------------------------------------
 
@@ -359,26 +368,50 @@ class BrowserMcp:
             self._running.pop(key, None)
 
     async def _call_tool(self, params: JsonObject, progress: Send | None) -> JsonObject:
-        """One ``tools/call``, recorded in the audit log however it ends (cancelled included)."""
+        """One ``tools/call``: a state-changing one through the journal, a read straight to the browser."""
+        journal = self.journal
+        if journal is None:
+            return (await self._call_recorded(params, progress, None))[0]
+        name = params.get("name")
+        # A name neither the catalogue nor the browser knows is refused before any step could start.
+        if journal.journals(name) and (name in STATIC_NAMES or name in self._names):
+            result = await journal.call(
+                self.session_id, params, lambda forwarded, action: self._call_recorded(forwarded, progress, action)
+            )
+        else:
+            result = (await self._call_recorded(params, progress, None))[0]
+        untold = journal.untold_text(self.session_id)  # steps a restart left unfinished open the next result
+        if untold is not None:
+            result = {**result, "content": [{"type": "text", "text": untold}, *result.get("content", [])]}
+        return result
+
+    async def _call_recorded(
+        self, params: JsonObject, progress: Send | None, action: str | None
+    ) -> tuple[JsonObject, Ended]:
+        """One call to the browser (a journalled step's when ``action``), recorded in the audit log however it
+        ends (cancelled included); returns its result and how it ended (the journal tells a lost answer apart)."""
         started = time.monotonic()
-        ended: JsonObject | BaseException | None = None
+        ended: Ended = None
         file: dict[str, Any] = {}  # a file call's {"name", "size", "sha256"}, for its record
         try:
             try:
-                result = await self._call_browser(params, progress, file)
+                result = await self._call_browser(params, progress, file, action)
             except TunnelError as exc:  # BrowserNotConnected too: the audit keeps why, the agent gets a result
                 ended = exc
-                return _lost_call(str(params.get("name")), exc)
+                return _lost_call(str(params.get("name")), exc), exc
             ended = result
-            return result
+            return result, result
         except BaseException as exc:
             ended = exc
             raise
         finally:
             if self.audit is not None:
-                self.audit.tool_call(self.session_id, params, ended, time.monotonic() - started, file=file or None)
+                self.audit.tool_call(self.session_id, params, ended, time.monotonic() - started, file=file or None,
+                                     action=action)
 
-    async def _call_browser(self, params: JsonObject, progress: Send | None, file: dict[str, Any]) -> JsonObject:
+    async def _call_browser(
+        self, params: JsonObject, progress: Send | None, file: dict[str, Any], action: str | None
+    ) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str) or not name:
             raise LocalRpcError(INVALID_PARAMS, "tools/call needs a tool `name`")
@@ -391,6 +424,8 @@ class BrowserMcp:
             raise LocalRpcError(INVALID_PARAMS, f"Unknown tool: {name}")
         original = await self._browser_name(name)
         meta, on_progress = self._progress_route(params, progress)
+        if action is not None:  # the browser echoes it and never runs the same action twice (docs/journal.md)
+            meta = {**(meta or {}), META_ACTION: action}
 
         async def send(forwarded: Any) -> Any:
             return await self.registry.call_tool(
@@ -417,7 +452,8 @@ class BrowserMcp:
         if not isinstance(meta, dict):
             return None, None
         token = meta.get("progressToken")
-        forwarded = {k: v for k, v in meta.items() if not k.startswith(META_SPEC_PREFIX)}
+        # The action id is the pod's to give: an agent's own would replay another step's recorded outcome.
+        forwarded = {k: v for k, v in meta.items() if not k.startswith(META_SPEC_PREFIX) and k != META_ACTION}
         forwarded.pop("progressToken", None)
         if token is None or progress is None:
             return forwarded or None, None

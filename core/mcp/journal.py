@@ -1,0 +1,264 @@
+"""The action journal's asyncio side (docs/journal.md): one per pod, shared by every MCP session of a session.
+
+:class:`ActionJournal` runs each state-changing ``tools/call`` as a step of :class:`openab.core.journal.Journal`:
+the step runs in a task of its own, so a caller whose HTTP stream broke (or whose relay died) leaves it running
+for up to the window, and the client's re-issue of the same call (MCP 2026-07-28: a new id) joins it and gets its
+real outcome; a step nobody waits for any more is cancelled when the window passes. An explicit
+``notifications/cancelled`` still cancels at once. A re-issue after the step ended committed or effect_unknown is
+answered with the recorded outcome, marked; a failed step never holds a retry back; ``"repeat": true`` is taken
+out of the arguments and runs the step again.
+
+It writes the ``running`` record (the end record is the call's audit record, written by BrowserMcp), tells the
+panel of every step that changes state (listeners, :meth:`add_listener`), and after a restart lists the steps an
+earlier run of the pod left without an end (:meth:`load_previous`, :meth:`untold_text`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from ..catalogue import catalogue
+from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of
+from ..jsonrpc import JsonObject
+from ..mcp_vocabulary import META_ACTION, META_RECEIPT
+from .audit import AuditLog, Ended, args_digest, step_state, unended_steps
+
+__all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner"]
+
+log = logging.getLogger(__name__)
+
+EXPLICIT_CANCEL: Final = "openab: notifications/cancelled"
+"""The message BrowserMcp cancels a call's task with when the agent asked: the step is cancelled at once."""
+REPEAT: Final = "repeat"
+
+StepRunner = Callable[[JsonObject, str], Coroutine[Any, Any, tuple[JsonObject, Ended]]]
+"""Runs one call's ``params`` as the step with this action id; returns its result and how it ended."""
+Listener = Callable[[str, list[dict[str, Any]]], None]
+"""Takes a session id and the steps (their panel views) that changed state; must not block."""
+
+
+@dataclass(eq=False)
+class _Running:
+    session_id: str
+    task: asyncio.Task[tuple[JsonObject, Ended]]
+    waiters: int = 1
+    orphaned: asyncio.TimerHandle | None = None
+
+
+class ActionJournal:
+    """The pod's journal of state-changing steps. ``audit`` gets the ``running`` records (and the deduplicated
+    calls' records); ``tag`` names a session as the audit log does; ``state_dir`` is where :meth:`load_previous`
+    reads an earlier run's records."""
+
+    def __init__(
+        self,
+        *,
+        window: float = 15.0,
+        audit: AuditLog | None = None,
+        tag: Callable[[str], str] | None = None,
+        state_dir: Path | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+        limits: JournalLimits | None = None,
+    ) -> None:
+        self.core = Journal(limits or JournalLimits(window=window), clock=clock, wall=wall)
+        self.window = self.core.limits.window
+        self.audit = audit
+        self._tag = tag
+        self._state_dir = state_dir
+        self._running: dict[Step, _Running] = {}
+        self._listeners: list[Listener] = []
+        self._previous: dict[str, list[tuple[str, str, float]]] = {}
+        self.skipped_lines = 0  # lines of the audit files that were not a record this pod writes
+
+    @staticmethod
+    def journals(tool: object) -> bool:
+        """Whether a call of ``tool`` is a step: anything the catalogue does not mark read-only."""
+        return isinstance(tool, str) and not catalogue().read_only(tool)
+
+    def add_listener(self, listener: Listener) -> Callable[[], None]:
+        self._listeners.append(listener)
+        return lambda: self._listeners.remove(listener) if listener in self._listeners else None
+
+    # -- a call ------------------------------------------------------------------------------------------
+
+    async def call(self, session_id: str, params: JsonObject, run: StepRunner) -> JsonObject:
+        """Answer one state-changing ``tools/call`` (``params``) through the journal; ``run`` does it."""
+        self.adopt(session_id)
+        tool = str(params.get("name"))
+        arguments = params.get("arguments")
+        repeat = False
+        if isinstance(arguments, dict) and isinstance(arguments.get(REPEAT), bool):
+            repeat = arguments[REPEAT]
+            arguments = {k: v for k, v in arguments.items() if k != REPEAT}
+            params = {**params, "arguments": arguments}
+        decision = self.core.begin(session_id, tool, args_digest(arguments), repeat=repeat)
+        if isinstance(decision, Run):
+            return await self._run(session_id, params, decision.step, run)
+        if isinstance(decision, Join):
+            entry = self._running.get(decision.step)
+            if entry is None:  # ended a moment ago, its task's end not yet seen: as good as answered
+                return self._answered(session_id, params, decision.step, decision.call)
+            entry.waiters += 1
+            if entry.orphaned is not None:
+                entry.orphaned.cancel()
+                entry.orphaned = None
+            result = await self._wait(entry, tool)
+            return self._joined(session_id, params, decision.step, decision.call, result)
+        assert isinstance(decision, Answer)
+        return self._answered(session_id, params, decision.step, decision.call)
+
+    async def _run(self, session_id: str, params: JsonObject, step: Step, run: StepRunner) -> JsonObject:
+        if self.audit is not None:
+            self.audit.step_started(session_id, step.tool, params.get("arguments"), step.action)
+        self.core.start(step)
+        task = asyncio.get_running_loop().create_task(run(params, step.action), name=f"step {step.action}")
+        entry = self._running[step] = _Running(session_id, task)
+        self._tell(session_id, step)
+        task.add_done_callback(lambda done: self._ended(session_id, step, done))
+        return await self._wait(entry, step.tool)
+
+    async def _wait(self, entry: _Running, tool: str) -> JsonObject:
+        try:
+            result, _ = await asyncio.shield(entry.task)
+            return result
+        except asyncio.CancelledError as exc:
+            current = asyncio.current_task()
+            if entry.task.cancelled() and (current is None or not current.cancelling()):
+                return _unknown(tool)  # the step was cancelled under a joiner that was not: its outcome is unknown
+            entry.waiters -= 1
+            if entry.waiters <= 0 and not entry.task.done():
+                if exc.args and exc.args[0] == EXPLICIT_CANCEL:
+                    entry.task.cancel()
+                else:
+                    # The caller went away (its stream broke): the step runs on, and a re-issue within the window
+                    # joins it; if none comes, it is cancelled then.
+                    entry.orphaned = asyncio.get_running_loop().call_later(self.window, _cancel_orphan, entry)
+            raise
+
+    def _ended(self, session_id: str, step: Step, task: asyncio.Task[tuple[JsonObject, Ended]]) -> None:
+        entry = self._running.pop(step, None)
+        if entry is not None and entry.orphaned is not None:
+            entry.orphaned.cancel()
+        outcome: JsonObject | None = None
+        if task.cancelled():
+            state = State.EFFECT_UNKNOWN  # it may have reached the browser before the cancel did
+            outcome = _unknown(step.tool)
+        elif (error := task.exception()) is not None:
+            state = step_state(error)
+        else:
+            outcome, ended = task.result()
+            state = step_state(ended)
+        site = _site(outcome)
+        self.core.end(session_id, step, state, site=site, outcome=outcome)
+        self._tell(session_id, step)
+
+    def _joined(self, session_id: str, params: JsonObject, step: Step, call: Step, result: JsonObject) -> JsonObject:
+        self.core.ended_like(call, step)
+        self._record(session_id, params, call, step, result)
+        return result
+
+    def _answered(self, session_id: str, params: JsonObject, step: Step, call: Step) -> JsonObject:
+        self.core.ended_like(call, step)
+        outcome = step.outcome if isinstance(step.outcome, dict) else _unknown(step.tool)
+        ago = self.core.age(step)
+        marker = (f"Not done again: this is the outcome of the same {step.tool} {ago:.0f} s ago ({step.action}), "
+                  "answered from the journal. To do it a second time on purpose, call it again with "
+                  '"repeat": true.')
+        content = outcome.get("content")
+        result: JsonObject = {**outcome, "content": [{"type": "text", "text": marker},
+                                                      *(content if isinstance(content, list) else [])]}
+        meta = dict(outcome.get("_meta") or {})
+        meta[META_ACTION] = step.action
+        result["_meta"] = meta
+        self._record(session_id, params, call, step, result)
+        return result
+
+    def _record(self, session_id: str, params: JsonObject, call: Step, step: Step, result: JsonObject) -> None:
+        if self.audit is not None:
+            self.audit.tool_call(session_id, params, result, 0.0, action=call.action, state=call.state,
+                                 deduplicated=step.action)
+        self._tell(session_id, call)
+
+    def _tell(self, session_id: str, step: Step) -> None:
+        view = [step.view()]
+        for listener in list(self._listeners):
+            try:
+                listener(session_id, view)
+            except Exception:  # a panel that cannot be told costs its notification, never the call
+                log.exception("journal: a listener failed")
+
+    # -- the session's steps -----------------------------------------------------------------------------
+
+    def unknown(self, session_id: str) -> list[dict[str, Any]]:
+        """The panel views of the session's steps still effect_unknown (what ``session/resume`` is told)."""
+        self.adopt(session_id)
+        return [step.view() for step in self.core.unknown(session_id)]
+
+    def forget(self, session_id: str) -> None:
+        """The session is gone: its steps are forgotten, and those still running are cancelled."""
+        self.core.forget(session_id)
+        for entry in list(self._running.values()):
+            if entry.session_id == session_id and entry.waiters <= 0:
+                entry.task.cancel()
+
+    # -- after a restart ---------------------------------------------------------------------------------
+
+    async def load_previous(self) -> int:
+        """Read the audit files once, in a thread, for the steps an earlier run left without an end (bounded;
+        lines that are not our records are skipped and counted). Returns how many were found."""
+        if self._state_dir is None or self.audit is None or not self.audit.keep:
+            return 0
+        try:
+            found, skipped = await asyncio.to_thread(unended_steps, self._state_dir)
+        except OSError as exc:
+            log.warning("journal: the audit files could not be read for unfinished steps: %s", exc)
+            return 0
+        self._previous, self.skipped_lines = found, skipped
+        count = sum(len(steps) for steps in found.values())
+        if count or skipped:
+            log.info("journal: %d step(s) of an earlier run never ended (effect unknown); %d line(s) skipped",
+                     count, skipped)
+        return count
+
+    def adopt(self, session_id: str) -> None:
+        """Bring the session's steps found on disk into the journal (once), as effect_unknown."""
+        if not self._previous or self._tag is None:
+            return
+        found = self._previous.pop(self._tag(session_id), None)
+        if found:
+            self.core.recover(session_id, found)
+
+    def untold_text(self, session_id: str) -> str | None:
+        """What the session's agent has not been told yet: the steps an earlier run left unfinished."""
+        self.adopt(session_id)
+        untold = self.core.take_untold(session_id)
+        if not untold:
+            return None
+        lines = "\n".join(f"- {step.tool} ({step.action}), started {step.view()['at']}" for step in untold)
+        return ("openab: the pod restarted while these browser actions were running; each may or may not have "
+                f"happened, and none will be run again:\n{lines}\nLook at the page (browser_snapshot) before "
+                "doing any of them again.")
+
+
+def _cancel_orphan(entry: _Running) -> None:
+    if entry.waiters <= 0 and not entry.task.done():
+        entry.task.cancel()
+
+
+def _unknown(tool: str) -> JsonObject:
+    return {"content": [{"type": "text", "text": (
+        f"{tool} did not finish: it was cancelled. Its outcome is unknown: the browser may already have done it. "
+        f"Do not call {tool} again blindly: call browser_snapshot to see the page as it is now, then decide.")}],
+        "isError": True}
+
+
+def _site(outcome: Mapping[str, Any] | None) -> str | None:
+    meta = outcome.get("_meta") if isinstance(outcome, Mapping) else None
+    return site_of(meta.get(META_RECEIPT)) if isinstance(meta, Mapping) else None
