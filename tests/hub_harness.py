@@ -5,11 +5,18 @@ configurable-http-proxy (tests/hub/package.json) as its proxy, SimpleLocalProces
 Everything listens on 127.0.0.1 (ports picked free), lives in one temporary folder and is stopped at the end:
 the hub stops its proxy and, with ``cleanup_servers``, every pod it started. Tokens are made through the hub's
 REST API with an admin service's token, as an operator's script would (a person makes theirs on /hub/token).
+
+With ``proxy_apart`` the test runs the proxy itself, as Zero to JupyterHub does (its own pod, the hub told
+``should_start = False``, and ``cleanup_servers = False`` so a hub that stops leaves the pods running), and the hub
+can be stopped and started again (:meth:`Hub.stop_hub`, :meth:`Hub.start_hub`) as ``helm upgrade`` replaces the
+hub pod; the test then stops the pods through the hub, and the proxy, itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import json
 import os
 import secrets
@@ -19,8 +26,9 @@ import socket
 import subprocess
 import sys
 import textwrap
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,6 +80,35 @@ class Hub:
     proxy_token: str = ""
     culler: subprocess.Popen[bytes] | None = None
     minted: list[str] = field(default_factory=list)  # every token made, for the log scan
+    proxy: subprocess.Popen[bytes] | None = None  # the proxy the test runs apart from the hub (proxy_apart)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # the hub's environment, for a restart
+    pids: dict[str, int] = field(default_factory=dict)  # each pod's process, as the hub's state names it
+
+    def start_hub(self) -> None:
+        """Starts the hub process (the same config, database and environment as before) and waits for it to
+        answer through the proxy."""
+        self.process = _launch_hub(self.folder, self.env)
+        self.wait_up()
+
+    def wait_up(self) -> None:
+        def up() -> bool:
+            assert self.process.poll() is None, f"the hub exited: {self.log_tail()}"
+            try:
+                return self.request("GET", "/").status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        eventually_sync(up, timeout=30, interval=0.1, what=lambda: f"the hub answering: {self.log_tail()}")
+
+    def stop_hub(self) -> None:
+        """Stops the hub process as Kubernetes stops its pod (SIGTERM); with ``proxy_apart`` the proxy and the pods
+        go on without it."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.api, headers={"Authorization": f"token {self.admin_token}"},
@@ -99,6 +136,11 @@ class Hub:
         assert response.status_code in (201, 202), response.text
         eventually_sync(lambda: self.running(name), timeout=30, interval=0.1,
                         what=lambda: f"{name}'s pod ready: {self.log_tail()}")
+        self.pids[name] = self.pod_pid(name)
+
+    def pod_pid(self, name: str) -> int:
+        """The process of ``name``'s pod, from the state the hub keeps in its database."""
+        return int(self.user(name)["servers"][""]["state"]["pid"])
 
     def start_slowly(self, name: str) -> None:
         """``name``'s pod takes :data:`SLOW_START` seconds more to start from now on."""
@@ -160,7 +202,7 @@ class Hub:
 
 
 def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: int,
-            admin: str, culler: str, metrics: str) -> str:
+            admin: str, culler: str, metrics: str, proxy_apart: bool) -> str:
     openab = Path(sys.executable).parent / "openab"
     start = (f'if [ -e "$HOME/start-slowly" ]; then sleep {SLOW_START}; fi; '
              f"exec {shlex.quote(str(openab))} run --jupyterhub")
@@ -168,6 +210,12 @@ def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: in
         "OPENAB_HUB_ACTIVITY_INTERVAL": str(ACTIVITY_INTERVAL),
         "OPENAB_HUB_AUTH_CACHE_SECS": str(AUTH_CACHE_SECS),
     }
+    apart = textwrap.dedent("""
+        # As Zero to JupyterHub runs it: the proxy is a process of its own, which the hub finds at api_url with the
+        # same CONFIGPROXY_AUTH_TOKEN, and a hub that stops leaves every pod running.
+        c.ConfigurableHTTPProxy.should_start = False
+        c.JupyterHub.cleanup_servers = False
+    """) if proxy_apart else ""
     return textwrap.dedent(f"""
         c = get_config()  # noqa: F821
         c.JupyterHub.bind_url = "http://127.0.0.1:{public_port}"
@@ -196,57 +244,135 @@ def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: in
         ]
         c.JupyterHub.load_roles = [
             {{"name": "test-admin", "services": ["test-admin"],
-              "scopes": ["admin:users", "admin:servers", "tokens", "read:users"]}},
+              "scopes": ["admin:users", "admin:servers", "admin:server_state", "tokens", "read:users"]}},
             {{"name": "idle-culler", "services": ["idle-culler"],
               "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}},
             {{"name": "prometheus", "services": ["prometheus"], "scopes": ["read:metrics"]}},
         ]
-    """)
+    """) + apart
+
+
+def _launch_hub(folder: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+    with (folder / "hub.log").open("ab") as log:
+        return subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
+                                cwd=folder, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _start_proxy(folder: Path, env: Mapping[str, str], *, public_port: int, hub_port: int,
+                 proxy_api_port: int) -> subprocess.Popen[bytes]:
+    """configurable-http-proxy as Zero to JupyterHub's proxy pod runs it: every path it has no route for goes to
+    the hub, and its error pages too."""
+    hub = f"http://127.0.0.1:{hub_port}"
+    with (folder / "proxy.log").open("ab") as log:
+        return subprocess.Popen(
+            [str(CHP), "--ip=127.0.0.1", f"--port={public_port}", "--api-ip=127.0.0.1",
+             f"--api-port={proxy_api_port}", f"--default-target={hub}", f"--error-target={hub}/hub/error",
+             "--log-level=warn"], env=dict(env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _wait_proxy(proxy: subprocess.Popen[bytes], api: str, token: str) -> None:
+    def up() -> bool:
+        assert proxy.poll() is None, "the proxy exited (proxy.log)"
+        with contextlib.suppress(httpx.HTTPError), httpx.Client(timeout=5, trust_env=False) as c:
+            return c.get(f"{api}/api/routes", headers={"Authorization": f"token {token}"}).status_code == 200
+        return False
+
+    eventually_sync(up, timeout=30, interval=0.1, what="the proxy's API answering")
+
+
+def _subreaper(on: bool) -> None:
+    """While on, a process whose parent goes (a pod, once the hub that started it is stopped) becomes this one's
+    child, so it is reaped here when it stops: PID 1 of a container may reap nobody, and a zombie pod looks alive
+    to the hub, which would wait its whole kill timeout for it."""
+    if sys.platform == "linux":
+        set_child_subreaper = 36  # PR_SET_CHILD_SUBREAPER
+        ctypes.CDLL(None, use_errno=True).prctl(set_child_subreaper, int(on), 0, 0, 0)
+
+
+def _gone(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):  # not this process's child: its parent (the hub) reaps it
+        os.waitpid(pid, os.WNOHANG)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def _stop_pods(hub: Hub) -> None:
+    """Stops every pod through the hub (a hub started again stops the pods it picked up), else by its pid. The
+    hub's answer waits until the pod is gone, so the pods this process is the parent of are reaped meanwhile."""
+    for name, pid in hub.pids.items():
+        asked: threading.Thread | None = None
+        if hub.process.poll() is None:
+            def ask(name: str = name) -> None:
+                with contextlib.suppress(httpx.HTTPError):
+                    hub.request("DELETE", f"/users/{name}/server")
+
+            asked = threading.Thread(target=ask, daemon=True)
+            asked.start()
+        gone = functools.partial(_gone, pid)
+        with contextlib.suppress(TimeoutError):
+            eventually_sync(gone, timeout=15, interval=0.1, what=f"{name}'s pod stopped by the hub")
+        if asked is not None:
+            asked.join(15)
+        if not gone():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            eventually_sync(gone, timeout=10, interval=0.1, what=f"{name}'s pod killed")
 
 
 @contextlib.contextmanager
-def running_hub(folder: Path) -> Iterator[Hub]:
-    """A hub with its proxy on 127.0.0.1, both people created; stopped (pods and proxy with it) on exit."""
+def running_hub(folder: Path, *, proxy_apart: bool = False) -> Iterator[Hub]:
+    """A hub with its proxy on 127.0.0.1, both people created; stopped (pods and proxy with it) on exit. With
+    ``proxy_apart``, the proxy is the test's own process and the hub may be stopped and started again."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     (folder / "home").mkdir(mode=0o700, exist_ok=True)
     public_port, hub_port, proxy_api_port = free_port(), free_port(), free_port()
     admin, culler, metrics = (secrets.token_hex(32) for _ in range(3))
     config = folder / "jupyterhub_config.py"
     config.write_text(_config(folder, public_port=public_port, hub_port=hub_port, proxy_api_port=proxy_api_port,
-                              admin=admin, culler=culler, metrics=metrics))
+                              admin=admin, culler=culler, metrics=metrics, proxy_apart=proxy_apart))
     config.chmod(0o600)
-    log = (folder / "hub.log").open("ab")
     proxy_token = secrets.token_hex(32)
     env = {**os.environ, "CONFIGPROXY_AUTH_TOKEN": proxy_token}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "jupyterhub", "-f", str(config)], cwd=folder, env=env, stdout=log,
-        stderr=subprocess.STDOUT, start_new_session=True,
-    )
+    proxy: subprocess.Popen[bytes] | None = None
+    if proxy_apart:
+        _subreaper(True)
+        proxy = _start_proxy(folder, env, public_port=public_port, hub_port=hub_port, proxy_api_port=proxy_api_port)
+        try:
+            _wait_proxy(proxy, f"http://127.0.0.1:{proxy_api_port}", proxy_token)
+        except BaseException:
+            proxy.kill()
+            proxy.wait(10)
+            raise
     hub = Hub(folder, f"http://127.0.0.1:{public_port}", f"http://127.0.0.1:{public_port}/hub/api",
-              admin, culler, metrics, process, proxy_api=f"http://127.0.0.1:{proxy_api_port}",
-              proxy_token=proxy_token, minted=[admin, culler, metrics, proxy_token])
+              admin, culler, metrics, _launch_hub(folder, env), proxy_api=f"http://127.0.0.1:{proxy_api_port}",
+              proxy_token=proxy_token, minted=[admin, culler, metrics, proxy_token], proxy=proxy, env=env)
     try:
-        def up() -> bool:
-            assert process.poll() is None, f"the hub exited: {hub.log_tail()}"
-            try:
-                return hub.request("GET", "/").status_code == 200
-            except httpx.HTTPError:
-                return False
-
-        eventually_sync(up, timeout=30, interval=0.1, what=lambda: f"the hub answering: {hub.log_tail()}")
+        hub.wait_up()
         for name in PEOPLE:
             response = hub.request("POST", f"/users/{name}")
             assert response.status_code in (201, 409), response.text
         yield hub
     finally:
         hub.stop_culler()
-        process.send_signal(signal.SIGTERM)
         try:
-            process.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(10)
-        log.close()
+            if proxy_apart:  # the hub stops no pod on its way out (cleanup_servers off): they are stopped first
+                _stop_pods(hub)
+        finally:
+            if hub.process.poll() is None:
+                hub.stop_hub()
+            if hub.proxy is not None:
+                hub.proxy.terminate()
+                try:
+                    hub.proxy.wait(10)
+                except subprocess.TimeoutExpired:
+                    hub.proxy.kill()
+                    hub.proxy.wait(10)
+            if proxy_apart:
+                _subreaper(False)
 
 
 def ws_handshake(url: str, token: str | None, *, extra: dict[str, str] | None = None,

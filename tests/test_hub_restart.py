@@ -1,0 +1,66 @@
+"""The hub restarted under open sockets, as `helm upgrade` replaces the hub pod of Zero to JupyterHub: the proxy runs
+apart from the hub (the test's own configurable-http-proxy, the hub told ``should_start = False`` and
+``cleanup_servers = False``), alice's pod runs and her panel's ``/acp`` socket is open through the proxy. The hub is
+stopped and started again on the same database and config: the open socket answers throughout, a new handshake
+while the hub is down gets the pod's 503 (never an admission, never a crash), and once the hub is back the same
+handshake reaches the same pod, which the hub picked up from its database (docs/deploy.md, "Rotation without
+cutting sessions").
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hub_harness import Hub, available, running_hub, ws_handshake
+from test_hub import acp_request, connect
+
+pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
+
+
+@pytest.fixture
+def hub(tmp_path: Path) -> Iterator[Hub]:
+    with running_hub(tmp_path / "hub", proxy_apart=True) as running:
+        running.start("alice")
+        yield running
+        logs = running.logs()
+    leaked = [t[:6] for t in running.minted if t in logs]
+    assert not leaked, f"tokens in the logs (their first characters): {leaked}"
+
+
+@pytest.mark.anyio
+async def test_a_hub_restart_cuts_no_socket_and_a_handshake_meanwhile_waits_for_it(hub: Hub) -> None:
+    pod, route = hub.pids["alice"], hub.pod_address("alice")
+    _, held_token = hub.token("alice")
+    _, later = hub.token("alice")  # never shown to the pod before the hub goes: no cached answer for it
+    async with connect(hub, "alice", held_token) as held:
+        await acp_request(held, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        first = (await acp_request(held, 2, "session/new", {"cwd": "/", "mcpServers": []}))["result"]["sessionId"]
+
+        hub.stop_hub()
+        assert hub.proxy is not None and hub.proxy.poll() is None
+        # (a) The socket goes through the proxy to the pod: the hub's absence is not felt on it.
+        while_down = await acp_request(held, 3, "session/new", {"cwd": "/", "mcpServers": []})
+        assert while_down["result"]["sessionId"].startswith("sess_")
+        # (b) A new handshake reaches the pod (the proxy keeps its route), which cannot ask the hub about the token:
+        # 503 in the pod's words (the proxy's own 503 for a hub it cannot reach would say otherwise), no admission.
+        status, answer = ws_handshake(hub.acp_url("alice"), later)
+        assert status == 503, answer
+        assert b"The hub could not check the token now; try again in a moment" in answer
+        os.kill(pod, 0)  # the pod is still there
+
+        hub.start_hub()
+        # The hub found alice's pod running in its database and kept it: the same process, the same route.
+        assert hub.running("alice") and hub.pod_pid("alice") == pod
+        assert hub.pod_address("alice") == route
+        after = await acp_request(held, 4, "session/new", {"cwd": "/", "mcpServers": []})
+        assert "result" in after, after
+
+        # (c) The redial now succeeds and lands on the same pod: it resumes the session made before the restart,
+        # which only that pod's memory holds.
+        async with connect(hub, "alice", later) as redialled:
+            await acp_request(redialled, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+            resumed = await acp_request(redialled, 2, "session/resume", {"sessionId": first, "cwd": "/"})
+            assert resumed.get("result") == {}, resumed
