@@ -31,6 +31,7 @@ from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
 from mcp.types import CallToolResult
 from scripted_agent import ScriptedAgent, chunk
+from test_journal_e2e import run_cuts
 from test_proxy import endpoint, first_text, mcp_client
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, open_session, prompt, run_pod
 from test_runtime_run_command import read_log, start_pod
@@ -206,6 +207,25 @@ async def test_a_dropped_socket_over_1000_calls() -> None:
     figures = await run_drops(1000, seed=1000)
     print("drops:", figures)
     assert figures["calls"] >= 1000
+
+
+# -- the agent's stream cut, and every call that got no answer re-issued (issue 25) ----------------------------
+
+
+async def test_the_agents_stream_cut_and_reissued_over_100_calls_never_runs_a_click_twice() -> None:
+    """Each call's HTTP connection cut at random before, during or after the click (or not at all); the official
+    client re-issues every call that got no answer, with a new id: the journal joins or answers it."""
+    figures = await run_cuts(100, seed=25)
+    print("journal cuts:", dict(figures))
+    assert figures["reissued"] >= 40 and figures["answered from the journal"] >= 10 and figures["cut none"] >= 10
+
+
+@pytest.mark.long
+@pytest.mark.skipif(not LONG, reason="the full-size run: OPENAB_LONG=1")
+async def test_the_agents_stream_cut_and_reissued_over_1000_calls_never_runs_a_click_twice() -> None:
+    figures = await run_cuts(1000, seed=1025)
+    print("journal cuts:", dict(figures))
+    assert figures["reissued"] >= 500
 
 
 # -- the agent killed mid-turn ---------------------------------------------------------------------------------

@@ -1,0 +1,185 @@
+"""The action journal's core (issue 25, docs/journal.md), sans-I/O, with an injected clock; and the journal on disk
+read back after a restart: torn, planted, another session's, and huge lines are skipped and counted, never trusted.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import orjson
+import pytest
+
+from openab.core.journal import Answer, Join, Journal, JournalLimits, Run, State, new_action, site_of
+from openab.core.mcp.audit import AUDIT_FILE, MAX_LINE, AuditLog, unended_steps
+from openab.core.session_naming import SessionNaming
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def journal(window: float = 15.0, **limits: int) -> tuple[Journal, Clock]:
+    clock = Clock()
+    return Journal(JournalLimits(window=window, **limits), clock=clock, wall=lambda: 1_800_000_000.0), clock
+
+
+def test_an_action_id_is_act_and_16_random_bytes() -> None:
+    ids = {new_action() for _ in range(1000)}
+    assert len(ids) == 1000
+    assert all(re.fullmatch(r"act-[A-Za-z0-9_-]{22}", action) for action in ids)
+
+
+def test_a_step_moves_prepared_running_committed() -> None:
+    j, _ = journal()
+    decision = j.begin("s1", "browser_click", "d1")
+    assert isinstance(decision, Run) and decision.step.state.value == "prepared"
+    j.start(decision.step)
+    assert decision.step.state.value == "running"
+    j.end("s1", decision.step, State.COMMITTED, site="shop.example", outcome={"content": []})
+    assert decision.step.state is State.COMMITTED
+    view = decision.step.view()
+    assert view == {"action": decision.step.action, "tool": "browser_click", "state": "committed",
+                    "site": "shop.example", "at": "2027-01-15T08:00:00.000Z"}
+
+
+def test_a_reissue_joins_a_running_step_and_is_answered_from_an_ended_one_within_the_window() -> None:
+    j, clock = journal()
+    run = j.begin("s1", "browser_click", "d1")
+    assert isinstance(run, Run)
+    j.start(run.step)
+    joined = j.begin("s1", "browser_click", "d1")
+    assert isinstance(joined, Join) and joined.step is run.step
+    assert joined.call.deduplicated == run.step.action and joined.call.action != run.step.action
+    j.end("s1", run.step, State.COMMITTED, outcome={"content": [{"type": "text", "text": "clicked"}]})
+    clock.now += 14.9
+    answered = j.begin("s1", "browser_click", "d1")
+    assert isinstance(answered, Answer) and answered.step is run.step
+    assert answered.step.outcome == {"content": [{"type": "text", "text": "clicked"}]}
+    assert j.age(run.step) == pytest.approx(14.9)
+    clock.now += 0.2  # past the window: the same call is a new step, and the outcome kept is let go
+    again = j.begin("s1", "browser_click", "d1")
+    assert isinstance(again, Run)
+    assert run.step.outcome is None
+
+
+def test_effect_unknown_holds_a_reissue_and_failed_never_does() -> None:
+    j, _ = journal()
+    unknown = j.begin("s1", "browser_click", "d1")
+    assert isinstance(unknown, Run)
+    j.end("s1", unknown.step, State.EFFECT_UNKNOWN, outcome={"content": []})
+    assert isinstance(j.begin("s1", "browser_click", "d1"), Answer)
+    failed = j.begin("s1", "browser_type", "d2")
+    assert isinstance(failed, Run)
+    j.end("s1", failed.step, State.FAILED, outcome={"content": []})
+    assert isinstance(j.begin("s1", "browser_type", "d2"), Run)
+
+
+def test_repeat_runs_a_second_step_and_others_are_not_held() -> None:
+    j, _ = journal()
+    first = j.begin("s1", "browser_click", "d1")
+    assert isinstance(first, Run)
+    second = j.begin("s1", "browser_click", "d1", repeat=True)
+    assert isinstance(second, Run) and second.step is not first.step
+    # Other arguments, another tool, another session: each its own step.
+    assert isinstance(j.begin("s1", "browser_click", "d2"), Run)
+    assert isinstance(j.begin("s1", "browser_type", "d1"), Run)
+    assert isinstance(j.begin("s2", "browser_click", "d1"), Run)
+
+
+def test_the_journal_is_bounded_in_steps_and_sessions() -> None:
+    j, _ = journal(max_steps=8, max_sessions=4)
+    for n in range(100):
+        decision = j.begin("s1", "browser_click", f"d{n}")
+        assert isinstance(decision, Run)
+        j.end("s1", decision.step, State.COMMITTED, outcome={"content": []})
+    assert len(j.steps("s1")) == 8
+    assert isinstance(j.begin("s1", "browser_click", "d0"), Run)  # forgotten: nothing holds it
+    for n in range(10):
+        j.begin(f"other{n}", "browser_click", "d")
+    assert j.sessions == 4
+    assert j.forgotten_steps > 0
+
+
+def test_recovered_steps_are_effect_unknown_told_once_and_never_answer_a_call() -> None:
+    j, _ = journal()
+    found = [("act-AAAAAAAAAAAAAAAAAAAAAA", "browser_click", 1_800_000_000.0)]
+    (step,) = j.recover("s1", found)
+    assert step.state is State.EFFECT_UNKNOWN and step.recovered
+    assert [s.action for s in j.unknown("s1")] == ["act-AAAAAAAAAAAAAAAAAAAAAA"]
+    assert j.take_untold("s1") == [step]
+    assert j.take_untold("s1") == []
+    assert j.recover("s1", found) == []  # the same step found twice is one step
+    assert isinstance(j.begin("s1", "browser_click", ""), Run)
+
+
+def test_the_site_is_the_host_the_receipt_ends_on() -> None:
+    assert site_of({"url_before": "https://a.example/x", "url_after": "https://b.example/y"}) == "b.example"
+    assert site_of({"url_before": "https://a.example/x"}) == "a.example"
+    assert site_of({"url_after": "not a url"}) is None
+    assert site_of({"url_after": "http://[bad"}) is None
+    assert site_of({"url_after": "https://" + "a" * 300 + "/"}) is None
+    assert site_of("https://a.example/") is None
+
+
+# -- the journal on disk, after a restart -----------------------------------------------------------------------
+
+
+def _log(state_dir: Path) -> AuditLog:
+    return AuditLog(state_dir, tag=SessionNaming(b"k" * 32).tag)
+
+
+def test_a_step_with_a_running_record_and_no_end_is_found_and_one_that_ended_is_not(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    tag = SessionNaming(b"k" * 32).tag("sess_a")
+    log.step_started("sess_a", "browser_click", {"ref": "e1"}, "act-ended-000000000000000")
+    log.tool_call("sess_a", {"name": "browser_click", "arguments": {"ref": "e1"}}, {"content": []}, 0.01,
+                  action="act-ended-000000000000000")
+    log.step_started("sess_a", "browser_type", {"ref": "e2"}, "act-lost-0000000000000000")
+    log.tool_call("sess_a", {"name": "browser_snapshot"}, {"content": []}, 0.01)  # a read: no step
+    found, skipped = unended_steps(tmp_path)
+    assert skipped == 0
+    assert [(a, t) for a, t, _ in found[tag]] == [("act-lost-0000000000000000", "browser_type")]
+    assert os.stat(tmp_path / AUDIT_FILE).st_mode & 0o777 == 0o600
+
+
+def test_a_truncated_or_planted_journal_file_is_read_safely(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    naming = SessionNaming(b"k" * 32)
+    log.step_started("sess_a", "browser_click", {}, "act-mine-0000000000000000")
+    with open(tmp_path / AUDIT_FILE, "ab") as f:
+        other = {"time": "2026-12-01T00:00:00.000Z", "session": naming.tag("sess_b"), "tool": "browser_click",
+                 "state": "running", "action": "act-theirs-00000000000000"}
+        f.write(orjson.dumps(other) + b"\n")  # another session's: found under its own tag, never ours
+        f.write(b"garbage that is no JSON\n")
+        f.write(b"[1, 2, 3]\n")
+        f.write(orjson.dumps({**other, "session": "sess_a_raw_id"}) + b"\n")  # not a tag: never trusted
+        f.write(orjson.dumps({**other, "action": "no-prefix"}) + b"\n")
+        f.write(orjson.dumps({**other, "state": "paid"}) + b"\n")
+        f.write(orjson.dumps({**other, "time": "yesterday"}) + b"\n")
+        f.write(b"x" * (MAX_LINE * 20) + b"\n")  # a huge line: passed over a bounded piece at a time
+        f.write(b'{"time": "2026-12-01T00:00:0')  # torn at the end
+    found, skipped = unended_steps(tmp_path)
+    assert [a for a, _, _ in found[naming.tag("sess_a")]] == ["act-mine-0000000000000000"]
+    assert [a for a, _, _ in found[naming.tag("sess_b")]] == ["act-theirs-00000000000000"]
+    assert set(found) == {naming.tag("sess_a"), naming.tag("sess_b")}
+    assert skipped == 8
+    # The writer ends the torn line before its next record: that record is read whole.
+    log.step_started("sess_a", "browser_type", {}, "act-next-0000000000000000")
+    found, _ = unended_steps(tmp_path)
+    assert [a for a, _, _ in found[naming.tag("sess_a")]] == ["act-mine-0000000000000000",
+                                                              "act-next-0000000000000000"]
+
+
+def test_reading_back_is_bounded_in_steps(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, tag=SessionNaming(b"k" * 32).tag, max_bytes=64 << 20)
+    for n in range(5000):
+        log.step_started("sess_a", "browser_click", {"n": n}, f"act-{n:022d}")
+    found, _ = unended_steps(tmp_path)
+    (steps,) = found.values()
+    assert len(steps) == 4096 and steps[-1][0] == f"act-{4999:022d}"
