@@ -280,7 +280,8 @@ class GuardedServer(uvicorn.Server):
 class DrainingServer(GuardedServer):
     """uvicorn's server for the pod's main process. On a stop it first closes its listeners and awaits ``drain``
     while the open sockets still carry answers, then shuts down as uvicorn does. SIGTERM (how a pod is stopped)
-    then ends the process with status 0: a drained stop is a clean one, not a death by signal."""
+    and SIGINT (Ctrl+C; how JupyterHub's local spawner stops a server first) then end the process with status 0:
+    a drained stop is a clean one, not a death by signal, nor a KeyboardInterrupt traceback in the log."""
 
     def __init__(self, config: uvicorn.Config, *, drain: Callable[[], Awaitable[None]]) -> None:
         super().__init__(config)
@@ -294,9 +295,11 @@ class DrainingServer(GuardedServer):
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
-        # uvicorn re-raises the signals it caught once it has stopped; SIGTERM's default would kill us then.
-        if sig == signal.SIGTERM and sig in self._captured_signals:
-            self._captured_signals.remove(sig)
+        # uvicorn re-raises the signals it caught once it has stopped: SIGTERM's default would kill us then, and
+        # SIGINT's raises KeyboardInterrupt out of asyncio.run, a traceback for a stop that went well.
+        if sig in (signal.SIGTERM, signal.SIGINT):
+            while sig in self._captured_signals:
+                self._captured_signals.remove(sig)
 
 
 class ReloadingTls:

@@ -109,6 +109,25 @@ async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path
     assert pids and all(not live_group(pid) for pid in pids), "no agent outlives the pod"
 
 
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+async def test_a_stop_by_signal_ends_with_status_0_and_no_traceback(tmp_path: Path, sig: signal.Signals) -> None:
+    # JupyterHub's local spawner stops a server with SIGINT first, a person with Ctrl+C, Kubernetes with SIGTERM:
+    # each is a drained stop, which ends with 0 and a log without a KeyboardInterrupt traceback.
+    pod = await start_pod(tmp_path, env={"OPENAB_AGENT": "builtin"})
+    async with connect_extension(pod.ws_url, pod.token) as ext:
+        await ext.initialize()
+        await ext.new_session([])
+        pod.process.send_signal(sig)
+        async with asyncio.timeout(30):
+            async for _ in read_log(pod):
+                pass
+            code = await pod.process.wait()
+    log = "".join(pod.log)
+    assert code == 0, log[-3000:]
+    assert "Traceback" not in log and "KeyboardInterrupt" not in log, log[-3000:]
+    assert "evicted: pod shutting down" in log
+
+
 async def test_openab_run_refuses_an_unknown_agent_and_an_unsafe_bind(tmp_path: Path) -> None:
     unknown = await asyncio.create_subprocess_exec(
         *OPENAB, "run", "--agent", "custom", "--state-dir", str(tmp_path), stderr=asyncio.subprocess.PIPE,
