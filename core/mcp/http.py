@@ -310,8 +310,9 @@ class McpHttpApp:
                 finally:
                     next_note.cancel()
                 if gone.done() and not work.done():
-                    # Nobody can receive the answer (no resumption here): stop the browser instead of
-                    # letting it work for nobody. In 2026-07-28 this is also how a client cancels.
+                    # Nobody can receive the answer (no resumption here): a read is stopped in the browser at
+                    # once; a state-changing step runs on in the journal for its window, so the client's
+                    # re-issue joins it (docs/journal.md). In 2026-07-28 this is also how a client cancels.
                     work.cancel()
                     return
                 if next_note.done() and not next_note.cancelled():
