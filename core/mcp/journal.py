@@ -160,12 +160,12 @@ class ActionJournal:
         self._tell(session_id, step)
 
     def _joined(self, session_id: str, params: JsonObject, step: Step, call: Step, result: JsonObject) -> JsonObject:
-        self.core.ended_like(call, step)
+        self.core.ended_like(session_id, call, step)
         self._record(session_id, params, call, step, result)
         return result
 
     def _answered(self, session_id: str, params: JsonObject, step: Step, call: Step) -> JsonObject:
-        self.core.ended_like(call, step)
+        self.core.ended_like(session_id, call, step)
         outcome = step.outcome if isinstance(step.outcome, dict) else _unknown(step.tool)
         ago = self.core.age(step)
         marker = (f"Not done again: this is the outcome of the same {step.tool} {ago:.0f} s ago ({step.action}), "
