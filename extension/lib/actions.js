@@ -3,7 +3,8 @@
 // this browser has already run is never run again: a second call with it (a re-issue, a pod that lost track) is
 // answered with what the first one did, or, if that was never recorded, with words saying it may have happened.
 //
-// The record is short (the last KEPT actions) and lives in chrome.storage.session: it outlives a service worker that
+// The record is short (the last KEPT actions) and lives in chrome.storage.session, one key an action (a write is one
+// small record, not the whole list: the list's write made every click slower): it outlives a service worker that
 // Chrome stopped mid-step, not the browser.
 
 export const ACTION_META = 'dev.openab/action';
@@ -12,7 +13,7 @@ export const RECORDED_META = 'dev.openab/recorded';
 const RECEIPT_META = 'dev.openab/receipt';
 
 const KEPT = 200;
-const STORE = 'openab.actions';
+const STORE = 'openab.action:'; // + the action id
 // `act-` and 16 random bytes in URL-safe base64 (22 characters) as the pod makes them; a little room either way.
 const ACTION_ID = /^act-[A-Za-z0-9_-]{8,64}$/;
 // What is kept of a result's text to answer a second call with.
@@ -48,7 +49,6 @@ export class ActionLog {
     this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | null, answer}]
     this._loading = null;
     this._running = new Map(); // action -> promise of its result, until its record holds the outcome
-    this._writing = Promise.resolve();
   }
 
   /**
@@ -72,9 +72,10 @@ export class ActionLog {
     if (seen) return seen.outcome ? recorded(seen) : unknown(action, seen.tool, seen.started);
     const record = { action, tool, started: Date.now(), ended: null, outcome: null, answer: null };
     records.push(record);
-    if (records.length > KEPT) records.splice(0, records.length - KEPT);
-    // Written before the step runs: a worker that stops in the middle leaves a record with no outcome.
-    await this._save();
+    const gone = records.length > KEPT ? records.splice(0, records.length - KEPT) : [];
+    // Sent before the step runs (a call into Chrome leaves at once, and its writes land in order), not waited for:
+    // a worker that stops in the middle leaves a record with no outcome.
+    this._save(record, gone);
     try {
       const result = await work();
       record.outcome = result && result.isError ? 'failed' : 'committed';
@@ -87,7 +88,7 @@ export class ActionLog {
       throw e;
     } finally {
       record.ended = Date.now();
-      this._save();
+      this._save(record);
     }
   }
 
@@ -101,24 +102,28 @@ export class ActionLog {
       let saved = [];
       try {
         const area = this._storage();
-        if (area) saved = (await area.get(STORE))[STORE];
+        if (area) {
+          saved = Object.entries(await area.get(null))
+            .filter(([key, r]) => key.startsWith(STORE) && r && r.action === key.slice(STORE.length) && Number.isFinite(r.started))
+            .map(([, r]) => r)
+            .sort((a, b) => a.started - b.started);
+        }
       } catch (e) {
         console.warn('openab: the action record was not read', e.message);
       }
-      this._records = Array.isArray(saved) ? saved.filter((r) => r && typeof r.action === 'string').slice(-KEPT) : [];
+      this._records = saved.slice(-KEPT);
       return this._records;
     })();
     return this._loading;
   }
 
-  _save() {
+  /** Writes `record` (and forgets the `gone` ones) now: Chrome applies one extension's writes in the order made. */
+  _save(record, gone = []) {
     const area = this._storage();
-    if (!area || !this._records) return this._writing;
-    const records = this._records.map((r) => ({ ...r }));
-    this._writing = this._writing.then(() => area.set({ [STORE]: records })).catch((e) => {
-      console.warn('openab: the action record was not saved', e.message);
-    });
-    return this._writing;
+    if (!area) return;
+    const failed = (e) => console.warn('openab: the action record was not saved', e.message);
+    area.set({ [STORE + record.action]: { ...record } }).catch(failed);
+    if (gone.length) area.remove(gone.map((r) => STORE + r.action)).catch(failed);
   }
 }
 

@@ -128,21 +128,26 @@ const tokenBudget = (args) => {
 /**
  * The agent tab's outline as lines, every frame's after the top one's, and for each line what the outline of a
  * long page and its regions need: its depth, a heading's level, a landmark's or table's kind, the ref that names
- * it as a region, and whether it is a table's header (`g`).
+ * it as a region, and whether it is a table's header (`g`). `tab`: the agent's current tab unless given (a receipt,
+ * lib/receipts.js, names the tab its step began in).
  */
-async function render(b, linksOnly) {
-  const tab = await b.tabs.target();
+export async function render(b, linksOnly, tab = null) {
+  tab = tab || await b.tabs.target();
   const results = await b.page.exec({ tabId: tab.id, allFrames: true }, 'snapshot', []);
   results.sort((x, y) => x.frameId - y.frameId);
   const table = b.page.table(tab.id);
   const lines = [];
   const meta = [];
   let page = null;
+  let documentId = null; // the top frame's document: what a receipt compares with
   for (const r of results) {
     const snap = r.result;
     if (!snap) continue;
     const top = r.frameId === 0;
-    if (top) page = snap;
+    if (top) {
+      page = snap;
+      documentId = r.documentId;
+    }
     else {
       lines.push(`- frame ${JSON.stringify(snap.url)}:`);
       meta.push({ d: 0, k: 'frame' });
@@ -174,7 +179,7 @@ async function render(b, linksOnly) {
       });
     }
   }
-  return { page, lines, meta, table };
+  return { page, lines, meta, table, documentId };
 }
 
 /** Where the part of the outline that `start` opens ends: a heading's section, a container's lines. */
@@ -237,9 +242,9 @@ function lineAt(lines, offset) {
 
 export async function snapshot(b, args) {
   const linksOnly = args.interactive_only === true;
-  const { page, lines, meta, table } = await render(b, linksOnly);
+  const { page, lines, meta, table, documentId } = await render(b, linksOnly);
   const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
-  const shot = { url: page ? page.url : '', interactiveOnly: linksOnly, lines };
+  const shot = { url: page ? page.url : '', interactiveOnly: linksOnly, lines, documentId };
   const region = typeof args.region === 'string' && args.region ? args.region : '';
   // The next pages of one answer (offset > 0) are cut from the same comparison as its first page; a region is a
   // part, not a new look at the page.

@@ -19,6 +19,7 @@ import { PLAN_TOOLS } from './plan.js';
 import { FILE_TOOLS } from './tools-files.js';
 import { Dialogs } from './dialogs.js';
 import { RealInput } from './input.js';
+import { Receipts } from './receipts.js';
 
 export { TOOLS };
 
@@ -149,6 +150,7 @@ export class BrowserTools {
     this._parts = Object.freeze({
       tabs, guard, dialogs, passwords, files, page: this.page, loads: this.loads, input: new RealInput(dialogs),
     });
+    this.receipts = new Receipts(this._parts);
     this._downloads = files && files.downloads;
     this._chain = Promise.resolve();
     this._queued = 0;
@@ -183,7 +185,11 @@ export class BrowserTools {
       call.throwIfCancelled();
       this.onActivity(+1);
       try {
-        return await this._run(name, args && typeof args === 'object' ? args : {}, call);
+        const given = args && typeof args === 'object' ? args : {};
+        // A step that changes something leaves a receipt (lib/receipts.js), taken inside the queue: no other call
+        // acts on the page between the step and its look after.
+        const start = await this.receipts.before(name, given);
+        return await this.receipts.after(start, given, await this._run(name, given, call));
       } finally {
         this.onActivity(-1);
       }

@@ -5,7 +5,7 @@
   if (globalThis.__openab) return;
   const {
     MAX_VALUE, idFor, elementOf, squash, q, visible, editableHost, sensitiveKind, guardedFields, startPersonTurn,
-    agentTypes, redacts, roleOf, nameOf, isSubmitControl,
+    agentTypes, redacts, roleOf, nameOf, isSubmitControl, valueOf, personTyped,
   } = globalThis.__openabPage.elements;
   const { snapshot, redactedHtml, readableText } = globalThis.__openabPage.read;
 
@@ -462,6 +462,36 @@
       own: box === el };
   }
 
+  // A receipt's value is short: the agent checks it, the snapshot has the rest.
+  const RECEIPT_VALUE = 100;
+  const ARIA_STATES = ['checked', 'selected', 'expanded', 'pressed'];
+
+  /**
+   * The element a step acted on, as it is after the step (lib/receipts.js): gone, or its role, name and the state
+   * that applies to it. A secret field's value (a password, a code, what the person typed) is never read out.
+   */
+  function stateAfter(target) {
+    const found = resolve(target);
+    if (found.error || !found.el.isConnected) return { ok: true, gone: true };
+    const el = found.el;
+    const state = {};
+    const sensitive = sensitiveKind(el) || (personTyped(el) ? 'typed' : null);
+    const value = valueOf(el, sensitive && sensitive !== 'file');
+    if (value !== null) state.value = squash(value, RECEIPT_VALUE);
+    for (const name of ARIA_STATES) {
+      const said = el.getAttribute(`aria-${name}`);
+      if (said === 'true' || said === 'false') state[name] = said === 'true';
+      else if (said === 'mixed') state[name] = 'mixed';
+    }
+    const type = (el.getAttribute('type') || '').toLowerCase();
+    if (el.tagName === 'INPUT' && (type === 'checkbox' || type === 'radio')) state.checked = el.indeterminate ? 'mixed' : el.checked;
+    if (el.tagName === 'OPTION') state.selected = el.selected;
+    if (el.tagName === 'SUMMARY' && el.parentElement && el.parentElement.tagName === 'DETAILS') state.expanded = el.parentElement.open;
+    if (el.tagName === 'DETAILS') state.expanded = el.open;
+    if (el.disabled || el.getAttribute('aria-disabled') === 'true') state.disabled = true;
+    return { ok: true, local: idFor(el), role: roleOf(el), name: nameOf(el), state };
+  }
+
   // What page/files.js builds on (it is injected after this file).
   globalThis.__openabPage.agent = { resolve, describe };
 
@@ -477,6 +507,7 @@
       return { ok: true, desc: describe(found.el), ...(target.focused && { local: idFor(found.el) }) };
     },
     act,
+    stateAfter,
     personTurn() {
       startPersonTurn();
       return { ok: true };

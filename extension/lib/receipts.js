@@ -1,0 +1,245 @@
+// Receipts (docs/journal.md): what a step that changes something left, so the agent checks instead of guessing. A
+// step that went through carries `_meta["dev.openab/receipt"]` = {url_before, url_after, title_after, element,
+// delta}, and its text ends with the same in words, the page's words in an untrusted block.
+//
+// What each tool's receipt holds: a step on an element (a click, typing, a key, a choice, a drag, a hover, an upload)
+// has the element as it is after it and the lines of the page's outline that changed, which takes a look at the
+// page before the step and one after; every other step (a navigation, going back, tabs, a dialog, a handoff, a
+// scroll, a download) has where the agent tab is, which costs no look. browser_plan changes no page and has none.
+
+import { TOOLS } from './catalogue.js';
+import { within } from './page-script.js';
+import { redactTokens } from './redact.js';
+import { untrusted } from './results.js';
+import { lineDiff, render } from './tools-read.js';
+
+export const RECEIPT_META = 'dev.openab/receipt';
+
+const ON_ELEMENT = new Set(['browser_click', 'browser_type', 'browser_press_key', 'browser_select_option', 'browser_drag',
+  'browser_hover', 'browser_upload']);
+const NO_PAGE = new Set(['browser_plan']);
+const DELTA_LINES = 12;
+const LINE_CHARS = 200;
+// The lines that changed are those between the last outline the agent was given of the page (its last whole
+// browser_snapshot, or the last receipt's, which then stands as its last snapshot: what browser_snapshot since=true
+// compares with) and a look after the step. A look costs about 3 ms on a small page and 12 us a line of outline
+// more, so a page whose outline is longer is not looked at; without an outline of it, it is looked at before the
+// step only if its count of elements, asked in one cheap call, is under MAX_COMPARED_ELEMENTS (docs/journal.md).
+export const MAX_COMPARED_LINES = 300;
+const MAX_COMPARED_ELEMENTS = 1000;
+// A look for a receipt that takes longer is given up: the step's own result never waits on its receipt for long.
+const LOOK_MS = 1500;
+
+/** 'element', 'page', or null: what the receipt of `name` holds. Reads have none (nor a listing of the tabs). */
+export function receiptKind(name, args) {
+  const tool = TOOLS.find((t) => t.name === name);
+  if (!tool || tool.annotations.readOnlyHint || NO_PAGE.has(name)) return null;
+  if (name === 'browser_tabs' && args.action === 'list') return null;
+  return ON_ELEMENT.has(name) ? 'element' : 'page';
+}
+
+const cut = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+/** The changed lines of two outlines as a receipt has them: `+ line` and `- line`, at most DELTA_LINES. */
+export function deltaOf(before, after) {
+  const changed = lineDiff(before, after).split('\n').filter((l) => l.startsWith('+') || l.startsWith('-'));
+  // A line's own "- " (a control's) and its indent say nothing once it stands alone after its sign.
+  const lines = changed.slice(0, DELTA_LINES).map((l) => cut(`${l[0]} ${redactTokens(l.slice(1).replace(/^\s*(?:- )?/, ''))}`, LINE_CHARS));
+  return { lines, total: changed.length };
+}
+
+function stateWords(state) {
+  const out = [];
+  const pair = (key, yes, no) => {
+    if (state[key] === true) out.push(yes);
+    else if (state[key] === false) out.push(no);
+    else if (state[key] === 'mixed') out.push(`partly ${yes}`);
+  };
+  pair('checked', 'checked', 'not checked');
+  pair('selected', 'selected', 'not selected');
+  pair('expanded', 'expanded', 'collapsed');
+  pair('pressed', 'pressed', 'not pressed');
+  if (state.disabled) out.push('disabled');
+  return out;
+}
+
+/** The receipt in words: our summary, then the page's words (URLs, title, names, lines) in an untrusted block. */
+export function receiptWords(r) {
+  const ours = [];
+  const page = [];
+  if (r.url_before !== undefined && r.url_after !== undefined) {
+    ours.push(r.url_before === r.url_after ? 'the page stayed at its URL' : 'the page went to another URL');
+    page.push(r.url_before === r.url_after ? `URL: ${r.url_after}` : `URL before: ${r.url_before}\nURL after: ${r.url_after}`);
+  } else if (r.url_after !== undefined) {
+    ours.push('the agent tab is at the URL in the block');
+    page.push(`URL: ${r.url_after}`);
+  }
+  if (r.title_after) page.push(`title: ${r.title_after}`);
+  const el = r.element;
+  if (el && el.gone) {
+    ours.push('the element is gone from the page');
+    if (el.ref) page.push(`element: [ref=${el.ref}] gone`);
+  } else if (el) {
+    const state = el.state || {};
+    const words = stateWords(state);
+    ours.push(`the element is ${words.length ? `${words.join(', ')} now` : 'still there'}${state.value !== undefined ? ', its value in the block' : ''}`);
+    page.push(`element: ${el.role} ${JSON.stringify(el.name || '')} [ref=${el.ref}]${state.value !== undefined ? `: ${state.value}` : ''}`);
+  }
+  if (r.delta) {
+    const n = r.delta_total ?? r.delta.length;
+    if (!n) ours.push('no line of the page outline changed since your last snapshot');
+    else {
+      ours.push(`${n} line${n === 1 ? '' : 's'} of the page outline changed since your last snapshot` +
+        `${n > r.delta.length ? ` (the first ${r.delta.length} in the block)` : ''}`);
+      page.push(`changed:\n${r.delta.join('\n')}`);
+    }
+  } else if (r.delta_skipped) ours.push(r.delta_skipped);
+  const said = `Receipt: ${ours.join('; ') || 'the step went through'}.`;
+  return page.length ? `${said}\n${untrusted(page.join('\n'))}` : said;
+}
+
+export class Receipts {
+  /** @param {{tabs, page, dialogs}} parts  the browser's parts (lib/tools.js) */
+  constructor(parts) {
+    this.parts = parts;
+  }
+
+  /** What a step's receipt starts from, taken before it runs; null for a tool without one. */
+  async before(name, args) {
+    const kind = receiptKind(name, args);
+    if (!kind) return null;
+    const tabId = this.parts.tabs.current;
+    const tab = await this._tab(tabId);
+    const at = { kind, tabId, url: tab ? tab.url || tab.pendingUrl || '' : undefined, look: null, skipped: '' };
+    // The lines that changed need a look before (a dialog open blocks the page: no look then), on a page small
+    // enough to look at twice.
+    if (kind === 'element' && tab && !this._blocked(tabId) && (args.ref != null || args.selector)) {
+      const last = this._lastOutline(tab);
+      const elements = last ? 0 : await this._elements(tab);
+      if ((last && last.lines.length > MAX_COMPARED_LINES) || elements > MAX_COMPARED_ELEMENTS) {
+        const size = last ? `${last.lines.length} lines of outline` : `${elements} elements`;
+        at.skipped = `the page is too long (${size}) to say here which lines changed; browser_snapshot since=true ` +
+          'compares it with your last snapshot';
+      } else at.look = last ? { lines: last.lines, documentId: last.documentId } : await this._look(tab);
+    }
+    return at;
+  }
+
+  /** The step's result with its receipt, when it went through; any failure here leaves the result as it was. */
+  async after(at, args, result) {
+    if (!at || !result || result.isError) return result;
+    try {
+      const receipt = await this._receipt(at, args);
+      return {
+        ...result,
+        content: [...(Array.isArray(result.content) ? result.content : []), { type: 'text', text: receiptWords(receipt) }],
+        _meta: { ...result._meta, [RECEIPT_META]: receipt },
+      };
+    } catch (e) {
+      console.warn('openab: no receipt', e.message);
+      return result;
+    }
+  }
+
+  async _receipt(at, args) {
+    const receipt = {};
+    const tabId = this.parts.tabs.current; // a step may have made another tab the agent's current one
+    const tab = await this._tab(tabId);
+    if (at.url !== undefined) receipt.url_before = at.url;
+    if (tab) {
+      receipt.url_after = tab.url || tab.pendingUrl || '';
+      if (tab.title) receipt.title_after = cut(tab.title, LINE_CHARS);
+    }
+    if (at.kind !== 'element' || this._blocked(at.tabId)) return receipt;
+    // Lines compared only on the same document of the same tab: a page that another replaced is all new.
+    const compare = at.look && tab && tabId === at.tabId && receipt.url_after === at.url && !this._blocked(tabId);
+    // The element and the look after, at once: two calls into the page, one wait.
+    const [element, now] = await Promise.all([this._element(at, args, receipt.url_after === at.url),
+      compare ? this._look(tab) : null]);
+    if (element) receipt.element = element;
+    if (at.skipped) receipt.delta_skipped = at.skipped;
+    if (now && now.documentId === at.look.documentId) {
+      const { lines, total } = deltaOf(at.look.lines, now.lines);
+      receipt.delta = lines;
+      receipt.delta_total = total;
+      // What the agent was just shown of the page is what the next comparison starts from.
+      this.parts.page.table(tab.id).last = { url: receipt.url_after, interactiveOnly: false, lines: now.lines,
+        documentId: now.documentId };
+    }
+    return receipt;
+  }
+
+  /** The element the step named, as it is now: its ref, role, name and state, or gone. */
+  async _element(at, args, samePage) {
+    const { page } = this.parts;
+    const table = page.table(at.tabId);
+    let target;
+    let spec;
+    if (args.ref != null && args.ref !== '') {
+      let hit;
+      try {
+        hit = table.lookup(args.ref);
+      } catch {
+        return null;
+      }
+      target = { tabId: at.tabId, documentIds: [hit.documentId] };
+      spec = { local: hit.local };
+    } else if (typeof args.selector === 'string' && args.selector) {
+      // In the document the step began in: a page loaded since has other elements, whatever they match.
+      if (!at.look && !samePage) return null;
+      target = at.look ? { tabId: at.tabId, documentIds: [at.look.documentId] } : { tabId: at.tabId, frameIds: [0] };
+      spec = { selector: args.selector };
+    } else return null;
+    const ref = args.ref != null && args.ref !== '' ? String(args.ref) : undefined;
+    let r;
+    try {
+      [r] = await within(LOOK_MS, page.exec(target, 'stateAfter', [spec]), 'the page');
+    } catch (e) {
+      // The document is gone (the step loaded another page): so is the element.
+      return /gone/.test(String(e.message)) ? { ...(ref && { ref }), gone: true } : null;
+    }
+    const res = r && r.result;
+    if (!res || !res.ok) return null;
+    if (res.gone) return { ...(ref && { ref }), gone: true };
+    const state = { ...res.state };
+    if (typeof state.value === 'string') state.value = redactTokens(state.value);
+    return { ref: ref || table.refFor(r.documentId, r.frameId, res.local), role: res.role, name: redactTokens(res.name || ''), state };
+  }
+
+  async _look(tab) {
+    try {
+      const { lines, documentId } = await within(LOOK_MS, render(this.parts, false, tab), 'the page');
+      return { lines, documentId };
+    } catch {
+      return null; // a page that cannot be read (or is slow to) gets a receipt without its lines
+    }
+  }
+
+  /** The last whole outline of the tab's page at its URL the agent was given (a snapshot's or a receipt's). */
+  _lastOutline(tab) {
+    const last = this.parts.page.table(tab.id).last;
+    return last && !last.interactiveOnly && last.url === tab.url && last.documentId ? last : null;
+  }
+
+  /** How many elements the tab's page has, in one short call (a page that does not say counts as too many). */
+  async _elements(tab) {
+    try {
+      const [r] = await within(LOOK_MS, chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] },
+        func: () => document.getElementsByTagName('*').length }), 'the page');
+      return Number.isInteger(r && r.result) ? r.result : Infinity;
+    } catch {
+      return Infinity;
+    }
+  }
+
+  async _tab(tabId) {
+    if (tabId == null || !this.parts.tabs.owned.has(tabId)) return null;
+    return chrome.tabs.get(tabId).catch(() => null);
+  }
+
+  _blocked(tabId) {
+    const { dialogs } = this.parts;
+    return Boolean(dialogs && tabId != null && dialogs.pending(tabId));
+  }
+}
+
