@@ -188,3 +188,15 @@ async def test_after_a_lost_answer_only_a_tool_that_only_reads_is_called_safe_to
 def test_a_damaged_catalogue_is_refused_with_what_is_wrong(broken: dict[str, Any], said: str) -> None:
     with pytest.raises(ValueError, match=re.escape(said)):
         parse(broken)
+
+
+def test_every_step_that_changes_something_documents_repeat_and_no_read_does() -> None:
+    # docs/journal.md: the pod answers a re-issued call from its journal unless the agent passes "repeat": true.
+    for tool in FILE["tools"]:
+        props, described = tool["inputSchema"]["properties"], tool["description"]
+        if tool["annotations"]["readOnlyHint"]:
+            assert "repeat" not in props and "repeat" not in described, tool["name"]
+            continue
+        assert props["repeat"]["type"] == "boolean", tool["name"]
+        assert props["repeat"]["description"].startswith("true: you mean a second, separate action"), tool["name"]
+        assert '"repeat": true' in described and "answered from the journal" in described, tool["name"]
