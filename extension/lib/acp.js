@@ -11,6 +11,8 @@ const PROMPT_TIMEOUT_MS = 30 * 60_000;
 const MAX_PROMPT_CHARS = 100_000;
 // Why a turn was cancelled that the person did not stop (the gateway's session/prompt answer, core/acp/schema.py).
 const STOPPED_META = 'dev.openab/stopped';
+// What the pod's journal knows of the session's steps (docs/journal.md): their states, on the panel's rows.
+const JOURNAL = '_openab/journal';
 
 /**
  * What the transcript says of a cancelled turn the person did not stop, or '' for the usual "Stopped: <reason>":
@@ -47,6 +49,10 @@ export class AcpClient {
       onNotification: (method, params) => {
         if (method === 'session/update') {
           if (params && params.sessionId === this.link.sessionId) transcript.apply(params.update);
+          return;
+        }
+        if (method === JOURNAL) {
+          if (params && params.sessionId === this.link.sessionId) transcript.journal(params.steps);
           return;
         }
         if (method === '$/cancel_request') this._permissionWaits.get(params && params.requestId)?.abort();

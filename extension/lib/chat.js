@@ -80,6 +80,34 @@ const SAVE_DELAY_MS = 500;
 
 const GUARD_META = 'dev.openab/guard';
 const UNFINISHED = new Set(['pending', 'in_progress']);
+// A step as the pod's journal tells it (`_openab/journal`, docs/journal.md).
+const JOURNAL_STATES = new Set(['prepared', 'running', 'committed', 'failed', 'effect_unknown']);
+const MAX_JOURNAL_STEPS = 200;
+
+const bounded = (v, max) => (typeof v === 'string' && v && v.length <= max ? v : '');
+
+/** A journal step checked field by field, or null: it came from the pod, but it only ever becomes words on a row. */
+function journalStep(raw) {
+  if (!raw || typeof raw !== 'object') return null;
+  const action = bounded(raw.action, 100);
+  const tool = bounded(raw.tool, 64);
+  const state = JOURNAL_STATES.has(raw.state) ? raw.state : '';
+  if (!action || !tool || !state) return null;
+  const step = { action, tool, state, site: bounded(raw.site, 200), at: Number.isFinite(raw.at) ? raw.at : String(raw.at ?? '').slice(0, 40) };
+  const toolCallId = bounded(raw.toolCallId, 200);
+  if (toolCallId) step.toolCallId = toolCallId;
+  const again = bounded(raw.deduplicated, 100);
+  if (again) step.deduplicated = again;
+  return step;
+}
+
+/**
+ * Which row a journal step is about, by its action; a re-issued call answered from the journal is a row of its
+ * own (the agent's call for it), whatever action id it names.
+ */
+function journalKey(step) {
+  return step.deduplicated ? `again\n${step.toolCallId || `${step.action}@${step.at}`}` : step.action;
+}
 
 function newTurn() {
   return crypto.randomUUID();
@@ -129,6 +157,7 @@ export class Transcript {
     this._index = []; // saved conversations, newest first: [{key, at}]
     this._next = 1;
     this._toolIds = new Map(); // toolCallKey(turn, toolCallId) -> item
+    this._steps = new Map(); // journalKey(step) -> the item that shows it
     // The turn the agent's updates belong to, new with each prompt and with each worker. An agent's ids are
     // unique within a turn only: one restarted with the gateway (or a CLI that counts again) reuses them, and
     // its steps must not overwrite the rows of an earlier turn.
@@ -165,8 +194,10 @@ export class Transcript {
     // New ids: a panel keys its rows by id, and these come from another numbering.
     this.items = items.map((i) => ({ ...i, id: this._next++ }));
     this._toolIds.clear();
+    this._steps.clear();
     for (const item of this.items) {
       if (item.kind === 'tool' && item.toolCallId) this._toolIds.set(toolCallKey(item.turn, item.toolCallId), item);
+      if (item.kind === 'tool' && item.journal) this._steps.set(journalKey(item.journal), item);
     }
     this.onReset(this.items);
   }
@@ -262,6 +293,7 @@ export class Transcript {
   clear() {
     this.items = [];
     this._toolIds.clear();
+    this._steps.clear();
     this._save();
   }
 
@@ -333,6 +365,37 @@ export class Transcript {
       this._toolIds.set(key, item);
     }
     if (fields.images) this._keepImages();
+  }
+
+  /**
+   * What the pod's journal says of steps: each on the row of the agent's call for it (the same toolCallId), or on a
+   * row of its own when there is none and the person must know of it (a step that may or may not have happened,
+   * listed when the session is resumed after the pod restarted; a call answered from the journal).
+   */
+  journal(steps) {
+    if (!Array.isArray(steps)) return;
+    for (const raw of steps.slice(0, MAX_JOURNAL_STEPS)) {
+      const step = journalStep(raw);
+      if (!step) continue;
+      const key = journalKey(step);
+      let item = this._steps.get(key) || (step.toolCallId ? this._rowOf(step.toolCallId) : null);
+      if (item) this._update(item, { journal: step });
+      else if (step.state === 'effect_unknown' || step.deduplicated) {
+        item = this.add('tool', { title: step.tool, status: step.state === 'failed' ? 'failed' : 'completed', text: '', journal: step });
+      } else continue;
+      this._steps.set(key, item);
+    }
+  }
+
+  /** The newest row of the agent's call `toolCallId`: this turn's, else an earlier one's. */
+  _rowOf(toolCallId) {
+    const mine = this._toolIds.get(toolCallKey(this._turn, toolCallId));
+    if (mine) return mine;
+    for (let i = this.items.length - 1; i >= 0; i--) {
+      const item = this.items[i];
+      if (item.kind === 'tool' && item.toolCallId === toolCallId) return item;
+    }
+    return null;
   }
 
   apply(update) {

@@ -7,7 +7,7 @@ import { el } from './dom.js';
 import { describeStep } from './steps.js';
 
 const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed', declined: 'declined',
-  interrupted: 'not finished' };
+  interrupted: 'not finished', unknown: 'unknown', deduplicated: 'not repeated' };
 const MARKDOWN_KINDS = new Set(['agent', 'thought']);
 // A streamed reply is parsed again as it grows: at most this often, not on every chunk.
 const RENDER_EVERY_MS = 40;
@@ -85,7 +85,10 @@ export class TranscriptView {
     body.append(el('div', 'step-label', 'Step'), el('pre', 'step-tool'), el('div', 'step-label', 'Arguments'), el('pre', 'step-input'),
       el('div', 'step-label', 'Result'), el('pre', 'step-result'));
     details.append(summary, body);
-    row.append(details, el('div', 'shots'));
+    // What the pod's journal says of the step (panel/steps.js), under its words.
+    const note = el('div', 'journal');
+    note.hidden = true;
+    row.append(details, note, el('div', 'shots'));
     return row;
   }
 
@@ -94,6 +97,9 @@ export class TranscriptView {
     row.className = `step ${step.state}${step.browser ? ' browser' : ''}`;
     row.querySelector('.title').textContent = step.words;
     row.querySelector('.status').textContent = STATUS_WORDS[step.state] || step.state;
+    const note = row.querySelector('.journal');
+    note.textContent = step.note || '';
+    note.hidden = !step.note;
     row.querySelector('.step-tool').textContent = item.title || 'tool call';
     row.querySelector('.step-input').textContent = item.input || '(none reported)';
     row.querySelector('.step-result').textContent = item.text || (item.status === 'completed' || item.status === 'failed'

@@ -135,9 +135,29 @@ function refusal(item) {
 
 const lower = (s) => s.charAt(0).toLowerCase() + s.slice(1);
 
+// What the pod's journal says of a step, in the person's words (docs/journal.md).
+export const JOURNAL_NOTES = {
+  unknown: 'may or may not have happened: look before acting again',
+  deduplicated: 'answered from the journal: not done a second time',
+};
+
 /**
- * What a tool row says: `{words, state, browser}`. `state` is the item's status, or `declined` when the person
- * (or their site rule, or their silence) refused the step, which is not a failure of the agent or the page.
+ * A step the journal knows more of than the agent's row says: one whose outcome is unknown, or a call answered
+ * from the journal. Named as what was asked (`Click "Buy now"`), with the journal's words as its note; a row of the
+ * journal's own has no arguments, so it names the site.
+ */
+function journalled(item, call, verb, what) {
+  const j = item.journal;
+  const state = j.deduplicated ? 'deduplicated' : j.state === 'effect_unknown' ? 'unknown' : '';
+  if (!state) return null;
+  const site = !item.toolCallId && j.site ? ` on ${place(j.site)}` : '';
+  return { words: `${verb}${what}${site}`, state, browser: true, note: JOURNAL_NOTES[state] };
+}
+
+/**
+ * What a tool row says: `{words, state, browser, note?}`. `state` is the item's status, or `declined` when the person
+ * (or their site rule, or their silence) refused the step, which is not a failure of the agent or the page, or what
+ * the pod's journal says of it (`unknown`, `deduplicated`), with its words in `note`.
  */
 export function describeStep(item) {
   const status = String(item.status || '');
@@ -145,6 +165,8 @@ export function describeStep(item) {
   if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
   const [[verb, past, doing], object] = WORDS[call.tool](call.args, elementOf(call.args, item.text));
   const what = object ? ` ${object}` : '';
+  const journal = item.journal && journalled(item, call, verb, what);
+  if (journal) return journal;
   if (status === 'failed') {
     const refused = refusal(item);
     if (refused) return { words: `${refused}: ${verb}${what}`, state: 'declined', browser: true };
