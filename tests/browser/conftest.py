@@ -80,7 +80,10 @@ def agent() -> ScriptedAgent:
 
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
-    async with LiveGateway(tmp_path_factory.mktemp("state"), agent) as gw:
+    # No de-duplication window (docs/journal.md): these modules call the same tool with the same arguments again on
+    # purpose (a navigation back to the test page, a second listing of the tabs), and the journal would answer those
+    # from the first call. tests/browser/test_journal.py runs the pod's window.
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, journal_window=0) as gw:
         yield gw
 
 

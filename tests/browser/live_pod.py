@@ -285,6 +285,11 @@ class LiveGateway:
             yield client
 
 
+def without_receipt(text: str) -> str:
+    """A result's text without the receipt a step that changes something ends with (docs/journal.md)."""
+    return text.split("\nReceipt: ", 1)[0]
+
+
 async def call(client: Client, name: str, args: dict[str, Any] | None = None) -> tuple[str, bool]:
     """A tool call's text and whether it is an error result."""
     res = await client.call_tool(name, args or {})

@@ -15,7 +15,7 @@ from waits import eventually
 
 from .conftest import person_browser
 from .harness import page_at, screenshot_dir, snap
-from .live_pod import call
+from .live_pod import call, without_receipt
 from .test_panel import in_background, result_text
 from .test_untrusted import page_speaks_only_inside, split
 
@@ -63,7 +63,7 @@ async def test_a_confirm_a_click_opens_is_reported_and_accepting_it_reaches_the_
     await dialogs_page(client, site)
     text, is_error = await call(client, "browser_click", {"selector": "#confirm"})
     assert not is_error, text
-    ours, theirs = split(text)
+    ours, theirs = split(without_receipt(text))
     assert ours.startswith("a JavaScript confirm dialog opened in the agent tab during browser_click")
     assert "browser_handle_dialog" in ours
     assert "Save the draft" not in ours  # the page's words only inside the block
@@ -90,12 +90,14 @@ async def test_dismissing_a_confirm_gives_the_page_cancel(client: Client, site: 
 
 async def test_an_alert_and_a_prompt_with_the_agents_answer(client: Client, site: str) -> None:
     text, _ = await call(client, "browser_click", {"selector": "#alert"})
+    text = without_receipt(text)
     assert split(text)[1] == "dialog: alert\nmessage: The draft was saved."
     assert "it has only OK" in split(text)[0]
     await call(client, "browser_handle_dialog", {"accept": True})
     assert await page_says(client) == "alert: closed"
 
     text, _ = await call(client, "browser_click", {"selector": "#prompt"})
+    text = without_receipt(text)
     assert split(text)[1] == "dialog: prompt\nmessage: What should the draft be called?\ndefault answer: Untitled"
     text, is_error = await call(client, "browser_handle_dialog", {"accept": True, "prompt_text": "Quarterly report"})
     assert not is_error, text
@@ -116,7 +118,7 @@ async def test_answering_when_no_dialog_is_open_says_so(client: Client) -> None:
 async def test_a_dialog_the_page_opens_by_itself_on_a_timer(panel: Page, client: Client, site: str) -> None:
     # One the page opens between calls: the next call reports it instead of running.
     text, is_error = await call(client, "browser_click", {"selector": "#later"})
-    assert not is_error and "dialog" not in text, text
+    assert not is_error and "dialog" not in without_receipt(text), text
     await dialog_opened(panel)
     text, is_error = await call(client, "browser_read_dom", {"selector": "#out"})
     assert is_error

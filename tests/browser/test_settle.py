@@ -13,7 +13,7 @@ import time
 import pytest
 from mcp import Client
 
-from .live_pod import call
+from .live_pod import call, without_receipt
 
 pytestmark = pytest.mark.anyio
 
@@ -64,7 +64,8 @@ async def test_a_link_click_returns_with_the_loaded_page(client: Client, site: s
     assert not is_error, text
     assert text.startswith("clicked #next; it loaded a new page"), text
     # The URL is the page's to choose, so it comes inside the untrusted block.
-    assert re.search(rf"<<<page-content (\w+)\nURL: {re.escape(site)}/page2.html\n>>>page-content \1$", text), text
+    assert re.search(rf"<<<page-content (\w+)\nURL: {re.escape(site)}/page2.html\n>>>page-content \1$",
+                     without_receipt(text)), text
     snap, _ = await call(client, "browser_snapshot")
     assert "# Page two" in snap
 

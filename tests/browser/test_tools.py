@@ -21,7 +21,7 @@ from openab.core.jsonrpc import RpcError
 from openab.core.mcp.tools import BROWSER_TOOLS
 from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
 
-from .live_pod import TIMEOUT, LiveGateway, call
+from .live_pod import TIMEOUT, LiveGateway, call, without_receipt
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +67,7 @@ async def test_without_an_agent_tab_the_error_says_how_to_get_one(client: Client
 async def test_snapshot_shows_the_form_with_refs_and_hides_secrets(client: Client, site: str) -> None:
     text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
     assert not is_error, text
-    assert text == f"navigated to {site}/form.html"
+    assert without_receipt(text) == f"navigated to {site}/form.html"
 
     snap, _ = await call(client, "browser_snapshot")
     assert "# Sign in to Example Shop" in snap
@@ -102,7 +102,8 @@ async def test_type_select_check_and_click_by_ref(client: Client, site: str) -> 
 
 async def test_selectors_keep_upstream_result_shapes(client: Client, site: str) -> None:
     await call(client, "browser_navigate", {"url": f"{site}/form.html"})
-    assert await call(client, "browser_type", {"selector": "#user", "text": "grace"}) == ("typed into #user", False)
+    text, is_error = await call(client, "browser_type", {"selector": "#user", "text": "grace"})
+    assert (without_receipt(text), is_error) == ("typed into #user", False)
     text, is_error = await call(client, "browser_click", {"selector": "#preview"})
     assert not is_error and text.startswith("clicked #preview")
     html, _ = await call(client, "browser_read_dom", {"selector": "#out"})
@@ -156,7 +157,8 @@ async def test_a_ref_from_before_the_page_changed_is_stale(client: Client, site:
     text, is_error = await call(client, "browser_click", {"ref": load})
     assert not is_error, text
 
-    text, is_error = await call(client, "browser_click", {"ref": load})
+    # The same click again on purpose ("repeat"): the pod's journal would otherwise answer it from the first one.
+    text, is_error = await call(client, "browser_click", {"ref": load, "repeat": True})
     assert is_error
     assert "stale_ref" in text and "browser_snapshot" in text
 
@@ -203,7 +205,7 @@ async def test_links_navigate_and_back_returns(client: Client, site: str) -> Non
     text, is_error = await call(client, "browser_back")
     # The URL is the page's to choose (history entries), so it comes inside the untrusted block.
     block = rf"<<<page-content (\w+)\nURL: {re.escape(site)}/dynamic.html\n>>>page-content \1$"
-    assert not is_error and re.search(block, text), text
+    assert not is_error and re.search(block, without_receipt(text)), text
 
 
 async def test_back_in_a_tab_with_no_earlier_page_says_so(client: Client, site: str) -> None:
@@ -254,7 +256,7 @@ async def test_keys_and_scrolling(client: Client, site: str) -> None:
     text, _ = await call(client, "browser_scroll", {"direction": "down", "pixels": 500})
     assert text.startswith("scrolled to y=500 of ")
     text, _ = await call(client, "browser_scroll", {"direction": "bottom"})
-    assert text.endswith("this is the bottom")
+    assert without_receipt(text).endswith("this is the bottom")
 
 
 async def test_waiting_fails_with_advice_instead_of_hanging(client: Client) -> None:
@@ -292,7 +294,7 @@ async def test_tabs_are_only_the_agents_own(client: Client, site: str) -> None:
     text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
     assert not is_error, text
     text, is_error = await call(client, "browser_tabs", {"action": "close", "tab_id": second})
-    assert (text, is_error) == (f"closed tab {second}", False)
+    assert (without_receipt(text), is_error) == (f"closed tab {second}", False)
 
     text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": 999999})
     assert is_error and "not an agent tab" in text
