@@ -44,7 +44,9 @@ ASKS = "The agent wants to "
 
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
-    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, max_file_bytes=CAP) as gw:
+    # No de-duplication window, as conftest's gateway: the tests open the same pages again on purpose.
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, max_file_bytes=CAP,
+                           journal_window=0) as gw:
         yield gw
 
 

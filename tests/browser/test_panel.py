@@ -175,7 +175,9 @@ async def test_a_risky_click_waits_for_the_user_and_runs_when_allowed(
     assert not out["result"].is_error, result_text(out["result"])
     # The guard's decision travels with the result into the pod's audit log.
     assert guard_said(out["result"]) == "asked-allowed"
-    assert [r["guard"] for r in read_records(gateway.state_dir) if r["tool"] == "browser_click"][-1] == "asked-allowed"
+    # Its end record: a state-changing step also has a start record ("state": "running"), before the guard is asked.
+    ended = [r for r in read_records(gateway.state_dir) if r["tool"] == "browser_click" and r.get("state") != "running"]
+    assert ended[-1]["guard"] == "asked-allowed"
     assert await panel.evaluate("chrome.action.getBadgeText({})") == ""
     page = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert "posted" in result_text(page)
