@@ -21,8 +21,7 @@ const NO_PAGE = new Set(['browser_plan']);
 const DELTA_LINES = 12;
 const LINE_CHARS = 200;
 // The lines that changed are those between the last outline the agent was given of the page (its last whole
-// browser_snapshot, or the last receipt's, which then stands as its last snapshot: what browser_snapshot since=true
-// compares with) and a look after the step. A look costs about 3 ms on a small page and 12 us a line of outline
+// browser_snapshot, or the last receipt's look if it is newer) and a look after the step. A look costs about 3 ms on a small page and 12 us a line of outline
 // more, so a page whose outline is longer is not looked at; without an outline of it, it is looked at before the
 // step only if its count of elements, asked in one cheap call, is under MAX_COMPARED_ELEMENTS (docs/journal.md).
 export const MAX_COMPARED_LINES = 300;
@@ -87,9 +86,9 @@ export function receiptWords(r) {
   }
   if (r.delta) {
     const n = r.delta_total ?? r.delta.length;
-    if (!n) ours.push('no line of the page outline changed since your last snapshot');
+    if (!n) ours.push('no line of the page outline changed since your last snapshot or receipt');
     else {
-      ours.push(`${n} line${n === 1 ? '' : 's'} of the page outline changed since your last snapshot` +
+      ours.push(`${n} line${n === 1 ? '' : 's'} of the page outline changed since your last snapshot or receipt` +
         `${n > r.delta.length ? ` (the first ${r.delta.length} in the block)` : ''}`);
       page.push(`changed:\n${r.delta.join('\n')}`);
     }
@@ -102,6 +101,8 @@ export class Receipts {
   /** @param {{tabs, page, dialogs}} parts  the browser's parts (lib/tools.js) */
   constructor(parts) {
     this.parts = parts;
+    this._looks = new Map(); // tabId -> the last receipt's look {url, lines, documentId, after: table.last then}
+    chrome.tabs.onRemoved.addListener((id) => this._looks.delete(id));
   }
 
   /** What a step's receipt starts from, taken before it runs; null for a tool without one. */
@@ -162,9 +163,10 @@ export class Receipts {
       const { lines, total } = deltaOf(at.look.lines, now.lines);
       receipt.delta = lines;
       receipt.delta_total = total;
-      // What the agent was just shown of the page is what the next comparison starts from.
-      this.parts.page.table(tab.id).last = { url: receipt.url_after, interactiveOnly: false, lines: now.lines,
-        documentId: now.documentId };
+      // The next receipt starts from this look, unless the agent takes a snapshot meanwhile (`since=true` keeps
+      // comparing with the agent's own last snapshot: a receipt shows 12 lines of what changed, not all).
+      this._looks.set(tab.id, { url: receipt.url_after, lines: now.lines, documentId: now.documentId,
+        after: this.parts.page.table(tab.id).last });
     }
     return receipt;
   }
@@ -215,9 +217,11 @@ export class Receipts {
     }
   }
 
-  /** The last whole outline of the tab's page at its URL the agent was given (a snapshot's or a receipt's). */
+  /** The last whole outline of the tab's page at its URL the agent was given: a receipt's, or its last snapshot. */
   _lastOutline(tab) {
     const last = this.parts.page.table(tab.id).last;
+    const mine = this._looks.get(tab.id);
+    if (mine && mine.after === last && mine.url === tab.url) return mine;
     return last && !last.interactiveOnly && last.url === tab.url && last.documentId ? last : null;
   }
 

@@ -219,6 +219,15 @@ async def test_a_checkbox_reads_checked_with_the_line_that_changed(tunnel: Tunne
     words = receipt_words(result)
     assert words.startswith("Receipt: the page stayed at its URL; the element is checked now; "), words
     assert f'element: checkbox "Gift wrap" [ref={box}]' in words
+    # Unchecked again: the next receipt starts from the last one's look, so it holds only its own change...
+    again = (await tools_call(tunnel, "browser_click", {"ref": box}))["_meta"][RECEIPT]
+    assert again["element"]["state"] == {"checked": False}
+    assert again["delta"] == [f'- checkbox "Gift wrap" [ref={box}] [checked] [focused]',
+                              f'+ checkbox "Gift wrap" [ref={box}] [focused]'], again["delta"]
+    # ...while browser_snapshot since=true still compares with the agent's own last snapshot.
+    since, _ = await call(client, "browser_snapshot", {"since": True})
+    assert since.startswith("What changed since the last snapshot"), since
+    assert f'\n+- checkbox "Gift wrap" [ref={box}] [focused]' in since
 
 
 async def test_a_text_field_has_its_value_and_a_password_never_does(panel: Page, tunnel: Tunnel, client: Client,
@@ -259,7 +268,7 @@ async def test_a_button_that_goes_away_reads_gone(tunnel: Tunnel, client: Client
     assert f'- button "Claim coupon" [ref={once}]' in receipt["delta"], receipt["delta"]
     assert "+ Coupon claimed" in receipt["delta"]
     assert receipt_words(result).startswith("Receipt: the page stayed at its URL; the element is gone from the page; "
-                                            "2 lines of the page outline changed since your last snapshot.")
+                                            "2 lines of the page outline changed since your last snapshot or receipt.")
 
 
 async def test_a_navigation_has_the_urls_and_reads_have_no_receipt(tunnel: Tunnel, client: Client, site: str) -> None:
