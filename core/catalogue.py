@@ -39,6 +39,10 @@ class Catalogue:
         """Whether the tool only reads (MCP's ``readOnlyHint``), so that calling it again changes nothing."""
         return any(tool["name"] == name and tool["annotations"].get("readOnlyHint") is True for tool in self.tools)
 
+    def changes_state(self, name: str) -> bool:
+        """Whether the tool is one of ours that acts on the page (not ``readOnlyHint``): what the journal keeps."""
+        return any(tool["name"] == name and tool["annotations"].get("readOnlyHint") is not True for tool in self.tools)
+
 
 def _strings(value: object, what: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):

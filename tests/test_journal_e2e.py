@@ -57,6 +57,7 @@ class Browser:
         schema = {"type": "object", "properties": {"nonce": {"type": "string"}}}
         ext.add_tool("browser_click", self.click, schema)
         ext.add_tool("browser_snapshot", self.snapshot)
+        ext.add_tool("browser_tabs", self.tabs, {"type": "object", "properties": {"action": {"type": "string"}}})
 
     async def click(self, arguments: dict[str, Any]) -> dict[str, Any]:
         nonce = str(arguments["nonce"])
@@ -78,6 +79,10 @@ class Browser:
     async def snapshot(self, _arguments: dict[str, Any]) -> dict[str, Any]:
         self.reads += 1
         return text_result("- page")
+
+    async def tabs(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        self.runs[f"tabs {arguments.get('action')}"] += 1
+        return text_result(f"tabs: {self.runs['tabs open']} opened")
 
 
 @dataclass
@@ -192,6 +197,13 @@ async def test_repeat_true_runs_twice_a_failed_step_is_retried_and_reads_are_nev
         for _ in range(3):
             await client.call_tool("browser_snapshot", {})
         assert browser.reads == 3
+        # browser_tabs acts (open, close), but its listing is a read: every listing is the browser's own, now.
+        await client.call_tool("browser_tabs", {"action": "open"})
+        again = await client.call_tool("browser_tabs", {"action": "open"})
+        assert texts(again)[0].startswith("Not done again: this is the outcome of the same browser_tabs")
+        assert browser.runs["tabs open"] == 1
+        listings = [await client.call_tool("browser_tabs", {"action": "list"}) for _ in range(2)]
+        assert browser.runs["tabs list"] == 2 and all(texts(t) == ["tabs: 1 opened"] for t in listings)
     # The browser got each step's own action id, and never the repeat flag; reads carry none.
     calls = [m["params"] for m in ext.server_requests if (m.get("params") or {}).get("method") == "tools/call"]
     clicks = [c for c in calls if c["params"]["name"] == "browser_click"]
@@ -199,7 +211,8 @@ async def test_repeat_true_runs_twice_a_failed_step_is_retried_and_reads_are_nev
     assert len(actions) == len(set(actions)) == 4
     assert all(re.fullmatch(r"act-[\w-]{22}", a) for a in actions)
     assert all("repeat" not in c["params"]["arguments"] for c in clicks)
-    assert all(ACTION not in (c["params"].get("_meta") or {}) for c in calls if c["params"]["name"] != "browser_click")
+    assert all(ACTION not in (c["params"].get("_meta") or {}) for c in calls
+               if c["params"]["name"] == "browser_snapshot" or c["params"]["arguments"] == {"action": "list"})
 
 
 async def test_an_agents_own_action_id_is_never_passed_on() -> None:

@@ -374,7 +374,7 @@ class BrowserMcp:
             return (await self._call_recorded(params, progress, None))[0]
         name = params.get("name")
         # A name neither the catalogue nor the browser knows is refused before any step could start.
-        if journal.journals(name) and (name in STATIC_NAMES or name in self._names):
+        if journal.journals(name, params.get("arguments")) and (name in STATIC_NAMES or name in self._names):
             result = await journal.call(
                 self.session_id, params, lambda forwarded, action: self._call_recorded(forwarded, progress, action)
             )
