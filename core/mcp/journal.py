@@ -33,6 +33,8 @@ __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner
 
 log = logging.getLogger(__name__)
 
+# The actions of a state-changing tool that only read: never held back, as no read is.
+_READ_ACTIONS: Final[Mapping[str, frozenset[str]]] = {"browser_tabs": frozenset({"list"})}
 EXPLICIT_CANCEL: Final = "openab: notifications/cancelled"
 """The message BrowserMcp cancels a call's task with when the agent asked: the step is cancelled at once."""
 REPEAT: Final = "repeat"
@@ -78,9 +80,15 @@ class ActionJournal:
         self.skipped_lines = 0  # lines of the audit files that were not a record this pod writes
 
     @staticmethod
-    def journals(tool: object) -> bool:
-        """Whether a call of ``tool`` is a step: anything the catalogue does not mark read-only."""
-        return isinstance(tool, str) and not catalogue().read_only(tool)
+    def journals(tool: object, arguments: object = None) -> bool:
+        """Whether a call of ``tool`` with ``arguments`` is a step: one of the catalogue's tools that is not
+        read-only, less the actions of such a tool that only read (listing the tabs). A tool only the attached
+        browser names (a build of its own, a test's) is not held back: nothing says what repeating it does, and
+        answering a read from the journal would hand back a stale page."""
+        if not isinstance(tool, str) or not catalogue().changes_state(tool):
+            return False
+        action = arguments.get("action") if isinstance(arguments, dict) else None
+        return action not in _READ_ACTIONS.get(tool, ())
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -130,6 +138,12 @@ class ActionJournal:
             return result
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
+            if entry.task.done() and not entry.task.cancelled() and entry.task.exception() is None:
+                # The step ended in the very turn our caller was cancelled (a New chat answers a handoff's card,
+                # then closes the session): its outcome is known, and an answer beats a cancel.
+                if current is not None:
+                    current.uncancel()
+                return entry.task.result()[0]
             if entry.task.cancelled() and (current is None or not current.cancelling()):
                 return _unknown(tool)  # the step was cancelled under a joiner that was not: its outcome is unknown
             entry.waiters -= 1
