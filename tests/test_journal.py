@@ -68,6 +68,34 @@ def test_a_reissue_joins_a_running_step_and_is_answered_from_an_ended_one_within
     assert run.step.outcome is None
 
 
+def test_only_a_call_straight_after_its_step_is_answered_and_a_run_of_reissues_all_are() -> None:
+    j, _ = journal()
+    clicked = {"content": [{"type": "text", "text": "accepted the dialog"}]}
+    first = j.begin("s1", "browser_handle_dialog", "accept")
+    assert isinstance(first, Run)
+    j.end("s1", first.step, State.COMMITTED, outcome=clicked)
+    # Re-issues, one after another, straight after the step: each is answered from it.
+    assert isinstance(j.begin("s1", "browser_handle_dialog", "accept"), Answer)
+    assert isinstance(j.begin("s1", "browser_handle_dialog", "accept"), Answer)
+    # Another step in between (a click that opened a new dialog): the same call acts on what is there now.
+    other = j.begin("s1", "browser_click", "open-dialog")
+    assert isinstance(other, Run)
+    j.end("s1", other.step, State.COMMITTED, outcome=clicked)
+    assert isinstance(j.begin("s1", "browser_handle_dialog", "accept"), Run)
+    # A read in between (the agent looked at the page first): the same click is meant, and runs.
+    again = j.begin("s1", "browser_click", "next-page")
+    assert isinstance(again, Run)
+    j.end("s1", again.step, State.EFFECT_UNKNOWN, outcome=clicked)
+    j.read("s1")
+    assert isinstance(j.begin("s1", "browser_click", "next-page"), Run)
+    # A read in another session is not in between.
+    step = j.begin("s1", "browser_type", "t")
+    assert isinstance(step, Run)
+    j.end("s1", step.step, State.COMMITTED, outcome=clicked)
+    j.read("s2")
+    assert isinstance(j.begin("s1", "browser_type", "t"), Answer)
+
+
 def test_effect_unknown_holds_a_reissue_and_failed_never_does() -> None:
     j, _ = journal()
     unknown = j.begin("s1", "browser_click", "d1")

@@ -7,7 +7,9 @@ happened). :meth:`Journal.begin` decides what a new call does:
 
 * the same tool with the same arguments (their digest) in the same session while such a step runs: it **joins**
   that step and gets its outcome;
-* within the window after such a step ended committed or effect_unknown: it is **answered** with that outcome;
+* within the window after such a step ended committed or effect_unknown, with no other call of the session in
+  between: it is **answered** with that outcome. A re-issue comes straight after the call it repeats; a call after
+  others (a snapshot that showed the page, a step elsewhere) acts on a page that moved on, and means it;
 * otherwise (a failed step is never held against a retry, ``repeat`` says "a second time on purpose") it **runs**
   as a new step.
 
@@ -98,6 +100,7 @@ class Step:
     outcome: Any = None
     deduplicated: str | None = None
     recovered: bool = False  # an effect_unknown step found on disk after a pod restart
+    seen: int = 0  # the session's call count at this step's call, or at the latest re-issue answered from it
 
     def view(self) -> dict[str, Any]:
         """The step as the panel's ``_openab/journal`` notification carries it (docs/journal.md)."""
@@ -150,6 +153,7 @@ class _Session:
     # Steps ended, in the order they ended: their kept outcomes are dropped once the window is past.
     ended: deque[Step] = field(default_factory=deque)
     untold: list[Step] = field(default_factory=list)  # recovered steps not yet listed to the agent
+    calls: int = 0  # every call of the session, reads too: what "nothing in between" counts
 
 
 class Journal:
@@ -178,18 +182,27 @@ class Journal:
         session = self._session(session_id)
         now = self._clock()
         self._expire(session, now)
+        session.calls += 1
         key = (tool, digest)
         held = None if repeat else session.index.get(key)
-        if held is not None and held.state in _HOLDS:
+        if held is not None and held.state in _HOLDS and (
+                held.state is State.RUNNING or held.seen == session.calls - 1):
+            held.seen = session.calls
             call = self._add(session, Step(self._make_action(), tool, digest, self._wall(), now,
                                            state=held.state, site=held.site, deduplicated=held.action))
             if held.state is State.RUNNING:
                 return Join(held, call)
             call.ended = now
             return Answer(held, call)
-        step = self._add(session, Step(self._make_action(), tool, digest, self._wall(), now))
+        step = self._add(session, Step(self._make_action(), tool, digest, self._wall(), now, seen=session.calls))
         session.index[key] = step
         return Run(step)
+
+    def read(self, session_id: str) -> None:
+        """A call of the session that reads: a re-issue after it is not straight after its step any more."""
+        session = self._sessions.get(session_id)
+        if session is not None:
+            session.calls += 1
 
     def start(self, step: Step) -> None:
         """``step`` goes down the tunnel now."""
