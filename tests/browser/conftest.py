@@ -80,10 +80,9 @@ def agent() -> ScriptedAgent:
 
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
-    # No de-duplication window (docs/journal.md): these modules call the same tool with the same arguments again on
-    # purpose (a navigation back to the test page, a second listing of the tabs), and the journal would answer those
-    # from the first call. tests/browser/test_journal.py runs the pod's window.
-    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, journal_window=0) as gw:
+    # The pod's own de-duplication window, as shipped (docs/journal.md): a module that does the same step twice in a
+    # row on purpose says repeat, as an agent must.
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent) as gw:
         yield gw
 
 

@@ -44,9 +44,8 @@ ASKS = "The agent wants to "
 
 @pytest.fixture(scope="module")
 async def gateway(agent: ScriptedAgent, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[LiveGateway]:
-    # No de-duplication window, as conftest's gateway: the tests open the same pages again on purpose.
-    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, max_file_bytes=CAP,
-                           journal_window=0) as gw:
+    # A cap small enough for the endless download to reach it; the pod's own de-duplication window, as shipped.
+    async with LiveGateway(tmp_path_factory.mktemp("state"), agent, max_file_bytes=CAP) as gw:
         yield gw
 
 
