@@ -21,7 +21,6 @@ import asyncio
 import contextlib
 import itertools
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -33,7 +32,7 @@ from fake_extension import connect_extension, text_result
 from gateway_harness import run_gateway
 
 from bench.baselines import McpPoster
-from bench.common import arguments, interleaved, plot_latencies, summary, write_result
+from bench.common import arguments, interleaved, plot_latencies, summary, timed, write_result
 from openab.core.mcp.access import HttpEndpoint
 from openab.core.mcp.proxy import BrowserProxy
 
@@ -63,18 +62,6 @@ async def click_endpoint(*, journal: bool) -> AsyncIterator[HttpEndpoint]:
         entry = (await proxy.open(session)).entry
         assert isinstance(entry, HttpEndpoint)
         yield entry
-
-
-def timed(calls: int, one: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[list[float]]]:
-    async def run() -> list[float]:
-        latencies = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            await one()
-            latencies.append(time.perf_counter() - start)
-        return latencies
-
-    return run
 
 
 async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from bench.baselines import McpPoster, bare_http, bare_ws
-from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
 from openab.core.mcp.access import HttpEndpoint
 
 NAME = "proxy_path"
@@ -66,18 +65,6 @@ async def proxy_endpoint(**settings: Any) -> AsyncIterator[HttpEndpoint]:
         entry = (await gw.pod.browser.open(session)).entry
         assert isinstance(entry, HttpEndpoint)
         yield entry
-
-
-def timed(calls: int, one: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[list[float]]]:
-    async def run() -> list[float]:
-        latencies = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            await one()
-            latencies.append(time.perf_counter() - start)
-        return latencies
-
-    return run
 
 
 async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:

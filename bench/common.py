@@ -18,6 +18,7 @@ import os
 import platform
 import statistics
 import sys
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -98,6 +99,20 @@ def summary(samples: Sequence[float]) -> dict[str, float]:
 def ratio(path: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, float]:
     """The path's p50 and p99 over the baseline's."""
     return {key: round(path[f"{key}_ms"] / baseline[f"{key}_ms"], 3) for key in ("p50", "p99")}
+
+
+def timed(calls: int, one: Callable[[], Awaitable[object]]) -> Callable[[], Awaitable[list[float]]]:
+    """A path for :func:`interleaved`: ``one`` awaited ``calls`` times, each one's latency in seconds."""
+
+    async def run() -> list[float]:
+        latencies = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            await one()
+            latencies.append(time.perf_counter() - start)
+        return latencies
+
+    return run
 
 
 async def interleaved(rounds: int, paths: Mapping[str, Callable[[], Awaitable[list[float]]]]) -> Samples:

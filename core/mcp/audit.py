@@ -398,6 +398,20 @@ def read_records(state_dir: Path) -> Iterator[dict[str, Any]]:
 
     Links are not followed: a link in place of a file is skipped, as is anything but a plain file.
     """
+    for line in _audit_lines(state_dir):
+        if line is None:
+            continue
+        try:
+            record = orjson.loads(line)
+        except orjson.JSONDecodeError:  # a torn write, or a line cut where two records met
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+def _audit_lines(state_dir: Path) -> Iterator[bytes | None]:
+    """The lines of every audit file, oldest first, as :func:`_lines` gives them; links and anything but a plain
+    file are skipped, with a warning."""
     for path in audit_files(state_dir):
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -408,15 +422,7 @@ def read_records(state_dir: Path) -> Iterator[dict[str, Any]]:
             if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
                 log.warning("audit file %s skipped: not a plain file", path)
                 continue
-            for line in _lines(f):
-                if line is None:
-                    continue
-                try:
-                    record = orjson.loads(line)
-                except orjson.JSONDecodeError:  # a torn write, or a line cut where two records met
-                    continue
-                if isinstance(record, dict):
-                    yield record
+            yield from _lines(f)
 
 
 def _lines(f: Any, limit: int = MAX_LINE) -> Iterator[bytes | None]:
@@ -446,30 +452,20 @@ def unended_steps(state_dir: Path) -> tuple[dict[str, list[tuple[str, str, float
     """
     running: dict[tuple[str, str], tuple[str, float]] = {}
     skipped = 0
-    for path in audit_files(state_dir):
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except OSError as exc:
-            log.warning("audit file %s skipped: %s", path, exc.strerror or exc)
+    for line in _audit_lines(state_dir):
+        step = _journal_fields(line)
+        if step is None:
+            skipped += 1
             continue
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-                log.warning("audit file %s skipped: not a plain file", path)
-                continue
-            for line in _lines(f):
-                step = _journal_fields(line)
-                if step is None:
-                    skipped += 1
-                    continue
-                if step is _NOT_A_STEP:
-                    continue
-                tag, action, state, tool, at = step
-                if state == State.RUNNING.value:
-                    running[(tag, action)] = (tool, at)
-                    if len(running) > _MAX_UNENDED:
-                        del running[next(iter(running))]
-                else:
-                    running.pop((tag, action), None)
+        if step is _NOT_A_STEP:
+            continue
+        tag, action, state, tool, at = step
+        if state == State.RUNNING.value:
+            running[(tag, action)] = (tool, at)
+            if len(running) > _MAX_UNENDED:
+                del running[next(iter(running))]
+        else:
+            running.pop((tag, action), None)
     found: dict[str, list[tuple[str, str, float]]] = {}
     for (tag, action), (tool, at) in running.items():
         found.setdefault(tag, []).append((action, tool, at))
