@@ -77,8 +77,11 @@ Timings = dict[str, list[float]]  # measure -> seconds
 
 def script_for(earlier_results: int) -> Script:
     """The fake model's script for a turn after ``earlier_results`` tool results in the session: the model
-    counts every result in the conversation, so this turn's one call sits at that index."""
-    return Script(calls=[NO_TOOL] * earlier_results + [Call("browser_navigate", {"url": PAGE})])
+    counts every result in the conversation, so this turn's one call sits at that index. Each turn opens a page of
+    its own: the same navigation straight after the last one would be answered from the pod's journal as a
+    re-issue (docs/journal.md), not run."""
+    page = f"{PAGE}?turn={earlier_results}"
+    return Script(calls=[NO_TOOL] * earlier_results + [Call("browser_navigate", {"url": page})])
 
 
 class Arrivals:
