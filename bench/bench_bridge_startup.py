@@ -29,8 +29,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ from bench.bench_bridge_path import (
     relay_options,
     serving_echo,
 )
-from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
+from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
 
 NAME = "bridge_startup"
 ANSWER_TIMEOUT = 30.0
@@ -106,18 +105,6 @@ async def client_to_tools(params: StdioServerParameters) -> None:
         assert [tool.name for tool in listed.tools] == ["echo"], listed
 
 
-def each(runs: int, once: Callable[[], Awaitable[None]]) -> Callable[[], Awaitable[list[float]]]:
-    async def run() -> list[float]:
-        samples = []
-        for _ in range(runs):
-            start = time.perf_counter()
-            await once()
-            samples.append(time.perf_counter() - start)
-        return samples
-
-    return run
-
-
 async def measure(
     quick: bool, mcp_proxy: str | None, others: dict[str, str] | None = None,
 ) -> tuple[dict[str, Any], dict[str, list[float]]]:
@@ -135,19 +122,19 @@ async def measure(
         async with contextlib.AsyncExitStack() as stack:
             env = await stack.enter_async_context(pod_with_echo(root))
             paths = {
-                labels["python"]: each(per_round, lambda: exec_to_exit([sys.executable, "-c", "pass"])),
-                labels["initialize"]: each(per_round, lambda: exec_to_answer(relay, env, list_tools=False)),
-                labels["tools"]: each(per_round, lambda: exec_to_answer(relay, env, list_tools=True)),
-                labels["client"]: each(per_round, lambda: client_to_tools(
+                labels["python"]: timed(per_round, lambda: exec_to_exit([sys.executable, "-c", "pass"])),
+                labels["initialize"]: timed(per_round, lambda: exec_to_answer(relay, env, list_tools=False)),
+                labels["tools"]: timed(per_round, lambda: exec_to_answer(relay, env, list_tools=True)),
+                labels["client"]: timed(per_round, lambda: client_to_tools(
                     StdioServerParameters(command=OPENAB, args=["browser-bridge"], env=env))),
             }
             for name, command in (others or {}).items():
-                paths[f"{name} ({Path(command).name} browser-bridge): exec to tools/list answered"] = each(
+                paths[f"{name} ({Path(command).name} browser-bridge): exec to tools/list answered"] = timed(
                     per_round, functools.partial(exec_to_answer, [command, "browser-bridge"], env, list_tools=True))
             if mcp_proxy is not None:
                 url = await stack.enter_async_context(serving_echo())
                 peer = [mcp_proxy, "--transport", "streamablehttp", "--log-level", "WARNING", url]
-                paths[labels["mcp-proxy"]] = each(per_round, lambda: exec_to_answer(
+                paths[labels["mcp-proxy"]] = timed(per_round, lambda: exec_to_answer(
                     peer, {"PATH": os.environ["PATH"]}, list_tools=True))
             for run in paths.values():  # the page cache warm, as in a pod that has started one session
                 await run()

@@ -176,12 +176,7 @@ class Hub:
 
     def stop_culler(self) -> None:
         if self.culler is not None:
-            self.culler.terminate()
-            try:
-                self.culler.wait(10)
-            except subprocess.TimeoutExpired:
-                self.culler.kill()
-                self.culler.wait(10)
+            _stop(self.culler)
             self.culler = None
 
     def pod_address(self, name: str) -> str:
@@ -365,12 +360,7 @@ def running_hub(folder: Path, *, proxy_apart: bool = False) -> Iterator[Hub]:
             if hub.process.poll() is None:
                 hub.stop_hub()
             if hub.proxy is not None:
-                hub.proxy.terminate()
-                try:
-                    hub.proxy.wait(10)
-                except subprocess.TimeoutExpired:
-                    hub.proxy.kill()
-                    hub.proxy.wait(10)
+                _stop(hub.proxy)
             if proxy_apart:
                 _subreaper(False)
 
@@ -411,3 +401,26 @@ def ws_handshake(url: str, token: str | None, *, extra: dict[str, str] | None = 
 
 def json_of(response: httpx.Response) -> Any:
     return json.loads(response.text)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, and SIGKILL if it has not gone within 10 s."""
+    process.terminate()
+    try:
+        process.wait(10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(10)
+
+
+@contextlib.contextmanager
+def two_people(folder: Path) -> Iterator[Hub]:
+    """The hub with alice's and bob's pods started. On the way out, no token of anyone's (the people's, the pods'
+    own or the services') may have reached a log."""
+    with running_hub(folder) as running:
+        running.start("alice")
+        running.start("bob")
+        yield running
+        logs = running.logs()
+    leaked = [t[:6] for t in running.minted if t in logs]
+    assert not leaked, f"tokens in the logs (their first characters): {leaked}"
