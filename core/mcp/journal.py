@@ -210,6 +210,10 @@ class ActionJournal:
 
     # -- the session's steps -----------------------------------------------------------------------------
 
+    def read(self, session_id: str) -> None:
+        """A read of the session's went to the browser: a re-issue after it is not straight after its step."""
+        self.core.read(session_id)
+
     def unknown(self, session_id: str) -> list[dict[str, Any]]:
         """The panel views of the session's steps still effect_unknown (what ``session/resume`` is told)."""
         self.adopt(session_id)

@@ -379,7 +379,7 @@ class BrowserMcp:
                 self.session_id, params, lambda forwarded, action: self._call_recorded(forwarded, progress, action)
             )
         else:
-            journal.core.read(self.session_id)
+            journal.read(self.session_id)
             result = (await self._call_recorded(params, progress, None))[0]
         untold = journal.untold_text(self.session_id)  # steps a restart left unfinished open the next result
         if untold is not None:
