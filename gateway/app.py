@@ -170,4 +170,5 @@ def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
     app.state.pair_codes = PairCodes()
     app.state.metrics = metrics_registry(pod, guard, refusals)
     app.state.hub = door
+    app.state.hub_activity = reporter
     return app

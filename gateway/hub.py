@@ -21,6 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -53,6 +54,8 @@ MAX_TOKEN_CHARS: Final = 256
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~+/=-]+")
 # How long a handshake waits for the hub's answer about a token.
 HUB_ANSWER_TIMEOUT: Final = 10.0
+# The least time between two activity posts when sockets open faster than that.
+NUDGE_SPACING: Final = 1.0
 _REQUIRED = ("JUPYTERHUB_API_URL", "JUPYTERHUB_API_TOKEN", "JUPYTERHUB_USER", "JUPYTERHUB_SERVICE_PREFIX")
 
 
@@ -165,6 +168,9 @@ async def admit_acp(connection: HTTPConnection) -> Admitted | Refused:
     offered = _offered_subprotocols(connection.headers)
     verdict = await door.check(_presented_key(connection.headers, offered))
     if isinstance(verdict, Admitted):
+        reporter: ActivityReporter | None = connection.app.state.hub_activity
+        if reporter is not None:
+            reporter.nudge()
         return Admitted("acp.v1" if "acp.v1" in offered else None)
     return _counted(connection, verdict)
 
@@ -214,7 +220,10 @@ class ActivityReporter:
     """Tells the hub when the pod was last in use, as jupyterhub-singleuser does: every ``interval`` the pod is in
     use (``busy()``: a socket open or a turn running) counts as activity now, and a time the hub has not been told
     yet is posted to ``users/<name>/activity`` with the pod's own hub token. An idle pod posts nothing, so the
-    hub's last activity for it ages and the culler may stop it. A failed post is retried at the next tick."""
+    hub's last activity for it ages and the culler may stop it. A failed post is retried at the next tick.
+
+    A socket just admitted (:meth:`nudge`) is told at once, not at the next tick: a culler that looked in between
+    would stop the pod its person has just opened, if it had been idle for nearly the culler's timeout."""
 
     def __init__(self, environment: HubEnvironment, busy: Callable[[], bool], *, interval: float,
                  post: Callable[[str, dict[str, Any]], Awaitable[int]] | None = None) -> None:
@@ -225,6 +234,13 @@ class ActivityReporter:
         self._last: datetime | None = None
         self._told: datetime | None = None
         self._failures = 0
+        self._wake = asyncio.Event()
+        self._posted_at = -math.inf
+
+    def nudge(self) -> None:
+        """In use now: tell the hub without waiting for the next tick."""
+        self._last = datetime.now(UTC)
+        self._wake.set()
 
     async def _post_to_hub(self, url: str, body: dict[str, Any]) -> int:
         async with httpx.AsyncClient(timeout=10.0, trust_env=False) as client:
@@ -239,6 +255,7 @@ class ActivityReporter:
             return
         stamp = self._last.isoformat().replace("+00:00", "Z")
         body = {"servers": {self._env.server_name: {"last_activity": stamp}}, "last_activity": stamp}
+        self._posted_at = time.monotonic()
         try:
             status = await self._post(self._env.activity_url, body)
         except (httpx.HTTPError, OSError) as exc:
@@ -257,9 +274,15 @@ class ActivityReporter:
     async def run(self) -> None:
         while True:
             started = time.monotonic()
+            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.tick(), self._interval + 10.0)
-            await asyncio.sleep(max(0.0, self._interval - (time.monotonic() - started)))
+            # However many sockets open, at most one post a second (or one an interval, if shorter).
+            await asyncio.sleep(max(0.0, self._posted_at + min(NUDGE_SPACING, self._interval) - time.monotonic()))
+            remaining = self._interval - (time.monotonic() - started)
+            if remaining > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), remaining)
 
 
 def hub_pairing_line(environment: HubEnvironment) -> str:

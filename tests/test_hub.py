@@ -8,6 +8,8 @@ person's real side panel in Chromium.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import itertools
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -24,6 +26,7 @@ pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "
 
 # The culler's bound in the test: a pod with no activity reported for this long is stopped.
 CULL_TIMEOUT = 4
+NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -151,8 +154,12 @@ def _last_activity(hub: Hub, person: str) -> datetime | None:
 async def test_the_culler_stops_only_the_idle_pod_and_the_hub_starts_it_again(hub: Hub) -> None:
     _, alice = hub.token("alice")
     _, bob = hub.token("bob")
+    opened = datetime.now(UTC).replace(microsecond=0)
     async with connect(hub, "alice", alice) as ws:
         await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
+        # The pod tells the hub of the socket at once, so the culler's first look already sees it in use.
+        await eventually(lambda: (_last_activity(hub, "alice") or NEVER) >= opened, timeout=5, interval=0.1,
+                         what=lambda: f"alice's socket told to the hub: {hub.user('alice')}")
         hub.start_culler(timeout=CULL_TIMEOUT, every=1)
         # bob's pod has no socket and reports nothing: the culler stops it.
         await eventually(lambda: hub.stopped("bob"), timeout=CULL_TIMEOUT + 20,
@@ -240,3 +247,40 @@ async def test_a_hub_that_does_not_answer_admits_nobody() -> None:
     assert environment.access_scopes == {"access:servers!server=alice/"}
     verdict = await HubDoor(environment, cache_secs=1).check("0123456789abcdef0123456789abcdef")
     assert isinstance(verdict, Refused) and (verdict.status, verdict.kind) == (503, "hub")
+
+
+@pytest.mark.anyio
+async def test_a_socket_just_opened_is_told_to_the_hub_at_once_and_a_flood_of_them_is_spaced() -> None:
+    """With the pod's hourly tick, a person who opens the panel must not wait an hour to count as activity: a
+    culler looking in between would stop the pod they have just opened. The admission is told at once; a hundred
+    admissions at once make one post a second, not a hundred."""
+    from openab.gateway.hub import NUDGE_SPACING, ActivityReporter, HubEnvironment
+
+    environment = HubEnvironment.from_env({
+        "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api", "JUPYTERHUB_API_TOKEN": "pod-token",
+        "JUPYTERHUB_USER": "alice", "JUPYTERHUB_SERVICE_PREFIX": "/user/alice/",
+    })
+    posts: list[tuple[float, str]] = []
+
+    async def hub_activity(url: str, body: dict[str, Any]) -> int:  # the hub's activity endpoint, answering 200
+        posts.append((asyncio.get_running_loop().time(), body["last_activity"]))
+        return 200
+
+    reporter = ActivityReporter(environment, lambda: False, interval=3600, post=hub_activity)
+    task = asyncio.create_task(reporter.run())
+    try:
+        await asyncio.sleep(0.3)
+        assert posts == []  # idle: nothing to tell
+        opened = asyncio.get_running_loop().time()
+        reporter.nudge()
+        await eventually(lambda: len(posts) == 1, timeout=NUDGE_SPACING + 1, interval=0.02)
+        assert posts[0][0] - opened < 0.5
+        for _ in range(100):
+            reporter.nudge()
+        await asyncio.sleep(NUDGE_SPACING * 2.5)
+        assert 2 <= len(posts) <= 4, posts
+        assert all(later[0] - earlier[0] >= NUDGE_SPACING * 0.9 for earlier, later in itertools.pairwise(posts))
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

@@ -23,6 +23,7 @@ from .harness import open_panel, playwright_browser, stage_extension
 pytestmark = [pytest.mark.anyio, pytest.mark.skipif(available() is not None, reason=available() or "")]
 
 CULL_TIMEOUT = 4
+NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -82,8 +83,12 @@ async def test_an_idle_pod_is_culled_and_its_panel_says_it_starts_it_again(
     # bob pairs his panel, then closes Chrome for the night.
     async with panel_of(person) as panel:
         await expect(panel.locator("#pill-link")).to_have_text("connected", timeout=30_000)
+    opened = datetime.now(UTC).replace(microsecond=0)
     async with panel_of(colleague) as alices:
         await expect(alices.locator("#pill-link")).to_have_text("connected", timeout=30_000)
+        # The pod tells the hub of the socket at once, so the culler's first look already sees it in use.
+        await eventually(lambda: (_last_activity(hub, "alice") or NEVER) >= opened, timeout=5, interval=0.1,
+                         what=lambda: f"alice's socket told to the hub: {hub.user('alice')}")
         hub.start_culler(timeout=CULL_TIMEOUT, every=1)
         await eventually(lambda: hub.stopped("bob"), timeout=CULL_TIMEOUT + 20, interval=0.25,
                          what=lambda: f"bob's idle pod culled: {hub.log_tail()}")
