@@ -234,15 +234,15 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool
         ("screenshot", o_screenshot, p_screenshot), ("snapshot after 21 s idle", o_snapshot_idle, p_snapshot_idle),
     ]
     for tool, mine, theirs in plan:
+        idle = tool.endswith("idle")
+        if idle and quick:  # its warm-up alone is two idle gaps
+            continue
         if tool != "navigate":
             await page.goto(fresh(form))
             back, email = await openab_ready()
         # Warm both sides once (page script injected, CDP sessions up), then the timed rounds.
         await mine()
         await theirs()
-        idle = tool.endswith("idle")
-        if idle and quick:
-            continue
         samples = await interleaved(IDLE_ROUNDS if idle else rounds, {"openab": mine, "playwright": theirs})
         results[tool] = samples
     return results
