@@ -11,6 +11,7 @@ import shutil
 import struct
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -49,19 +50,6 @@ def test_the_demo_saves_the_side_panel_beside_the_agents_screenshot(tmp_path: Pa
     keep(panel, "demo-panel.png")
 
 
-def test_a_risky_step_says_its_card_waits_and_that_it_went_unanswered(tmp_path: Path) -> None:
-    with site_server() as site:
-        done = demo(tmp_path, "--timeout", "25", "--task", f"open {site}/form.html\nclick Buy now")
-    said = done.stdout
-    assert done.returncode == 1, said + done.stderr
-    waiting = said.index("Waiting for your answer in the side panel: Click Buy now")
-    assert said.index("-> Click Buy now") < waiting
-    assert "the task did not finish within 25 s: the card about “Click Buy now” timed out unanswered" in said, said
-    panel = tmp_path / "shot-panel.png"
-    assert f"side panel screenshot saved to {panel}" in said and png_size(panel) == (360, 720)
-    keep(panel, "demo-card-waiting.png")
-
-
 def _listening_inodes() -> set[str]:
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
@@ -96,28 +84,71 @@ def _sockets(pid: int) -> set[str]:
     return found
 
 
-def test_the_demo_browser_listens_on_no_port_a_local_user_could_drive_it_through(tmp_path: Path) -> None:
-    # An attacker on the same host looks for the demo browser's DevTools: a TCP port (or the DevToolsActivePort
-    # file naming one) would let them drive it and read the gateway key its extension stores.
+@dataclass
+class BrowserSeen:
+    """What an attacker on the same host finds of one of the demo's Chromium processes while it runs."""
+
+    pid: int
+    argv: list[bytes]
+    tcp_listening: bool
+    devtools_file: bool
+
+
+@dataclass
+class RiskyRun:
+    """One demo run whose risky step waits on a card nobody answers: its output and exit code, its panel's
+    screenshot, and its browsers as seen from outside while the card waited."""
+
+    said: str
+    returncode: int
+    panel: Path
+    browsers: list[BrowserSeen]
+
+
+@pytest.fixture(scope="module")
+def risky_run(tmp_path_factory: pytest.TempPathFactory) -> RiskyRun:
+    """A module's one run: the card waits for the task's whole time by design, so each test of it would cost
+    that time again."""
+    folder = tmp_path_factory.mktemp("risky")
+    seen: list[BrowserSeen] = []
     with site_server() as site:
         demo_run = subprocess.Popen(
-            [*OPENAB, "demo", "--screenshot", str(tmp_path / "shot.jpg"), "--timeout", "20", "--task",
+            [*OPENAB, "demo", "--screenshot", str(folder / "shot.jpg"), "--timeout", "25", "--task",
              f"open {site}/form.html\nclick Buy now"],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, stdin=subprocess.DEVNULL)
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=folder, stdin=subprocess.DEVNULL)
+        lines: list[str] = []
         try:
             assert demo_run.stdout is not None
             for line in demo_run.stdout:  # the card waits: the browser is up and the panel is being driven
+                lines.append(line)
                 if "Waiting for your answer in the side panel" in line:
                     break
-            browsers = _demo_browsers()
-            assert browsers, "the demo's Chromium is running"
             listening = _listening_inodes()
-            for pid in browsers:
+            for pid in _demo_browsers():
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                assert not any(a.startswith(b"--remote-debugging-port") for a in argv)
-                assert not _sockets(pid) & listening, f"Chromium {pid} listens on a TCP port"
                 profile = next(a for a in argv if a.startswith(b"--user-data-dir="))[len(b"--user-data-dir="):]
-                assert not (Path(profile.decode()) / "DevToolsActivePort").exists()
+                seen.append(BrowserSeen(pid, argv, bool(_sockets(pid) & listening),
+                                        (Path(profile.decode()) / "DevToolsActivePort").exists()))
         finally:
-            out, _ = demo_run.communicate(timeout=120)
-    assert "side panel screenshot saved to" in out, out
+            rest, _ = demo_run.communicate(timeout=120)
+    return RiskyRun("".join(lines) + rest, demo_run.returncode, folder / "shot-panel.png", seen)
+
+
+def test_a_risky_step_says_its_card_waits_and_that_it_went_unanswered(risky_run: RiskyRun) -> None:
+    said = risky_run.said
+    assert risky_run.returncode == 1, said
+    waiting = said.index("Waiting for your answer in the side panel: Click Buy now")
+    assert said.index("-> Click Buy now") < waiting
+    assert "the task did not finish within 25 s: the card about “Click Buy now” timed out unanswered" in said, said
+    assert f"side panel screenshot saved to {risky_run.panel}" in said and png_size(risky_run.panel) == (360, 720)
+    keep(risky_run.panel, "demo-card-waiting.png")
+
+
+def test_the_demo_browser_listens_on_no_port_a_local_user_could_drive_it_through(risky_run: RiskyRun) -> None:
+    # An attacker on the same host looks for the demo browser's DevTools: a TCP port (or the DevToolsActivePort
+    # file naming one) would let them drive it and read the gateway key its extension stores.
+    assert risky_run.browsers, "the demo's Chromium is running while its card waits"
+    for browser in risky_run.browsers:
+        assert not any(a.startswith(b"--remote-debugging-port") for a in browser.argv)
+        assert not browser.tcp_listening, f"Chromium {browser.pid} listens on a TCP port"
+        assert not browser.devtools_file
