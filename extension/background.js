@@ -18,6 +18,7 @@ import { AcpClient } from './lib/acp.js';
 import { Panels } from './lib/panels.js';
 import { PairLinks } from './lib/pairing.js';
 import { AgentDownloads } from './lib/downloads.js';
+import { HeldDownloads } from './lib/held-downloads.js';
 
 const settings = new SavedSettings();
 const dialogs = new Dialogs(() => panels.pushState());
@@ -60,6 +61,10 @@ chrome.downloads?.onCreated.addListener((item) => {
   ready.then(() => downloads.onCreated(item)).catch((e) => console.error('openab: a download', e));
 });
 chrome.webNavigation.onBeforeNavigate.addListener((details) => downloads.navigating(details));
+// A download a page starts in a watched agent tab is read at its answer, before Chrome would save it
+// (lib/held-downloads.js); the action that started it learns so at once (lib/loads.js).
+const heldDownloads = new HeldDownloads(downloads, (tabId, entry) => tools.loads.downloaded(tabId, entry));
+dialogs.onAttach = (tabId) => heldDownloads.watch(tabId);
 chrome.tabs.onRemoved.addListener((tabId) => downloads.forget(tabId));
 // Files go to and come from the pod on the chat's socket (lib/tools-files.js).
 const files = {

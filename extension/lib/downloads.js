@@ -11,6 +11,10 @@
 const AFTER_CALL_MS = 10_000;
 const PENDING_MS = 60_000;
 const MAX_PENDING = 8;
+// A download caught at its answer (lib/held-downloads.js) is held whole in the worker until the agent takes it: one
+// at most this big, and at most MAX_HELD_BYTES of them at once, across tabs.
+export const MAX_HELD_FILE_BYTES = 64 * 1024 * 1024;
+const MAX_HELD_BYTES = 2 * MAX_HELD_FILE_BYTES;
 // How long browser_download with no ref or url waits for a download Chrome has not reported yet.
 const ARRIVAL_MS = 2_000;
 
@@ -105,11 +109,32 @@ export class AgentDownloads {
     if (now && now.state === 'complete' && now.exists !== false) await chrome.downloads.removeFile(item.id).catch(() => {});
     await chrome.downloads.erase({ id: item.id }).catch(() => {});
     this.taken++;
-    if (this._pending.size >= MAX_PENDING && !this._pending.has(tabId)) this._pending.delete(this._pending.keys().next().value);
-    this._pending.set(tabId, {
+    this._hold(tabId, {
       url: item.url, finalUrl: item.finalUrl || item.url, referrer: item.referrer || '', mime: item.mime || '',
       name: nameFromPath(item.filename), at: Date.now(),
     });
+  }
+
+  /**
+   * A download in agent tab `tabId` caught at its answer, before Chrome saw it (lib/held-downloads.js): the tab's
+   * pending download, its bytes held here until taken. The bytes held at once are bounded: the oldest go first.
+   */
+  caught(tabId, entry) {
+    this.taken++;
+    this._pending.delete(tabId);
+    let held = entry.body ? entry.size : 0;
+    for (const [other, p] of [...this._pending].reverse()) {
+      if (!p.body) continue;
+      if (held + p.size > MAX_HELD_BYTES) this._pending.delete(other);
+      else held += p.size;
+    }
+    this._hold(tabId, entry);
+  }
+
+  _hold(tabId, entry) {
+    for (const [other, p] of [...this._pending]) if (Date.now() - p.at > PENDING_MS) this._pending.delete(other);
+    if (this._pending.size >= MAX_PENDING && !this._pending.has(tabId)) this._pending.delete(this._pending.keys().next().value);
+    this._pending.set(tabId, entry);
     for (const w of [...this._waiters]) if (w.tabId === tabId) w.resolve();
   }
 

@@ -28,6 +28,7 @@ class LoadWatch {
     this.started = false;
     this.complete = false;
     this.left = false; // the page said it started leaving (page/agent.js)
+    this.download = null; // the navigation was a download, caught at its answer (lib/held-downloads.js)
     this._watches = watches;
     watches.add(this);
     this._wake = new Set();
@@ -61,6 +62,11 @@ class LoadWatch {
 
   leave() {
     this.left = true;
+    for (const wake of [...this._wake]) wake();
+  }
+
+  downloaded(entry) {
+    this.download = entry;
     for (const wake of [...this._wake]) wake();
   }
 
@@ -165,6 +171,11 @@ export class Loads {
     });
   }
 
+  /** The navigation in tab `tabId` was a download, caught at its answer: a watch of it stops waiting for a load. */
+  downloaded(tabId, entry) {
+    for (const watch of this._watches) if (watch.tabId === tabId) watch.downloaded(entry);
+  }
+
   /** Starts watching the tab for a navigation, right before an action that may start one. */
   watch(tabId) {
     return new LoadWatch(tabId, this._watches);
@@ -199,8 +210,9 @@ export class Loads {
   async _landed(watch) {
     // A navigation Chrome began before the page let it go (a "leave this page?" dialog) is loading already.
     if (!watch.started) watch.started = (await chrome.tabs.get(watch.tabId).catch(() => null))?.status === 'loading';
-    if (!(await watch.until(() => watch.started, NAVIGATION_START_MS))) return null;
-    await watch.until(() => watch.complete, SETTLE_TIMEOUT_MS);
+    if (!(await watch.until(() => watch.started || watch.download, NAVIGATION_START_MS))) return null;
+    // A download leaves the tab at its page: nothing loads.
+    if (await watch.until(() => watch.complete || watch.download, SETTLE_TIMEOUT_MS) && watch.download) return null;
     return chrome.tabs.get(watch.tabId).catch(() => null);
   }
 

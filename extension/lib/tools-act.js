@@ -96,7 +96,8 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
     verb = `pressed ${keyName(opArgs.press)} in`;
   }
   const loaded = watch ? await b.loads.settle(watch, left) : null;
-  return { verb, what, element, chosen: r.result.chosen, desc, loaded, framed: opArgs.framed === true };
+  return { verb, what, element, chosen: r.result.chosen, desc, loaded, download: watch && watch.download,
+    framed: opArgs.framed === true };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */
@@ -111,6 +112,10 @@ function modifiersOf(args) {
   return flags.length ? Object.fromEntries(flags.map((f) => [f, true])) : null;
 }
 
+// What an action that started a download is told (lib/held-downloads.js caught it).
+const STARTED_DOWNLOAD = "started a download, which the browser kept out of the person's downloads and holds for you: " +
+  'browser_download with no ref or url takes it into your working folder. The page stays as it was.';
+
 async function click(b, args, call) {
   const mods = modifiersOf(args);
   // A link clicked with Control, Meta or Shift held opens in a new tab or window, as it does for a person.
@@ -121,6 +126,7 @@ async function click(b, args, call) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
   }
+  if (r.download) return text(withPage(`clicked ${r.what}; it ${STARTED_DOWNLOAD}`, r.element));
   if (r.loaded) {
     // Where the click led is the page's to choose, so the URL is the page's text.
     return text(withPage(`clicked ${r.what}; it loaded a new page (its URL is in the block below). Take a new ` +
@@ -152,7 +158,8 @@ async function pressKey(b, args, call) {
   try {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
     const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused });
-    const led = r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
+    const led = r.download ? ` It ${STARTED_DOWNLOAD}`
+      : r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
     return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}${led && `.${led}`}`,
       [r.element, r.loaded && `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   } catch (e) {

@@ -8,7 +8,7 @@ import { ToolError, BAD_ARGS, BAD_TARGET, BAD_URL, CANCELLED, LOAD_FAILED, NOT_F
 import { humanSize } from './guard.js';
 import { text, withPage } from './results.js';
 import { Sha256 } from './sha256.js';
-import { PENDING_SECONDS } from './downloads.js';
+import { MAX_HELD_FILE_BYTES, PENDING_SECONDS } from './downloads.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
@@ -272,7 +272,40 @@ async function source(b, args, call) {
       `more than ${PENDING_SECONDS} s ago. Click the link or button that starts it, then call browser_download with no ref ` +
       'or url; or give the link\'s ref, or the file\'s url');
   }
-  return { url: downloadUrl(pending.finalUrl || pending.url), how: 'click', fallbackName: pending.name };
+  return { url: downloadUrl(pending.finalUrl || pending.url), how: 'click', fallbackName: pending.name,
+    ...((pending.body || pending.over) && { held: pending }) };
+}
+
+/** A reader over bytes already held (a download caught at its answer, lib/held-downloads.js), as a body's reader reads. */
+function heldReader(parts) {
+  let i = 0;
+  return { read: async () => (i < parts.length ? { done: false, value: parts[i++] } : { done: true }), cancel: async () => {} };
+}
+
+/** A download caught at its answer, its bytes already read in the browser: to the pod as a fetched one goes. */
+async function downloadHeld(b, call, file, held, url) {
+  if (held.over) {
+    const size = held.size ? `${humanSize(held.size)}, ` : '';
+    throw new ToolError(TOOL_ERROR, `the file the page sent (in answer to a ${held.method}) is ${size}over the ` +
+      `${humanSize(MAX_HELD_FILE_BYTES)} the browser holds of a download it cannot fetch again; nothing was downloaded. ` +
+      'If the site offers a link to the file, download that instead (browser_download with its ref)');
+  }
+  if (held.size > file.max) {
+    throw new ToolError(TOOL_ERROR, `the file is ${humanSize(held.size)}, over the cap of ${file.max} bytes (${humanSize(file.max)}); ` +
+      'nothing was downloaded');
+  }
+  const sum = await stream(b, call, file, heldReader(held.body || []));
+  return downloaded(sum, held.mime, suggestedName(held.disposition, url) || 'download', url);
+}
+
+/** The call's result for a file now in the working folder. */
+function downloaded(sum, contentType, name, url) {
+  const type = String(contentType || '').slice(0, MAX_TYPE);
+  const meta = { name, size: sum.size, sha256: sum.sha256, type, url };
+  const result = text(withPage(`downloaded ${sum.size} bytes (${humanSize(sum.size)}, sha256 ${sum.sha256}, type ` +
+    `${JSON.stringify(type)}); the server named it ${JSON.stringify(name.slice(0, 200))}; its address is in the block below`,
+  `URL: ${url}`));
+  return { ...result, _meta: { [DOWNLOAD_META]: meta } };
 }
 
 /** One read of a body, within ANSWER_MS (the whole body is bounded by the call's signal and the cap). */
@@ -294,6 +327,7 @@ async function download(b, args, call) {
   const from = await source(b, args, call);
   const url = await call.going(from.url);
   call.throwIfCancelled();
+  if (from.held) return downloadHeld(b, call, file, from.held, url);
   const stop = new AbortController();
   const signal = call.signal ? AbortSignal.any([call.signal, stop.signal]) : stop.signal;
   let res;
@@ -319,13 +353,8 @@ async function download(b, args, call) {
         'nothing was downloaded');
     }
     const sum = await stream(b, call, file, reader);
-    const type = String(res.headers.get('content-type') || '').slice(0, MAX_TYPE);
     const name = suggestedName(res.headers.get('content-disposition'), finalUrl) || from.fallbackName || 'download';
-    const meta = { name, size: sum.size, sha256: sum.sha256, type, url: finalUrl };
-    const result = text(withPage(`downloaded ${sum.size} bytes (${humanSize(sum.size)}, sha256 ${sum.sha256}, type ` +
-      `${JSON.stringify(type)}); the server named it ${JSON.stringify(name.slice(0, 200))}; its address is in the block below`,
-    `URL: ${finalUrl}`));
-    return { ...result, _meta: { [DOWNLOAD_META]: meta } };
+    return downloaded(sum, res.headers.get('content-type'), name, finalUrl);
   } finally {
     stop.abort();
     if (reader) reader.cancel().catch(() => {});

@@ -84,6 +84,8 @@ PRIVATE_REPORT = b"order,amount\n" + b"".join(b"%d,%d.00\n" % (i, i * 7 % 1000) 
 PLAIN_REPORT = b"id,name\n1,kettle\n2,mug\n"
 ODD_NAME = "../../etc/evil\x07\nname.csv"
 MAX_UPLOAD_ECHO = 64 * 1024 * 1024
+_ONCE_USED: set[str] = set()
+_ONCE_LOCK = threading.Lock()
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -112,6 +114,15 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                        (("content-disposition", f"attachment; filename=\"odd.csv\"; filename*=UTF-8''{encoded}"),))
         elif path == "/files/endless":
             self._endless()
+        elif path == "/files/once":
+            # A one-time link (a signed receipt URL): its file the first time, gone after.
+            with _ONCE_LOCK:
+                first = self.path not in _ONCE_USED
+                _ONCE_USED.add(self.path)
+            if first:
+                self._send(200, PLAIN_REPORT, "application/octet-stream")
+            else:
+                self._send(410, b"this link was used", "text/plain")
         else:
             super().do_GET()
 
@@ -136,8 +147,23 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                 self.wfile.write(piece)
 
     def do_POST(self) -> None:
-        if self.path.split("?", 1)[0] == "/upload-echo":
+        path = self.path.split("?", 1)[0]
+        if path == "/upload-echo":
             self._upload_echo()
+            return
+        if path == "/files/export":
+            # An "Export" form: the file is the answer to the POST itself, for the signed-in browser only; the same
+            # address fetched again with GET is not found (as on many sites).
+            self.rfile.read(min(int(self.headers.get("content-length") or 0), 65536))
+            cookies = [c.strip() for c in (self.headers.get("cookie") or "").split(";")]
+            if SESSION_COOKIE not in cookies:
+                self._send(403, b"sign in first", "text/plain")
+            else:
+                self._send(200, PRIVATE_REPORT, "text/csv",
+                           (("content-disposition", 'attachment; filename="orders.csv"'),))
+            return
+        if path == "/files/endless":
+            self._endless()
             return
         # The form's real submission target: a page that says what was posted.
         length = int(self.headers.get("content-length") or 0)

@@ -306,6 +306,67 @@ async def test_a_download_a_click_started_is_the_agents_and_the_persons_download
     await eventually(lambda: not any(downloads.iterdir()), 15, what="the person's downloads folder to be empty")
 
 
+async def test_a_file_an_export_form_posts_is_the_agents_and_its_page_stays(
+        panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, downloads: Path,
+        site: str) -> None:
+    # An "Export" button submitting a POST form, answered with the file: only that POST, with the person's cookie,
+    # gets it (the same address fetched again with GET is not found), so the browser's one answer must be taken.
+    await open_page(client, context, f"{site}/files/sign-in")
+    snap, page = await open_page(client, context, f"{site}/download.html")
+    writes = asked(gateway, WRITE)
+    # Submitting a form is a step the person approves (autopilot is off here).
+    _, _, clicked = await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export orders"')},
+                                        "allow")
+    said = result_text(clicked)
+    assert "it started a download" in said and "browser_download with no ref or url" in said, said
+    text, is_error = await call(client, "browser_download", {})
+    assert not is_error, text
+    path = workdir / "orders.csv"  # the server's name for it
+    assert path.read_bytes() == PRIVATE_REPORT and stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert sha256(PRIVATE_REPORT) in text and "/files/export" in text
+    assert asked(gateway, WRITE) - writes == -(-len(PRIVATE_REPORT) // (512 * 1024))
+    # The tab still shows the page the form was on; Chrome saved, listed and showed nothing.
+    assert page.url == f"{site}/download.html"
+    text, is_error = await call(client, "browser_snapshot")
+    assert 'button "Export orders"' in text, text
+    assert await panel.evaluate("chrome.downloads.search({})") == []
+    assert not written(downloads)
+    text, is_error = await call(client, "browser_download", {})
+    assert is_error and "no download is waiting" in text, text  # taken once
+
+    # A form whose answer never ends is read up to what the browser holds of one, then refused whole.
+    before = written(workdir)
+    await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export the live log"')}, "allow")
+    text, is_error = await call(client, "browser_download", {})
+    assert is_error and "the file the page sent (in answer to a POST) is over the 64.0 MB" in text, text
+    assert written(workdir) == before
+    # The page answers still: the tab was not left waiting on the cancelled answer.
+    await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export orders"')}, "allow")
+    text, is_error = await call(client, "browser_download", {"path": "again.csv"})
+    assert not is_error and (workdir / "again.csv").read_bytes() == PRIVATE_REPORT, text
+
+
+async def test_a_one_time_link_a_click_follows_is_taken_from_the_browsers_one_answer(
+        client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
+    # A receipt's signed link answers once: the file is the browser's answer to the click, not a second fetch.
+    snap, _ = await open_page(client, context, f"{site}/download.html")
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, "Your receipt")})
+    assert not is_error and "it started a download" in text, text
+    text, is_error = await call(client, "browser_download", {"path": "receipt.bin"})
+    assert not is_error, text
+    assert (workdir / "receipt.bin").read_bytes() == PLAIN_REPORT
+    assert fetched_without_the_browser(f"{site}/files/once?receipt=7f3a") == 410  # used up by the browser's one load
+
+    # A GET download past what the browser holds is fetched again at its address, as before: here it meets the pod's
+    # cap.
+    before = written(workdir)
+    text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, "Live log")})
+    assert not is_error and "it started a download" in text, text
+    text, is_error = await call(client, "browser_download", {})
+    assert is_error and "cap" in text and str(CAP) in text, text
+    assert written(workdir) == before
+
+
 async def test_a_download_the_person_starts_stays_theirs(
         panel: Page, context: BrowserContext, downloads: Path, site: str) -> None:
     page = await context.new_page()
@@ -390,6 +451,31 @@ async def test_the_streamed_digest_is_sha256(panel: Page) -> None:
 ])
 async def test_the_servers_name_for_a_file(panel: Page, disposition: str, url: str, name: str) -> None:
     assert await run(panel, "tools-files.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
+
+
+@pytest.mark.parametrize(("method", "status", "headers", "download"), [
+    ("POST", 200, {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="a.csv"'}, True),
+    ("GET", 200, {"content-type": "application/octet-stream"}, True),
+    ("GET", 200, {"content-type": "application/zip"}, True),
+    ("POST", 200, {"content-type": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}, True),
+    # What Chrome shows in the tab goes on to it: pages, text, images, PDFs, JSON, feeds.
+    ("POST", 200, {"content-type": "text/html; charset=utf-8"}, False),
+    ("GET", 200, {"content-type": "text/csv"}, False),
+    ("GET", 200, {"content-type": "image/png"}, False),
+    ("GET", 200, {"content-type": "application/pdf"}, False),
+    ("GET", 200, {"content-type": "application/json"}, False),
+    ("GET", 200, {"content-type": "application/atom+xml"}, False),
+    ("GET", 200, {"content-disposition": "inline", "content-type": "application/pdf"}, False),
+    # No type: Chrome sniffs it. Not 2xx, or HEAD: no file.
+    ("GET", 200, {}, False),
+    ("POST", 500, {"content-disposition": "attachment"}, False),
+    ("GET", 302, {"content-type": "application/zip"}, False),
+    ("HEAD", 200, {"content-disposition": "attachment"}, False),
+])
+async def test_which_answers_are_files_and_not_pages(
+        panel: Page, method: str, status: int, headers: dict[str, str], download: bool) -> None:
+    as_sent = [{"name": k, "value": v} for k, v in headers.items()]
+    assert await run(panel, "held-downloads.js", "m.isDownload(...arg)", [method, status, as_sent]) is download
 
 
 @pytest.mark.parametrize(("size", "said"), [(0, "0 bytes"), (1, "1 byte"), (1023, "1023 bytes"), (1536, "1.5 KB"),

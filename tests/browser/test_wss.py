@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -80,6 +81,9 @@ async def panel(context: BrowserContext) -> Page:
 
 async def use_gateway(panel: Page, url: str) -> None:
     """What a person does: the URL and the key from the pod's pairing line, typed into the settings."""
+    # Once the panel shows the worker's state: an unpaired panel opens its settings by itself then, and a click on
+    # Settings before it would close them again.
+    await expect(panel.locator("#pill")).to_have_attribute("data-status", re.compile(r"\w"))
     if await panel.locator("#set-url").is_hidden():
         await panel.locator("#toggle-settings").click()
     await panel.locator("#set-url").fill(url)
