@@ -61,16 +61,16 @@ chrome.downloads?.onCreated.addListener((item) => {
   ready.then(() => downloads.onCreated(item)).catch((e) => console.error('openab: a download', e));
 });
 chrome.webNavigation.onBeforeNavigate.addListener((details) => downloads.navigating(details));
-// A download a page starts in a watched agent tab is read at its answer, before Chrome would save it
-// (lib/held-downloads.js); the action that started it learns so at once (lib/loads.js).
+// A download an action of the agent's starts in a watched agent tab is read at its answer, before Chrome would save it
+// (lib/held-downloads.js); the action learns so at once (lib/loads.js).
 const heldDownloads = new HeldDownloads(downloads, (tabId, entry) => tools.loads.downloaded(tabId, entry));
-dialogs.onAttach = (tabId) => heldDownloads.watch(tabId);
 chrome.tabs.onRemoved.addListener((tabId) => downloads.forget(tabId));
 // Files go to and come from the pod on the chat's socket (lib/tools-files.js).
 const files = {
   request: (method, params, ms) => acp.link.request(method, params, ms),
   sessionId: () => acp.link.sessionId,
   downloads,
+  held: heldDownloads,
 };
 const tools = new BrowserTools(tabs, guard, (delta) => panels.toolActivity(delta), dialogs, new AgentPasswords(), files);
 const transcript = new Transcript(

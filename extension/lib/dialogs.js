@@ -66,8 +66,6 @@ export class Dialogs {
     this.waiters = new Map(); // tabId -> Set<(dialog) => void>
     this.busy = new Map(); // tabId -> how many calls run there now
     this.lingering = new Map(); // tabId -> the timer that lets its session go
-    // What else watches a tab through its session from its start (lib/held-downloads.js): awaited once attached.
-    this.onAttach = async () => {};
     chrome.debugger.onEvent.addListener((source, method, params) => this._onEvent(source.tabId, method, params || {}));
     this.declined = false; // the person pressed Cancel on Chrome's debugging bar (kept across worker restarts)
     chrome.storage.session.get(DECLINED).then((got) => {
@@ -172,7 +170,6 @@ export class Dialogs {
         }
         try {
           await chrome.debugger.sendCommand({ tabId }, 'Page.enable');
-          await this.onAttach(tabId);
           return true;
         } catch {
           this.attached.delete(tabId);

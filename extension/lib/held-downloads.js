@@ -1,9 +1,11 @@
-// Downloads a page starts in a watched agent tab, caught at their answer. lib/downloads.js takes a download Chrome has
-// begun and fetches its address again, which a form's POST ("Export" buttons) or a one-time link cannot give twice.
-// While the debugger watches an agent tab (lib/dialogs.js), the tab's document answers stop at their headers (the
-// protocol's Fetch domain): one that is a file, not a page, is read there, in the worker, and its request cancelled,
-// so Chrome neither shows nor saves it, and the bytes are the tab's pending download, which browser_download with no
-// ref or url takes. Every other answer goes on at once, untouched.
+// Downloads an action of the agent's starts in a watched agent tab, caught at their answer. lib/downloads.js takes a
+// download Chrome has begun and fetches its address again, which a form's POST ("Export" buttons) or a one-time link
+// cannot give twice. While an action that may start one runs in a tab the debugger watches (lib/dialogs.js), and
+// until its page has settled (lib/loads.js), the tab's document answers stop at their headers (the protocol's Fetch
+// domain): one that is a file, not a page, is read there, in the worker, and its request cancelled, so Chrome neither
+// shows nor saves it, and the bytes are the tab's pending download, which browser_download with no ref or url takes.
+// Every other answer goes on at once, untouched. Only then: a stop at the headers costs a page load ~9 ms, which
+// browser_navigate, the most frequent call, does not pay. A download the page starts later is lib/downloads.js's.
 
 import { MAX_HELD_FILE_BYTES } from './downloads.js';
 import { fromBase64 } from './tools-files.js';
@@ -50,14 +52,42 @@ export class HeldDownloads {
     this._downloads = downloads;
     this._onCaught = onCaught;
     this.caught = 0; // downloads caught so far (the tests read it)
+    this._armed = new Map(); // tabId -> {actions: how many run there now, reading: answers being read}
     chrome.debugger.onEvent.addListener((source, method, params) => {
       if (method === 'Fetch.requestPaused' && source.tabId != null) this._paused(source.tabId, params || {});
     });
+    // A session gone takes its interception with it.
+    chrome.debugger.onDetach.addListener((source) => this._armed.delete(source.tabId));
   }
 
-  /** The debugger just attached to an agent tab: its documents' answers stop at their headers from now on. */
-  async watch(tabId) {
-    await chrome.debugger.sendCommand({ tabId }, 'Fetch.enable', { patterns: PATTERNS }).catch(() => {});
+  /**
+   * An action that may start a download begins in `tabId`: its documents' answers stop at their headers until
+   * `disarm`. Resolves once that holds, or at once when the tab has no session (then a download is left to Chrome
+   * and lib/downloads.js).
+   */
+  async arm(tabId) {
+    const a = this._armed.get(tabId) || { actions: 0, reading: 0, ready: null };
+    this._armed.set(tabId, a);
+    a.actions++;
+    if (!a.ready) {
+      a.ready = withinTime(chrome.debugger.sendCommand({ tabId }, 'Fetch.enable', { patterns: PATTERNS }), 'Fetch.enable')
+        .then(() => true, () => false);
+    }
+    await a.ready;
+  }
+
+  /** The action's page has settled: once no action runs there and no answer is being read, answers go on unstopped. */
+  disarm(tabId) {
+    const a = this._armed.get(tabId);
+    if (!a) return;
+    a.actions = Math.max(0, a.actions - 1);
+    this._release(tabId, a);
+  }
+
+  _release(tabId, a) {
+    if (a.actions || a.reading || this._armed.get(tabId) !== a) return;
+    this._armed.delete(tabId);
+    a.ready.then((on) => on && chrome.debugger.sendCommand({ tabId }, 'Fetch.disable').catch(() => {}));
   }
 
   _send(tabId, method, params) {
@@ -66,6 +96,8 @@ export class HeldDownloads {
 
   async _paused(tabId, p) {
     const request = p.request || {};
+    const a = this._armed.get(tabId);
+    if (a) a.reading++;
     let caught = null;
     try {
       if (p.responseStatusCode != null && isDownload(request.method, p.responseStatusCode, p.responseHeaders)) {
@@ -80,6 +112,10 @@ export class HeldDownloads {
         ? ['Fetch.failRequest', { requestId: p.requestId, errorReason: 'Aborted' }]
         : ['Fetch.continueRequest', { requestId: p.requestId }];
       await this._send(tabId, method, params).catch(() => {});
+      if (a) {
+        a.reading--;
+        this._release(tabId, a);
+      }
     }
     if (caught) {
       this.caught++;

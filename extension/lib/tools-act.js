@@ -44,8 +44,20 @@ async function sendKey(b, tab, documentId, press) {
  * tabs from a script's click (no user gesture), so clicking it would silently do nothing.
  * `focused`: the element is the one with the keyboard focus, held to that one element from then on.
  */
-async function action(b, call, tool, op, args, opArgs, { opensTab = () => false, focused = false } = {}) {
+async function action(b, call, tool, op, args, opArgs, options = {}) {
   const tab = await b.tabs.target();
+  // Anything but typing may start a download: caught at its answer until the page has settled
+  // (lib/held-downloads.js). Asked for now, so the browser sets it up while the element is described and checked.
+  const held = op !== 'type' && b.files && b.files.held;
+  const armed = held ? held.arm(tab.id) : null;
+  try {
+    return await actOn(b, call, tool, op, args, opArgs, options, tab, armed);
+  } finally {
+    if (held) held.disarm(tab.id);
+  }
+}
+
+async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, focused = false }, tab, armed) {
   let loc = await b.page.locate(tab, args, focused);
   const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec]);
   if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, args);
@@ -72,32 +84,31 @@ async function action(b, call, tool, op, args, opArgs, { opensTab = () => false,
     return { verb: 'clicked', what, element, desc, opened: { id: opened.id, url: done.url || desc.href } };
   }
   // Typing never leaves the page (Enter is browser_press_key), so it waits for nothing.
-  const watch = op === 'type' ? null : b.loads.watch(tab.id);
+  if (op === 'type') return { ...(await act(b, loc, op, args, opArgs, desc, null)), what, element, desc };
+  await armed;
+  const watch = b.loads.watch(tab.id);
   let r;
   try {
-    [r] = await b.page.exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
+    r = await act(b, loc, op, args, opArgs, desc, tab, d.documentId);
   } catch (e) {
-    if (watch) watch.stop();
+    watch.stop();
     throw e;
   }
-  if (!r || !r.result || r.result.error) {
-    if (watch) watch.stop();
-    throw b.page.error(r && r.result, loc, args);
-  }
+  const loaded = await b.loads.settle(watch, r.left);
+  return { ...r, what, element, desc, loaded, download: watch.download };
+}
+
+/** The act itself in the page, and a key's real press where the page readied it: `{verb, chosen, left, framed}`. */
+async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
+  const [r] = await b.page.exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
+  if (!r || !r.result || r.result.error) throw b.page.error(r && r.result, loc, args);
   let left = r.result.left === true;
   let verb = r.result.verb;
   if (verb === 'ready') {
-    try {
-      left = (await sendKey(b, tab, d.documentId, opArgs.press)).left || left;
-    } catch (e) {
-      watch.stop();
-      throw e;
-    }
+    left = (await sendKey(b, tab, documentId, opArgs.press)).left || left;
     verb = `pressed ${keyName(opArgs.press)} in`;
   }
-  const loaded = watch ? await b.loads.settle(watch, left) : null;
-  return { verb, what, element, chosen: r.result.chosen, desc, loaded, download: watch && watch.download,
-    framed: opArgs.framed === true };
+  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */
