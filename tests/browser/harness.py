@@ -100,12 +100,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                        b"<p><a href=/files/private/report.csv>Your report</a></p>", "text/html; charset=utf-8",
                        (("set-cookie", f"{SESSION_COOKIE}; Path=/; SameSite=Lax; HttpOnly"),))
         elif path == "/files/private/report.csv":
-            cookies = [c.strip() for c in (self.headers.get("cookie") or "").split(";")]
-            if SESSION_COOKIE not in cookies:
-                self._send(403, b"sign in first", "text/plain")
-            else:
-                self._send(200, PRIVATE_REPORT, "text/csv",
-                           (("content-disposition", 'attachment; filename="report.csv"'),))
+            self._private_report("report.csv")
         elif path == "/files/plain.csv":
             self._send(200, PLAIN_REPORT, "text/csv", (("content-disposition", 'attachment; filename="plain.csv"'),))
         elif path == "/files/odd-name":
@@ -125,6 +120,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                 self._send(410, b"this link was used", "text/plain")
         else:
             super().do_GET()
+
+    def _private_report(self, name: str) -> None:
+        """The report, for the browser holding the session cookie only."""
+        cookies = [c.strip() for c in (self.headers.get("cookie") or "").split(";")]
+        if SESSION_COOKIE not in cookies:
+            self._send(403, b"sign in first", "text/plain")
+        else:
+            self._send(200, PRIVATE_REPORT, "text/csv", (("content-disposition", f'attachment; filename="{name}"'),))
 
     def _send(self, status: int, body: bytes, kind: str, headers: tuple[tuple[str, str], ...] = ()) -> None:
         self.send_response(status)
@@ -155,12 +158,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             # An "Export" form: the file is the answer to the POST itself, for the signed-in browser only; the same
             # address fetched again with GET is not found (as on many sites).
             self.rfile.read(min(int(self.headers.get("content-length") or 0), 65536))
-            cookies = [c.strip() for c in (self.headers.get("cookie") or "").split(";")]
-            if SESSION_COOKIE not in cookies:
-                self._send(403, b"sign in first", "text/plain")
-            else:
-                self._send(200, PRIVATE_REPORT, "text/csv",
-                           (("content-disposition", 'attachment; filename="orders.csv"'),))
+            self._private_report("orders.csv")
             return
         if path == "/files/endless":
             self._endless()
