@@ -52,12 +52,17 @@ export class HeldDownloads {
     this._downloads = downloads;
     this._onCaught = onCaught;
     this.caught = 0; // downloads caught so far (the tests read it)
-    this._armed = new Map(); // tabId -> {actions: how many run there now, reading: answers being read}
+    this._armed = new Map(); // tabId -> {actions: how many run there now, reading: answers being read, ready}
+    // tabId -> the last Fetch.enable or Fetch.disable asked for: each waits for the one before, so the last asked wins.
+    this._commands = new Map();
     chrome.debugger.onEvent.addListener((source, method, params) => {
       if (method === 'Fetch.requestPaused' && source.tabId != null) this._paused(source.tabId, params || {});
     });
     // A session gone takes its interception with it.
-    chrome.debugger.onDetach.addListener((source) => this._armed.delete(source.tabId));
+    chrome.debugger.onDetach.addListener((source) => {
+      this._armed.delete(source.tabId);
+      this._commands.delete(source.tabId);
+    });
   }
 
   /**
@@ -69,11 +74,16 @@ export class HeldDownloads {
     const a = this._armed.get(tabId) || { actions: 0, reading: 0, ready: null };
     this._armed.set(tabId, a);
     a.actions++;
-    if (!a.ready) {
-      a.ready = withinTime(chrome.debugger.sendCommand({ tabId }, 'Fetch.enable', { patterns: PATTERNS }), 'Fetch.enable')
-        .then(() => true, () => false);
-    }
+    if (!a.ready) a.ready = this._inTurn(tabId, 'Fetch.enable', { patterns: PATTERNS });
     await a.ready;
+  }
+
+  /** Sends `method` once the tab's command before it has been answered; resolves true when it was done. */
+  _inTurn(tabId, method, params) {
+    const before = this._commands.get(tabId) || Promise.resolve(true);
+    const done = before.then(() => this._send(tabId, method, params)).then(() => true, () => false);
+    this._commands.set(tabId, done);
+    return done;
   }
 
   /** The action's page has settled: once no action runs there and no answer is being read, answers go on unstopped. */
@@ -87,7 +97,10 @@ export class HeldDownloads {
   _release(tabId, a) {
     if (a.actions || a.reading || this._armed.get(tabId) !== a) return;
     this._armed.delete(tabId);
-    a.ready.then((on) => on && chrome.debugger.sendCommand({ tabId }, 'Fetch.disable').catch(() => {}));
+    const done = this._inTurn(tabId, 'Fetch.disable');
+    done.then(() => {
+      if (this._commands.get(tabId) === done) this._commands.delete(tabId);
+    });
   }
 
   _send(tabId, method, params) {
@@ -99,16 +112,18 @@ export class HeldDownloads {
     const a = this._armed.get(tabId);
     if (a) a.reading++;
     let caught = null;
+    const body = { taken: false };
     try {
       if (p.responseStatusCode != null && isDownload(request.method, p.responseStatusCode, p.responseHeaders)) {
-        caught = await this._read(tabId, p);
+        caught = await this._read(tabId, p, body);
       }
     } catch (e) {
       console.warn('openab: a download could not be read', e);
     } finally {
-      // Whatever happened above, the page's navigation must not wait on us: a caught download's request is
-      // cancelled (Chrome keeps the page as it was, as it does for a download), any other goes on.
-      const [method, params] = caught
+      // Whatever happened above, the page's navigation must not wait on us: a download's request is cancelled
+      // (Chrome keeps the page as it was, as it does for a download), as is one whose body we began to read and
+      // could not finish (it cannot go on without it); any other goes on.
+      const [method, params] = caught || body.taken
         ? ['Fetch.failRequest', { requestId: p.requestId, errorReason: 'Aborted' }]
         : ['Fetch.continueRequest', { requestId: p.requestId }];
       await this._send(tabId, method, params).catch(() => {});
@@ -128,7 +143,7 @@ export class HeldDownloads {
    * The download's pending entry: its bytes, read whole; or, past what the worker holds, none of them, and then a
    * GET is fetched again at its address (lib/downloads.js's way) and anything else is refused, saying why.
    */
-  async _read(tabId, p) {
+  async _read(tabId, p, body) {
     const headers = p.responseHeaders;
     const url = String(p.request.url || '');
     const get = String(p.request.method || 'GET').toUpperCase() === 'GET';
@@ -139,6 +154,7 @@ export class HeldDownloads {
     };
     const announced = Number(header(headers, 'content-length'));
     if (Number.isFinite(announced) && announced > MAX_HELD_FILE_BYTES) return { ...entry, over: !get, size: announced };
+    body.taken = true;
     const { stream } = await this._send(tabId, 'Fetch.takeResponseBodyAsStream', { requestId: p.requestId });
     const parts = [];
     let size = 0;
