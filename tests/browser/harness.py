@@ -163,6 +163,15 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
         if path == "/files/endless":
             self._endless()
             return
+        if path == "/files/export-huge":
+            # An answer that announces 200 MiB: refused on its headers, before a byte of it is read.
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-length", str(200 << 20))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(b"\0" * 65536)
+            return
         # The form's real submission target: a page that says what was posted.
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(min(length, 65536)).decode(errors="replace")

@@ -340,6 +340,10 @@ async def test_a_file_an_export_form_posts_is_the_agents_and_its_page_stays(
     text, is_error = await call(client, "browser_download", {})
     assert is_error and "the file the page sent (in answer to a POST) is over the 64.0 MB" in text, text
     assert written(workdir) == before
+    # One that announces more is refused on its headers alone, saying its size.
+    await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export everything"')}, "allow")
+    text, is_error = await call(client, "browser_download", {})
+    assert is_error and "the file the page sent (in answer to a POST) is 200 MB, over the 64.0 MB" in text, text
     # The page answers still: the tab was not left waiting on the cancelled answer.
     await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export orders"')}, "allow")
     text, is_error = await call(client, "browser_download", {"path": "again.csv"})
