@@ -17,6 +17,10 @@ const LATE_WINDOW_MS = 80;
 const LATE_NAVIGATION_MS = 1_000;
 // A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
 const NAVIGATION_START_MS = 1_000;
+// How long browser_navigate waits for its navigation to show in the tab (its URL, its pending URL or its status),
+// and from a tab whose last load failed, where only the first two can show it.
+const NAVIGATION_SHOWS_MS = 1_000;
+const NAVIGATION_SHOWS_AFTER_FAILURE_MS = 5_000;
 
 /**
  * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
@@ -253,13 +257,17 @@ export class Loads {
   /** Loads `url` in the tab and waits for that load, not the one that may still be running there. */
   async navigate(tabId, url, signal) {
     const before = await chrome.tabs.get(tabId);
+    // A tab at the error page of a load that failed reads "complete" at that address until the new load commits,
+    // so nothing but the URL or the pending URL can tell that the tab took the new one: wait for them longer (a
+    // busy machine's Chrome took over a second to show either, and the call answered with the error page).
+    const showsMs = this._failed.has(tabId) ? NAVIGATION_SHOWS_AFTER_FAILURE_MS : NAVIGATION_SHOWS_MS;
     throwIfCancelled(signal);
     await chrome.tabs.update(tabId, { url });
     // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one. A tab still
     // "loading" a page that failed (its error page) is not the new load: only a status that changes, the URL, or
     // the pending URL says the tab took the new one.
     const started = (t) => !t || t.url !== before.url || t.pendingUrl === url || (before.status === 'complete' && t.status !== 'complete');
-    await watchTab(tabId, 1000, 50, started);
+    await watchTab(tabId, showsMs, 50, started);
     return this.waitLoaded(tabId, signal, true);
   }
 }
