@@ -132,7 +132,6 @@ export class AgentDownloads {
   }
 
   _hold(tabId, entry) {
-    for (const [other, p] of [...this._pending]) if (Date.now() - p.at > PENDING_MS) this._pending.delete(other);
     if (this._pending.size >= MAX_PENDING && !this._pending.has(tabId)) this._pending.delete(this._pending.keys().next().value);
     this._pending.set(tabId, entry);
     // Untaken, it goes when it can no longer be taken: held bytes are not kept for nothing.

@@ -8,6 +8,7 @@
 // browser_navigate, the most frequent call, does not pay. A download the page starts later is lib/downloads.js's.
 
 import { MAX_HELD_FILE_BYTES } from './downloads.js';
+import { within } from './page-script.js';
 import { fromBase64 } from './tools-files.js';
 
 const READ_BYTES = 1024 * 1024;
@@ -33,14 +34,6 @@ export function isDownload(method, status, headers) {
   if (header(headers, 'content-disposition').trim().toLowerCase().startsWith('attachment')) return true;
   const type = header(headers, 'content-type').split(';')[0].trim().toLowerCase();
   return type !== '' && !SHOWN.test(type);
-}
-
-function withinTime(promise, what) {
-  let timer;
-  const late = new Promise((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ANSWER_MS / 1000} s`)), ANSWER_MS);
-  });
-  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
 }
 
 export class HeldDownloads {
@@ -104,7 +97,7 @@ export class HeldDownloads {
   }
 
   _send(tabId, method, params) {
-    return withinTime(chrome.debugger.sendCommand({ tabId }, method, params), method);
+    return within(ANSWER_MS, chrome.debugger.sendCommand({ tabId }, method, params), method);
   }
 
   async _paused(tabId, p) {

@@ -43,7 +43,7 @@ class LoadWatch {
         this.complete = false;
       } else if (change.status === 'complete') this.complete = true;
       else return;
-      for (const wake of [...this._wake]) wake();
+      this._wakeAll();
     };
     chrome.tabs.onUpdated.addListener(this._listener);
   }
@@ -66,11 +66,15 @@ class LoadWatch {
 
   leave() {
     this.left = true;
-    for (const wake of [...this._wake]) wake();
+    this._wakeAll();
   }
 
   downloaded(entry) {
     this.download = entry;
+    this._wakeAll();
+  }
+
+  _wakeAll() {
     for (const wake of [...this._wake]) wake();
   }
 
