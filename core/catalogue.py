@@ -30,7 +30,8 @@ CATALOGUE_PATH: Final = Path(__file__).resolve().parent.parent / "extension" / "
 class Catalogue:
     """What ``catalogue.json`` says, checked for the shape the pod relies on (the suite checks the rest)."""
 
-    tools: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]  # as advertised: without openab's own ``facts``
+    facts: Mapping[str, Mapping[str, Any]]  # each tool's ``facts`` by its name (docs/extension.md)
     handshake_versions: tuple[str, ...]  # oldest first
     requested_handshake_version: str
     stateless_version: str
@@ -59,10 +60,15 @@ def _string(value: object, what: str) -> str:
 def _tool(value: object, index: int) -> dict[str, Any]:
     if not isinstance(value, dict) or not isinstance(value.get("name"), str):
         raise ValueError(f"tools[{index}] must be an object with a string name")
-    for key in ("inputSchema", "annotations"):
+    for key in ("inputSchema", "annotations", "facts"):
         if not isinstance(value.get(key), Mapping):
             raise ValueError(f"tools[{index}] ({value['name']}) must have an object {key}")
     return value
+
+
+def _advertised(tool: dict[str, Any]) -> dict[str, Any]:
+    """A tool as agents see it: ``facts`` are openab's own and never leave the pod or the extension."""
+    return {key: value for key, value in tool.items() if key != "facts"}
 
 
 def parse(data: object) -> Catalogue:
@@ -70,8 +76,10 @@ def parse(data: object) -> Catalogue:
     if not isinstance(data, dict) or not isinstance(data.get("tools"), list) or not isinstance(data.get("mcp"), dict):
         raise ValueError("the catalogue must be an object with a list `tools` and an object `mcp`")
     mcp = data["mcp"]
+    tools = tuple(_tool(tool, index) for index, tool in enumerate(data["tools"]))
     return Catalogue(
-        tools=tuple(_tool(tool, index) for index, tool in enumerate(data["tools"])),
+        tools=tuple(_advertised(tool) for tool in tools),
+        facts={tool["name"]: tool["facts"] for tool in tools},
         handshake_versions=_strings(mcp.get("handshakeVersions"), "mcp.handshakeVersions"),
         requested_handshake_version=_string(mcp.get("requestedHandshakeVersion"), "mcp.requestedHandshakeVersion"),
         stateless_version=_string(mcp.get("statelessVersion"), "mcp.statelessVersion"),
