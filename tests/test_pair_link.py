@@ -1,10 +1,13 @@
 """The one-click pairing link's gateway side: `GET /pair` (the page a browser without the extension shows) and
 `POST /pair/claim` (a code for the gateway's URL and key), on a real uvicorn on loopback, and the link a real
 `openab run` prints to its terminal. The code is good once, for a while; wrong codes are refused, then rate
-limited per client and for the whole pod; no log line holds a code; a web page cannot claim one.
+limited per client address only, so a right code is never refused (issue 33: wrong codes from other addresses
+once made it 429); no log line holds a code; a web page cannot claim one.
 
-Time is the pod's own monotonic clock, injected into its :class:`PairCodes` (``app.state.pair_codes``), so an
-expiry or a rate limit's window passes without a sleep.
+Clients at other addresses connect from other loopback source addresses (127.0.0.2 and on reach a pod on
+127.0.0.1), so the pod sees them as it sees hosts on a network. Time is the pod's own monotonic clock, injected
+into its :class:`PairCodes` (``app.state.pair_codes``), so an expiry or a rate limit's window passes without a
+sleep.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from openab.core.acp.backend import NoAgentBackend
 from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
-from openab.gateway.pair_link import Claimed, Limited, PairCodes, Wrong
+from openab.gateway.pair_link import MAX_ADDRESSES, Claimed, Limited, PairCodes, Wrong, WrongCodes, address_key
 from openab.gateway.pairing import kept_key_path, pair_link
 from openab.gateway.server import running_server
 
@@ -58,6 +61,12 @@ async def claim(http: httpx.AsyncClient, base: str, code: str, **headers: str) -
     return await http.post(f"{base}/pair/claim", json={"code": code}, headers=headers)
 
 
+def from_address(address: str) -> httpx.AsyncClient:
+    """A client whose connections leave from ``address`` (any of 127.0.0.0/8 reaches a pod on 127.0.0.1): the pod
+    sees each as its own client address, as it would see hosts on a network."""
+    return httpx.AsyncClient(transport=httpx.AsyncHTTPTransport(local_address=address))
+
+
 async def test_a_code_claims_the_url_and_key_once(state: Path) -> None:
     codes = PairCodes()
     code = codes.issue(URL)
@@ -87,41 +96,107 @@ async def test_a_code_expires(state: Path) -> None:
         assert (await claim(http, base, late)).status_code == 403, "an expired code is gone once tried"
 
 
-async def test_wrong_codes_are_rate_limited_per_client_then_the_window_passes(state: Path) -> None:
+async def test_wrong_codes_are_rate_limited_per_address_then_the_window_passes(state: Path) -> None:
     clock = Clock()
     codes = PairCodes(clock=clock)
     code = codes.issue(URL)
-    async with serving(state, codes) as base, httpx.AsyncClient() as http:
+    async with serving(state, codes) as base, from_address("127.0.0.2") as flooder, \
+            from_address("127.0.0.3") as other:
         for _ in range(5):
-            assert (await claim(http, base, secrets.token_urlsafe(18))).status_code == 403
-        limited = await claim(http, base, code)
-        assert limited.status_code == 429 and int(limited.headers["retry-after"]) == 60, \
-            "over the limit even the right code is not compared"
+            assert (await claim(flooder, base, secrets.token_urlsafe(18))).status_code == 403
+        for _ in range(20):
+            limited = await claim(flooder, base, secrets.token_urlsafe(18))
+            assert limited.status_code == 429 and int(limited.headers["retry-after"]) == 60
+            assert "wait 60 s" in limited.json()["error"] and "A right code is always taken" in \
+                limited.json()["error"]
+        wrong = await claim(other, base, secrets.token_urlsafe(18))
+        assert wrong.status_code == 403, "the flood limits the address it came from, no other"
+        clock.now += 59
+        assert (await claim(flooder, base, secrets.token_urlsafe(18))).status_code == 429, \
+            "a wrong code sent while limited counts: the wait ends a window after the flood stops"
         clock.now += 60
-        assert (await claim(http, base, code)).status_code == 200, "the code was not spent by the refusal"
+        assert (await claim(flooder, base, secrets.token_urlsafe(18))).status_code == 403
+        assert (await claim(flooder, base, code)).status_code == 200
 
 
-def test_wrong_codes_from_many_clients_hit_the_pods_own_limit() -> None:
+async def test_a_right_code_is_taken_even_from_an_address_over_its_limit(state: Path) -> None:
+    # A neighbour behind the same NAT, proxy or port-forward shares the person's address: its wrong codes count
+    # there, and the person's right code is still taken.
+    codes = PairCodes()
+    code = codes.issue(URL)
+    async with serving(state, codes) as base, from_address("127.0.0.2") as shared:
+        for _ in range(10):
+            await claim(shared, base, secrets.token_urlsafe(18))
+        assert (await claim(shared, base, secrets.token_urlsafe(18))).status_code == 429
+        assert (await claim(shared, base, code)).json() == {"url": URL, "key": "k" * 43}
+
+
+async def test_wrong_codes_from_many_addresses_never_refuse_the_right_one(state: Path) -> None:
+    # The attack of issue 33: 55 wrong codes from 11 addresses, then the person's own claim from another.
+    codes = PairCodes()
+    code = codes.issue(URL)
+    statuses: list[int] = []
+    async with serving(state, codes) as base:
+        for n in range(2, 13):
+            async with from_address(f"127.0.0.{n}") as attacker:
+                statuses += [(await claim(attacker, base, secrets.token_urlsafe(18))).status_code for _ in range(5)]
+        async with from_address("127.0.0.1") as person:
+            right = await claim(person, base, code)
+    assert right.status_code == 200 and right.json() == {"url": URL, "key": "k" * 43}, \
+        f"the right code after 55 wrong ones from 11 other addresses: {right.status_code} {right.text}"
+    assert statuses == [403] * 55, "no address went over its own limit"
+
+
+async def test_the_table_of_addresses_is_bounded(state: Path) -> None:
+    # Many addresses, each over its limit, in a table of 4: the least recent give way, no table grows.
+    codes = PairCodes(wrong=WrongCodes(max_addresses=4))
+    code = codes.issue(URL)
+    async with serving(state, codes) as base:
+        for n in range(2, 14):
+            async with from_address(f"127.0.0.{n}") as attacker:
+                for _ in range(6):
+                    await claim(attacker, base, secrets.token_urlsafe(18))
+            assert len(codes.wrong) <= 4
+        async with from_address("127.0.0.13") as latest:
+            assert (await claim(latest, base, secrets.token_urlsafe(18))).status_code == 429, "kept: the most recent"
+        async with from_address("127.0.0.2") as first:
+            assert (await claim(first, base, secrets.token_urlsafe(18))).status_code == 403, "gave way"
+        async with from_address("127.0.0.14") as person:
+            assert (await claim(person, base, code)).status_code == 200
+
+
+def test_many_addresses_never_limit_a_new_one_and_the_table_stays_bounded() -> None:
     clock = Clock()
     codes = PairCodes(clock=clock)
     code = codes.issue(URL)
-    for n in range(50):
-        assert codes.claim(secrets.token_urlsafe(18), f"10.0.{n // 250}.{n % 250}") == Wrong()
-    assert isinstance(codes.claim(code, "10.9.9.9"), Limited), "a client that never erred is refused too"
-    clock.now += 60
-    assert codes.claim(code, "10.9.9.9") == Claimed(URL)
+    for n in range(20_000):
+        assert codes.claim(secrets.token_urlsafe(18), f"10.{n // 65536}.{n // 256 % 256}.{n % 256}") == Wrong()
+    assert len(codes.wrong) == MAX_ADDRESSES
+    assert codes.claim(code, "10.9.9.9") == Claimed(URL), "a right code, at once"
+    clock.now += 61
+    codes.claim(secrets.token_urlsafe(18), "10.9.9.8")
+    assert len(codes.wrong) == 1, "addresses whose window passed are dropped"
 
 
-def test_the_stores_are_bounded() -> None:
+def test_an_address_is_counted_as_its_v4_address_or_its_v6_slash_64() -> None:
+    assert address_key("10.1.2.3") == "10.1.2.3"
+    assert address_key("::ffff:10.1.2.3") == "10.1.2.3"
+    assert address_key("2001:db8:1:2:aaaa::1") == address_key("2001:db8:1:2:bbbb::2") == "2001:db8:1:2::/64"
+    assert address_key("2001:db8:1:3::1") != address_key("2001:db8:1:2::1")
+    assert address_key("testclient") == "testclient"
+    wrong = WrongCodes(failures=2)
+    assert wrong.wrong("2001:db8::1", 0) is None and wrong.wrong("2001:db8::2", 0) is None
+    assert wrong.wrong("2001:db8::3", 0) == Limited(60.0, first=True), "one /64 is one address"
+    assert wrong.wrong("2001:db8::4", 1) == Limited(59.0, first=False), "told once per wait"
+    assert wrong.wrong("2001:db8:0:1::1", 1) is None
+
+
+def test_the_codes_are_bounded() -> None:
     codes = PairCodes()
     first = codes.issue(URL)
     for _ in range(8):
         codes.issue(URL)
     assert codes.claim(first, "c") == Wrong(), "the oldest of more than 8 codes is dropped"
-    for n in range(2000):
-        codes = codes if n % 40 else PairCodes()  # under the pod's limit, many clients' counts
-        codes.claim("x" * 24, f"client-{n}")
-    assert len(codes._by_client) <= 1024
 
 
 @pytest.mark.parametrize(("headers", "body", "status"), [
@@ -163,7 +238,11 @@ async def test_no_log_line_holds_a_code(state: Path) -> None:
             assert (await claim(http, base, code)).status_code == 200
             assert (await claim(http, base, code)).status_code == 403
             assert (await claim(http, base, other[::-1])).status_code == 403
-    assert scan.lines > 0 and scan.secrets >= 2, scan.summary()
+            async with from_address("127.0.0.2") as flooder:
+                for _ in range(8):  # the wrong ones, then the limited ones
+                    await claim(flooder, base, secrets.token_urlsafe(18))
+                assert (await claim(flooder, base, other)).status_code == 200
+    assert scan.lines > 0 and scan.secrets >= 12, scan.summary()
     assert scan.leak_count == 0, "\n".join([scan.summary(), *scan.leaks])
 
 
