@@ -48,12 +48,13 @@ class Clock:
 
 
 @contextlib.asynccontextmanager
-async def serving(state: Path, codes: PairCodes, *, key: str | None = "k" * 43) -> AsyncIterator[str]:
+async def serving(state: Path, codes: PairCodes, *, key: str | None = "k" * 43,
+                  proxies: list[str] | None = None) -> AsyncIterator[str]:
     settings = Settings(token=None if key is None else SecretStr(key), insecure_no_key=key is None, port=0,
                         state_dir=state)
     app = create_app(assemble(settings, backend=NoAgentBackend()))
     app.state.pair_codes = codes
-    async with running_server(app, guard=app.state.guard) as base:
+    async with running_server(app, guard=app.state.guard, proxies=proxies) as base:
         yield base
 
 
@@ -145,6 +146,26 @@ async def test_wrong_codes_from_many_addresses_never_refuse_the_right_one(state:
     assert right.status_code == 200 and right.json() == {"url": URL, "key": "k" * 43}, \
         f"the right code after 55 wrong ones from 11 other addresses: {right.status_code} {right.text}"
     assert statuses == [403] * 55, "no address went over its own limit"
+
+
+async def test_behind_a_proxy_the_address_counted_is_the_one_it_forwards_and_only_then(state: Path) -> None:
+    codes = PairCodes()
+    code = codes.issue(URL)
+    async with serving(state, codes, proxies=["127.0.0.2"]) as base, from_address("127.0.0.2") as proxy:
+        for _ in range(5):
+            await claim(proxy, base, secrets.token_urlsafe(18), **{"x-forwarded-for": "203.0.113.7"})
+        assert (await claim(proxy, base, secrets.token_urlsafe(18),
+                            **{"x-forwarded-for": "203.0.113.7"})).status_code == 429
+        assert (await claim(proxy, base, secrets.token_urlsafe(18),
+                            **{"x-forwarded-for": "203.0.113.8"})).status_code == 403, \
+            "the proxy's other clients are not one address"
+        async with from_address("127.0.0.3") as direct:
+            # Not from the proxy: its X-Forwarded-For is its own claim, not believed; it counts as 127.0.0.3.
+            for n in range(5):
+                await claim(direct, base, secrets.token_urlsafe(18), **{"x-forwarded-for": f"198.51.100.{n}"})
+            assert (await claim(direct, base, secrets.token_urlsafe(18),
+                                **{"x-forwarded-for": "198.51.100.9"})).status_code == 429
+        assert (await claim(proxy, base, code, **{"x-forwarded-for": "203.0.113.7"})).status_code == 200
 
 
 async def test_the_table_of_addresses_is_bounded(state: Path) -> None:
