@@ -82,6 +82,7 @@ async def test_a_code_claims_the_url_and_key_once(state: Path) -> None:
         assert first.headers["cache-control"] == "no-store"
         again = await claim(http, base, code)
         assert again.status_code == 403 and "wrong or was used already" in again.json()["error"]
+        assert "start `openab run` again for a new link" in again.json()["error"], "it says what to do"
 
 
 async def test_a_code_expires(state: Path) -> None:
@@ -94,6 +95,7 @@ async def test_a_code_expires(state: Path) -> None:
         clock.now += 1
         expired = await claim(http, base, late)
         assert expired.status_code == 410 and "expired" in expired.json()["error"]
+        assert "start `openab run` again for a new one" in expired.json()["error"], "it says what to do"
         assert (await claim(http, base, late)).status_code == 403, "an expired code is gone once tried"
 
 
