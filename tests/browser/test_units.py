@@ -38,7 +38,7 @@ def element(role: str, name: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("label", "risk"), [
     ("Buy now", "buy"), ("Place order", "order"), ("Pay", "pay"), ("Checkout", "checkout"), ("Send", "send"),
-    ("Post reply", "post"), ("Delete account", "delete"), ("Sign in", "sign in"), ("Log in", "log in"),
+    ("Post reply", "post"), ("Delete account", "delete"), ("Sign in", "sign in"), ("Log in", "sign in"),
     ("Upload photo", "upload"), ("Transfer money", "transfer"), ("Subscribe", "subscribe"),
     ("Preview", None), ("Next page", None), ("Sending tips", None), ("Deleted items", None),
     ("Payment history", None), ("Show more", None),
@@ -46,6 +46,188 @@ def element(role: str, name: str, **extra: Any) -> dict[str, Any]:
 async def test_click_labels(page: Page, label: str, risk: str | None) -> None:
     got = await run(page, "guard.js", "m.classify('browser_click', arg)", element("button", label))
     assert (got and got["risk"]) == risk
+
+
+# Each language's button words as pages write them: (label, risk, said); and its harmless labels.
+RISKY_WORDS: dict[str, list[tuple[str, str, str]]] = {
+    "en": [
+        ("Move to trash", "trash", "move to trash"), ("Discard draft", "trash", "discard"), ("Bin", "trash", "bin"),
+        ("Archive", "archive", "archive"), ("Unsubscribe", "unsubscribe", "unsubscribe"),
+        ("Cancel my subscription", "unsubscribe", "cancel my subscription"),
+        ("Withdraw funds", "transfer", "withdraw"), ("Publish", "publish", "publish"), ("Post", "post", "post"),
+        ("Sign out", "sign out", "sign out"), ("Sign-in", "sign in", "sign-in"), ("Log in", "sign in", "log in"),
+    ],
+    "es": [
+        ("Comprar", "buy", "comprar"), ("Comprar ahora", "buy", "comprar ahora"), ("Eliminar", "delete", "eliminar"),
+        ("Enviar", "send", "enviar"), ("Pagar", "pay", "pagar"), ("Borrar", "delete", "borrar"),
+        ("Mover a la papelera", "trash", "mover a la papelera"),
+        ("Cancelar suscripción", "unsubscribe", "cancelar suscripción"),
+        ("Darse de baja", "unsubscribe", "darse de baja"), ("Cerrar sesión", "sign out", "cerrar sesión"),
+        ("Iniciar sesión", "sign in", "iniciar sesión"), ("Publicar", "publish", "publicar"),
+        ("Transferir", "transfer", "transferir"), ("Retirar", "transfer", "retirar"),
+        ("Archivar", "archive", "archivar"), ("Registrarse", "sign up", "registrarse"),
+        ("Realizar pedido", "order", "realizar pedido"), ("Finalizar compra", "checkout", "finalizar compra"),
+    ],
+    "de": [
+        ("Kaufen", "buy", "kaufen"), ("Jetzt kaufen", "buy", "jetzt kaufen"),
+        ("Zahlungspflichtig bestellen", "order", "zahlungspflichtig bestellen"), ("Löschen", "delete", "löschen"),
+        ("Senden", "send", "senden"), ("Abschicken", "send", "abschicken"),
+        ("In den Papierkorb verschieben", "trash", "in den papierkorb verschieben"),
+        ("Abmelden", "sign out", "abmelden"), ("Anmelden", "sign in", "anmelden"),
+        ("Kündigen", "unsubscribe", "kündigen"), ("Abo kündigen", "unsubscribe", "abo kündigen"),
+        ("Überweisen", "transfer", "überweisen"), ("Veröffentlichen", "publish", "veröffentlichen"),
+        ("Archivieren", "archive", "archivieren"), ("Zur Kasse", "checkout", "zur kasse"),
+        ("Hochladen", "upload", "hochladen"), ("Registrieren", "sign up", "registrieren"),
+        ("Geld abheben", "transfer", "geld abheben"),
+    ],
+    "fr": [
+        ("Acheter", "buy", "acheter"), ("Commander", "order", "commander"), ("Payer", "pay", "payer"),
+        ("Envoyer", "send", "envoyer"), ("Supprimer", "delete", "supprimer"),
+        ("Mettre à la corbeille", "trash", "mettre à la corbeille"),
+        ("Se désabonner", "unsubscribe", "se désabonner"), ("Se déconnecter", "sign out", "se déconnecter"),
+        ("Se connecter", "sign in", "se connecter"), ("Publier", "publish", "publier"),
+        ("Virement", "transfer", "virement"), ("Archiver", "archive", "archiver"),
+        ("S’abonner", "subscribe", "s’abonner"), ("Résilier l'abonnement", "unsubscribe", "résilier l'abonnement"),
+        ("Créer un compte", "sign up", "créer un compte"), ("Retirer des fonds", "transfer", "retirer des fonds"),
+        ("Passer la commande", "order", "passer la commande"),
+    ],
+    "pt": [
+        ("Comprar agora", "buy", "comprar agora"), ("Finalizar compra", "checkout", "finalizar compra"),
+        ("Pagar", "pay", "pagar"), ("Enviar", "send", "enviar"), ("Excluir", "delete", "excluir"),
+        ("Apagar", "delete", "apagar"), ("Mover para a lixeira", "trash", "mover para a lixeira"),
+        ("Cancelar assinatura", "unsubscribe", "cancelar assinatura"),
+        ("Cancelar inscrição", "unsubscribe", "cancelar inscrição"), ("Sair", "sign out", "sair"),
+        ("Entrar", "sign in", "entrar"), ("Cadastre-se", "sign up", "cadastre-se"),
+        ("Publicar", "publish", "publicar"), ("Transferir", "transfer", "transferir"), ("Sacar", "transfer", "sacar"),
+        ("Arquivar", "archive", "arquivar"), ("Inscrever-se", "subscribe", "inscrever-se"),
+    ],
+    "it": [
+        ("Acquista ora", "buy", "acquista ora"), ("Ordina ora", "order", "ordina ora"),
+        ("Procedi al pagamento", "checkout", "procedi al pagamento"), ("Paga", "pay", "paga"),
+        ("Invia", "send", "invia"), ("Elimina", "delete", "elimina"), ("Cancella", "delete", "cancella"),
+        ("Sposta nel cestino", "trash", "sposta nel cestino"), ("Archivia", "archive", "archivia"),
+        ("Annulla iscrizione", "unsubscribe", "annulla iscrizione"), ("Esci", "sign out", "esci"),
+        ("Accedi", "sign in", "accedi"), ("Registrati", "sign up", "registrati"), ("Pubblica", "publish", "pubblica"),
+        ("Esegui bonifico", "transfer", "esegui bonifico"), ("Preleva", "transfer", "preleva"),
+        ("Iscriviti", "subscribe", "iscriviti"), ("Carica", "upload", "carica"),
+    ],
+    "ru": [
+        ("Купить", "buy", "купить"), ("Оформить заказ", "checkout", "оформить заказ"),
+        ("Заказать", "order", "заказать"), ("Оплатить", "pay", "оплатить"), ("Отправить", "send", "отправить"),
+        ("Удалить", "delete", "удалить"), ("Переместить в корзину", "trash", "переместить в корзину"),
+        ("В архив", "archive", "в архив"), ("Отписаться", "unsubscribe", "отписаться"),
+        ("Отменить подписку", "unsubscribe", "отменить подписку"), ("Войти", "sign in", "войти"),
+        ("Выйти", "sign out", "выйти"), ("Зарегистрироваться", "sign up", "зарегистрироваться"),
+        ("Опубликовать", "publish", "опубликовать"), ("Перевести деньги", "transfer", "перевести деньги"),
+        ("Вывести средства", "transfer", "вывести средства"), ("Подписаться", "subscribe", "подписаться"),
+        ("Загрузить", "upload", "загрузить"),
+    ],
+    "ja": [
+        ("購入", "buy", "購入"), ("今すぐ購入", "buy", "購入"), ("注文を確定する", "order", "注文を確定"),
+        ("支払う", "pay", "支払う"), ("削除", "delete", "削除"), ("削除しますか？", "delete", "削除"),
+        ("送信", "send", "送信"), ("ゴミ箱に移動", "trash", "ゴミ箱に移動"), ("登録解除", "unsubscribe", "登録解除"),
+        ("ログアウト", "sign out", "ログアウト"), ("ログイン", "sign in", "ログイン"), ("投稿する", "post", "投稿"),
+        ("公開", "publish", "公開"), ("振込", "transfer", "振込"), ("購入手続きへ", "checkout", "購入手続き"),
+        ("アーカイブ", "archive", "アーカイブ"), ("出金", "transfer", "出金"),
+        ("チャンネル登録", "subscribe", "チャンネル登録"), ("アップロード", "upload", "アップロード"),
+    ],
+    "zh": [
+        ("购买", "buy", "购买"), ("購買", "buy", "購買"), ("立即购买", "buy", "立即购买"),
+        ("提交订单", "order", "提交订单"), ("支付", "pay", "支付"), ("付款", "pay", "付款"),
+        ("删除", "delete", "删除"), ("刪除", "delete", "刪除"), ("发送", "send", "发送"), ("發送", "send", "發送"),
+        ("移至回收站", "trash", "移至回收站"), ("垃圾桶", "trash", "垃圾桶"), ("取消订阅", "unsubscribe", "取消订阅"),
+        ("退出登录", "sign out", "退出登录"), ("登出", "sign out", "登出"), ("登录", "sign in", "登录"),
+        ("登入", "sign in", "登入"), ("发布", "publish", "发布"), ("發布", "publish", "發布"),
+        ("转账", "transfer", "转账"), ("轉帳", "transfer", "轉帳"), ("提现", "transfer", "提现"),
+        ("归档", "archive", "归档"), ("注册", "sign up", "注册"), ("上传", "upload", "上传"),
+    ],
+    "ko": [
+        ("구매하기", "buy", "구매"), ("결제하기", "pay", "결제하기"), ("주문하기", "order", "주문하기"),
+        ("삭제", "delete", "삭제"), ("보내기", "send", "보내기"), ("전송", "send", "전송"),
+        ("휴지통으로 이동", "trash", "휴지통"), ("구독 취소", "unsubscribe", "구독 취소"),
+        ("로그아웃", "sign out", "로그아웃"), ("로그인", "sign in", "로그인"), ("게시", "post", "게시"),
+        ("발행", "publish", "발행"), ("송금", "transfer", "송금"), ("출금", "transfer", "출금"),
+        ("회원가입", "sign up", "회원가입"), ("보관처리", "archive", "보관처리"), ("업로드", "upload", "업로드"),
+    ],
+}
+HARMLESS_WORDS: dict[str, list[str]] = {
+    "en": [
+        "Preview", "Next page", "Sending tips", "Deleted items", "Payment history", "Show more", "Add to cart",
+    ],
+    "es": [
+        "Historial de pagos", "Elementos eliminados", "Enviados", "Mis pedidos", "Ver más", "Cancelar",
+        "Envío gratis", "Configuración", "Añadir al carrito",
+    ],
+    "de": [
+        "Gelöschte Elemente", "Zahlungsverlauf", "Bestellungen", "Gesendet", "Mehr anzeigen", "Einstellungen",
+        "Abbrechen", "In den Warenkorb",
+    ],
+    "fr": [
+        "Éléments supprimés", "Historique des paiements", "Envoyés", "Mes commandes", "Afficher plus", "Annuler",
+        "Paramètres", "Statut : payé", "Ajouter au panier",
+    ],
+    "pt": [
+        "Itens excluídos", "Histórico de pagamentos", "Enviados", "Meus pedidos", "Mostrar mais", "Cancelar",
+        "Configurações", "Adicionar ao carrinho",
+    ],
+    "it": [
+        "Elementi eliminati", "Cronologia pagamenti", "Posta inviata", "I miei ordini", "Mostra altro", "Annulla",
+        "Ordina per prezzo", "Carica altri risultati", "Aggiungi al carrello",
+    ],
+    "ru": [
+        "Удалённые", "Удаленные", "История платежей", "Отправленные", "Корзина", "Добавить в корзину", "Показать ещё",
+        "Отмена", "Настройки", "Входящие", "Перевести страницу",
+    ],
+    "ja": [
+        "送信済み", "削除済みアイテム", "購入履歴", "支払い方法", "注文履歴", "もっと見る", "非公開", "キャンセル",
+        "設定", "カートに入れる", "投稿者", "ログイン中",
+    ],
+    "zh": [
+        "已删除", "已发送", "购买记录", "支付方式", "待付款", "我的订单", "查看更多", "取消", "设置", "加入购物车",
+        "支付宝", "已發布",
+    ],
+    "ko": [
+        "삭제된 항목", "결제 내역", "보낸편지함", "구매내역", "더 보기", "주문 내역", "취소", "설정", "내보내기",
+        "장바구니 담기", "게시판", "로그인 상태 유지",
+    ],
+}
+
+
+@pytest.mark.parametrize(("lang", "label", "risk", "said"),
+                         [(lang, *case) for lang, cases in RISKY_WORDS.items() for case in cases])
+async def test_risky_words_in_each_language(page: Page, lang: str, label: str, risk: str, said: str) -> None:
+    # `said` is quoted in openab's voice: it is our list's word, lower-cased, never more of the page's text.
+    assert await run(page, "risky-words.js", "m.riskyWord(arg)", label) == {"risk": risk, "said": said}
+
+
+@pytest.mark.parametrize(("lang", "label"),
+                         [(lang, label) for lang, labels in HARMLESS_WORDS.items() for label in labels])
+async def test_harmless_words_in_each_language(page: Page, lang: str, label: str) -> None:
+    # History, settings and list pages name a step as a noun or a state: "deleted", "sent", "payment method".
+    assert await run(page, "risky-words.js", "m.riskyWord(arg)", label) is None
+
+
+async def test_risky_words_cover_the_ten_languages_and_only_our_risks(page: Page) -> None:
+    got = await run(page, "risky-words.js", "({langs: Object.keys(m.LANGUAGES), risks: m.RISKS,"
+                    " found: arg.map((l) => m.riskyWord(l)?.risk)})",
+                    [label for cases in RISKY_WORDS.values() for label, _, _ in cases])
+    assert sorted(got["langs"]) == sorted(RISKY_WORDS) == sorted(HARMLESS_WORDS)
+    assert set(got["found"]) <= set(got["risks"])
+    assert {"trash", "archive", "unsubscribe", "transfer", "publish", "post", "sign out"} <= set(got["risks"])
+
+
+@pytest.mark.parametrize(("text", "risk", "said"), [
+    # The first risky word in the text wins; where two start at one place, the longer.
+    ("Löschen oder senden", "delete", "löschen"), ("Enviar y eliminar", "send", "enviar"),
+    ("登録解除", "unsubscribe", "登録解除"), ("Retirer des fonds", "transfer", "retirer des fonds"),
+    # Edges are Unicode-aware: a word glued to letters of any script is another word.
+    ("Payé", None, None), ("Delete\u00e9", None, None), ("x-delete", "delete", "delete"),
+    ("ПЕРЕМЕСТИТЬ В КОРЗИНУ", "trash", "переместить в корзину"), ("Se  déconnecter", "sign out", "se déconnecter"),
+    ("", None, None), (None, None, None),
+])
+async def test_risky_words_order_and_edges(page: Page, text: str | None, risk: str | None, said: str | None) -> None:
+    got = await run(page, "risky-words.js", "m.riskyWord(arg)", text)
+    assert got == (risk and {"risk": risk, "said": said})
 
 
 async def test_submit_controls_are_risky_whatever_they_say(page: Page) -> None:
