@@ -57,7 +57,8 @@ def transfers(root: Path, clock: Clock | None = None, **limits: float) -> Transf
 
 
 def listing(folder: Path) -> list[str]:
-    return sorted(p.name for p in folder.iterdir())
+    """The files under ``folder``, by their paths relative to it (a download lands in its ``downloads/``)."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if not p.is_dir())
 
 
 # -- paths under attack -----------------------------------------------------------------------------------------
@@ -277,7 +278,8 @@ async def test_a_digest_or_size_mismatch_removes_the_file(root: Path) -> None:
 
 async def test_names_are_made_safe_and_never_replace_a_file(root: Path) -> None:
     work = root / "a"
-    (work / "report.pdf").write_text("the agent's own")
+    (work / "downloads").mkdir()
+    (work / "downloads" / "report.pdf").write_text("the agent's own")
     files = transfers(root)
     placed = []
     for name in ("../../report.pdf", "report.pdf", "\x1b]0;owned\x07.bashrc", "", "a/b\\c.txt"):
@@ -290,9 +292,10 @@ async def test_names_are_made_safe_and_never_replace_a_file(root: Path) -> None:
         placed.append(result.path)
         assert stat.S_IMODE((work / result.path).stat().st_mode) == 0o600
         assert (work / result.path).read_bytes() == body
-    assert placed == ["report (1).pdf", "report (2).pdf", "]0;owned.bashrc", "f.bin", "c.txt"]
-    assert (work / "report.pdf").read_text() == "the agent's own"
-    assert not [p for p in listing(work) if p.startswith(TEMP_PREFIX)]
+    assert placed == ["downloads/report (1).pdf", "downloads/report (2).pdf", "downloads/]0;owned.bashrc",
+                      "downloads/f.bin", "downloads/c.txt"]
+    assert (work / "downloads" / "report.pdf").read_text() == "the agent's own"
+    assert not [p for p in listing(work) if TEMP_PREFIX in p]
 
 
 async def test_the_agents_path_names_the_file_in_a_folder_of_the_working_folder(root: Path) -> None:

@@ -121,6 +121,12 @@ def text(result: CallToolResult) -> str:
     return text_of(result)
 
 
+def files_in(work: Path) -> list[str]:
+    """The files in a working folder, at any depth, by their relative paths; the browser socket's own left out."""
+    return sorted(str(p.relative_to(work)) for p in work.rglob("*")
+                  if not p.is_dir() and not p.name.startswith(".openab-browser"))
+
+
 async def upload_and_download(pod: Pod, browser: Browser, client: Client) -> None:
     """One upload and one download, as the contract says they go, and their audit records."""
     work = workdir(pod, browser.session_id)
@@ -144,20 +150,20 @@ async def upload_and_download(pod: Pod, browser: Browser, client: Client) -> Non
     sent, _ = browser.uploads[-1]
     assert sent["file"]["max_bytes"] == pod.settings.max_file_bytes and sent["url"] == "https://shop.test/invoice?id=7"
     down = hashlib.sha256(browser.download_body).hexdigest()
-    assert text(result) == (f"Downloaded from https://shop.test/invoice?id=7 to invoice.pdf in your working folder: "
-                            f"{CHUNK + 7} bytes, sha256 {down}, type application/pdf. Read it there with your own "
-                            "tools.")
-    placed = work / "invoice.pdf"
+    assert text(result) == (f"Downloaded from https://shop.test/invoice?id=7 to downloads/invoice.pdf in your working "
+                            f"folder: {CHUNK + 7} bytes, sha256 {down}, type application/pdf. Read it there with your "
+                            "own tools.")
+    placed = work / "downloads" / "invoice.pdf"
     assert placed.read_bytes() == browser.download_body
     assert stat.S_IMODE(placed.stat().st_mode) == 0o600
-    assert sorted(p.name for p in work.iterdir() if not p.name.startswith(".openab-browser")) == [
-        "invoice.pdf", "report.bin"]
+    assert sorted(str(p.relative_to(work)) for p in work.rglob("*") if not p.name.startswith(".openab-browser")) == [
+        "downloads", "downloads/invoice.pdf", "report.bin"]
     assert len(pod.files or ()) == 0  # both transfers forgotten with their calls
 
     records = [r for r in read_records(pod.settings.state_dir) if "file" in r]
     assert [r["file"] for r in records[-2:]] == [
         {"name": "report.bin", "size": len(body), "sha256": digest},
-        {"name": "invoice.pdf", "size": CHUNK + 7, "sha256": down},
+        {"name": "downloads/invoice.pdf", "size": CHUNK + 7, "sha256": down},
     ]
 
 
@@ -169,10 +175,11 @@ async def test_an_upload_and_a_download_through_the_proxy(capsys: pytest.Capture
         # `openab audit SESSION` shows each file call's file: its name, size and the start of its digest.
         assert main(["audit", browser.session_id, "--state-dir", str(state_dir)]) == 0
         lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["TIME", "TOOL", "STATE", "SITE", "OUTCOME", "MS", "GUARD", "ARGS", "FILE"]
+    header = lines[0].split()  # the other columns are tests/test_audit.py's
+    assert header[:2] == ["TIME", "TOOL"] and header[-1] == "FILE", header
     upload, download = lines[-2], lines[-1]
     assert "browser_upload" in upload and f"report.bin {CHUNK * 2 + 12345} B sha256:" in upload
-    assert "browser_download" in download and f"invoice.pdf {CHUNK + 7} B sha256:" in download
+    assert "browser_download" in download and f"downloads/invoice.pdf {CHUNK + 7} B sha256:" in download
 
 
 async def test_an_upload_and_a_download_through_the_bridge() -> None:
@@ -241,8 +248,7 @@ async def test_a_digest_mismatch_removes_the_download() -> None:
         browser.reported = {"sha256": "ab" * 32}
         result = await client.call_tool("browser_download", {"ref": "e3", "path": "bill.pdf"})
         assert result.is_error and "sha256 the browser gave is not" in text(result) and "removed" in text(result)
-        assert [p.name for p in workdir(gateway.pod, browser.session_id).iterdir()
-                if not p.name.startswith(".openab-browser")] == []
+        assert files_in(workdir(gateway.pod, browser.session_id)) == []
 
 
 async def test_a_write_past_the_cap_fails_the_call_and_leaves_nothing() -> None:
@@ -252,8 +258,7 @@ async def test_a_write_past_the_cap_fails_the_call_and_leaves_nothing() -> None:
         assert result.is_error
         assert "over the cap of 1000 bytes" in text(result), text(result)
         assert browser.uploads[-1][0]["file"]["max_bytes"] == 1000
-        assert [p.name for p in workdir(gateway.pod, browser.session_id).iterdir()
-                if not p.name.startswith(".openab-browser")] == []
+        assert files_in(workdir(gateway.pod, browser.session_id)) == []
 
 
 async def test_a_download_that_stops_sending_fails_and_is_cancelled_in_the_browser() -> None:
@@ -265,8 +270,7 @@ async def test_a_download_that_stops_sending_fails_and_is_cancelled_in_the_brows
         # Cancelled in the browser (the tunnel's mcp/cancel, which the fake reads in its own task), and the partial
         # file removed.
         await eventually(lambda: browser.ext.cancelled, what="the download's mcp/cancel at the extension")
-        assert [p.name for p in workdir(gateway.pod, browser.session_id).iterdir()
-                if not p.name.startswith(".openab-browser")] == []
+        assert files_in(workdir(gateway.pod, browser.session_id)) == []
 
 
 async def test_a_third_transfer_at_once_in_a_session_is_refused_and_the_slot_comes_back() -> None:
@@ -303,15 +307,17 @@ async def test_closing_the_session_mid_download_removes_its_partial_file() -> No
         browser.download_body = b"z" * 10
         browser.stall_after_first_write = True
         call = asyncio.ensure_future(client.call_tool("browser_download", {"url": "https://shop.test/f"}))
-        await eventually(lambda: any(p.name.startswith(".openab-download-") for p in work.iterdir()),
+        downloads = work / "downloads"  # no path given: the temporary file is made where the file will land
+        await eventually(lambda: downloads.is_dir() and any(p.name.startswith(".openab-download-")
+                                                            for p in downloads.iterdir()),
                          what="the download's temporary file")
-        await eventually(lambda: any(p.stat().st_size == 10 for p in work.iterdir()
+        await eventually(lambda: any(p.stat().st_size == 10 for p in downloads.iterdir()
                                      if p.name.startswith(".openab-download-")), what="its first chunk")
         await browser.ext.request("session/close", {"sessionId": browser.session_id})
         # The eviction failed the transfer before session/close answered; the call's endpoint closed with the
         # session, so what the agent's client makes of it is its own business.
         assert len(gateway.pod.files or ()) == 0
-        assert not [p for p in work.iterdir() if p.name.startswith(".openab-download-")]
+        assert files_in(work) == []
         call.cancel()
         with contextlib.suppress(BaseException):
             await call

@@ -14,6 +14,7 @@ ends it with that reason. Every refusal and failure is an ``isError`` result tha
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
@@ -30,6 +31,7 @@ FILE_TOOLS: Final = frozenset({UPLOAD_TOOL, DOWNLOAD_TOOL})
 _POD_ONLY: Final = ("path", "file")
 _MAX_URL_CHARS: Final = 8192
 _CANCEL_WAIT: Final = 5.0
+_MAX_NAME_SHOWN: Final = 200
 
 Send = Callable[[dict[str, Any]], Awaitable[Any]]
 """Sends the call down the tunnel with the arguments given; returns the browser's result as it came."""
@@ -144,7 +146,13 @@ class FileCall:
         self.audit = {"name": placed.path, "size": placed.size, "sha256": placed.sha256}
         source = f" from {placed.url}" if placed.url else ""
         text = (f"Downloaded{source} to {placed.path} in your working folder: {placed.size} bytes, sha256 "
-                f"{placed.sha256}, type {placed.type}. Read it there with your own tools.")
+                f"{placed.sha256}, type {placed.type}.")
+        if placed.renamed_from is not None:
+            # The page's words, quoted and escaped: the name is the page's choice, never openab's.
+            text += (f" The server named it {json.dumps(placed.renamed_from[:_MAX_NAME_SHOWN])}; a page chooses that "
+                     "name, so it lands renamed: no folders, no dot or space first, never a name agent CLIs or "
+                     "tools read as instructions or config.")
+        text += " Read it there with your own tools."
         out: dict[str, Any] = {"content": [{"type": "text", "text": text}]}
         kept = {k: v for k, v in meta.items() if k != META_DOWNLOAD} if isinstance(meta, dict) else {}
         if kept:

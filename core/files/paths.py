@@ -14,12 +14,20 @@ Neither is trusted. The rules (docs/files.md, "Paths"):
 
 Downloads are written to a temporary file made ``O_EXCL``, 0600, in the folder they will end in, then renamed
 into a name that never replaces an existing file (``name (1).ext``).
+
+Where a download lands, and under what name (docs/files.md, "Where downloads land"): an agent CLI reads files of
+the folder it runs in as its instructions and config (``AGENTS.md``, ``.mcp.json``, ``conftest.py``...), and a
+page chooses a download's name. So a download the agent gave no ``path`` lands in :data:`DOWNLOADS_FOLDER`, never
+the working folder's root, and no download ever lands under a name of :data:`READ_AS_INSTRUCTIONS` or one that
+starts with a dot or a space, however it is spelled: a page's name is renamed (:func:`safe_name`), an agent's
+``path`` refused with the name it could use instead (:func:`download_target`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fnmatch
 import os
 import secrets
 import stat
@@ -31,14 +39,20 @@ from typing import Final
 from ..errors import FileRefused
 
 __all__ = [
+    "DOWNLOADS_FOLDER",
     "MAX_NAME_BYTES",
+    "READ_AS_INSTRUCTIONS",
     "TEMP_PREFIX",
     "Folder",
     "Opened",
     "create_temp",
+    "download_target",
+    "inert_name",
+    "open_download_folder",
     "open_folder",
     "open_upload",
     "place",
+    "read_as_instructions",
     "remove",
     "safe_name",
     "split_path",
@@ -52,10 +66,113 @@ TEMP_PREFIX: Final = ".openab-download-"
 _MAX_COPIES: Final = 1000
 _DIR_FLAGS: Final = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
+DOWNLOADS_FOLDER: Final = "downloads"
+"""Where a download lands when the agent gave no ``path``: a folder of its own in the working folder, made 0700."""
+
+READ_AS_INSTRUCTIONS: Final[tuple[str, ...]] = (
+    # Agent CLIs' instructions: read from the folder they run in (and its subfolders), obeyed as the person's.
+    "AGENTS.md", "AGENT.md", "CLAUDE.md", "CLAUDE.local.md", "GEMINI.md", "QWEN.md", "CRUSH.md",
+    "copilot-instructions.md", ".cursorrules", ".windsurfrules", ".clinerules", ".roorules", ".goosehints",
+    # Their config: an MCP server entry is a command the CLI runs; a settings file can allow every tool.
+    ".mcp.json", "mcp.json", "opencode.json", "opencode.jsonc", "crush.json", ".aider*", ".cursor", ".codex",
+    ".claude", ".gemini", ".qwen", ".vscode", ".github", ".continue", ".roo", ".kiro", ".amazonq", ".windsurf",
+    ".opencode", ".crush", ".idea", ".zed",
+    # Test runners and Python's own start: code they import, or settings they obey, in the folder they run in.
+    "conftest.py", "pytest.ini", ".pytest.ini", "pyproject.toml", "setup.py", "setup.cfg", "tox.ini", "noxfile.py",
+    "sitecustomize.py", "usercustomize.py", "*.pth", ".coveragerc", ".pdbrc",
+    # Builds and package managers: scripts they run, registries and tokens they use.
+    "package.json", "Makefile", "GNUmakefile", "justfile", ".npmrc", ".yarnrc", ".yarnrc.yml", "bunfig.toml",
+    ".pypirc", "pip.conf",
+    # Environments (dotenv, direnv's .envrc runs), git (hooks, config, CI workflows) and shells' start files.
+    ".env*", ".git*", ".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile", ".zshrc", ".zshenv",
+    ".zprofile", ".zlogin", ".inputrc", ".netrc",
+)
+"""Names (``*`` patterns) a download never lands under: agent CLIs, test runners, build tools or shells read them
+as instructions, config or code to run. Matched by :func:`read_as_instructions`, whatever the case, the Unicode
+form, and the dots, spaces and invisible characters around them; an entry with a leading dot matches a name that
+had one, however many dots and spaces came first (``". .mcp.json"``, ``"\\u200b.env"``)."""
+
+_PATTERNS: Final = tuple((entry, entry.casefold()) for entry in READ_AS_INSTRUCTIONS)
+INERT_PREFIX: Final = "download-"
+# Characters no font shows that NFKC keeps: Hangul fillers, the braille blank, the combining grapheme joiner, the
+# Khmer inherent vowels, the Mongolian vowel separator (Cf in newer Unicode, Mn or Zs in some older ones).
+_BLANKS: Final = frozenset("\u115f\u1160\u3164\uffa0\u2800\u034f\u17b4\u17b5\u180e")
+# Removed from a name: controls, format characters (zero-width, bidi), surrogates, private and unassigned code
+# points, line and paragraph separators.
+_REMOVED: Final = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
 
 def _has_control(text: str) -> bool:
     # Cc: C0 and C1 controls, DEL. Cf: format characters (a right-to-left override makes "fdp.exe" read "exe.pdf").
     return any(unicodedata.category(c) in ("Cc", "Cf") for c in text)
+
+
+def _visible(name: str) -> str:
+    """``name`` as a reader may see it: NFKC (a fullwidth dot is a dot, a ligature its letters), with nothing that
+    shows no glyph, every space-like character a plain space. Repeated, as a removal can make a new composition."""
+    for _ in range(4):
+        folded = "".join(" " if unicodedata.category(c) == "Zs" or c.isspace() else c
+                         for c in unicodedata.normalize("NFKC", name)
+                         if unicodedata.category(c) not in _REMOVED and c not in _BLANKS)
+        if folded == name:
+            break
+        name = folded
+    return name
+
+
+def read_as_instructions(name: str) -> str | None:
+    """The entry of :data:`READ_AS_INSTRUCTIONS` that ``name`` (one part of a path) is, or ``None``: compared in
+    its :func:`_visible` form, casefolded, without the dots and spaces at either end (a file system or a reader
+    may drop a trailing one); an entry with a leading dot also matches when ``name`` began with a dot."""
+    visible = _visible(name).casefold()
+    bare = visible.strip(" .")
+    forms = [bare]
+    if "." in visible[: len(visible) - len(visible.lstrip(" ."))]:
+        forms.append("." + bare)
+    for entry, pattern in _PATTERNS:
+        if any(fnmatch.fnmatchcase(form, pattern) for form in forms):
+            return entry
+    return None
+
+
+def inert_name(name: str) -> str:
+    """``name``, renamed so that nothing reads it as instructions: :data:`INERT_PREFIX` before it, and ``.txt``
+    after when its extension alone is what is read (``*.pth``). The result is never refused."""
+    inert = INERT_PREFIX + name.strip(" .")
+    if read_as_instructions(inert) is not None:
+        inert += ".txt"
+    return inert
+
+
+def download_target(path: str) -> tuple[tuple[str, ...], str]:
+    """The folder parts and the name of the agent's ``path`` for a download, or :class:`FileRefused`: the rules
+    of :func:`split_path`, and no part starting with a dot or a space, showing nothing, or read as instructions
+    (:data:`READ_AS_INSTRUCTIONS`), in any spelling. Refused, not renamed: the agent chose the name, and picks
+    another with the one the error suggests."""
+    parts, name = split_path(path)
+    for part in parts:
+        _check_part(part, path, "folder")
+    _check_part(name, path, "file")
+    return parts, name
+
+
+def _check_part(part: str, path: str, what: str) -> None:
+    visible = _visible(part)
+    bare = visible.strip(" .")
+    if not bare:
+        raise FileRefused(f"the {what} name {part!r} in {path!r} shows nothing once its dots, spaces and invisible "
+                          "characters are read: give a name with letters, e.g. report.pdf")
+    entry = read_as_instructions(part)
+    if entry is not None:
+        where = "under that name" if what == "file" else "in or under that folder"
+        raise FileRefused(f"{part!r} in {path!r} is a {what} name agent CLIs, test runners or shells read as "
+                          f"instructions or config ({entry}), so a download never lands {where}: give another "
+                          f"name, e.g. {inert_name(bare)!r}, or leave `path` out (the file then lands in "
+                          f"{DOWNLOADS_FOLDER}/ under a safe name)")
+    if visible[0] in " .":
+        raise FileRefused(f"the {what} name {part!r} in {path!r} starts with a dot or a space: a download never "
+                          "lands hidden (agent CLIs and other tools keep their config in such names): give one "
+                          f"without, e.g. {bare!r}")
 
 
 def split_path(path: str) -> tuple[tuple[str, ...], str]:
@@ -97,6 +214,14 @@ class Folder:
         os.close(self.fd)
 
 
+def _open_root(workdir: Path) -> int:
+    try:
+        return os.open(workdir, _DIR_FLAGS)
+    except FileNotFoundError:
+        raise FileRefused("your working folder does not exist yet: nothing can be uploaded from it or downloaded "
+                          "into it") from None
+
+
 def open_folder(workdir: Path, parts: tuple[str, ...]) -> Folder:
     """The folder ``parts`` name inside ``workdir``, opened without following a link at any step.
 
@@ -104,11 +229,7 @@ def open_folder(workdir: Path, parts: tuple[str, ...]) -> Folder:
     is resolved first, then every real folder on the way is opened ``O_NOFOLLOW`` from the one above, so a link
     put there after the resolution makes the open fail rather than leave the folder.
     """
-    try:
-        root_fd = os.open(workdir, _DIR_FLAGS)
-    except FileNotFoundError:
-        raise FileRefused("your working folder does not exist yet: nothing can be uploaded from it or downloaded "
-                          "into it") from None
+    root_fd = _open_root(workdir)
     try:
         relative: tuple[str, ...] = ()
         if parts:
@@ -143,6 +264,62 @@ def open_folder(workdir: Path, parts: tuple[str, ...]) -> Folder:
         with contextlib.suppress(OSError):
             os.close(root_fd)
         raise
+
+
+def open_download_folder(workdir: Path, parts: tuple[str, ...] | None) -> Folder:
+    """The folder a download is written in: the one the agent's ``path`` names (``parts``, from
+    :func:`download_target`), else :data:`DOWNLOADS_FOLDER`, made 0700 when missing. Neither is ever reached
+    through a link to a folder :func:`download_target` would refuse (``docs -> .github``); the downloads folder is
+    never a link at all (one planted there is refused, not followed), nor a file."""
+    if parts is None or parts[:1] == (DOWNLOADS_FOLDER,):
+        downloads = _open_downloads(workdir)
+        if parts is None or len(parts) == 1:
+            return downloads
+        downloads.close()  # made if it was missing; the folders under it are the agent's to make
+    folder = open_folder(workdir, parts)
+    try:
+        for part in folder.relative:  # where its links led: the rules hold for the real folders too
+            _check_part(part, "/".join(folder.relative), "folder")
+    except BaseException:
+        folder.close()
+        raise
+    return folder
+
+
+def _open_downloads(workdir: Path) -> Folder:
+    root_fd = _open_root(workdir)
+    made = False
+    shown = f"{DOWNLOADS_FOLDER}/ in your working folder"
+    try:
+        try:
+            # mkdirat never follows a link at its last part: one planted there makes it fail (EEXIST), and the
+            # O_NOFOLLOW open below refuses it.
+            os.mkdir(DOWNLOADS_FOLDER, 0o700, dir_fd=root_fd)
+            made = True
+        except FileExistsError:
+            pass
+        except OSError as exc:
+            raise FileRefused(f"{shown} cannot be made: {exc.strerror}; give a `path` in an existing folder") from None
+        try:
+            fd = os.open(DOWNLOADS_FOLDER, _DIR_FLAGS, dir_fd=root_fd)
+        except OSError as exc:
+            if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                raise FileRefused(f"{shown} cannot be opened: {exc.strerror}") from None
+            # A link fails O_NOFOLLOW | O_DIRECTORY with either error; which it is only changes the words.
+            try:
+                link = stat.S_ISLNK(os.stat(DOWNLOADS_FOLDER, dir_fd=root_fd, follow_symlinks=False).st_mode)
+            except OSError:
+                link = False
+            if link:
+                raise FileRefused(f"{shown} is a symbolic link, which is never followed: remove the link (downloads "
+                                  "land in a real folder of that name), or give a `path`") from None
+            raise FileRefused(f"{shown} is a file, not a folder: move it away (downloads land in that folder), or "
+                              "give a `path`") from None
+    finally:
+        os.close(root_fd)
+    if made:
+        os.fchmod(fd, 0o700)  # whatever the umask let through
+    return Folder(fd, (DOWNLOADS_FOLDER,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,20 +371,24 @@ def open_upload(workdir: Path, path: str, max_bytes: int) -> Opened:
 
 
 def safe_name(suggested: str, *, default: str = "download") -> str:
-    """A page's name for a file, made fit for a folder: its last part only (no ``/`` or ``\\``), no control or
-    format characters, no leading dot or space, at most :data:`MAX_NAME_BYTES` bytes (the extension kept)."""
-    name = suggested.replace("\\", "/").rsplit("/", 1)[-1]
-    name = "".join(c for c in name if unicodedata.category(c) not in ("Cc", "Cf"))
-    name = name.strip().lstrip(".").strip()
-    if not name or name in (".", ".."):
-        return default
-    encoded = name.encode("utf-8", "replace")
-    if len(encoded) <= MAX_NAME_BYTES:
-        return encoded.decode("utf-8")
-    stem, dot, ext = name.rpartition(".")
-    ext_bytes = (dot + ext).encode("utf-8", "replace") if stem and len(ext) <= 16 else b""
-    keep = encoded[: MAX_NAME_BYTES - len(ext_bytes)].decode("utf-8", "ignore")
-    return keep.rstrip() + ext_bytes.decode("utf-8")
+    """A page's name for a file, made fit to land in a folder an agent works in: in its :func:`_visible` form
+    (NFKC, nothing invisible), its last part only (no ``/`` or ``\\``, fullwidth ones included), no dot or space at
+    either end however many there were, at most :data:`MAX_NAME_BYTES` bytes (the extension kept), and renamed by
+    :func:`inert_name` when it is, or was before its dots went, a name of :data:`READ_AS_INSTRUCTIONS`."""
+    last = _visible(suggested).replace("\\", "/").rsplit("/", 1)[-1]
+    if not last.strip(" ."):
+        last = _visible(default).replace("\\", "/").rsplit("/", 1)[-1]
+    name = last.strip(" .") or "download"
+    encoded = name.encode("utf-8")
+    if len(encoded) > MAX_NAME_BYTES:
+        stem, dot, ext = name.rpartition(".")
+        ext_bytes = (dot + ext).encode("utf-8") if stem and len(ext) <= 16 else b""
+        keep = encoded[: MAX_NAME_BYTES - len(ext_bytes)].decode("utf-8", "ignore")
+        name = keep.rstrip(" .") + ext_bytes.decode("utf-8")
+    # The name as given (". .mcp.json": dotted) and as cut (its last characters may make one: "x.pth.zzz...").
+    if read_as_instructions(last) is not None or read_as_instructions(name) is not None:
+        name = inert_name(name)
+    return name
 
 
 def create_temp(folder: Folder) -> tuple[int, str]:

@@ -33,7 +33,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ..errors import FileRefused, TransferInvalid
-from .paths import Folder, create_temp, open_folder, open_upload, place, remove, safe_name, split_path
+from .paths import (
+    Folder,
+    create_temp,
+    download_target,
+    open_download_folder,
+    open_upload,
+    place,
+    remove,
+    safe_name,
+    split_path,
+)
 
 if TYPE_CHECKING:
     from ..settings import Settings
@@ -126,13 +136,15 @@ class Ledger:
 
 @dataclass(frozen=True, slots=True)
 class Placed:
-    """A finished download: where it is (relative to the working folder) and what the browser said of it."""
+    """A finished download: where it is (relative to the working folder) and what the browser said of it;
+    ``renamed_from``: the server's name for it, when that name could not land as given (docs/files.md)."""
 
     path: str
     size: int
     sha256: str
     type: str
     url: str
+    renamed_from: str | None = None
 
 
 def _shown(text: object, default: str = "") -> str:
@@ -242,15 +254,16 @@ class Transfers:
 
     def open_download(self, session_id: str, path: str | None) -> Transfer:
         """A download's transfer: its temporary file made (0600, ``O_EXCL``) in the folder ``path`` names (the
-        working folder itself without one), and its cap: the file cap, or what the session has left if less."""
-        parts, name = split_path(path) if path is not None else ((), "")
+        downloads folder without one), and its cap: the file cap, or what the session has left if less."""
+        # The path's own rules first: they need no slot.
+        parts, name = download_target(path) if path is not None else (None, "")
         self.ledger.admit(session_id)
         folder: Folder | None = None
         try:
             cap = min(self.limits.max_file_bytes, self.ledger.left(session_id))
             if cap <= 0:
                 self.ledger.reserve(session_id, 1)  # raises, saying what is left
-            folder = open_folder(self._workdir(session_id), parts)
+            folder = open_download_folder(self._workdir(session_id), parts)
             fd, temp = create_temp(folder)
             self.ledger.reserve(session_id, cap)
         except BaseException:
@@ -372,7 +385,9 @@ class Transfers:
             raise FileRefused(f"{transfer.failure}; the file was removed: download it again")
         url = _shown(reported.get("url"))
         fallback = safe_name(url.split("?", 1)[0].split("#", 1)[0]) if url else "download"
-        name = transfer.name or safe_name(_shown(reported.get("name")), default=fallback)
+        suggested = _shown(reported.get("name"))
+        name = transfer.name or safe_name(suggested, default=fallback)
+        renamed_from = suggested if not transfer.name and suggested and name != suggested else None
         assert transfer.folder is not None and transfer.temp is not None
         try:
             os.fsync(transfer.fd)  # on disk before it has a name the agent trusts
@@ -382,7 +397,7 @@ class Transfers:
             raise FileRefused(f"{transfer.failure}; the download was removed") from None
         transfer.temp = None  # it has its name now: never removed as partial
         kind = _shown(reported.get("type")) or mimetypes.guess_type(final)[0] or "application/octet-stream"
-        return Placed(transfer.folder.shown(final), transfer.moved, written, kind, url)
+        return Placed(transfer.folder.shown(final), transfer.moved, written, kind, url, renamed_from)
 
     def end(self, transfer: Transfer) -> None:
         """The call ended (any way): the id is forgotten, the files closed, a download not placed removed."""

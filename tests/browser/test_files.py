@@ -11,10 +11,13 @@ working folder; what the extension asked of the pod is read off the tapped /acp 
 from __future__ import annotations
 
 import hashlib
+import http.server
+import json
 import stat
 import urllib.error
+import urllib.parse
 import urllib.request
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from openab.core.statedir import session_workdir
 from openab.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
-from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, stage_extension
+from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, serving, stage_extension
 from .live_pod import KEY, LiveGateway, TappedSocket, call
 from .test_panel import guard_said, in_background, result_text
 from .test_tools import ref_of
@@ -223,8 +226,10 @@ def fetched_without_the_browser(url: str) -> int:
         return e.code
 
 
-def written(workdir: Path) -> set[str]:
-    return {p.name for p in workdir.iterdir()}
+def written(folder: Path) -> set[str]:
+    """Every file under ``folder``, by its path relative to it: a download lands in the working folder's
+    ``downloads/`` unless the agent gave a path."""
+    return {str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file()}
 
 
 async def test_a_download_goes_with_the_persons_cookie_into_the_working_folder(
@@ -236,9 +241,9 @@ async def test_a_download_goes_with_the_persons_cookie_into_the_working_folder(
     writes = asked(gateway, WRITE)
     text, is_error = await call(client, "browser_download", {"url": private})
     assert not is_error, text
-    path = workdir / "report.csv"
+    path = workdir / "downloads" / "report.csv"  # no path given: the downloads folder, under the server's name
     assert path.read_bytes() == PRIVATE_REPORT
-    assert sha256(PRIVATE_REPORT) in text and "report.csv" in text
+    assert sha256(PRIVATE_REPORT) in text and " to downloads/report.csv in your working folder" in text, text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     assert asked(gateway, WRITE) - writes == -(-len(PRIVATE_REPORT) // (512 * 1024))  # chunks of 512 KiB
 
@@ -262,11 +267,69 @@ async def test_a_server_given_name_stays_in_the_folder_and_readable(
     before = written(workdir)
     text, is_error = await call(client, "browser_download", {"url": f"{site}/files/odd-name"})
     assert not is_error, text
-    [name] = written(workdir) - before
-    assert (workdir / name).read_bytes() == PLAIN_REPORT
-    assert "/" not in name and not name.startswith(".") and all(ord(c) >= 32 and ord(c) != 127 for c in name), name
+    [landed] = written(workdir) - before
+    assert (workdir / landed).read_bytes() == PLAIN_REPORT
+    folder, name = landed.split("/")
+    assert folder == "downloads" and f" to {landed} in your working folder" in text, text
+    assert not name.startswith(".") and all(ord(c) >= 32 and ord(c) != 127 for c in name), name
     assert "evil" in name and name != ODD_NAME
     assert not any("evil" in p.name for p in workdir.parent.rglob("*") if workdir not in p.parents and p != workdir)
+
+
+class _NamingHandler(http.server.BaseHTTPRequestHandler):
+    """A server that names its file what the query says (`/named?name=...`), as a hostile page's server may."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        [name] = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)["name"]
+        self.send_response(200)
+        self.send_header("content-type", "application/octet-stream")
+        self.send_header("content-length", str(len(PLAIN_REPORT)))
+        self.send_header("content-disposition", f"attachment; filename*=UTF-8''{urllib.parse.quote(name, safe='')}")
+        self.end_headers()
+        self.wfile.write(PLAIN_REPORT)
+
+
+@pytest.fixture(scope="module")
+def naming_site() -> Iterator[str]:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NamingHandler)
+    server.daemon_threads = True
+    with serving(server) as port:
+        yield f"http://127.0.0.1:{port}"
+
+
+def instructions_in(workdir: Path) -> list[str]:
+    """Every file or folder in the working folder (at any depth) an agent CLI would read as its instructions or
+    config, whatever the case: what a page must never plant."""
+    read = {"agents.md", ".mcp.json", "mcp.json", ".env", "conftest.py", "claude.md"}
+    return sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if p.name.casefold() in read)
+
+
+async def test_a_server_named_dotfile_or_agent_instructions_lands_renamed_in_the_downloads_folder(
+        client: Client, workdir: Path, naming_site: str) -> None:
+    # The server names its file to be read by the agent's CLI: a dotfile behind dots and spaces, instructions.
+    for served, landed in ((". .mcp.json", "download-mcp.json"), ("AGENTS.md", "download-AGENTS.md"),
+                           (" . .env", "download-env"), ("conftest.py", "download-conftest.py")):
+        url = f"{naming_site}/named?name={urllib.parse.quote(served)}"
+        text, is_error = await call(client, "browser_download", {"url": url})
+        assert not is_error, text
+        # Where it landed, in the pod's words: the path relative to the working folder, and the server's name quoted.
+        assert f" to downloads/{landed} in your working folder: {len(PLAIN_REPORT)} bytes" in text, text
+        assert f"The server named it {json.dumps(served)}" in text, text
+        placed = workdir / "downloads" / landed
+        assert placed.read_bytes() == PLAIN_REPORT and stat.S_IMODE(placed.stat().st_mode) == 0o600
+    assert stat.S_IMODE((workdir / "downloads").stat().st_mode) == 0o700
+    assert instructions_in(workdir) == []
+    # The agent's own path may not name one either: refused before the browser is asked, saying what to do.
+    for given, said in (("CLAUDE.md", "give another name, e.g. 'download-CLAUDE.md'"),
+                        (".github/workflows/ci.yml", "'.github' in '.github/workflows/ci.yml' is a folder name"),
+                        (".env", "'.env' in '.env' is a file name")):
+        text, is_error = await call(client, "browser_download", {"url": f"{naming_site}/named?name=x.txt",
+                                                                 "path": given})
+        assert is_error and "browser_download was not run" in text and said in text, text
+    assert instructions_in(workdir) == [] and not (workdir / ".github").exists()
 
 
 @pytest.mark.parametrize("url", ["file:///etc/passwd", "data:text/plain,hello", "javascript:alert(1)",
@@ -321,7 +384,7 @@ async def test_a_file_an_export_form_posts_is_the_agents_and_its_page_stays(
     assert "it started a download" in said and "browser_download with no ref or url" in said, said
     text, is_error = await call(client, "browser_download", {})
     assert not is_error, text
-    path = workdir / "orders.csv"  # the server's name for it
+    path = workdir / "downloads" / "orders.csv"  # the server's name for it, in the downloads folder
     assert path.read_bytes() == PRIVATE_REPORT and stat.S_IMODE(path.stat().st_mode) == 0o600
     assert sha256(PRIVATE_REPORT) in text and "/files/export" in text
     assert asked(gateway, WRITE) - writes == -(-len(PRIVATE_REPORT) // (512 * 1024))
