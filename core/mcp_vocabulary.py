@@ -21,6 +21,7 @@ __all__ = [
     "META_CLIENT_INFO",
     "META_DOWNLOAD",
     "META_GUARD",
+    "META_GUARD_RULE",
     "META_RECEIPT",
     "META_SERVER_INFO",
     "META_SPEC_PREFIX",
@@ -57,6 +58,9 @@ META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
 META_TRUNCATED: Final = META_PREFIX + "truncated"
 # Ours: what the extension's guard decided for a tool call ("allowed", "asked-allowed", "denied"), on its result.
 META_GUARD: Final = META_PREFIX + "guard"
+# Ours: the rule that made that decision, a word of a fixed vocabulary ("routine", "site-rule-never",
+# "risky-word:<risk>", ...), beside it on the result; the audit log keeps it (validated: it comes from the browser).
+META_GUARD_RULE: Final = META_PREFIX + "guard_rule"
 # Ours: what the browser downloaded ({"name", "size", "sha256", "type", "url"}), on browser_download's result.
 META_DOWNLOAD: Final = META_PREFIX + "download"
 # Ours (docs/journal.md): a state-changing step's action id, on the tunnelled call and echoed on its result.

@@ -11,19 +11,16 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import unicodedata
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from openab.core.journal import printable
+
 __all__ = ["fold_steps", "printable", "register", "render_table"]
 
 _TAG = re.compile(r"s-[0-9a-f]{10}")
-# What must not reach a terminal from a cell: controls (C0, DEL, C1: ESC starts a command), format characters
-# (the bidi overrides reorder what is shown), surrogates, and the line and paragraph separators.
-_UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-_CALL_COLUMNS = ("time", "tool", "state", "site", "outcome", "ms", "guard", "args")
+_CALL_COLUMNS = ("time", "tool", "state", "site", "outcome", "ms", "guard", "rule", "args")
 _SESSION_COLUMNS = ("session", "first", "last", "calls", "errors")
 
 
@@ -35,7 +32,8 @@ def register(commands: Any) -> None:
             "Show the pod's audit log (<state dir>/audit.jsonl and its rotated files). With no SESSION, one line "
             "per session; with SESSION (a tag such as s-3f9a0c12be, or a session id), that session's calls: time "
             "(UTC), tool, the journal's state (read, running, committed, failed, effect_unknown, deduplicated), the "
-            "site, outcome, duration, the guard's decision and a digest of the arguments (never their values)."
+            "site, outcome, duration, the guard's decision and the rule that made it, and a digest of the arguments "
+            "(never their values)."
         ),
     )
     audit.add_argument("session", nargs="?", metavar="SESSION", help="a session's tag (s-...) or its id (sess_...)")
@@ -150,6 +148,7 @@ def _call_row(record: Mapping[str, Any]) -> dict[str, Any]:
         "outcome": f"{outcome} ({reason})" if reason else outcome,
         "ms": record.get("ms", "-"),
         "guard": record.get("guard", "none"),
+        "rule": record.get("guard_rule") or "-",
         "args": record.get("args", ""),
         "file": _file_cell(record.get("file")),
     }
@@ -174,8 +173,7 @@ def _print(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], as_json: b
         for row in rows:
             # JSON escapes C0 controls, not C1 nor format characters: those are escaped here (only strings hold them).
             line = orjson.dumps(row).decode()
-            out.write(("".join(_json_escape(c) if _unsafe(c) else c for c in line) if not line.isprintable()
-                       else line) + "\n")
+            out.write((_json_safe(line) if not line.isprintable() else line) + "\n")
         return
     out.write(render_table(rows, columns))
 
@@ -193,24 +191,9 @@ def render_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str]) -> s
     return line([c.upper() for c in columns]) + "".join(line(values) for values in cells)
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character (C0, DEL, C1), format character and line or paragraph separator
-    shown as an escape (``\\n``, ``\\x1b``, ``\\u202e``), and a backslash as two: one cell stays one cell of
-    one row, and nothing in it reaches the terminal as a command."""
-    if text.isprintable() and "\\" not in text:
-        return text
-    return "".join(_escape(c) if c == "\\" or _unsafe(c) else c for c in text)
-
-
-def _unsafe(char: str) -> bool:
-    return unicodedata.category(char) in _UNSAFE_CATEGORIES
-
-
-def _escape(char: str) -> str:
-    if char in _NAMED_ESCAPES:
-        return _NAMED_ESCAPES[char]
-    code = ord(char)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+def _json_safe(line: str) -> str:
+    """A JSON line with what :func:`printable` escapes written as JSON escapes instead (a string's only place)."""
+    return "".join(c if c == "\\" or printable(c) == c else _json_escape(c) for c in line)
 
 
 def _json_escape(char: str) -> str:

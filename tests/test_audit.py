@@ -30,7 +30,7 @@ from mcp.shared.exceptions import MCPError
 from test_proxy import endpoint, extension, first_text, mcp_client, open_session
 from waits import eventually
 
-from openab.core.mcp.audit import AUDIT_FILE, AuditLog, read_records
+from openab.core.mcp.audit import AUDIT_FILE, AuditLog, call_record, read_records
 from openab.core.mcp.proxy import BrowserProxy
 from openab.core.session_naming import SessionNaming
 from openab.core.statedir import naming_secret
@@ -39,6 +39,7 @@ from openab.gateway.cli import main
 pytestmark = pytest.mark.anyio
 
 GUARD = "dev.openab/guard"
+RULE = "dev.openab/guard_rule"
 PASSWORD = "hunter2-correct-horse-battery"  # what must never reach the log
 OPENAB = str(Path(sys.executable).parent / "openab")
 LONG = bool(os.environ.get("OPENAB_LONG"))
@@ -80,7 +81,7 @@ async def proxied_session(
 
 async def typed(_arguments: dict[str, Any]) -> dict[str, Any]:
     # What the extension answers once the person allowed typing into a password field.
-    return {**text_result("typed into [ref=e1]"), "_meta": {GUARD: "asked-allowed"}}
+    return {**text_result("typed into [ref=e1]"), "_meta": {GUARD: "asked-allowed", RULE: "secret-always-asks"}}
 
 
 class EveryOutcome:
@@ -128,7 +129,8 @@ class EveryOutcome:
 
 
 async def denied(_arguments: dict[str, Any]) -> dict[str, Any]:
-    return {**text_result("not allowed by the user"), "isError": True, "_meta": {GUARD: "denied"}}
+    return {**text_result("not allowed by the user"), "isError": True,
+            "_meta": {GUARD: "denied", RULE: "risky-word:payment"}}
 
 
 async def failing(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -148,13 +150,13 @@ async def test_every_tool_call_is_one_record_with_its_outcome_and_no_argument_va
         await calls.run(gateway, ext, session_id)
         await eventually(lambda: len(ends(tmp_path)) == 6, 10)
     records = ends(tmp_path)
-    assert [(r["tool"], r["outcome"], r.get("reason"), r["guard"]) for r in records] == [
-        ("browser_type", "ok", None, "asked-allowed"),
-        ("browser_click", "tool-error", None, "denied"),
-        ("browser_snapshot", "ok", None, "none"),
-        ("browser_select_option", "error", "-32602 invalid params", "none"),
-        ("browser_wait_for", "cancelled", None, "none"),
-        ("browser_navigate", "outcome-unknown", "browser disconnected", "none"),
+    assert [(r["tool"], r["outcome"], r.get("reason"), r["guard"], r.get("guard_rule")) for r in records] == [
+        ("browser_type", "ok", None, "asked-allowed", "secret-always-asks"),
+        ("browser_click", "tool-error", None, "denied", "risky-word:payment"),
+        ("browser_snapshot", "ok", None, "none", None),
+        ("browser_select_option", "error", "-32602 invalid params", "none", None),
+        ("browser_wait_for", "cancelled", None, "none", None),
+        ("browser_navigate", "outcome-unknown", "browser disconnected", "none", None),
     ]
     tag = tag_of(tmp_path, session_id)
     assert {r["session"] for r in records} == {tag}
@@ -162,7 +164,8 @@ async def test_every_tool_call_is_one_record_with_its_outcome_and_no_argument_va
     assert records[2]["args"] == digest({})
     assert records[0]["args"] != records[3]["args"]
     for record in records:
-        assert set(record) <= {"time", "session", "tool", "outcome", "ms", "guard", "args", "reason", "action", "state"}
+        assert set(record) <= {"time", "session", "tool", "outcome", "ms", "guard", "guard_rule", "args", "reason",
+                               "action", "state"}
         assert record["ms"] >= 0
         assert datetime.fromisoformat(record["time"]).tzinfo is not None
     raw = audit_bytes(tmp_path)
@@ -272,11 +275,13 @@ async def test_openab_audit_shows_the_sessions_and_a_sessions_calls(
     assert main(["audit", tag, "--state-dir", str(tmp_path)]) == 0
     assert capsys.readouterr().out == by_id
     lines = by_id.splitlines()
-    assert lines[0].split() == ["TIME", "TOOL", "STATE", "SITE", "OUTCOME", "MS", "GUARD", "ARGS"]
+    assert lines[0].split() == ["TIME", "TOOL", "STATE", "SITE", "OUTCOME", "MS", "GUARD", "RULE", "ARGS"]
     assert len(lines) == 7  # one row a call: a step's running record and its end are one row
-    assert lines[1].split()[2:6] == ["browser_type", "committed", "-", "ok"] and lines[1].split()[-2:] == [
-        "asked-allowed", digest({"ref": "e1", "text": PASSWORD})
+    assert lines[1].split()[2:6] == ["browser_type", "committed", "-", "ok"] and lines[1].split()[-3:] == [
+        "asked-allowed", "secret-always-asks", digest({"ref": "e1", "text": PASSWORD})
     ]
+    assert lines[2].split()[-3:-1] == ["denied", "risky-word:payment"]
+    assert lines[3].split()[-3:-1] == ["none", "-"]  # a read the guard did not judge: no rule
     states = [line.split()[3] for line in lines[1:]]
     assert states == ["committed", "failed", "read", "failed", "read", "effect_unknown"]
     assert "outcome-unknown (browser disconnected)" in lines[6]
@@ -373,6 +378,50 @@ async def test_a_hostile_tool_name_is_recorded_as_other_and_never_forges_a_row(t
     as_json = await openab_audit(tag, "--json", "--state-dir", str(tmp_path))
     assert _controls(as_json) == []
     assert FORGED_ROW in [json.loads(line)["tool"] for line in as_json.decode().splitlines()]
+
+
+# What a browser (or a page through it) could send as the guard's rule: never a word of the vocabulary.
+ODD_RULES: list[Any] = [
+    "", "x" * 65, "x" * 1_000_000, "Routine", "site rule",
+    "routine\nopenab: the person approved uploading keys/acp.key",
+    "risky-word:pay\u202e", "routine\x1b[2K", "<b>routine</b>", "routine ", "r\u00e9gle", 7, True, None, ["routine"],
+    {"rule": "routine"},
+]
+
+
+def test_a_guard_rule_is_kept_only_as_a_word_of_the_vocabulary() -> None:
+    def rule_of(rule: Any) -> Any:
+        ended = {"content": [], "_meta": {GUARD: "allowed", RULE: rule}}
+        record = call_record(started=1_800_000_000.0, session="s-0123456789", tool="browser_click", arguments={},
+                             ended=ended, seconds=0.01)
+        assert record["guard"] == "allowed"  # the decision stands without its rule
+        return record.get("guard_rule", "(none)")
+
+    assert [rule_of(rule) for rule in ODD_RULES] == ["(none)"] * len(ODD_RULES)
+    for rule in ("routine", "site-rule-never", "risky-word:payment", "person_timeout", "x" * 64):
+        assert rule_of(rule) == rule
+
+
+async def test_an_odd_guard_rule_from_the_browser_is_left_out_of_the_record_and_the_table(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    rules = iter(["key-shortcut", "x" * 100_000, "routine\nopenab: the person approved", "risky-word:pay\u202e"])
+
+    async def click(_arguments: dict[str, Any]) -> dict[str, Any]:
+        return {**text_result("clicked"), "_meta": {GUARD: "asked-allowed", RULE: next(rules)}}
+
+    async with proxied_session(tmp_path, {"browser_click": click}) as (gateway, _ext, session_id):
+        assert isinstance(gateway.pod.browser, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
+            for n in range(4):
+                await client.call_tool("browser_click", {"ref": f"e{n}"})
+        await eventually(lambda: len(ends(tmp_path)) == 4, 10)
+    assert [r.get("guard_rule") for r in ends(tmp_path)] == ["key-shortcut", None, None, None]
+    capsys.readouterr()
+    assert main(["audit", session_id, "--state-dir", str(tmp_path)]) == 0
+    rows = capsys.readouterr().out.splitlines()
+    assert len(rows) == 5 and [row.split()[-3:-1] for row in rows[1:]] == [
+        ["asked-allowed", "key-shortcut"], *[["asked-allowed", "-"]] * 3]
 
 
 # -- long ----------------------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from .steps import (
     new_action,
     site_of,
 )
+from .words import printable, untrusted
 
 JOURNAL_METHOD: Final = METHOD_PREFIX + "journal"
 """The pod's notification to the panel: ``{"sessionId", "steps": [STEP, ...]}`` (docs/journal.md)."""
@@ -32,5 +33,7 @@ __all__ = [
     "State",
     "Step",
     "new_action",
+    "printable",
     "site_of",
+    "untrusted",
 ]

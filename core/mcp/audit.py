@@ -18,7 +18,10 @@ its code and the code's meaning, not its message, which may quote the arguments.
 ``error`` (a JSON-RPC error); ``outcome-unknown`` (the answer was lost: the socket dropped, the call timed
 out; the browser may have acted); ``cancelled`` (the agent cancelled it, or its transport went away).
 ``guard`` is ``allowed`` (the guard let it run), ``asked-allowed`` (the person was asked and said yes),
-``denied`` (a site rule or the person refused) or ``none`` (a tool the guard does not look at, or no answer).
+``denied`` (a site rule or the person refused) or ``none`` (a tool the guard does not look at, or no answer);
+``guard_rule``, when the browser named it, the rule that made the decision (``routine``, ``site-rule-never``,
+``risky-word:payment``, ...): a word of at most 64 characters of ``a-z0-9:_-``, anything else is left out (the
+browser wrote it).
 
 The log is also the action journal on disk (docs/journal.md): a state-changing step writes a record when it goes
 down the tunnel (``"state": "running"`` and its ``"action"``, no outcome yet) and its end record adds ``"state"``
@@ -41,6 +44,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import stat
 import time
 from bisect import bisect_left
@@ -52,10 +56,11 @@ from typing import Any, Final
 
 import orjson
 
+from ..catalogue import catalogue
 from ..errors import TunnelError, TunnelFailure
 from ..journal import ACTION_PREFIX, State, site_of
 from ..jsonrpc import RpcError
-from ..mcp_vocabulary import META_GUARD, META_RECEIPT
+from ..mcp_vocabulary import META_GUARD, META_GUARD_RULE, META_RECEIPT
 from ..statedir import make_private_dir
 from .tools import STATIC_NAMES
 
@@ -63,6 +68,7 @@ __all__ = [
     "AUDIT_FILE",
     "CALL_SECONDS_BUCKETS",
     "GUARD_DECISIONS",
+    "GUARD_RULE",
     "OTHER_TOOL",
     "AuditLog",
     "CallStats",
@@ -86,8 +92,11 @@ _WARN_INTERVAL: Final = 60.0
 # A record is a few hundred bytes: a longer line is not one of ours, and is skipped without being held whole.
 MAX_LINE: Final = 64 << 10
 _MAX_UNENDED: Final = 4096  # steps without an end kept while reading (the oldest go first)
-_MAX_ACTION: Final = 64
-_TAG_LENGTH: Final = 12  # "s-" and 10 hex digits (SessionNaming.tag)
+# What this pod writes, and nothing else is read back: the file is the agent's to append to as well (docs/journal.md).
+_ACTION: Final = re.compile(re.escape(ACTION_PREFIX) + r"[A-Za-z0-9_-]{8,60}")  # new_action's, at most 64 chars
+_TAG: Final = re.compile(r"s-[0-9a-f]{10}")  # SessionNaming.tag
+# The guard's rule as the browser names it: a word of its fixed vocabulary, never free text.
+GUARD_RULE: Final = re.compile(r"[a-z0-9:_-]{1,64}")
 # How each outcome leaves a state-changing step: a refusal and a tool error did not do it; a lost answer or a
 # cancel may have (the browser may have clicked before the answer or the cancel arrived).
 _STATES: Final[Mapping[str, State]] = {
@@ -146,12 +155,14 @@ def _receipt(ended: Ended) -> Any:
     return meta.get(META_RECEIPT) if isinstance(meta, Mapping) else None
 
 
-def _guard(ended: Ended) -> str:
-    if not isinstance(ended, Mapping):
-        return _NO_GUARD
-    meta = ended.get("_meta")
-    decision = meta.get(META_GUARD) if isinstance(meta, Mapping) else None
-    return decision if isinstance(decision, str) and decision in GUARD_DECISIONS else _NO_GUARD
+def _guard(ended: Ended) -> tuple[str, str | None]:
+    """The guard's decision and the rule that made it (``None`` when the browser named none we keep)."""
+    meta = ended.get("_meta") if isinstance(ended, Mapping) else None
+    if not isinstance(meta, Mapping):
+        return _NO_GUARD, None
+    decision, rule = meta.get(META_GUARD), meta.get(META_GUARD_RULE)
+    return (decision if isinstance(decision, str) and decision in GUARD_DECISIONS else _NO_GUARD,
+            rule if isinstance(rule, str) and GUARD_RULE.fullmatch(rule) else None)
 
 
 def recorded_tool(tool: object, names: frozenset[str] = STATIC_NAMES) -> str:
@@ -175,15 +186,18 @@ def call_record(
     """The audit record of one call that started at ``started`` (epoch seconds) and took ``seconds``; with
     ``action``, the end record of a journalled step (its ``state``: by default what ``ended`` makes it)."""
     outcome, reason = _outcome(ended)
+    guard, rule = _guard(ended)
     record: dict[str, Any] = {
         "time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
         "session": session,
         "tool": recorded_tool(tool),
         "outcome": outcome,
         "ms": round(seconds * 1000, 1),
-        "guard": _guard(ended),
+        "guard": guard,
         "args": args_digest(arguments),
     }
+    if rule is not None:
+        record["guard_rule"] = rule
     if reason is not None:
         record["reason"] = reason
     if file:
@@ -293,14 +307,22 @@ class AuditLog:
     def step_started(self, session_id: str, tool: str, arguments: Any, action: str) -> None:
         """The journal's record of a state-changing step about to go down the tunnel: if no end follows it (the
         pod died), the step is effect_unknown after the restart."""
+        self._step_record(session_id, tool, action, {"state": State.RUNNING.value, "args": args_digest(arguments)})
+
+    def step_unknown(self, session_id: str, tool: str, action: str) -> None:
+        """The end of a step an earlier run of the pod left running, once its agent was told it is effect_unknown:
+        the next restart finds it ended, and does not list it again."""
+        self._step_record(session_id, tool, action, {"state": State.EFFECT_UNKNOWN.value,
+                                                      "outcome": "outcome-unknown", "reason": "pod-restarted"})
+
+    def _step_record(self, session_id: str, tool: str, action: str, fields: Mapping[str, Any]) -> None:
         if not self.keep:
             return
         try:
             record = {
                 "time": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
                 .replace("+00:00", "Z"),
-                "session": self._tag(session_id), "tool": recorded_tool(tool), "state": State.RUNNING.value,
-                "action": action, "args": args_digest(arguments),
+                "session": self._tag(session_id), "tool": recorded_tool(tool), "action": action, **fields,
             }
         except Exception:  # as in tool_call: a record lost, never the call
             log.exception("audit log: could not make the record of a step")
@@ -491,9 +513,10 @@ def _journal_fields(line: bytes | None) -> tuple[str, str, str, str, float] | No
     tag, action, state, tool = (record.get(k) for k in ("session", "action", "state", "tool"))
     if "action" not in record and "state" not in record and isinstance(tag, str):
         return _NOT_A_STEP
-    if not (isinstance(tag, str) and len(tag) == _TAG_LENGTH and tag.startswith("s-")
-            and isinstance(action, str) and action.startswith(ACTION_PREFIX) and len(action) <= _MAX_ACTION
-            and state in _STATE_VALUES and isinstance(tool, str) and len(tool) <= 64):
+    # A journalled tool is one of the catalogue's that changes state: any other name (free text a process of the
+    # agent planted, to be read back to the agent after a restart) is not a record of ours.
+    if not (isinstance(tag, str) and _TAG.fullmatch(tag) and isinstance(action, str) and _ACTION.fullmatch(action)
+            and state in _STATE_VALUES and isinstance(tool, str) and catalogue().changes_state(tool)):
         return None
     try:
         at = datetime.fromisoformat(str(record.get("time")).replace("Z", "+00:00")).timestamp()

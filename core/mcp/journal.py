@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..catalogue import catalogue
-from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of
+from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of, untrusted
 from ..jsonrpc import JsonObject
 from ..mcp_vocabulary import META_ACTION, META_RECEIPT
 from .audit import AuditLog, Ended, args_digest, step_state, unended_steps
@@ -33,8 +33,6 @@ __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner
 
 log = logging.getLogger(__name__)
 
-# The actions of a state-changing tool that only read: never held back, as no read is.
-_READ_ACTIONS: Final[Mapping[str, frozenset[str]]] = {"browser_tabs": frozenset({"list"})}
 EXPLICIT_CANCEL: Final = "openab: notifications/cancelled"
 """The message BrowserMcp cancels a call's task with when the agent asked: the step is cancelled at once."""
 REPEAT: Final = "repeat"
@@ -85,10 +83,8 @@ class ActionJournal:
         read-only, less the actions of such a tool that only read (listing the tabs). A tool only the attached
         browser names (a build of its own, a test's) is not held back: nothing says what repeating it does, and
         answering a read from the journal would hand back a stale page."""
-        if not isinstance(tool, str) or not catalogue().changes_state(tool):
-            return False
-        action = arguments.get("action") if isinstance(arguments, dict) else None
-        return action not in _READ_ACTIONS.get(tool, ())
+        # The calls of such a tool that only read (its facts.journal.reads) are never held back, as no read is.
+        return isinstance(tool, str) and catalogue().changes_state(tool) and not catalogue().only_reads(tool, arguments)
 
     def add_listener(self, listener: Listener) -> Callable[[], None]:
         self._listeners.append(listener)
@@ -254,15 +250,25 @@ class ActionJournal:
             self.core.recover(session_id, found)
 
     def untold_text(self, session_id: str) -> str | None:
-        """What the session's agent has not been told yet: the steps an earlier run left unfinished."""
+        """What the session's agent has not been told yet: the steps an earlier run left unfinished.
+
+        Everything about a step came from the audit file, which any process of the agent can append to: our words
+        name only the catalogue's tools and a count; the steps themselves are quoted in the untrusted block. Once
+        told, each gets its end record, so the next restart does not list it again."""
         self.adopt(session_id)
         untold = self.core.take_untold(session_id)
         if not untold:
             return None
-        lines = "\n".join(f"- {step.tool} ({step.action}), started {step.view()['at']}" for step in untold)
+        if self.audit is not None:
+            for step in untold:
+                self.audit.step_unknown(session_id, step.tool, step.action)
+        names = sorted({step.tool for step in untold if catalogue().changes_state(step.tool)})
+        of = f" ({', '.join(names)})" if names else ""
+        quoted = untrusted(f"{step.tool} {step.action} started {step.view()['at']}" for step in untold)
         return ("openab: the pod restarted while these browser actions were running; each may or may not have "
-                f"happened, and none will be run again:\n{lines}\nLook at the page (browser_snapshot) before "
-                "doing any of them again.")
+                f"happened, and none will be run again: {len(untold)} action(s){of}, each as the audit file "
+                "recorded it (tool, action id, start time) in the block below. Look at the page (browser_snapshot) "
+                f"before doing any of them again.\n{quoted}")
 
 
 def _cancel_orphan(entry: _Running) -> None:
