@@ -3,10 +3,10 @@
 // looks at the element's kind, its label words and the site.
 
 import { ToolError, BAD_ARGS, NOT_ALLOWED } from './errors.js';
+import { factsOf } from './catalogue.js';
+import { riskyWord } from './risky-words.js';
 import { ruleFor, webOrigin } from './settings.js';
 
-const RISKY_WORDS =
-  /\b(buy|purchase|order|checkout|check out|pay|send|post|publish|tweet|reply|delete|remove|erase|sign ?in|log ?in|sign ?up|register|upload|transfer|subscribe)\b/i;
 const CARD_TIMEOUT_MS = 5 * 60_000;
 export const MAX_CARDS = 32;
 // The answer of a card whose tab closed while it waited.
@@ -35,42 +35,87 @@ function host(url) {
 const SECRET_FIELDS = { password: 'password', otp: 'one-time code', secret: 'secret', payment: 'payment' };
 
 /**
- * Returns null when the action is routine, else `{risk, action, what, target, secret?}`. Pure.
+ * Returns null when the action is routine, else `{risk, rule, action, what, target, secret?}`. Pure.
  * `action` completes "The agent wants to ..." on the card (with the page's words for the element);
  * `what` is the same step in our words only and `target` the page's words, so an error can keep
- * the two apart. `secret` (password, one-time code, secret, payment) marks a step that always
- * asks: typing into or choosing in such a field, or submitting a form that has one.
+ * the two apart. `rule` names the rule that found it risky (recorded with the decision). `secret` (password,
+ * one-time code, secret, payment) marks a step that always asks: typing into or choosing in such a field, or
+ * submitting a form that has one.
+ *
+ * Which rule judges a step comes from the tool's facts in catalogue.json (`facts.guard`), never from its name: a
+ * tool that drops is judged on where it drops, one that presses keys on what the key can do where it lands.
  */
 export function classify(tool, desc, args = {}) {
   if (!desc) return null;
+  const facets = (factsOf(tool) || { guard: [] }).guard;
   const label = `${desc.role} "${desc.name}"`;
-  const secret = (kind) => SECRET_FIELDS[kind];
-  const guarded = secret(desc.guarded);
+  const guarded = SECRET_FIELDS[desc.guarded];
   const inGuardedForm = (r) => (guarded ? { ...r, secret: guarded } : r);
-  if (tool === 'browser_upload') return classifyUpload(desc, label);
-  if (desc.sensitive === 'file') return { risk: 'upload', action: `use the file field ${label}`, what: 'use a file field', target: label };
-  if (tool === 'browser_type' || tool === 'browser_select_option') {
-    const kind = secret(desc.sensitive);
-    if (kind) {
-      return { risk: 'sensitive_field', action: `fill the ${kind} field ${label}`, what: `fill a ${kind} field`, target: label, secret: kind };
-    }
-    return null;
+  if (facets.includes('transfers') && desc.file) return classifyUpload(desc, label);
+  if (desc.sensitive === 'file') {
+    return { risk: 'upload', rule: 'file-field', action: `use the file field ${label}`, what: 'use a file field', target: label };
   }
-  if (tool === 'browser_handle_dialog') return classifyDialog(desc, args);
-  if (tool === 'browser_drag') return classifyDrop(desc, label, inGuardedForm);
-  if (tool === 'browser_press_key') return classifyKey(desc, args, label, inGuardedForm);
-  if (tool === 'browser_click') {
-    if (desc.submit) {
-      const to = host(desc.formAction);
-      return inGuardedForm({ risk: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}`, what: 'submit a form',
-        target: to ? `${label}, form to ${to}` : label });
-    }
-    const word = RISKY_WORDS.exec(desc.name || '');
-    if (word) {
-      // The word is one of ours (the pattern's), so it may appear in our own words.
-      const said = word[1].toLowerCase().replace(/\s+/g, ' ');
-      return inGuardedForm({ risk: said, action: `click ${label}`, what: `click an element whose label says "${said}"`, target: label });
-    }
+  if (facets.includes('answers')) return classifyDialog(desc, args);
+  if (facets.includes('drops')) return classifyDrop(desc, label);
+  if (facets.includes('presses')) return classifyKey(desc, args, label, inGuardedForm);
+  if (facets.includes('chooses')) return classifyChoice(desc, args, label, inGuardedForm);
+  if (facets.includes('types')) return secretField(desc, label);
+  if (facets.includes('activates')) return classifyClick(desc, label, inGuardedForm);
+  return null;
+}
+
+/** Typing into (or choosing in) a password, one-time code, secret or payment field: always the person's. */
+function secretField(desc, label) {
+  const kind = SECRET_FIELDS[desc.sensitive];
+  if (!kind) return null;
+  return { risk: 'sensitive_field', rule: 'secret-field', action: `fill the ${kind} field ${label}`, what: `fill a ${kind} field`,
+    target: label, secret: kind };
+}
+
+/** A risky word's finding, for a step in our words (`verb` + the element) on `label`. */
+function wordRisk(word, rule, action, what, target) {
+  return { risk: word.risk, rule: `${rule}:${word.risk.replace(/\s+/g, '-')}`, action, what: `${what} "${word.said}"`, target };
+}
+
+/** A click (and what activates like one): a form's submit control, or an element whose label says a risky word. */
+function classifyClick(desc, label, inGuardedForm) {
+  if (desc.submit) {
+    const to = host(desc.formAction);
+    return inGuardedForm({ risk: 'submit', rule: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}`,
+      what: 'submit a form', target: to ? `${label}, form to ${to}` : label });
+  }
+  const word = riskyWord(desc.name);
+  // The words are ours (the list's), so they may appear in our own words.
+  if (word) return inGuardedForm(wordRisk(word, 'risky-word', `click ${label}`, 'click an element whose label says', label));
+  return null;
+}
+
+/**
+ * A choice in a list is judged as what it can do: choosing in a secret field is filling it; a list whose change
+ * submits its form or opens another page is that submit or that navigation; and the list's name or the option
+ * chosen saying a risky word ("Delete selected accounts", "Pay $5,000") is a click on a button that says it.
+ * `desc.choice` (page/agent.js) holds the options asked for as the page labels them and what a change of the list
+ * can do.
+ */
+function classifyChoice(desc, args, label, inGuardedForm) {
+  const secret = secretField(desc, label);
+  if (secret) return secret;
+  const choice = desc.choice || {};
+  const chosen = (Array.isArray(choice.chosen) ? choice.chosen : []).map((c) => `"${String(c).slice(0, 120)}"`).join(', ');
+  const target = chosen ? `${label}, option ${chosen}` : label;
+  const act = `choose ${chosen || 'an option'} in ${label}`;
+  for (const said of [...(choice.chosen || []), desc.name]) {
+    const word = riskyWord(said);
+    if (word) return inGuardedForm(wordRisk(word, 'choice-risky-word', act, 'choose an option where the list or the option says', target));
+  }
+  if (choice.submits) {
+    const to = host(desc.formAction);
+    return inGuardedForm({ risk: 'submit', rule: 'choice-submits', action: `${act}, which submits its form${to ? ` to ${to}` : ''}`,
+      what: 'choose in a list whose change submits a form', target: to ? `${target}, form to ${to}` : target });
+  }
+  if (choice.navigates) {
+    return { risk: 'navigate', rule: 'choice-navigates', action: `${act}, which opens another page`,
+      what: 'choose in a list whose change opens another page', target };
   }
   return null;
 }
@@ -103,7 +148,7 @@ function classifyUpload(desc, label) {
   const site = host(desc.origin || desc.url || '');
   const into = desc.dropZone ? `drop it on ${label}` : `put it in the file field ${label}`;
   return {
-    risk: 'upload', upload: true, what: 'upload a file from the agent\'s working folder', target: label,
+    risk: 'upload', rule: 'upload', upload: true, what: 'upload a file from the agent\'s working folder', target: label,
     action: `upload the file "${name}" (${size}) to ${site || 'this page'}: ${into}`,
   };
 }
@@ -128,6 +173,8 @@ const NAMED_KEYS = Object.fromEntries([
   'ArrowLeft', 'ArrowRight', 'CapsLock', 'ContextMenu', 'Pause', ...Array.from({ length: 12 }, (_, i) => `F${i + 1}`),
 ].map((k) => [k.toLowerCase(), k]).concat([['esc', 'Escape'], ['del', 'Delete'], ['up', 'ArrowUp'], ['down', 'ArrowDown'],
   ['left', 'ArrowLeft'], ['right', 'ArrowRight']]));
+// A modifier pressed on its own ("Shift"), as its key event names it.
+const LONE_MODIFIERS = { shift: 'Shift', control: 'Control', ctrl: 'Control', alt: 'Alt', meta: 'Meta' };
 // The `code` of the punctuation keys, where a US keyboard has them.
 const PUNCTUATION_CODES = {
   ';': 'Semicolon', '=': 'Equal', ',': 'Comma', '-': 'Minus', '.': 'Period', '/': 'Slash', '`': 'Backquote',
@@ -137,7 +184,7 @@ const PUNCTUATION_CODES = {
 /**
  * The key press that `name` spells ("Enter", "a", "Control+Enter", "Shift+Tab", "NumpadEnter", "Space", "+"), with
  * `modifiers` held as well (["Control"], ["Shift", "Alt"]): the `key` and `code` its events carry, its modifier
- * flags, and `activates` ('Enter', 'Space' or '') with `label`, its name in our words when it activates. Throws
+ * flags, `activates` ('Enter', 'Space' or ''), and `label`, its name in our words ("Control+a", "Space"). Throws
  * bad_args on a name that is not a key. Pure.
  */
 export function keyPress(name, modifiers = []) {
@@ -156,13 +203,15 @@ export function keyPress(name, modifiers = []) {
   const given = parts[parts.length - 1];
   if (!given) throw bad();
   const folded = ACTIVATING[given.toLowerCase()];
-  const named = given.length > 1 && NAMED_KEYS[given.toLowerCase()];
+  const named = given.length > 1 && (NAMED_KEYS[given.toLowerCase()] || LONE_MODIFIERS[given.toLowerCase()]);
+  // A key is one character or a named key: any other word is no key, and would stand in the person's card as ours.
+  if (!folded && !named && [...given].length !== 1) throw bad();
   const key = folded ? folded[0] : named || given;
   const code = folded ? folded[1] : /^[a-z]$/i.test(key) ? `Key${key.toUpperCase()}` : /^[0-9]$/.test(key) ? `Digit${key}`
     : PUNCTUATION_CODES[key] || key;
   const activates = folded ? (key === 'Enter' ? 'Enter' : 'Space') : '';
   const mods = Object.keys(MODIFIER_NAMES).filter((f) => press[f]).map((f) => MODIFIER_NAMES[f]);
-  return { ...press, key, code, activates, label: activates ? [...mods, activates].join('+') : '' };
+  return { ...press, key, code, activates, label: [...mods, activates || (key === ' ' ? 'Space' : key)].join('+') };
 }
 
 /**
@@ -190,47 +239,93 @@ function takesText(desc) {
     desc.role === 'textbox' || desc.role === 'searchbox';
 }
 
-/**
- * A key press on the element that has (or is given) the focus. A key that activates it is decided as a click on it,
- * by the click's own rule; Enter in a field as the submit of its form or, outside any form (a chat composer), as a
- * send. Enter in any input of a form counts as submitting it, as the page script submits it. Every other key is
- * routine.
- */
-function classifyKey(desc, args, label, inGuardedForm) {
-  const press = keyPress(args.key, args.modifiers);
-  if (!press.activates) return null;
-  const k = press.label;
-  // Space in a field types a space.
-  if (press.activates === 'Space' && takesText(desc) && desc.tag !== 'select') return null;
-  // A submit control's Enter is its click, which names the form's destination.
-  if (press.activates === 'Enter' && !desc.submit) {
-    if (desc.inForm && (takesText(desc) || desc.tag === 'input')) {
-      return inGuardedForm({ risk: 'submit', action: `press ${k} in ${label}, which can submit a form`,
-        what: `press ${k} in a field, which can submit a form`, target: label });
-    }
-    if (takesText(desc)) {
-      return inGuardedForm({ risk: 'send', action: `press ${k} in ${label}, which can send what it holds`,
-        what: `press ${k} in a field, which can send what it holds`, target: label });
-    }
-  }
-  const click = classify('browser_click', desc);
-  if (!click) return null;
-  return { ...click, action: `press ${k} on ${label}, which can ${click.action}`, what: `press ${k}, which can ${click.what}` };
+// Keys that move the focus, scroll or close a menu: what they do is the browser's, whatever element has the focus.
+const MOVING = new Set(['Tab', 'ArrowUp', 'ArrowDown', 'ArrowLeft', 'ArrowRight', 'PageUp', 'PageDown', 'Home', 'End', 'Escape']);
+// Keys that edit the text of the field they land in.
+const EDITING = new Set(['Backspace', 'Delete', 'Insert']);
+// With Control or Meta held in a text field: select all, copy, cut, paste, undo, redo, as a person edits text.
+const EDITING_CHORDS = new Set(['a', 'c', 'x', 'v', 'z', 'y', 'Backspace', 'Delete', 'ArrowLeft', 'ArrowRight', 'ArrowUp',
+  'ArrowDown', 'Home', 'End']);
+
+/** Whether the element takes typed text as a plain field does: a key typed there is typing, not a page's shortcut. */
+function textField(desc) {
+  return !desc.page && takesText(desc) && desc.tag !== 'select';
 }
 
 /**
- * A drag is decided by where it drops: onto an element whose label says a risky word ("Delete", "Upload") it is
- * asked about as a click on that element would be. `desc.drop` is that element, described as `desc` is.
+ * A key press, judged on what it can do where it lands: the element that has (or is given) the focus, or the
+ * page itself when none has it (`desc.page`).
+ * - Enter or Space that activates a control is a click on it, by the click's own rule; Enter in a field is the
+ *   submit of its form or, outside any form (a chat composer), a send.
+ * - Printable text, Backspace and Delete in a text field are typing (into a secret field: filling it); the
+ *   editing chords (Control+A, C, X, V, Z, Y) are editing.
+ * - Moving the focus or scrolling (Tab, the arrows, Page Up/Down, Home, End, Escape) is routine, without Alt or Meta
+ *   (Alt+Left is the browser's Back).
+ * - Any other key or chord outside a text field (Delete on a selected row, "#" on a mail list, Control+Enter on the
+ *   page) reaches the page's own keyboard shortcuts, which no word on the page names: it asks, naming the key and
+ *   where it lands (with what is selected there).
  */
-function classifyDrop(desc, label, inGuardedForm) {
+function classifyKey(desc, args, label, inGuardedForm) {
+  const press = keyPress(args.key, args.modifiers);
+  const k = press.label;
+  const chord = press.ctrlKey || press.altKey || press.metaKey;
+  if (press.activates && !desc.page) {
+    const activated = classifyActivation(desc, press, label, inGuardedForm);
+    if (activated !== undefined) return activated;
+  }
+  if ((MOVING.has(press.key) && !press.altKey && !press.metaKey) || Object.values(LONE_MODIFIERS).includes(press.key)) return null;
+  if (textField(desc)) {
+    const typing = !chord && (press.key.length === 1 || EDITING.has(press.key));
+    if (typing) return press.key.length === 1 ? secretField(desc, label) : null;
+    if ((press.ctrlKey || press.metaKey) && !press.altKey && EDITING_CHORDS.has(press.key.length === 1 ? press.key.toLowerCase() : press.key)) return null;
+  }
+  // A letter in a closed list picks the option it starts with, as typing does.
+  if (desc.tag === 'select' && !chord && press.key.length === 1 && !desc.page) return null;
+  const where = desc.page ? `the page${desc.origin ? ` at ${host(desc.origin)}` : ''}` : label;
+  const selected = desc.selected ? ` (selected there: ${desc.selected})` : '';
+  return inGuardedForm({ risk: 'shortcut', rule: 'key-shortcut',
+    action: `press ${k} on ${where}${selected}, which the page may take as one of its own keyboard shortcuts`,
+    what: `press ${k}, which the page may take as one of its own keyboard shortcuts`, target: `${where}${selected}` });
+}
+
+/**
+ * Enter or Space on an element: null when it is routine, a finding when it activates something risky, undefined
+ * when the key does not activate here (Space in a field types a space) and the other key rules judge it.
+ */
+function classifyActivation(desc, press, label, inGuardedForm) {
+  const k = press.label;
+  if (press.activates === 'Space' && textField(desc)) return undefined;
+  // A submit control's Enter is its click, which names the form's destination.
+  if (press.activates === 'Enter' && !desc.submit) {
+    if (desc.inForm && (takesText(desc) || desc.tag === 'input')) {
+      return inGuardedForm({ risk: 'submit', rule: 'key-submits', action: `press ${k} in ${label}, which can submit a form`,
+        what: `press ${k} in a field, which can submit a form`, target: label });
+    }
+    if (takesText(desc)) {
+      return inGuardedForm({ risk: 'send', rule: 'key-sends', action: `press ${k} in ${label}, which can send what it holds`,
+        what: `press ${k} in a field, which can send what it holds`, target: label });
+    }
+  }
+  const click = classifyClick(desc, label, inGuardedForm);
+  if (!click) return null;
+  return { ...click, rule: `key-activates:${click.rule}`, action: `press ${k} on ${label}, which can ${click.action}`,
+    what: `press ${k}, which can ${click.what}` };
+}
+
+/**
+ * A drag is decided by where it drops, as a click on that element is: onto a submit control, or onto an element
+ * whose label says a risky word ("Delete", "Move to trash"), it asks. `desc.drop` is that element, described as
+ * `desc` is.
+ */
+function classifyDrop(desc, label) {
   const drop = desc.drop;
   if (!drop) return null;
   const onto = `${drop.role} "${drop.name}"`;
-  const word = RISKY_WORDS.exec(drop.name || '');
-  if (!word) return null;
-  const said = word[1].toLowerCase().replace(/\s+/g, ' ');
-  return inGuardedForm({ risk: said, action: `drag ${label} onto ${onto}`,
-    what: `drop an element onto one whose label says "${said}"`, target: `${label} onto ${onto}` });
+  const click = classifyClick(drop, onto, (r) => (SECRET_FIELDS[drop.guarded] ? { ...r, secret: SECRET_FIELDS[drop.guarded] } : r));
+  if (!click) return null;
+  return { ...click, rule: `drop-target:${click.rule}`, action: `drag ${label} onto ${onto}`,
+    what: click.rule === 'submit' ? 'drop an element onto a form\'s submit control'
+      : `drop an element onto one whose label says "${riskyWord(drop.name).said}"`, target: `${label} onto ${onto}` };
 }
 
 // A prompt asking for one of these is a credential step, whatever the rules say.
@@ -245,13 +340,18 @@ function classifyDialog(desc, args) {
   if (args.accept !== true || (desc.type !== 'confirm' && desc.type !== 'prompt')) return null;
   const target = `${desc.type} dialog "${String(desc.message).replace(/\s+/g, ' ').slice(0, 200)}"`;
   if (desc.type === 'prompt' && SECRET_PROMPT.test(desc.message)) {
-    return { risk: 'sensitive_field', action: `answer the page's ${target}`, what: `answer a prompt dialog that asks for a secret`,
+    return { risk: 'sensitive_field', rule: 'dialog-secret', action: `answer the page's ${target}`, what: `answer a prompt dialog that asks for a secret`,
       target, secret: 'secret' };
   }
-  const word = RISKY_WORDS.exec(desc.message || '');
+  const word = riskyWord(desc.message);
   if (!word) return null;
-  const said = word[1].toLowerCase().replace(/\s+/g, ' ');
-  return { risk: said, action: `accept the page's ${target}`, what: `accept a ${desc.type} dialog whose text says "${said}"`, target };
+  return wordRisk(word, 'dialog', `accept the page's ${target}`, `accept a ${desc.type} dialog whose text says`, target);
+}
+
+/** `error`, carrying the rule that refused the step (recorded with the decision: the result's guard_rule). */
+export function ruled(error, rule) {
+  error.rule = rule;
+  return error;
 }
 
 /** Whether an openab panel (the side panel, or the panel in a tab) is open in the browser; true when unknown. */
@@ -308,8 +408,8 @@ export class Guard {
     const { siteRules } = this.getSettings();
     for (const origin of origins) {
       if (ruleFor(siteRules, origin) === 'never') {
-        throw new ToolError(NOT_ALLOWED, `not allowed by the user: actions on ${origin} are blocked by the user's ` +
-          'site rule (openab settings). Do not retry; tell the user if the task needs this site.');
+        throw ruled(new ToolError(NOT_ALLOWED, `not allowed by the user: actions on ${origin} are blocked by the user's ` +
+          'site rule (openab settings). Do not retry; tell the user if the task needs this site.'), 'site-rule-never');
       }
     }
   }
@@ -327,21 +427,23 @@ export class Guard {
     this._refuseNever(origin, webOrigin(tabUrl));
     const rule = ruleFor(siteRules, origin);
     const risky = classify(tool, desc, args);
-    // An approved plan keeps the task on its sites, and there lets the routine risky steps run (lib/plan.js).
+    // An approved plan keeps the task on its sites, and there lets the routine risky steps run (lib/plan.js); what
+    // its card says still asks (lib/still-asks.js) is never its to wave through.
     const planned = this.plan && (await this.plan.check(this, { tool, desc, risky, tabUrl, signal }));
     if (planned) return planned;
-    if (!risky) return { asked: false, risky };
-    // A site rule or autopilot covers routine risky steps; credentials and payments always ask. A file leaving the
-    // pod for a page is the person's to allow, or their rule's for that site: autopilot does not cover it.
-    if (!risky.secret && (rule === 'always' || (autopilot && !risky.upload))) return { asked: false, risky };
+    if (!risky) return { asked: false, risky, rule: 'routine' };
+    // A site rule or autopilot covers routine risky steps; credentials and payment fields always ask. A file leaving
+    // the pod for a page is the person's to allow, or their rule's for that site: autopilot does not cover it.
+    if (!risky.secret && rule === 'always') return { asked: false, risky, rule: `site-rule-always:${risky.rule}` };
+    if (!risky.secret && autopilot && !risky.upload) return { asked: false, risky, rule: `autopilot:${risky.rule}` };
     // A password, a one-time code or a card number is the person's to type: with no panel open, its card would wait
     // minutes for no one while the agent hears nothing. Another step that asks (a payment's button) still waits on
     // its card, which the person may open the panel to answer.
     if (risky.risk === 'sensitive_field' && !(await this.attended())) {
-      throw new ToolError(NOT_ALLOWED, `this step needs the person and was not taken: ${risky.what} (the element is in ` +
+      throw ruled(new ToolError(NOT_ALLOWED, `this step needs the person and was not taken: ${risky.what} (the element is in ` +
         'the block below) is theirs to do or approve, and no openab panel is open in the browser to ask them. ' +
         'Hand it to them: call browser_handoff with a reason such as "Sign in to this site", and go on once they ' +
-        'are done.', risky.target);
+        'are done.', risky.target), `no-panel:${risky.rule}`);
     }
     const decision = await this.ask({
       kind: 'action', tool, risk: risky.risk, secret: risky.secret || '', title: `The agent wants to ${risky.action}`,
@@ -351,10 +453,10 @@ export class Guard {
     if (decision !== 'allow' && decision !== 'always') {
       const why = decision === 'timeout' ? `the person did not answer in ${CARD_TIMEOUT_MS / 1000} s; the action was not taken`
         : decision === TAB_CLOSED ? 'the tab closed before the person answered; the action was not taken' : 'the user declined';
-      throw new ToolError(NOT_ALLOWED, `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
-        'below). Do not retry it; ask the user in the chat if it is needed.', risky.target);
+      throw ruled(new ToolError(NOT_ALLOWED, `not allowed by the user (${why}): ${risky.what} (the element is in the block ` +
+        'below). Do not retry it; ask the user in the chat if it is needed.', risky.target), `person:${risky.rule}`);
     }
-    return { asked: true, risky };
+    return { asked: true, risky, rule: `person:${risky.rule}` };
   }
 
   /**

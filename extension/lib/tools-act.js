@@ -57,9 +57,9 @@ async function action(b, call, tool, op, args, opArgs, options = {}) {
   }
 }
 
-async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, focused = false }, tab, armed) {
+async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, focused = false, want = {} }, tab, armed) {
   let loc = await b.page.locate(tab, args, focused);
-  const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec]);
+  const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec, want]);
   if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, args);
   const desc = d.result.desc;
   // Real keys go where the page's focus is; one meant for an element in a frame is sent as the page's events.
@@ -168,7 +168,7 @@ async function pressKey(b, args, call) {
   const opArgs = { key: args.key, modifiers: args.modifiers, press, real };
   try {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
-    const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused });
+    const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused, want: { keys: true } });
     const led = r.download ? ` It ${STARTED_DOWNLOAD}`
       : r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
     return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}${led && `.${led}`}`,
@@ -181,7 +181,11 @@ async function pressKey(b, args, call) {
         'itself; nothing was pressed. Give the ref (from browser_snapshot) of the element to press it on');
     }
   }
-  await call.check('browser_press_key', null, { key: args.key, modifiers: args.modifiers }, tab.url);
+  // No element has the focus: the key lands on the page itself, where its own shortcuts listen; it is judged there.
+  const pageTarget = { tabId: tab.id, frameIds: [0] };
+  const [described] = await b.page.exec(pageTarget, 'describeTarget', [{ page: true }, { keys: true }]);
+  if (!described || !described.result || described.result.error) throw b.page.error(described && described.result, { label: 'the page' }, args);
+  await call.check('browser_press_key', described.result.desc, { key: args.key, modifiers: args.modifiers }, { url: tab.url, tabId: tab.id });
   call.throwIfCancelled();
   const watch = b.loads.watch(tab.id);
   const [top] = await b.page.exec({ tabId: tab.id, frameIds: [0] }, 'act', ['press', { page: true }, { press, real }, null])
@@ -220,7 +224,9 @@ function optionsAsked(args) {
 }
 
 async function selectOption(b, args, call) {
-  const r = await action(b, call, 'browser_select_option', 'select', args, optionsAsked(args));
+  const asked = optionsAsked(args);
+  // The guard judges the options chosen by the page's words for them, and what the list's change can do.
+  const r = await action(b, call, 'browser_select_option', 'select', args, asked, { want: { chosen: asked.values || [asked.value] } });
   const chosen = r.chosen == null ? '' : Array.isArray(r.chosen) ? `options: ${r.chosen.map((c) => JSON.stringify(c)).join(', ')}`
     : `option: ${JSON.stringify(r.chosen)}`;
   return text(withPage(`${r.verb} ${r.what}`, [r.element, chosen].filter(Boolean).join('\n')));

@@ -1,6 +1,7 @@
 // The cards that wait for the person's answer: the guard's risky steps, the agent's own permission questions
 // and its handoffs. A card's words come from the agent or the page: text nodes only.
 
+import { stillAsksSentence } from '../lib/still-asks.js';
 import { $, el } from './dom.js';
 
 /**
@@ -29,7 +30,7 @@ function renderPlanCard(card, c, button) {
   where.append(sites);
   card.append(steps, where);
   card.append(el('div', 'note', 'Approving lets routine steps on these sites run without asking, until your next ' +
-    'message. Passwords, one-time codes, payments and uploads still ask; any other site asks first.'));
+    `message. ${stillAsksSentence()}; any other site asks first.`));
   button('Approve', 'approve', 'allow');
   button("Don't approve", 'deny');
 }
