@@ -9,6 +9,7 @@
 
 import { TOOLS } from './catalogue.js';
 import { within } from './page-script.js';
+import { oneLine } from './quoted.js';
 import { redactTokens } from './redact.js';
 import { untrusted } from './results.js';
 import { lineDiff, render } from './tools-read.js';
@@ -62,27 +63,32 @@ function stateWords(state) {
   return out;
 }
 
-/** The receipt in words: our summary, then the page's words (URLs, title, names, lines) in an untrusted block. */
+/**
+ * The receipt in words: our summary, then the page's words (URLs, title, names, values, lines) in an untrusted block,
+ * each on its one line (`q`): a page's newline or bidi control cannot start a line of the block's own (an `element:`
+ * line the panel and the agent read the step's element from) or turn the words around it.
+ */
 export function receiptWords(r) {
   const ours = [];
   const page = [];
+  const q = oneLine;
   if (r.url_before !== undefined && r.url_after !== undefined) {
     ours.push(r.url_before === r.url_after ? 'the page stayed at its URL' : 'the page went to another URL');
-    page.push(r.url_before === r.url_after ? `URL: ${r.url_after}` : `URL before: ${r.url_before}\nURL after: ${r.url_after}`);
+    page.push(r.url_before === r.url_after ? `URL: ${q(r.url_after)}` : `URL before: ${q(r.url_before)}\nURL after: ${q(r.url_after)}`);
   } else if (r.url_after !== undefined) {
     ours.push('the agent tab is at the URL in the block');
-    page.push(`URL: ${r.url_after}`);
+    page.push(`URL: ${q(r.url_after)}`);
   }
-  if (r.title_after) page.push(`title: ${r.title_after}`);
+  if (r.title_after) page.push(`title: ${q(r.title_after)}`);
   const el = r.element;
   if (el && el.gone) {
     ours.push('the element is gone from the page');
-    if (el.ref) page.push(`element: [ref=${el.ref}] gone`);
+    if (el.ref) page.push(`element: [ref=${q(el.ref)}] gone`);
   } else if (el) {
     const state = el.state || {};
     const words = stateWords(state);
     ours.push(`the element is ${words.length ? `${words.join(', ')} now` : 'still there'}${state.value !== undefined ? ', its value in the block' : ''}`);
-    page.push(`element: ${el.role} ${JSON.stringify(el.name || '')} [ref=${el.ref}]${state.value !== undefined ? `: ${state.value}` : ''}`);
+    page.push(`element: ${q(el.role)} ${JSON.stringify(q(el.name || ''))} [ref=${q(el.ref)}]${state.value !== undefined ? `: ${q(state.value)}` : ''}`);
   }
   if (r.delta) {
     const n = r.delta_total ?? r.delta.length;
@@ -90,7 +96,7 @@ export function receiptWords(r) {
     else {
       ours.push(`${n} line${n === 1 ? '' : 's'} of the page outline changed since your last snapshot or receipt` +
         `${n > r.delta.length ? ` (the first ${r.delta.length} in the block)` : ''}`);
-      page.push(`changed:\n${r.delta.join('\n')}`);
+      page.push(`changed:\n${r.delta.map(q).join('\n')}`);
     }
   } else if (r.delta_skipped) ours.push(r.delta_skipped);
   const said = `Receipt: ${ours.join('; ') || 'the step went through'}.`;

@@ -3,6 +3,8 @@
 // the agent's own description of it or from the result. Steps that are not browser tools (a CLI's own "Read file")
 // keep the agent's title. Everything here came from the agent or the page: it only ever becomes text nodes.
 
+import { oneLine } from '../lib/quoted.js';
+
 // Every tool of extension/catalogue.json (tests/browser/test_rendering.py holds the two lists equal). Each gives
 // the step's three forms and what it acts on: `[imperative, past, progressive]` and the object, from the
 // arguments and the element.
@@ -36,26 +38,37 @@ export const BROWSER_TOOLS = Object.keys(WORDS);
 const MAX_OBJECT = 60;
 const MAX_NAME = 50;
 
-function short(value, max = MAX_OBJECT) {
+// The agent's and the page's words are marked in a row's words by two control characters, which oneLine escapes
+// out of the words themselves, so only this module's marks mark: describeStep hands the row its `parts`, and
+// render.js shows each marked stretch as quoted text, set apart from ours.
+const OPEN = '\u0001';
+const CLOSE = '\u0002';
+const MARKED = new RegExp(`${OPEN}([^${OPEN}${CLOSE}]*)${CLOSE}`, 'g');
+const theirs = (text) => (text ? `${OPEN}${text}${CLOSE}` : '');
+
+/** Words of the agent or a page on one line, cut to `max`, unmarked (`short` marks them). */
+function clip(value, max = MAX_OBJECT) {
   if (value === undefined || value === null || typeof value === 'object') return '';
-  const text = String(value).replace(/\s+/g, ' ').trim();
+  const text = oneLine(String(value).replace(/\s+/g, ' ').trim());
   return text.length > max ? `${text.slice(0, max - 1)}…` : text;
 }
 
+const short = (value, max = MAX_OBJECT) => theirs(clip(value, max));
+
 function quote(value) {
-  const text = short(value, MAX_NAME);
-  return text ? `"${text}"` : '';
+  const text = clip(value, MAX_NAME);
+  return text ? `"${theirs(text)}"` : '';
 }
 
 /** A URL as a person names a place: no scheme, no trailing slash. */
 function place(url) {
-  const text = short(url, 200).replace(/^https?:\/\//i, '').replace(/\/$/, '');
+  const text = clip(url, 200).replace(/^https?:\/\//i, '').replace(/\/$/, '');
   return short(text) || 'a page';
 }
 
 /** A file the agent names by its path in its working folder, as its name alone: "report.pdf". */
 function fileName(path) {
-  const last = short(path, 200).split('/').filter(Boolean).pop() || '';
+  const last = clip(path, 200).split('/').filter(Boolean).pop() || '';
   return quote(last);
 }
 
@@ -77,17 +90,18 @@ function tabWords(a) {
 // The element as the browser's result (or the guard's refusal) names it, in the page's block: `button "Buy now"`.
 const ELEMENT_LINE = /^(?:element: )?([a-z][\w-]*) "((?:[^"\\]|\\.)*)"/im;
 const PAGE_BLOCK = /<<<page-content (\d+)\n([\s\S]*?)\n>>>page-content \1/;
+const PAGE_BLOCKS = new RegExp(PAGE_BLOCK.source, 'g');
 
 /** The element a step acts on: the agent's description, else the page's name for it, else what targets it. */
 function elementOf(args, resultText) {
-  const given = short(args.element, MAX_NAME);
-  if (given) return { given: true, plain: given, quoted: `"${given}"` };
-  const block = PAGE_BLOCK.exec(resultText || '');
-  const found = block && ELEMENT_LINE.exec(block[2]);
+  const given = clip(args.element, MAX_NAME);
+  if (given) return { given: true, plain: theirs(given), quoted: `"${theirs(given)}"` };
+  // The first block that names one: a result may open with another (the pod's list of steps a restart left).
+  const found = [...String(resultText || '').matchAll(PAGE_BLOCKS)].map((b) => ELEMENT_LINE.exec(b[2])).find(Boolean);
   if (found) {
-    const name = short(found[2].replace(/\\(.)/g, '$1'), MAX_NAME);
-    if (name) return { given: true, plain: name, quoted: `"${name}"` };
-    return { given: true, plain: `a ${found[1]}`, quoted: `a ${found[1]}` };
+    const name = clip(found[2].replace(/\\(.)/g, '$1'), MAX_NAME);
+    if (name) return { given: true, plain: theirs(name), quoted: `"${theirs(name)}"` };
+    return { given: true, plain: `a ${theirs(found[1])}`, quoted: `a ${theirs(found[1])}` };
   }
   if (args.selector) return { given: true, plain: short(args.selector), quoted: short(args.selector) };
   return { given: false, plain: 'a field', quoted: 'an element' };
@@ -155,11 +169,29 @@ function journalled(item, call, verb, what) {
 }
 
 /**
- * What a tool row says: `{words, state, browser, note?}`. `state` is the item's status, or `declined` when the person
- * (or their site rule, or their silence) refused the step, which is not a failure of the agent or the page, or what
- * the pod's journal says of it (`unknown`, `deduplicated`), with its words in `note`.
+ * What a tool row says: `{words, parts, state, browser, note?}`; `parts` are the words as `{text, quoted}`, `quoted`
+ * for the agent's or a page's words (an element's name, a URL, a key, an option, a file's name, a title).
  */
 export function describeStep(item) {
+  const step = describe(item);
+  const parts = [];
+  let at = 0;
+  for (const m of step.words.matchAll(MARKED)) {
+    if (m.index > at) parts.push({ text: step.words.slice(at, m.index), quoted: false });
+    parts.push({ text: m[1], quoted: true });
+    at = m.index + m[0].length;
+  }
+  if (at < step.words.length) parts.push({ text: step.words.slice(at), quoted: false });
+  return { ...step, words: parts.map((p) => p.text).join(''), parts };
+}
+
+/**
+ * What a tool row says, the agent's and the page's words marked: `{words, state, browser, note?}`. `state` is the
+ * item's status, or `declined` when the person (or their site rule, or their silence) refused the step, which is not
+ * a failure of the agent or the page, or what the pod's journal says of it (`unknown`, `deduplicated`), with its
+ * words in `note`.
+ */
+function describe(item) {
   const status = String(item.status || '');
   const call = browserCall(item.title, parsed(item.input));
   if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
