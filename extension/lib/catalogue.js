@@ -17,14 +17,19 @@ export let DEFAULT_MAX_CHARS = 0;
 
 let loading = null;
 
+function deepFreeze(value) {
+  if (value && typeof value === 'object') for (const v of Object.values(value)) deepFreeze(v);
+  return Object.freeze(value);
+}
+
 /** Take `data` (the parsed catalogue.json) as the catalogue; a file without its parts is refused whole. */
 export function useCatalogue(data) {
   if (!Array.isArray(data?.tools) || !data.mcp || !Number.isInteger(data.defaults?.maxChars)) {
     throw new Error('extension/catalogue.json lacks tools, mcp or defaults.maxChars: reinstall the extension');
   }
   checkFacts(data.tools);
-  TOOLS = data.tools.map(({ facts, ...advertised }) => advertised);
-  FACTS = new Map(data.tools.map((t) => [t.name, Object.freeze({ ...t.facts, guard: Object.freeze([...t.facts.guard]) })]));
+  TOOLS = data.tools.map(({ facts: _facts, ...advertised }) => advertised);
+  FACTS = new Map(data.tools.map((t) => [t.name, deepFreeze(structuredClone(t.facts))]));
   MCP_REVISIONS = data.mcp;
   DEFAULTS = data.defaults;
   DEFAULT_MAX_CHARS = data.defaults.maxChars;
@@ -36,19 +41,73 @@ export function useCatalogue(data) {
 export const GUARD_FACETS = Object.freeze(['activates', 'submits', 'types', 'presses', 'chooses', 'drops', 'transfers',
   'runs_code', 'navigates', 'answers', 'person', 'routine']);
 
+// The rest of a tool's facts (docs/extension.md, The catalogue's facts), each read by one stage or module:
+// `receipt` (lib/receipts.js), `dialogs` and `exclusive` (lib/stages/), `plan` (lib/plan.js), `row` (panel/steps.js),
+// `journal` (the pod's core/catalogue.py; its `reads` also spares a listing of the tabs a receipt).
+export const RECEIPTS = Object.freeze(['element', 'page', 'none']);
+// How a JavaScript dialog in the tab meets a call: 'meets' (one open stops it, one that opens ends it), 'free'
+// (never waits on the page's script), 'answers' (it is what answers one), 'person' (the person's turn: they answer
+// the dialogs they meet themselves).
+export const DIALOG_WAYS = Object.freeze(['meets', 'free', 'answers', 'person']);
+
 /**
- * Every tool has facts, and every tool that acts (not readOnlyHint) has a guard rule of known facets: an acting tool
- * the guard would not know how to judge stops the worker at start-up instead of running unasked.
+ * Every tool has all its facts with known values, and every tool that acts (not readOnlyHint) has a guard rule of
+ * known facets: an acting tool the guard would not know how to judge stops the worker at start-up instead of
+ * running unasked. core/catalogue.py refuses the same files.
  */
 export function checkFacts(tools) {
   for (const t of tools) {
-    const guard = t.facts && t.facts.guard;
-    if (!Array.isArray(guard)) throw new Error(`extension/catalogue.json: ${t.name} has no facts.guard`);
-    for (const f of guard) if (!GUARD_FACETS.includes(f)) throw new Error(`extension/catalogue.json: ${t.name} has an unknown guard facet ${f}`);
+    const facts = t.facts;
+    const bad = (what) => new Error(`extension/catalogue.json: ${t.name} ${what}`);
+    const guard = facts && facts.guard;
+    if (!Array.isArray(guard)) throw bad('has no facts.guard');
+    for (const f of guard) if (!GUARD_FACETS.includes(f)) throw bad(`has an unknown guard facet ${f}`);
     const acts = !(t.annotations && t.annotations.readOnlyHint === true);
-    if (acts && !guard.length) throw new Error(`extension/catalogue.json: ${t.name} acts on the page and has no guard rule (facts.guard)`);
-    if (!acts && guard.length) throw new Error(`extension/catalogue.json: ${t.name} only reads and has a guard rule`);
+    if (acts && !guard.length) throw bad('acts on the page and has no guard rule (facts.guard)');
+    if (!acts && guard.length) throw bad('only reads and has a guard rule');
+    if (!RECEIPTS.includes(facts.receipt) || (!acts && facts.receipt !== 'none')) {
+      throw bad(`has facts.receipt ${JSON.stringify(facts.receipt)}: one of ${RECEIPTS.join(', ')} ('none' for a read)`);
+    }
+    if (!DIALOG_WAYS.includes(facts.dialogs)) throw bad(`has facts.dialogs ${JSON.stringify(facts.dialogs)}: one of ${DIALOG_WAYS.join(', ')}`);
+    if (typeof facts.exclusive !== 'boolean') throw bad('has no boolean facts.exclusive');
+    if (!isObject(facts.journal) || (facts.journal.reads !== undefined && !isArgs(facts.journal.reads))) {
+      throw bad('has no facts.journal, or its reads is not {argument: [values]}');
+    }
+    const plan = facts.plan;
+    if (!isObject(plan) || (acts && !nonEmpty(plan.step)) || (plan.noSite !== undefined && !isArgs(plan.noSite))) {
+      throw bad('has no facts.plan (an acting tool says its step, e.g. "click {target}"), or its noSite is not {argument: [values]}');
+    }
+    checkRow(facts.row, bad);
   }
+}
+
+const isObject = (v) => Boolean(v) && typeof v === 'object' && !Array.isArray(v);
+const nonEmpty = (v) => typeof v === 'string' && v.length > 0;
+const isScalar = (v) => ['string', 'number', 'boolean'].includes(typeof v);
+// Argument values that pick out some calls of a tool: {action: ['list']} is a call whose `action` is 'list'.
+const isArgs = (v) => isObject(v) && Object.values(v).every((vs) => Array.isArray(vs) && vs.length && vs.every(isScalar));
+
+function checkRow(row, bad) {
+  const words = (r) => Array.isArray(r.verbs) && r.verbs.length === 3 && r.verbs.every(nonEmpty) &&
+    (nonEmpty(r.object) !== nonEmpty(r.says));
+  if (!isObject(row) || !words(row)) throw bad('has no facts.row: {verbs: [imperative, past, progressive], object: kind or says: words}');
+  if (row.when === undefined) return;
+  if (!Array.isArray(row.when) || !row.when.every((w) => isObject(w) && isArgs(w.args) && words(w))) {
+    throw bad('has a facts.row.when that is not a list of {args, verbs, object or says}');
+  }
+}
+
+/** Whether `args` has one of the values `picked` ({argument: [values]}) lists. Pure. */
+export function picks(picked, args) {
+  if (!picked || !args || typeof args !== 'object') return false;
+  return Object.entries(picked).some(([name, values]) => values.includes(args[name]));
+}
+
+/** Whether a call of `name` with `args` only reads: a readOnlyHint tool, or an acting one's journal.reads. */
+export function onlyReads(name, args) {
+  const facts = FACTS.get(name);
+  const tool = TOOLS.find((t) => t.name === name);
+  return Boolean(tool && tool.annotations.readOnlyHint === true) || Boolean(facts && picks(facts.journal.reads, args));
 }
 
 /** The facts of the tool `name` (catalogue.json), or null for a name the catalogue lacks. */

@@ -144,8 +144,10 @@ class BuiltinAgent:
         # Unique across restarts: an agent restarted with the gateway must not reuse the ids of steps the panel
         # already shows.
         call_id = f"call_{uuid.uuid4().hex}"
-        # ACP's kind: a tool the catalogue annotates readOnlyHint reads; loading a page fetches it.
-        kind = "read" if catalogue().read_only(tool) else "fetch" if tool == "browser_navigate" else "other"
+        # ACP's kind, from the catalogue: a call that only reads (readOnlyHint, or facts.journal.reads: listing the
+        # tabs) reads; one of a tool whose only facet is loading a page (facts.guard) fetches it.
+        kind = ("read" if catalogue().only_reads(tool, arguments)
+                else "fetch" if catalogue().only_navigates(tool) else "other")
         self._update(session, {
             "sessionUpdate": "tool_call", "toolCallId": call_id, "title": title, "kind": kind,
             "status": "in_progress", "rawInput": {"server": SERVER_NAME, "tool": tool, "arguments": arguments,
