@@ -9,7 +9,7 @@
 // start a new chat (lib/panels.js), and with the worker (kept in memory only: a restarted worker asks again).
 
 import { ToolError, BAD_ARGS, BUSY, CANCELLED, NOT_ALLOWED } from './errors.js';
-import { toolNamed } from './catalogue.js';
+import { factsOf, picks, toolNamed } from './catalogue.js';
 import { MAX_CARDS } from './guard.js';
 import { text } from './results.js';
 import { webOrigin } from './settings.js';
@@ -17,8 +17,6 @@ import { webOrigin } from './settings.js';
 const MAX_SUMMARY = 500;
 const MAX_STEP = 300;
 const MAX_ITEMS = 20;
-// Steps of browser_tabs that act on no site: they only list the agent's tabs or pick which one is current.
-const TABS_READING = new Set(['list', 'switch']);
 
 /**
  * A site as the agent listed it: a host ("shop.example", "127.0.0.1:8000"), which covers that host over http and
@@ -84,12 +82,12 @@ export function readProposal(args) {
   return { summary, steps, sites };
 }
 
-/** Our words for a step the guard did not find risky, on a card about the plan's sites. */
+/** Our words for a step the guard did not find risky, on a card about the plan's sites: its facts.plan.step. */
 function stepWords(tool, desc) {
   const label = desc ? `${desc.role} "${desc.name}"` : 'the page';
-  const verb = { browser_click: 'click', browser_type: 'type into', browser_select_option: 'choose an option in',
-    browser_press_key: 'press a key on', browser_handle_dialog: 'answer a dialog on' }[tool] || 'act on';
-  return tool === 'browser_handle_dialog' ? 'answer the page\'s dialog' : `${verb} ${label}`;
+  const facts = factsOf(tool);
+  // A function, not a string, puts the label in: the page's words are never read as a replacement pattern.
+  return ((facts && facts.plan.step) || 'act on {target}').replace('{target}', () => label);
 }
 
 /** The places a step is on and can lead to: its frame's site, a link's and a form's destination. */
@@ -118,7 +116,8 @@ export class Plan {
     const tool = toolNamed(name);
     // Reading, scrolling, the person's own turn and the plan itself change nothing on a site.
     if (tool.annotations.destructiveHint !== true) return '';
-    if (name === 'browser_tabs' && TABS_READING.has(args && args.action)) return '';
+    // Nor do the calls its facts.plan.noSite names (listing the tabs, picking which one is current).
+    if (picks(factsOf(name).plan.noSite, args)) return '';
     return `${name} was not run: the person asks to approve a plan before the agent acts ("Ask before acting" is ` +
       'on in openab\'s settings). Call browser_plan first, with the task, your steps and every site you will use; ' +
       'once the person approves it, do this step again.';

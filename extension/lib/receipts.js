@@ -2,12 +2,13 @@
 // step that went through carries `_meta["dev.openab/receipt"]` = {url_before, url_after, title_after, element,
 // delta}, and its text ends with the same in words, the page's words in an untrusted block.
 //
-// What each tool's receipt holds: a step on an element (a click, typing, a key, a choice, a drag, a hover, an upload)
-// has the element as it is after it and the lines of the page's outline that changed, which takes a look at the
-// page before the step and one after; every other step (a navigation, going back, tabs, a dialog, a handoff, a
-// scroll, a download) has where the agent tab is, which costs no look. browser_plan changes no page and has none.
+// What each tool's receipt holds (its catalogue.json facts.receipt): a step on an element (a click, typing, a key, a
+// choice, a drag, a hover, an upload) has the element as it is after it and the lines of the page's outline that
+// changed, which takes a look at the page before the step and one after; every other step (a navigation, going
+// back, tabs, a dialog, a handoff, a scroll, a download) has where the agent tab is, which costs no look.
+// browser_plan changes no page and has none.
 
-import { TOOLS } from './catalogue.js';
+import { factsOf, onlyReads } from './catalogue.js';
 import { within } from './page-script.js';
 import { oneLine } from './quoted.js';
 import { redactTokens } from './redact.js';
@@ -16,9 +17,6 @@ import { lineDiff, render } from './tools-read.js';
 
 export const RECEIPT_META = 'dev.openab/receipt';
 
-const ON_ELEMENT = new Set(['browser_click', 'browser_type', 'browser_press_key', 'browser_select_option', 'browser_drag',
-  'browser_hover', 'browser_upload']);
-const NO_PAGE = new Set(['browser_plan']);
 const DELTA_LINES = 12;
 const LINE_CHARS = 200;
 // The lines that changed are those between the last outline the agent was given of the page (its last whole
@@ -30,12 +28,14 @@ const MAX_COMPARED_ELEMENTS = 1000;
 // A look for a receipt that takes longer is given up: the step's own result never waits on its receipt for long.
 const LOOK_MS = 1500;
 
-/** 'element', 'page', or null: what the receipt of `name` holds. Reads have none (nor a listing of the tabs). */
+/**
+ * 'element', 'page', or null: what the receipt of `name` holds, its catalogue's facts.receipt. Reads have none, nor
+ * does a call of an acting tool that only reads (facts.journal.reads: a listing of the tabs).
+ */
 export function receiptKind(name, args) {
-  const tool = TOOLS.find((t) => t.name === name);
-  if (!tool || tool.annotations.readOnlyHint || NO_PAGE.has(name)) return null;
-  if (name === 'browser_tabs' && args.action === 'list') return null;
-  return ON_ELEMENT.has(name) ? 'element' : 'page';
+  const facts = factsOf(name);
+  if (!facts || facts.receipt === 'none' || onlyReads(name, args)) return null;
+  return facts.receipt;
 }
 
 const cut = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);

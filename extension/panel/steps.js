@@ -3,37 +3,48 @@
 // the agent's own description of it or from the result. Steps that are not browser tools (a CLI's own "Read file")
 // keep the agent's title. Everything here came from the agent or the page: it only ever becomes text nodes.
 
+import { FACTS, loadCatalogue, picks } from '../lib/catalogue.js';
 import { oneLine } from '../lib/quoted.js';
 
-// Every tool of extension/catalogue.json (tests/browser/test_rendering.py holds the two lists equal). Each gives
-// the step's three forms and what it acts on: `[imperative, past, progressive]` and the object, from the
-// arguments and the element.
-const WORDS = {
-  browser_navigate: (a) => [['Open', 'Opened', 'Opening'], place(a.url)],
-  browser_click: (a, el) => [['Click', 'Clicked', 'Clicking'], el.quoted],
-  browser_type: (a, el) => [['Type into', 'Typed into', 'Typing into'], el.plain],
-  browser_press_key: (a, el) => [['Press', 'Pressed', 'Pressing'], `${short(a.key) || 'a key'}${el.given ? ` in ${el.plain}` : ''}`],
-  browser_select_option: (a, el) => [['Choose', 'Chose', 'Choosing'], `${quote(a.value) || 'an option'} in ${el.plain}`],
-  browser_scroll: (a, el) => [['Scroll', 'Scrolled', 'Scrolling'], a.ref != null ? `to ${el.plain}` : short(a.direction) || 'down'],
-  browser_hover: (a, el) => [['Point at', 'Pointed at', 'Pointing at'], el.plain],
-  browser_drag: (a, el) => [['Drag', 'Dragged', 'Dragging'], el.plain],
-  browser_back: () => [['Go', 'Went', 'Going'], 'back'],
-  browser_wait_for: (a) => [['Wait', 'Waited', 'Waiting'], waitedFor(a)],
-  browser_tabs: (a) => tabWords(a),
-  browser_handle_dialog: (a) => [a.accept === false ? ['Dismiss', 'Dismissed', 'Dismissing'] : ['Accept', 'Accepted', 'Accepting'],
-    "the page's dialog"],
-  browser_handoff: () => [['Hand', 'Handed', 'Handing'], 'the tab to you'],
-  browser_plan: () => [['Show', 'Showed', 'Showing'], 'you the plan'],
-  browser_snapshot: () => [['Read', 'Read', 'Reading'], 'the page'],
-  browser_find: (a) => [['Search', 'Searched', 'Searching'], `the page for ${quote(a.text) || 'text'}`],
-  browser_read_dom: (a) => [['Read', 'Read', 'Reading'], a.selector ? `the HTML of ${short(a.selector)}` : "the page's HTML"],
-  browser_screenshot: () => [['Take', 'Took', 'Taking'], 'a screenshot'],
-  browser_upload: (a, el) => [['Upload', 'Uploaded', 'Uploading'], `${fileName(a.path) || 'a file'}${el.given ? ` into ${el.plain}` : ''}`],
-  browser_download: (a) => [['Download', 'Downloaded', 'Downloading'],
-    `${fileName(a.path) || 'a file'}${a.url ? ` from ${place(a.url)}` : ''}`],
+// Each tool's row words are its catalogue facts.row (`verbs`: imperative, past, progressive; `object`: the kind of
+// what it acts on, or `says`: fixed words; `when`: other words for some argument values). The panel reads the
+// packaged file itself, as the worker does: it needs no worker to be running to name a step.
+await loadCatalogue();
+
+// What a step acts on, by the kind its row names, from the arguments and the element.
+const OBJECTS = {
+  place: (a) => place(a.url),
+  element: (a, el) => el.plain,
+  'named-element': (a, el) => el.quoted,
+  key: (a, el) => `${short(a.key) || 'a key'}${el.given ? ` in ${el.plain}` : ''}`,
+  option: (a, el) => `${quote(a.value) || 'an option'} in ${el.plain}`,
+  scroll: (a, el) => (a.ref != null ? `to ${el.plain}` : short(a.direction) || 'down'),
+  wait: (a) => waitedFor(a),
+  search: (a) => `the page for ${quote(a.text) || 'text'}`,
+  html: (a) => (a.selector ? `the HTML of ${short(a.selector)}` : "the page's HTML"),
+  'new-tab': (a) => (a.url ? `a tab at ${place(a.url)}` : 'a tab'),
+  'to-tab': (a) => `to tab ${short(a.tab_id)}`,
+  tab: (a) => `tab ${short(a.tab_id)}`,
+  upload: (a, el) => `${fileName(a.path) || 'a file'}${el.given ? ` into ${el.plain}` : ''}`,
+  download: (a) => `${fileName(a.path) || 'a file'}${a.url ? ` from ${place(a.url)}` : ''}`,
 };
 
-export const BROWSER_TOOLS = Object.keys(WORDS);
+// Every tool of extension/catalogue.json, by name: its row (tests/browser/test_rendering.py holds the lists equal).
+const ROWS = new Map([...FACTS].map(([name, facts]) => [name, facts.row]));
+for (const [name, row] of ROWS) {
+  for (const words of [row, ...(row.when || [])]) {
+    if (words.object && !OBJECTS[words.object]) throw new Error(`panel/steps.js has no words for ${name}'s object ${words.object}`);
+  }
+}
+
+export const BROWSER_TOOLS = [...ROWS.keys()];
+
+/** A step's three verb forms and its object, from its tool's row and the call's arguments. */
+function rowWords(tool, args, el) {
+  const row = ROWS.get(tool);
+  const words = (row.when || []).find((w) => picks(w.args, args)) || row;
+  return [words.verbs, words.object ? OBJECTS[words.object](args, el) : words.says];
+}
 
 const MAX_OBJECT = 60;
 const MAX_NAME = 50;
@@ -79,14 +90,6 @@ function waitedFor(a) {
   return 'for the page to load';
 }
 
-function tabWords(a) {
-  const id = short(a.tab_id);
-  if (a.action === 'open') return [['Open', 'Opened', 'Opening'], a.url ? `a tab at ${place(a.url)}` : 'a tab'];
-  if (a.action === 'select') return [['Switch', 'Switched', 'Switching'], `to tab ${id}`];
-  if (a.action === 'close') return [['Close', 'Closed', 'Closing'], `tab ${id}`];
-  return [['List', 'Listed', 'Listing'], 'the tabs'];
-}
-
 // The element as the browser's result (or the guard's refusal) names it, in the page's block: `button "Buy now"`.
 const ELEMENT_LINE = /^(?:element: )?([a-z][\w-]*) "((?:[^"\\]|\\.)*)"/im;
 const PAGE_BLOCK = /<<<page-content (\d+)\n([\s\S]*?)\n>>>page-content \1/;
@@ -112,13 +115,13 @@ function elementOf(args, resultText) {
  * `openab_browser: browser_click`, `openab_browser.browser_click (MCP)`, or the built-in agent's `{tool, arguments}`.
  */
 function browserCall(title, input) {
-  const wrapped = input && typeof input === 'object' && typeof input.tool === 'string' && WORDS[input.tool];
+  const wrapped = input && typeof input === 'object' && typeof input.tool === 'string' && ROWS.has(input.tool);
   if (wrapped) {
     const args = input.arguments && typeof input.arguments === 'object' ? input.arguments : {};
     return { tool: input.tool, args: { element: input.element, ...args } };
   }
   const parts = String(title || '').split(/__|[^A-Za-z0-9_]+/);
-  const tool = parts.find((p) => Object.hasOwn(WORDS, p));
+  const tool = parts.find((p) => ROWS.has(p));
   if (!tool) return null;
   return { tool, args: input && typeof input === 'object' && !Array.isArray(input) ? input : {} };
 }
@@ -195,7 +198,7 @@ function describe(item) {
   const status = String(item.status || '');
   const call = browserCall(item.title, parsed(item.input));
   if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
-  const [[verb, past, doing], object] = WORDS[call.tool](call.args, elementOf(call.args, item.text));
+  const [[verb, past, doing], object] = rowWords(call.tool, call.args, elementOf(call.args, item.text));
   const what = object ? ` ${object}` : '';
   const journal = item.journal && journalled(item, call, verb, what);
   if (journal) return journal;
