@@ -271,7 +271,8 @@ function classifyKey(desc, args, label, inGuardedForm) {
   const chord = press.ctrlKey || press.altKey || press.metaKey;
   if (press.activates && !desc.page) {
     const activated = classifyActivation(desc, press, label, inGuardedForm);
-    if (activated !== undefined) return activated;
+    // A click on it is routine, but with Control, Alt or Meta held the key can also be one of the page's shortcuts.
+    if (activated !== undefined && (activated !== null || !chord)) return activated;
   }
   if ((MOVING.has(press.key) && !press.altKey && !press.metaKey) || Object.values(LONE_MODIFIERS).includes(press.key)) return null;
   if (textField(desc)) {

@@ -222,6 +222,7 @@ async def test_risky_words_cover_the_ten_languages_and_only_our_risks(page: Page
     ("登録解除", "unsubscribe", "登録解除"), ("Retirer des fonds", "transfer", "retirer des fonds"),
     # Edges are Unicode-aware: a word glued to letters of any script is another word.
     ("Payé", None, None), ("Delete\u00e9", None, None), ("x-delete", "delete", "delete"),
+    ("\U0001f5d1\ufe0fDelete", "delete", "delete"), ("\U0001d403elete", None, None),
     ("ПЕРЕМЕСТИТЬ В КОРЗИНУ", "trash", "переместить в корзину"), ("Se  déconnecter", "sign out", "se déconnecter"),
     ("", None, None), (None, None, None),
 ])
@@ -234,7 +235,7 @@ async def test_submit_controls_are_risky_whatever_they_say(page: Page) -> None:
     desc = element("button", "Continue", submit=True, formAction="https://pay.example/charge")
     got = await run(page, "guard.js", "m.classify('browser_click', arg)", desc)
     # `what` is our words only; the page's (the label, the form's host) are kept apart in `target`.
-    assert got == {"risk": "submit", "action": 'submit a form to pay.example with button "Continue"',
+    assert got == {"risk": "submit", "rule": "submit", "action": 'submit a form to pay.example with button "Continue"',
                    "what": "submit a form", "target": 'button "Continue", form to pay.example'}
 
 
@@ -353,10 +354,13 @@ async def test_fields_and_keys(page: Page, tool: str, desc: dict[str, Any], args
     (" ", {"key": " ", "code": "Space", "activates": "Space", "label": "Space"}),
     ("ctrl+shift+space", {"key": " ", "ctrlKey": True, "shiftKey": True, "label": "Control+Shift+Space"}),
     ("Meta+Return", {"key": "Enter", "metaKey": True, "label": "Meta+Enter"}),
-    ("a", {"key": "a", "code": "KeyA", "activates": "", "label": ""}),
+    ("a", {"key": "a", "code": "KeyA", "activates": "", "label": "a"}),
     ("Shift+Tab", {"key": "Tab", "code": "Tab", "shiftKey": True, "activates": ""}),
     ("+", {"key": "+", "shiftKey": False}), ("Shift++", {"key": "+", "shiftKey": True}),
+    ("Shift", {"key": "Shift", "label": "Shift"}), ("é", {"key": "é", "label": "é"}),
     ("Hyper+Enter", "bad_args"), ("Control+", "bad_args"), ("", "bad_args"), ("x" * 65, "bad_args"),
+    # Any other word is no key: it would stand in the person's card in openab's words.
+    ("Delete everything", "bad_args"), ("Control+Buy now", "bad_args"),
 ])
 async def test_key_names(page: Page, name: str, expected: dict[str, Any] | str) -> None:
     body = "(() => { try { return m.keyPress(arg); } catch (e) { return e.code; } })()"
@@ -793,3 +797,82 @@ async def test_a_dialog_report_keeps_the_pages_text_apart_and_bounded(page: Page
 ])
 async def test_a_handoff_waits_a_bounded_time(page: Page, asked: Any, seconds: int) -> None:
     assert await run(page, "handoff.js", "m.handoffSeconds(arg)", asked) == seconds
+
+
+ROW = element("option", "Invoice from ACME", tag="li")
+SEARCH = element("searchbox", "Search mail", tag="input", type="search")
+PASSWORD = element("textbox", "Password", tag="input", type="password", sensitive="password")
+LIST = element("combobox", "Density", tag="select")
+PAGE = element("page", "", tag="body", page=True, selected='option "Invoice from ACME"')
+
+
+@pytest.mark.parametrize(("desc", "key", "rule"), [
+    # Outside a text field any key but moving and scrolling can be the page's own shortcut.
+    (ROW, "Delete", "key-shortcut"), (ROW, "#", "key-shortcut"), (ROW, "e", "key-shortcut"),
+    (ROW, "Control+Enter", "key-shortcut"), (PAGE, "#", "key-shortcut"), (PAGE, "Backspace", "key-shortcut"),
+    (PAGE, "Alt+ArrowLeft", "key-shortcut"), (PAGE, "F2", "key-shortcut"), (LIST, "Delete", "key-shortcut"),
+    (SEARCH, "Control+s", "key-shortcut"), (SEARCH, "Alt+e", "key-shortcut"),
+    (ROW, "ArrowDown", None), (ROW, "Tab", None), (PAGE, "Escape", None), (PAGE, "PageDown", None),
+    (PAGE, "Shift+Tab", None), (PAGE, "Control+End", None), (ROW, "Shift", None),
+    # In a text field: typing and editing.
+    (SEARCH, "#", None), (SEARCH, "Delete", None), (SEARCH, "Control+a", None), (SEARCH, "Meta+v", None),
+    (SEARCH, "Control+Backspace", None), (SEARCH, " ", None), (LIST, "c", None),
+    # A character typed into a password field is filling it.
+    (PASSWORD, "x", "secret-field"),
+    # Enter and Space keep their rules: a click on what they activate, a send in a field.
+    (element("button", "Delete account"), "Enter", "key-activates:risky-word:delete"),
+    (element("button", "Preview"), " ", None), (SEARCH, "Enter", "key-sends"),
+])
+async def test_keys_are_judged_on_what_they_can_do_where_they_land(
+        page: Page, desc: dict[str, Any], key: str, rule: str | None) -> None:
+    got = await run(page, "guard.js", "m.classify('browser_press_key', arg.desc, { key: arg.key })",
+                    {"desc": desc, "key": key})
+    assert (got and got["rule"]) == rule
+
+
+@pytest.mark.parametrize(("name", "choice", "rule"), [
+    ("Bulk actions", {"chosen": ["Delete selected accounts"]}, "choice-risky-word:delete"),
+    ("Pay now", {"chosen": ["$5,000"]}, "choice-risky-word:pay"),
+    ("Account", {"chosen": ["Supprimer mon compte"]}, "choice-risky-word:delete"),
+    ("Sort by", {"chosen": ["Oldest"], "submits": True}, "choice-submits"),
+    ("Go to", {"chosen": ["Keys"], "navigates": True}, "choice-navigates"),
+    ("Colour", {"chosen": ["Blue"]}, None),
+    ("Bulk actions", {"chosen": ["Mark as read"]}, None),
+])
+async def test_a_choice_is_judged_by_the_list_the_option_and_what_its_change_does(
+        page: Page, name: str, choice: dict[str, Any], rule: str | None) -> None:
+    desc = element("combobox", name, tag="select", choice=choice)
+    got = await run(page, "guard.js", "m.classify('browser_select_option', arg)", desc)
+    assert (got and got["rule"]) == rule
+
+
+@pytest.mark.parametrize(("onto", "rule"), [
+    (element("button", "Move to trash"), "drop-target:risky-word:trash"),
+    (element("button", "In den Papierkorb verschieben"), "drop-target:risky-word:trash"),
+    (element("button", "Delete"), "drop-target:risky-word:delete"),
+    (element("button", "Go", submit=True, formAction="https://shop.example/order"), "drop-target:submit"),
+    (element("listitem", "Done"), None),
+])
+async def test_a_drop_is_judged_as_a_click_on_its_target(page: Page, onto: dict[str, Any], rule: str | None) -> None:
+    desc = element("listitem", "Mail", tag="li", drop=onto)
+    got = await run(page, "guard.js", "m.classify('browser_drag', arg)", desc)
+    assert (got and got["rule"]) == rule
+
+
+async def test_every_acting_tool_has_a_guard_rule_and_a_catalogue_without_one_is_refused(page: Page) -> None:
+    # The shipped catalogue passes; one whose acting tool lost its rule, or names an unknown facet, stops the worker.
+    body = """(() => {
+      const tools = m.TOOLS.map((t) => ({ ...t, facts: { ...m.factsOf(t.name) } }));
+      const refused = (edit) => {
+        const copy = structuredClone(tools);
+        edit(copy.find((t) => t.name === 'browser_click'));
+        try { m.checkFacts(copy); return ''; } catch (e) { return e.message; }
+      };
+      m.checkFacts(tools);
+      return [refused((t) => { t.facts.guard = []; }), refused((t) => { delete t.facts.guard; }),
+              refused((t) => { t.facts.guard = ['clicks']; })];
+    })()"""
+    got = await run(page, "catalogue.js", body)
+    assert "browser_click acts on the page and has no guard rule" in got[0]
+    assert "browser_click has no facts.guard" in got[1]
+    assert "unknown guard facet clicks" in got[2]
