@@ -3,7 +3,7 @@
 // guard says the canonical name of the risk (`risk`, in English) and the words it matched (`said`, from our
 // own list), so a card and an error may quote them in openab's voice.
 //
-// Eleven languages' words (the ten most used on the web, with Chinese in both scripts) are matched in any text,
+// The words of the ten most used languages of the web (Chinese in both its scripts) are matched in any text,
 // whatever the page's `lang` says: pages mislabel their language, mix languages, and an English page's account
 // menu may be in the person's own language. The lists were chosen so one language's risky word is not an
 // everyday harmless word of another (Italian "cancella" is "delete", Spanish "cancelar" is a dialog's Cancel and
@@ -277,7 +277,9 @@ function weight(source) {
 const WHOLE = new Map();
 const INSIDE = new Map();
 (() => {
-  const edge = '[\\p{L}\\p{M}\\p{N}]';
+  // A mark (an accent, an emoji's variation selector) belongs to what it follows.
+  const before = '[\\p{L}\\p{N}]\\p{M}*';
+  const after = '[\\p{L}\\p{M}\\p{N}]';
   const add = (map, risk, word, source) => {
     // The letters it starts with, compared before the expression is run.
     const prefix = /^[^\\[\]()?*+.|{}^$\s']*/u.exec(word.replace(/^\(\?<!(?:[^()]|\([^()]*\))*\)/, ''))[0].toLowerCase();
@@ -289,7 +291,7 @@ const INSIDE = new Map();
     if (Array.isArray(table)) {
       for (const [risk, words] of table) {
         for (const w of words) {
-          add(WHOLE, risk, w, `(?<!${edge})(?:${w.replace(/ /g, '\\s+').replace(/'/g, '[\'’]')})(?!${edge})`);
+          add(WHOLE, risk, w, `(?<!${before})(?:${w.replace(/ /g, '\\s+').replace(/'/g, '[\'’]')})(?!${after})`);
         }
       }
     } else {
@@ -301,7 +303,8 @@ const INSIDE = new Map();
   for (const map of [WHOLE, INSIDE]) for (const list of map.values()) list.sort((a, b) => b.weight - a.weight);
 })();
 
-const WORD_CHAR = /[\p{L}\p{M}\p{N}]/u;
+const WORD_CHAR = /[\p{L}\p{N}]/u;
+const MARK = /\p{M}/u;
 
 /**
  * The first risky word in `text` (a label, an option, a dialog's message): `{risk, said}`, or null. `risk` is the
@@ -313,9 +316,14 @@ export function riskyWord(text) {
   let inWord = false;
   for (let i = 0; i < s.length; i++) {
     const c = s.charCodeAt(i);
-    const letter = c < 128
-      ? (c >= 97 && c <= 122) || (c >= 48 && c <= 57)
-      : (c >= 0xd800 && c <= 0xdfff) || WORD_CHAR.test(s[i]);
+    let letter = (c >= 97 && c <= 122) || (c >= 48 && c <= 57);
+    if (c >= 128) {
+      // The second half of a pair was judged with the first; a mark belongs to what it follows.
+      if (c >= 0xdc00 && c <= 0xdfff) continue;
+      const ch = c >= 0xd800 && c <= 0xdbff ? String.fromCodePoint(s.codePointAt(i)) : s[i];
+      if (MARK.test(ch)) continue;
+      letter = WORD_CHAR.test(ch);
+    }
     const tries = !inWord && letter ? WHOLE.get(s[i]) : undefined;
     inWord = letter;
     const found = tries && first(tries, s, i) || (c >= 0x3000 && first(INSIDE.get(s[i]), s, i));
