@@ -218,6 +218,8 @@ async def test_the_agents_stream_cut_and_reissued_over_100_calls_never_runs_a_cl
     figures = await run_cuts(100, seed=25)
     print("journal cuts:", dict(figures))
     assert figures["reissued"] >= 40 and figures["answered from the journal"] >= 10 and figures["cut none"] >= 10
+    # Every re-issue that joined a step still running was told so (check_answer reads its marker).
+    assert figures["joined"] == figures["cut during"] >= 5
 
 
 @pytest.mark.long

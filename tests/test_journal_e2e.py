@@ -34,6 +34,9 @@ ACTION = "dev.openab/action"
 MARKED = re.compile(r"^Not done again: this is the outcome of the same browser_click \d+ s ago \(act-[\w-]{22}\), "
                     r"answered from the journal\. To do it a second time on purpose, call it again with "
                     r'"repeat": true\.$')
+JOINED = re.compile(r"^Not done again: this call joined the same browser_click already running since \d+ s ago "
+                    r"\(act-[\w-]{22}\); this is that step's outcome\. To do it a second time on purpose, call it again "
+                    r'with "repeat": true\.$')
 # The most a re-issue may take to be answered (the issue's figure).
 REISSUE_BOUND = 1.0
 
@@ -146,14 +149,19 @@ async def call_until_answered(agent: Agent, arguments: dict[str, Any], figures: 
 def check_answer(result: CallToolResult, nonce: str, plan: Cut, figures: Counter[str]) -> None:
     said = texts(result)
     assert not result.is_error, said
-    if said[0].startswith("Not done again"):
+    if JOINED.match(said[0]):
+        # A re-issue that joined the step still running is told so: the outcome is the earlier call's.
+        assert said[1:] == [f"clicked {nonce}"], said
+        assert plan == "during", f"{plan}: joined a running step"
+        figures["joined"] += 1
+    elif said[0].startswith("Not done again"):
         assert MARKED.match(said[0]), said[0]
         assert said[1] == f"clicked {nonce}"
         assert plan in ("during", "after"), f"{plan}: answered from the journal"
         figures["answered from the journal"] += 1
     else:
         assert said == [f"clicked {nonce}"], said
-        figures["joined" if plan == "during" else "ran"] += 1
+        figures["ran"] += 1
 
 
 async def run_cuts(calls: int, seed: int) -> Counter[str]:

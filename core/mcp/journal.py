@@ -171,8 +171,13 @@ class ActionJournal:
 
     def _joined(self, session_id: str, params: JsonObject, step: Step, call: Step, result: JsonObject) -> JsonObject:
         self.core.ended_like(session_id, call, step)
-        self._record(session_id, params, call, step, result)
-        return result
+        # The agent must be able to tell that this outcome is the earlier call's, not a second action of its own.
+        marker = (f"Not done again: this call joined the same {step.tool} already running since "
+                  f"{self.core.age(step):.0f} s ago ({step.action}); this is that step's outcome. To do it a second "
+                  'time on purpose, call it again with "repeat": true.')
+        marked = _marked(result, marker, step.action)
+        self._record(session_id, params, call, step, marked)
+        return marked
 
     def _answered(self, session_id: str, params: JsonObject, step: Step, call: Step) -> JsonObject:
         self.core.ended_like(session_id, call, step)
@@ -181,12 +186,7 @@ class ActionJournal:
         marker = (f"Not done again: this is the outcome of the same {step.tool} {ago:.0f} s ago ({step.action}), "
                   "answered from the journal. To do it a second time on purpose, call it again with "
                   '"repeat": true.')
-        content = outcome.get("content")
-        result: JsonObject = {**outcome, "content": [{"type": "text", "text": marker},
-                                                      *(content if isinstance(content, list) else [])]}
-        meta = dict(outcome.get("_meta") or {})
-        meta[META_ACTION] = step.action
-        result["_meta"] = meta
+        result = _marked(outcome, marker, step.action)
         self._record(session_id, params, call, step, result)
         return result
 
@@ -269,6 +269,17 @@ class ActionJournal:
                 f"happened, and none will be run again: {len(untold)} action(s){of}, each as the audit file "
                 "recorded it (tool, action id, start time) in the block below. Look at the page (browser_snapshot) "
                 f"before doing any of them again.\n{quoted}")
+
+
+def _marked(outcome: JsonObject, marker: str, action: str) -> JsonObject:
+    """``outcome`` told as another call's: ``marker`` first, and the action id of the step it came from."""
+    content = outcome.get("content")
+    result: JsonObject = {**outcome, "content": [{"type": "text", "text": marker},
+                                                  *(content if isinstance(content, list) else [])]}
+    meta = dict(outcome.get("_meta") or {})
+    meta[META_ACTION] = action
+    result["_meta"] = meta
+    return result
 
 
 def _cancel_orphan(entry: _Running) -> None:
