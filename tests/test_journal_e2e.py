@@ -35,8 +35,8 @@ MARKED = re.compile(r"^Not done again: this is the outcome of the same browser_c
                     r"answered from the journal\. To do it a second time on purpose, call it again with "
                     r'"repeat": true\.$')
 JOINED = re.compile(r"^Not done again: this call joined the same browser_click already running since \d+ s ago "
-                    r"\(act-[\w-]{22}\); this is that step's outcome\. To do it a second time on purpose, call it again "
-                    r'with "repeat": true\.$')
+                    r"\(act-[\w-]{22}\); this is that step's outcome\. To do it a second time on purpose, call it "
+                    r'again with "repeat": true\.$')
 # The most a re-issue may take to be answered (the issue's figure).
 REISSUE_BOUND = 1.0
 
