@@ -23,6 +23,19 @@ export class TranscriptView {
     this._pending = new Map(); // row -> markdown text not rendered yet
     this._timer = null;
     this._lightbox = null;
+    // Whether the person is reading the end of the conversation: kept as they scroll, not measured when a row
+    // comes, because the log's own box shrinks when the agent's tab list or a card appears under it, and a
+    // measure taken then reads "scrolled up" though the person never scrolled.
+    this._atEnd = true;
+    log.addEventListener('scroll', () => {
+      this._atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+    }, { passive: true });
+    // The log's box changes (the tab list, a card, the composer's note): the end stays in view if it was.
+    if (typeof ResizeObserver === 'function') {
+      new ResizeObserver(() => {
+        if (this._atEnd) log.scrollTop = log.scrollHeight;
+      }).observe(log);
+    }
   }
 
   /** Renders every item afresh: another conversation, or the same one after the panel reopened. */
@@ -54,12 +67,15 @@ export class TranscriptView {
     }
   }
 
-  /** Runs `change` and, if the log was scrolled to its end before, keeps it there. */
+  /** Runs `change` and, if the person was reading the log's end, keeps it in view. */
   _keepBottom(change) {
     const log = this.log;
-    const stick = log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
+    const stick = this._atEnd || log.scrollTop + log.clientHeight >= log.scrollHeight - 40;
     change();
-    if (stick) log.scrollTop = log.scrollHeight;
+    if (stick) {
+      log.scrollTop = log.scrollHeight;
+      this._atEnd = true;
+    }
   }
 
   _later(row, text) {

@@ -95,6 +95,40 @@ async def test_a_risky_step_is_a_card_in_the_side_panel(context: BrowserContext,
     await expect(page.locator("#out")).to_have_text("posted")
 
 
+async def test_the_latest_exchange_stays_in_view_when_the_tab_list_grows_under_it(
+        agent: ScriptedAgent, panel: Page, client: Client, site: str) -> None:
+    async def long(turn: PromptTurn, text: str) -> str:
+        turn.send_update(chunk("\n\n".join(f"Line {n} of a long answer." for n in range(40))))
+        return "end_turn"
+
+    async def short(turn: PromptTurn, text: str) -> str:
+        turn.send_update(chunk("The short answer."))
+        return "end_turn"
+
+    agent.scripts["long"] = long
+    agent.scripts["short"] = short
+    log = panel.locator("#log")
+    at_end = "(log) => log.scrollTop + log.clientHeight >= log.scrollHeight - 2"
+    await panel.locator("#prompt").fill("long")
+    await panel.locator("#prompt").press("Enter")
+    await expect(panel.locator(".msg.agent").last).to_contain_text("Line 39 of a long answer.")
+    await expect(panel.locator("#send")).to_be_enabled()
+    assert await log.evaluate(at_end)
+    # The agent opens another tab: the list under the conversation grows, and the log's box shrinks under its end.
+    rows = await panel.locator("#agent-tab-list li").count()
+    assert not (await client.call_tool("browser_tabs", {"action": "open", "url": f"{site}/keys.html"})).is_error
+    await expect(panel.locator("#agent-tab-list li")).to_have_count(rows + 1)
+    await expect(log).to_have_js_property("scrollTop", await log.evaluate("(log) => log.scrollHeight - log.clientHeight"))
+    # The person's next message and its answer come into view, as the person reads on.
+    await panel.locator("#prompt").fill("short")
+    await panel.locator("#prompt").press("Enter")
+    await expect(panel.locator(".msg.agent").last).to_have_text("The short answer.")
+    await expect(panel.locator("#send")).to_be_enabled()
+    assert await log.evaluate(at_end)
+    await expect(panel.locator(".msg.user").last).to_be_in_viewport()
+    await expect(panel.locator(".msg.agent").last).to_be_in_viewport()
+
+
 async def test_closing_and_reopening_the_side_panel_shows_the_same_conversation(
     context: BrowserContext, panel: Page, profile: Path, gateway: LiveGateway
 ) -> None:
@@ -103,7 +137,7 @@ async def test_closing_and_reopening_the_side_panel_shows_the_same_conversation(
         await panel.evaluate("setTimeout(() => window.close(), 0)")
     assert await _side_panels(context) == 0
     async with side_panel(context, profile / "chrome") as again:
-        await expect(again.locator(".msg.user")).to_have_text("hello side panel")
+        await expect(again.locator(".msg.user").first).to_have_text("hello side panel")
         await expect(again.locator(".msg.agent li")).to_have_text(["one", "two"])
         await expect(again.locator("#pill-link")).to_have_text("connected")
     # The socket lives in the service worker: the panel closing did not drop it.
