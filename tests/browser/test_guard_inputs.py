@@ -20,46 +20,18 @@ from playwright.async_api import BrowserContext, Page, expect
 from openab.core.catalogue import CATALOGUE_PATH
 
 from .conftest import person_browser
-from .harness import page_at
 from .live_pod import call
+from .test_guard_keys import ASKS, answer, declined, events, open_page
 from .test_panel import guard_said, in_background, result_text
 from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 
-ASKS = "The agent wants to "
 SHORTCUT = "which the page may take as one of its own keyboard shortcuts"
 RULE = "dev.openab/guard_rule"
 
 
 context, tunnel = person_browser("inputs")
-
-
-async def open_page(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:
-    """The agent's tab at `url`, freshly loaded (its record empty), its snapshot, and the page as Playwright has it."""
-    text, is_error = await call(client, "browser_navigate", {"url": url})
-    assert not is_error, text
-    snap, is_error = await call(client, "browser_snapshot")
-    assert not is_error, snap
-    tab = await page_at(context, url)
-    assert await events(tab) == []
-    return snap, tab
-
-
-async def events(tab: Page) -> list[str]:
-    return list(await tab.evaluate("window.events.slice()"))
-
-
-async def answer(panel: Page, client: Client, tool: str, args: dict[str, Any], decision: str,
-                 kind: str = "action") -> tuple[str, Any]:
-    """Calls `tool`, waits for its one card (of `kind`) and answers it: the card's title and the call's result."""
-    async with in_background(client.call_tool(tool, args)) as out:
-        card = panel.locator(f".card[data-kind={kind}]")
-        await expect(card).to_have_count(1)
-        title = await card.locator(".title").text_content() or ""
-        await card.locator(f"button[data-decision={decision}]").click()
-    await expect(panel.locator(".card")).to_have_count(0)
-    return title, out["result"]
 
 
 async def runs_unasked(panel: Page, client: Client, tool: str, args: dict[str, Any]) -> Any:
@@ -68,10 +40,6 @@ async def runs_unasked(panel: Page, client: Client, tool: str, args: dict[str, A
     assert not res.is_error, result_text(res)
     await expect(panel.locator(".card")).to_have_count(0)
     return res
-
-
-def declined(result: Any) -> bool:
-    return bool(result.is_error) and "not allowed by the user" in result_text(result) and guard_said(result) == "denied"
 
 
 def rule_of(result: Any) -> Any:
@@ -140,7 +108,8 @@ async def test_a_choice_that_acts_asks_and_a_plain_choice_does_not(
         assert declined(result)
     assert await events(tab) == []
     # Choosing a colour, or marking as read, acts on nothing: no card.
-    await runs_unasked(panel, client, "browser_select_option", {"ref": ref_of(snap, 'combobox "Colour"'), "value": "blue"})
+    await runs_unasked(panel, client, "browser_select_option",
+                       {"ref": ref_of(snap, 'combobox "Colour"'), "value": "blue"})
     await runs_unasked(panel, client, "browser_select_option",
                        {"ref": ref_of(snap, 'combobox "Bulk actions"'), "value": "Mark as read"})
     assert await events(tab) == ["colour blue", "bulk read"]
@@ -189,7 +158,7 @@ async def test_an_approved_plan_never_waves_through_what_its_card_says_still_ask
     assert "bought" not in out_text
     # And so does a page's own shortcut.
     snap, tab = await open_page(client, context, f"{site}/mail.html")
-    title, result = await answer(panel, client, "browser_press_key", {"ref": ref_of(snap, 'option "Invoice'), "key": "e"},
-                                 "deny")
+    row = ref_of(snap, 'option "Invoice')
+    title, result = await answer(panel, client, "browser_press_key", {"ref": row, "key": "e"}, "deny")
     assert title.startswith(f"{ASKS}press e on option") and declined(result)
     assert await events(tab) == []
