@@ -45,6 +45,8 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_DRAIN_TIMEOUT": "drain_timeout",
     # The action journal (docs/journal.md): how long a step holds a re-issue of the same call.
     "OPENAB_JOURNAL_WINDOW": "journal_window",
+    # How long a step whose outcome never came back holds the same call back (docs/journal.md, "Unsettled steps").
+    "OPENAB_JOURNAL_SETTLE": "journal_settle",
     "OPENAB_CANCEL_GRACE": "cancel_grace",
     # Files carried between the agent's working folder and the browser (docs/files.md).
     "OPENAB_MAX_FILE_BYTES": "max_file_bytes",
@@ -135,6 +137,9 @@ class Settings(BaseModel):
     # A re-issue of a state-changing call (same tool, same arguments) within this many seconds of its step joins it
     # or gets its outcome; a step whose caller's stream broke runs on this long for the re-issue to join it.
     journal_window: float = Field(default=15.0, ge=0, le=600)
+    # A step that may or may not have happened (effect_unknown) holds the same call back this many seconds from
+    # its start, whatever came in between: the agent is told to look and to say "repeat" (0: only the window).
+    journal_settle: float = Field(default=600.0, ge=0, le=86400)
     # Files across the gap (docs/files.md): one upload or download, all of a session's over its life (both ways),
     # and how long a transfer may go without a chunk once its first came (the tool call's timeout bounds the rest).
     max_file_bytes: int = Field(default=100 * MiB, ge=1)

@@ -72,8 +72,8 @@ def assemble(
 
         audit = _audit_log(settings, naming.tag)
         # The action journal (docs/journal.md): one per pod, shared by the proxy's or the bridge's MCP sessions.
-        journal = ActionJournal(window=settings.journal_window, audit=audit, tag=naming.tag,
-                                state_dir=settings.state_dir)
+        journal = ActionJournal(window=settings.journal_window, settle=settings.journal_settle, audit=audit,
+                                tag=naming.tag, state_dir=settings.state_dir)
         access = _browser_access(settings, sessions, tunnels, audit, files, journal)
     if backend is None:
         from openab.core.agents.runtime import AgentRuntime

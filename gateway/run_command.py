@@ -88,6 +88,11 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
              "its outcome instead of acting twice (default 15; env OPENAB_JOURNAL_WINDOW; docs/journal.md)",
     )
     parser.add_argument(
+        "--journal-settle", type=float,
+        help="seconds a browser step whose outcome never came back holds the same call back: the agent is told it "
+             'may have happened and to look, then say "repeat" (default 600; env OPENAB_JOURNAL_SETTLE)',
+    )
+    parser.add_argument(
         "--log-level", default="info", choices=["trace", "debug", "info", "warning", "error"],
         help="credentials are redacted at every level; page content (whole frames) is logged only at trace",
     )
@@ -223,6 +228,7 @@ def _run(args: argparse.Namespace) -> int:
             state_dir=args.state_dir,
             drain_timeout=args.drain_timeout,
             journal_window=args.journal_window,
+            journal_settle=args.journal_settle,
             tls_cert=args.tls_cert,
             tls_key=args.tls_key,
             behind_proxy=args.behind_proxy,

@@ -12,7 +12,7 @@ import orjson
 import pytest
 
 from openab.core.journal import Answer, Join, Journal, JournalLimits, Run, State, new_action, site_of
-from openab.core.mcp.audit import AUDIT_FILE, MAX_LINE, AuditLog, unended_steps
+from openab.core.mcp.audit import AUDIT_FILE, MAX_LINE, AuditLog, args_digest, unended_steps, unended_steps_keyed
 from openab.core.session_naming import SessionNaming
 
 
@@ -24,9 +24,10 @@ class Clock:
         return self.now
 
 
-def journal(window: float = 15.0, **limits: int) -> tuple[Journal, Clock]:
+def journal(window: float = 15.0, settle: float = 600.0, **limits: int) -> tuple[Journal, Clock]:
     clock = Clock()
-    return Journal(JournalLimits(window=window, **limits), clock=clock, wall=lambda: 1_800_000_000.0), clock
+    return Journal(JournalLimits(window=window, settle=settle, **limits), clock=clock,
+                   wall=lambda: 1_800_000_000.0), clock
 
 
 def test_an_action_id_is_act_and_16_random_bytes() -> None:
@@ -85,9 +86,16 @@ def test_only_a_call_straight_after_its_step_is_answered_and_a_run_of_reissues_a
     # A read in between (the agent looked at the page first): the same click is meant, and runs.
     again = j.begin("s1", "browser_click", "next-page")
     assert isinstance(again, Run)
-    j.end("s1", again.step, State.EFFECT_UNKNOWN, outcome=clicked)
+    j.end("s1", again.step, State.COMMITTED, outcome=clicked)
     j.read("s1")
     assert isinstance(j.begin("s1", "browser_click", "next-page"), Run)
+    # Not after a step that may or may not have happened (issue 34: a read before the re-issue made it a new step,
+    # and a second order): that one is held until it is settled.
+    lost = j.begin("s1", "browser_click", "buy")
+    assert isinstance(lost, Run)
+    j.end("s1", lost.step, State.EFFECT_UNKNOWN, outcome=clicked)
+    j.read("s1")
+    assert isinstance(j.begin("s1", "browser_click", "buy"), Answer)
     # A read in another session is not in between.
     step = j.begin("s1", "browser_type", "t")
     assert isinstance(step, Run)
@@ -220,3 +228,113 @@ def test_reading_back_is_bounded_in_steps(tmp_path: Path) -> None:
     found, _ = unended_steps(tmp_path)
     (steps,) = found.values()
     assert len(steps) == 4096 and steps[-1][0] == f"act-{4999:022d}"
+
+
+# -- unsettled steps (issue 34, items 1 and 2) --------------------------------------------------------------------
+
+
+def test_an_unknown_step_holds_the_same_call_past_the_window_and_reads_until_repeat_settles_it() -> None:
+    j, clock = journal()
+    lost = j.begin("s1", "browser_click", "buy")
+    assert isinstance(lost, Run)
+    j.start(lost.step)
+    j.end("s1", lost.step, State.EFFECT_UNKNOWN, outcome={"content": []})
+    clock.now += 20  # the person read, reconnected and retyped: past the 15 s window
+    j.read("s1")  # the agent looked at the page first, as openab's instructions ask
+    other = j.begin("s1", "browser_click", "elsewhere")  # and did something else
+    assert isinstance(other, Run)
+    j.end("s1", other.step, State.COMMITTED, outcome={"content": []})
+    held = j.begin("s1", "browser_click", "buy")
+    assert isinstance(held, Answer) and held.step is lost.step and j.unsettled(lost.step)
+    assert held.call.deduplicated == lost.step.action and held.call.state is State.EFFECT_UNKNOWN
+    assert j.since_start(lost.step) == pytest.approx(20)
+    # The agent saw it had not happened: "repeat" runs it, and the new step takes the old one's place.
+    again = j.begin("s1", "browser_click", "buy", repeat=True)
+    assert isinstance(again, Run)
+    j.end("s1", again.step, State.COMMITTED, outcome={"content": []})
+    j.read("s1")
+    assert isinstance(j.begin("s1", "browser_click", "buy"), Run)  # settled: a committed step after a read
+    assert lost.step in j.steps("s1") and j.unknown("s1") == [lost.step]  # still listed on resume
+
+
+def test_an_unknown_step_is_settled_by_the_settle_time_and_by_the_sessions_end() -> None:
+    j, clock = journal(window=15, settle=600)
+    for session in ("s1", "s2"):
+        lost = j.begin(session, "browser_click", "buy")
+        assert isinstance(lost, Run)
+        j.end(session, lost.step, State.EFFECT_UNKNOWN)
+    clock.now += 599
+    assert isinstance(j.begin("s1", "browser_click", "buy"), Answer)
+    j.forget("s2")  # the session ended (closed or evicted): nothing of it holds a call
+    assert isinstance(j.begin("s2", "browser_click", "buy"), Run)
+    clock.now += 2  # 601 s after it ended
+    assert isinstance(j.begin("s1", "browser_click", "buy"), Run)
+    # settle=0 is the window alone, as before issue 34.
+    j0, _ = journal(window=15, settle=0)
+    lost0 = j0.begin("s1", "browser_click", "buy")
+    assert isinstance(lost0, Run)
+    j0.end("s1", lost0.step, State.EFFECT_UNKNOWN)
+    j0.read("s1")
+    assert isinstance(j0.begin("s1", "browser_click", "buy"), Run)
+    with pytest.raises(ValueError, match="settle"):
+        JournalLimits(settle=-1)
+
+
+def test_a_recovered_step_with_its_digest_holds_the_same_call_for_the_settle_time_from_its_start() -> None:
+    j, _ = journal()  # wall: 1_800_000_000
+    wall = 1_800_000_000.0
+    found = [("act-recent-AAAAAAAAAAAAAAAAA", "browser_click", wall - 30, "00112233445566aa"),
+             ("act-old-AAAAAAAAAAAAAAAAAAAA", "browser_click", wall - 3600, "ffeeddccbbaa9988"),
+             ("act-nokey-AAAAAAAAAAAAAAAAAA", "browser_type", wall - 5, "")]
+    recent, old, nokey = j.recover("s1", found)
+    assert all(s.recovered and s.state is State.EFFECT_UNKNOWN for s in (recent, old, nokey))
+    held = j.begin("s1", "browser_click", "00112233445566aa")
+    assert isinstance(held, Answer) and held.step is recent and j.since_start(recent) == pytest.approx(30)
+    assert isinstance(j.begin("s1", "browser_click", "ffeeddccbbaa9988"), Run)  # started an hour ago: settled
+    assert isinstance(j.begin("s1", "browser_type", ""), Run)  # no key: listed, never matched
+    assert isinstance(j.begin("s1", "browser_click", "00112233445566aa", repeat=True), Run)
+    assert j.take_untold("s1") == [recent, old, nokey]
+
+
+def test_unsettled_steps_stay_bounded() -> None:
+    j, clock = journal(max_steps=8, max_sessions=2)
+    for n in range(100):
+        decision = j.begin("s1", "browser_click", f"d{n}")
+        assert isinstance(decision, Run)
+        j.end("s1", decision.step, State.EFFECT_UNKNOWN)
+        clock.now += 20
+    assert len(j.steps("s1")) == 8
+    assert isinstance(j.begin("s1", "browser_click", "d0"), Run)  # forgotten by the bound: nothing holds it
+    assert isinstance(j.begin("s1", "browser_click", "d99"), Answer)
+
+
+def test_the_running_record_holds_the_steps_key_and_only_its_digest(tmp_path: Path) -> None:
+    log = _log(tmp_path)
+    tag = SessionNaming(b"k" * 32).tag("sess_a")
+    log.step_started("sess_a", "browser_type", {"ref": "e2", "text": "hunter2-secret"}, "act-lost-0000000000000000")
+    text = (tmp_path / AUDIT_FILE).read_text()
+    assert "hunter2" not in text and "e2" not in text
+    found, skipped = unended_steps_keyed(tmp_path)
+    assert skipped == 0
+    ((action, tool, _at, digest),) = found[tag]
+    assert (action, tool) == ("act-lost-0000000000000000", "browser_type")
+    assert digest == args_digest({"ref": "e2", "text": "hunter2-secret"}) and re.fullmatch(r"[0-9a-f]{16}", digest)
+
+
+@pytest.mark.parametrize("odd", ["", "0011223344556677aa", "00112233445566", "00112233445566AA", "0011223344556g77",
+                                 "../../etc/passwd", "0011223344556677\n", "٠١٢٣٤٥٦٧٨٩٠١٢٣٤٥", 17, None,
+                                 ["0011223344556677"], {"a": 1}])
+def test_a_record_with_an_odd_digest_is_refused_and_counted(tmp_path: Path, odd: object) -> None:
+    log = _log(tmp_path)
+    naming = SessionNaming(b"k" * 32)
+    log.step_started("sess_a", "browser_click", {"ref": "e1"}, "act-real-0000000000000000")
+    planted = {"time": "2026-12-01T00:00:00.000Z", "session": naming.tag("sess_a"), "tool": "browser_click",
+               "state": "running", "action": "act-planted-0000000000000", "args": odd}
+    # An end with an odd digest does not end the real step either.
+    ending = {**planted, "action": "act-real-0000000000000000", "state": "committed", "outcome": "ok"}
+    with open(tmp_path / AUDIT_FILE, "ab") as f:
+        f.write(orjson.dumps(planted) + b"\n" + orjson.dumps(ending) + b"\n")
+    found, skipped = unended_steps_keyed(tmp_path)
+    assert skipped == 2
+    assert [(a, d) for a, _, _, d in found[naming.tag("sess_a")]] == [
+        ("act-real-0000000000000000", args_digest({"ref": "e1"}))]

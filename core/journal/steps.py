@@ -7,9 +7,14 @@ happened). :meth:`Journal.begin` decides what a new call does:
 
 * the same tool with the same arguments (their digest) in the same session while such a step runs: it **joins**
   that step and gets its outcome;
-* within the window after such a step ended committed or effect_unknown, with no other call of the session in
-  between: it is **answered** with that outcome. A re-issue comes straight after the call it repeats; a call after
-  others (a snapshot that showed the page, a step elsewhere) acts on a page that moved on, and means it;
+* within the window after such a step ended committed, with no other call of the session in between: it is
+  **answered** with that outcome. A re-issue comes straight after the call it repeats; a call after others (a
+  snapshot that showed the page, a step elsewhere) acts on a page that moved on, and means it;
+* while such a step is **unsettled** (it ended effect_unknown, or a restart found it without an end, less than
+  ``settle`` seconds ago), whatever came in between: it is **answered** with the words that the step may already
+  have happened. Nobody knows whether the browser did it, so doing it again is the agent's decision, made after a
+  look at the page: ``repeat`` settles the step (the new step takes its place), and so do the settle time and the
+  session's end (:meth:`Journal.forget`);
 * otherwise (a failed step is never held against a retry, ``repeat`` says "a second time on purpose") it **runs**
   as a new step.
 
@@ -137,12 +142,14 @@ class Answer:
 @dataclass(frozen=True)
 class JournalLimits:
     window: float = 15.0  # seconds after a step ended during which the same call is answered from it
+    # Seconds an effect_unknown step holds the same call back, whatever came in between (0: only the window does).
+    settle: float = 600.0
     max_steps: int = 256  # per session: the oldest step is forgotten first
     max_sessions: int = 1024  # the least recently used session's steps are forgotten first
 
     def __post_init__(self) -> None:
-        if self.window < 0 or self.max_steps < 1 or self.max_sessions < 1:
-            raise ValueError("journal limits: window >= 0, max_steps and max_sessions >= 1")
+        if self.window < 0 or self.settle < 0 or self.max_steps < 1 or self.max_sessions < 1:
+            raise ValueError("journal limits: window and settle >= 0, max_steps and max_sessions >= 1")
 
 
 @dataclass(eq=False)
@@ -186,7 +193,8 @@ class Journal:
         key = (tool, digest)
         held = None if repeat else session.index.get(key)
         if held is not None and held.state in _HOLDS and (
-                held.state is State.RUNNING or held.seen == session.calls - 1):
+                held.state is State.RUNNING or self._unsettled(held, now) or (
+                    held.seen == session.calls - 1 and now - (held.ended or now) <= self.limits.window)):
             held.seen = session.calls
             call = self._add(session, Step(self._make_action(), tool, digest, self._wall(), now,
                                            state=held.state, site=held.site, deduplicated=held.action))
@@ -239,24 +247,49 @@ class Journal:
         if session is not None:
             session.ended.append(call)
 
+    def unsettled(self, step: Step) -> bool:
+        """Whether ``step`` still holds the same call back as a step that may already have happened."""
+        return self._unsettled(step, self._clock())
+
+    def _unsettled(self, step: Step, now: float) -> bool:
+        return (step.state is State.EFFECT_UNKNOWN and step.deduplicated is None and self.limits.settle > 0
+                and now - (step.ended if step.ended is not None else now) <= self.limits.settle)
+
     def age(self, step: Step) -> float:
         """Seconds since ``step`` ended (or started, while it runs)."""
         return max(0.0, self._clock() - (step.ended if step.ended is not None else step.started))
 
+    def since_start(self, step: Step) -> float:
+        """Seconds since ``step`` started (a recovered step: since it started before the restart)."""
+        return max(0.0, self._clock() - step.started)
+
     # -- after a pod restart -----------------------------------------------------------------------------
 
-    def recover(self, session_id: str, found: Iterable[tuple[str, str, float]]) -> list[Step]:
-        """Steps of an earlier run of the pod that started and never ended (``(action, tool, at)``, ``at`` in
-        epoch seconds): effect_unknown, listed once to the session's agent, never run again and never used to
-        answer a call (only what this pod saw itself answers calls)."""
+    def recover(self, session_id: str, found: Iterable[tuple[str, str, float] | tuple[str, str, float, str]]
+                ) -> list[Step]:
+        """Steps of an earlier run of the pod that started and never ended (``(action, tool, at)`` or ``(action,
+        tool, at, digest)``, ``at`` in epoch seconds): effect_unknown, listed once to the session's agent, never
+        run again. One with the digest of its arguments holds the same call back until it is settled, the settle
+        time counted from when it started (the pod was down meanwhile, and the page may have moved on); one
+        without (an older pod's record) is listed only. Its outcome is never taken from the file: a call it holds
+        is told the step may have happened, never what it did."""
         session = self._session(session_id)
         now = self._clock()
+        wall = self._wall()
         added: list[Step] = []
-        for action, tool, at in found:
+        for action, tool, at, *rest in found:
             if action in session.steps:
                 continue
-            step = Step(action, tool, "", at, now, state=State.EFFECT_UNKNOWN, ended=now, recovered=True)
+            digest = rest[0] if rest else ""
+            # The journal's clock at the step's start: the settle time runs from then, never past now.
+            ended = now - max(0.0, wall - at)
+            step = Step(action, tool, digest, at, ended, state=State.EFFECT_UNKNOWN, ended=ended, recovered=True)
             self._add(session, step)
+            key = (tool, digest)
+            if digest and self._unsettled(step, now):
+                held = session.index.get(key)
+                if held is None or (held.ended is not None and held.ended <= ended):
+                    session.index[key] = step
             if len(session.untold) < _MAX_UNTOLD:
                 session.untold.append(step)
             added.append(step)
@@ -314,11 +347,15 @@ class Journal:
 
     def _expire(self, session: _Session, now: float) -> None:
         """Drop what the window no longer holds: the outcome kept, the step's place in the index, and a committed
-        step itself (only effect_unknown steps are asked for later: on resume)."""
+        step itself (only effect_unknown steps are asked for later: on resume). An unsettled step keeps its place
+        in the index until the settle time has passed (the words it is answered with then are its own, not the
+        lost call's); then it is let go at the next call of the same tool and arguments, or by the bound."""
         window = self.limits.window
         while session.ended and now - (session.ended[0].ended or now) > window:
             step = session.ended.popleft()
             step.outcome = None
+            if self._unsettled(step, now):
+                continue
             key = (step.tool, step.digest)
             if session.index.get(key) is step:
                 del session.index[key]

@@ -79,6 +79,7 @@ __all__ = [
     "recorded_tool",
     "step_state",
     "unended_steps",
+    "unended_steps_keyed",
 ]
 
 log = logging.getLogger(__name__)
@@ -95,6 +96,7 @@ _MAX_UNENDED: Final = 4096  # steps without an end kept while reading (the oldes
 # What this pod writes, and nothing else is read back: the file is the agent's to append to as well (docs/journal.md).
 _ACTION: Final = re.compile(re.escape(ACTION_PREFIX) + r"[A-Za-z0-9_-]{8,60}")  # new_action's, at most 64 chars
 _TAG: Final = re.compile(r"s-[0-9a-f]{10}")  # SessionNaming.tag
+_DIGEST: Final = re.compile(f"[0-9a-f]{{{_DIGEST_HEX}}}")  # args_digest's: the step's key, never its arguments
 # The guard's rule as the browser names it: a word of its fixed vocabulary, never free text.
 GUARD_RULE: Final = re.compile(r"[a-z0-9:_-]{1,64}")
 # How each outcome leaves a state-changing step: a refusal and a tool error did not do it; a lost answer or a
@@ -305,8 +307,10 @@ class AuditLog:
         self.write(record)
 
     def step_started(self, session_id: str, tool: str, arguments: Any, action: str) -> None:
-        """The journal's record of a state-changing step about to go down the tunnel: if no end follows it (the
-        pod died), the step is effect_unknown after the restart."""
+        """The journal's record of a state-changing step about to go down the tunnel, written before the browser
+        is asked: if no end follows it (the pod died), the step is effect_unknown after the restart, and its
+        ``args`` (the digest of its arguments, ``repeat`` left out: the step's key, never the arguments) lets the
+        restarted pod recognise a re-issue of it (:func:`unended_steps_keyed`)."""
         self._step_record(session_id, tool, action, {"state": State.RUNNING.value, "args": args_digest(arguments)})
 
     def step_unknown(self, session_id: str, tool: str, action: str) -> None:
@@ -465,14 +469,22 @@ def _lines(f: Any, limit: int = MAX_LINE) -> Iterator[bytes | None]:
 
 
 def unended_steps(state_dir: Path) -> tuple[dict[str, list[tuple[str, str, float]]], int]:
+    """:func:`unended_steps_keyed` without the digests: ``(action, tool, at)``."""
+    found, skipped = unended_steps_keyed(state_dir)
+    return {tag: [(action, tool, at) for action, tool, at, _ in steps] for tag, steps in found.items()}, skipped
+
+
+def unended_steps_keyed(state_dir: Path) -> tuple[dict[str, list[tuple[str, str, float, str]]], int]:
     """The journalled steps of the audit files that have a ``running`` record and no end: by session tag, as
-    ``(action, tool, at)`` (``at`` in epoch seconds), oldest first; and how many lines were skipped (not a whole
-    record, too long, or a record whose fields are not what this pod writes: never trusted).
+    ``(action, tool, at, digest)`` (``at`` in epoch seconds, ``digest`` the running record's ``args``: 16 hex
+    digits), oldest first; and how many lines were skipped (not a whole record, too long, or a record whose fields
+    are not what this pod writes, a digest that is not 16 lowercase hex digits included: never trusted). A record
+    with no digest at all (an older pod's) gives ``""``: the step is listed, and holds no call back.
 
     Bounded: lines of at most :data:`MAX_LINE` bytes, at most 4096 steps without an end kept (the oldest go).
     Run it in a thread: it reads files.
     """
-    running: dict[tuple[str, str], tuple[str, float]] = {}
+    running: dict[tuple[str, str], tuple[str, float, str]] = {}
     skipped = 0
     for line in _audit_lines(state_dir):
         step = _journal_fields(line)
@@ -481,25 +493,25 @@ def unended_steps(state_dir: Path) -> tuple[dict[str, list[tuple[str, str, float
             continue
         if step is _NOT_A_STEP:
             continue
-        tag, action, state, tool, at = step
+        tag, action, state, tool, at, digest = step
         if state == State.RUNNING.value:
-            running[(tag, action)] = (tool, at)
+            running[(tag, action)] = (tool, at, digest)
             if len(running) > _MAX_UNENDED:
                 del running[next(iter(running))]
         else:
             running.pop((tag, action), None)
-    found: dict[str, list[tuple[str, str, float]]] = {}
-    for (tag, action), (tool, at) in running.items():
-        found.setdefault(tag, []).append((action, tool, at))
+    found: dict[str, list[tuple[str, str, float, str]]] = {}
+    for (tag, action), (tool, at, digest) in running.items():
+        found.setdefault(tag, []).append((action, tool, at, digest))
     return found, skipped
 
 
-_NOT_A_STEP: Final = ("", "", "", "", 0.0)  # a whole record of a call that is no step (a read)
+_NOT_A_STEP: Final = ("", "", "", "", 0.0, "")  # a whole record of a call that is no step (a read)
 
 
-def _journal_fields(line: bytes | None) -> tuple[str, str, str, str, float] | None:
-    """A journal record's ``(session tag, action, state, tool, at)``; :data:`_NOT_A_STEP` for a read's record;
-    ``None`` for a line that is not a record this pod writes (torn, too long, planted)."""
+def _journal_fields(line: bytes | None) -> tuple[str, str, str, str, float, str] | None:
+    """A journal record's ``(session tag, action, state, tool, at, digest)``; :data:`_NOT_A_STEP` for a read's
+    record; ``None`` for a line that is not a record this pod writes (torn, too long, planted)."""
     if line is None:
         return None
     if not line.strip():
@@ -518,11 +530,17 @@ def _journal_fields(line: bytes | None) -> tuple[str, str, str, str, float] | No
     if not (isinstance(tag, str) and _TAG.fullmatch(tag) and isinstance(action, str) and _ACTION.fullmatch(action)
             and state in _STATE_VALUES and isinstance(tool, str) and catalogue().changes_state(tool)):
         return None
+    # The step's key, the digest step_started and call_record write. A record without one (an older pod's) is a
+    # step that is listed and never recognised; anything else in its place (not a string, another length, upper
+    # case, free text) is not ours.
+    digest = record.get("args", "")
+    if "args" in record and not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+        return None
     try:
         at = datetime.fromisoformat(str(record.get("time")).replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
-    return tag, action, state, tool, at
+    return tag, action, state, tool, at, digest
 
 
 _STATE_VALUES: Final = frozenset(s.value for s in State)

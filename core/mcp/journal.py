@@ -5,8 +5,10 @@ the step runs in a task of its own, so a caller whose HTTP stream broke (or whos
 for up to the window, and the client's re-issue of the same call (MCP 2026-07-28: a new id) joins it and gets its
 real outcome; a step nobody waits for any more is cancelled when the window passes. An explicit
 ``notifications/cancelled`` still cancels at once. A re-issue after the step ended committed or effect_unknown is
-answered with the recorded outcome, marked; a failed step never holds a retry back; ``"repeat": true`` is taken
-out of the arguments and runs the step again.
+answered with the recorded outcome, marked; a re-issue while a step is unsettled (effect_unknown: its outcome
+never came back, in this run of the pod or before a restart) is not run, and told the step may already have
+happened and how to check; a failed step never holds a retry back; ``"repeat": true`` is taken out of the arguments
+and runs the step again.
 
 It writes the ``running`` record (the end record is the call's audit record, written by BrowserMcp), tells the
 panel of every step that changes state (listeners, :meth:`add_listener`), and after a restart lists the steps an
@@ -27,7 +29,7 @@ from ..catalogue import catalogue
 from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of, untrusted
 from ..jsonrpc import JsonObject
 from ..mcp_vocabulary import META_ACTION, META_RECEIPT
-from .audit import AuditLog, Ended, args_digest, step_state, unended_steps
+from .audit import AuditLog, Ended, args_digest, step_state, unended_steps_keyed
 
 __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner"]
 
@@ -60,6 +62,7 @@ class ActionJournal:
         self,
         *,
         window: float = 15.0,
+        settle: float = 600.0,
         audit: AuditLog | None = None,
         tag: Callable[[str], str] | None = None,
         state_dir: Path | None = None,
@@ -67,14 +70,14 @@ class ActionJournal:
         wall: Callable[[], float] = time.time,
         limits: JournalLimits | None = None,
     ) -> None:
-        self.core = Journal(limits or JournalLimits(window=window), clock=clock, wall=wall)
+        self.core = Journal(limits or JournalLimits(window=window, settle=settle), clock=clock, wall=wall)
         self.window = self.core.limits.window
         self.audit = audit
         self._tag = tag
         self._state_dir = state_dir
         self._running: dict[Step, _Running] = {}
         self._listeners: list[Listener] = []
-        self._previous: dict[str, list[tuple[str, str, float]]] = {}
+        self._previous: dict[str, list[tuple[str, str, float, str]]] = {}
         self.skipped_lines = 0  # lines of the audit files that were not a record this pod writes
 
     @staticmethod
@@ -180,6 +183,8 @@ class ActionJournal:
         return marked
 
     def _answered(self, session_id: str, params: JsonObject, step: Step, call: Step) -> JsonObject:
+        if step.state is State.EFFECT_UNKNOWN:
+            return self._unsettled(session_id, params, step, call)
         self.core.ended_like(session_id, call, step)
         outcome = step.outcome if isinstance(step.outcome, dict) else _unknown(step.tool)
         ago = self.core.age(step)
@@ -187,6 +192,29 @@ class ActionJournal:
                   "answered from the journal. To do it a second time on purpose, call it again with "
                   '"repeat": true.')
         result = _marked(outcome, marker, step.action)
+        self._record(session_id, params, call, step, result)
+        return result
+
+    def _unsettled(self, session_id: str, params: JsonObject, step: Step, call: Step) -> JsonObject:
+        """A call that would do again a step that may already have happened: not run, and told how to decide.
+
+        An ``isError`` result: what was asked was not done by this call, and the agent must look before it acts.
+        The step's tool is one of the catalogue's and its action id of its fixed shape (a recovered step's were
+        checked as it was read back, :func:`~openab.core.mcp.audit.unended_steps_keyed`), so they may be named in
+        our own words; its time is the pod's own formatting of a number."""
+        self.core.ended_like(session_id, call, step)
+        ago = self.core.since_start(step)
+        why = ("the pod restarted while it was running" if step.recovered else
+               "its outcome never came back (the connection to the browser dropped, the call timed out, or it was "
+               "cancelled after it reached the browser)")
+        marker = (f"Not done again: the same {step.tool} ({step.action}), started at {step.view()['at']} "
+                  f"({ago:.0f} s ago), may already have happened: {why}. Take a browser_snapshot to check the page. "
+                  f'If it did not happen, call {step.tool} again with "repeat": true; if it did, do not call it '
+                  "again.")
+        kept = step.outcome.get("content") if isinstance(step.outcome, dict) else None
+        result: JsonObject = {"content": [{"type": "text", "text": marker},
+                                          *(kept if isinstance(kept, list) else [])],
+                              "isError": True, "_meta": {META_ACTION: step.action}}
         self._record(session_id, params, call, step, result)
         return result
 
@@ -230,7 +258,7 @@ class ActionJournal:
         if self._state_dir is None or self.audit is None or not self.audit.keep:
             return 0
         try:
-            found, skipped = await asyncio.to_thread(unended_steps, self._state_dir)
+            found, skipped = await asyncio.to_thread(unended_steps_keyed, self._state_dir)
         except OSError as exc:
             log.warning("journal: the audit files could not be read for unfinished steps: %s", exc)
             return 0
