@@ -7,6 +7,12 @@
 // changed, which takes a look at the page before the step and one after; every other step (a navigation, going
 // back, tabs, a dialog, a handoff, a scroll, a download) has where the agent tab is, which costs no look.
 // browser_plan changes no page and has none.
+//
+// A step after which the page is another document at the same URL (a form POST answered back to its own address, a
+// reload) is "the page reloaded", never "gone": its element is looked for again in the new page (by its selector, or
+// by its line's role, name and place in the outline) and given with its new ref, and the receipt says what changed
+// that the person sees (`changed`: "In cart: 1 -> 2", a new status or heading), the page's landmarks and the lines
+// nearest the element first, at most DELTA_LINES of at most LINE_CHARS characters (about 600 tokens at most).
 
 import { factsOf, onlyReads } from './catalogue.js';
 import { within } from './page-script.js';
@@ -39,6 +45,87 @@ export function receiptKind(name, args) {
 }
 
 const cut = (s, n) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
+
+// What a new document gives every line anew, and so no change the person sees: its refs (a control's, a link's in
+// a sentence) and the focus.
+const FRESH = / \[ref=e\d+\]|(?<=\]\()e\d+| \[focused\]/g;
+const plain = (line) => line.replace(FRESH, '');
+// A line the person reads as the page's news: a heading, an alert, a status or a dialog.
+const LANDMARK = /^\s*(?:- )?(?:#|(?:alert|alertdialog|status|log|dialog)\b)/;
+const REF_AT = / \[ref=(e\d+)\]/;
+
+/** Where a control's line is in an outline: its role and name with their indent (`key`), and which of such it is. */
+function placeOf(lines, ref) {
+  const i = lines.findIndex((l) => l.includes(` [ref=${ref}]`));
+  if (i < 0) return null;
+  const key = lines[i].slice(0, lines[i].indexOf(' [ref='));
+  let nth = 0;
+  for (let j = 0; j < i; j++) if (lines[j].startsWith(`${key} [ref=`)) nth++;
+  return { i, key, nth };
+}
+
+/** The ref of the line at `place` (the same role, name, indent and rank) in another outline, or null. */
+function findAgain(lines, place) {
+  let nth = 0;
+  for (const l of lines) {
+    if (!l.startsWith(`${place.key} [ref=`)) continue;
+    if (nth++ === place.nth) return (REF_AT.exec(l) || [])[1] || null;
+  }
+  return null;
+}
+
+/**
+ * What changed from one document's outline to another's at the same URL, as the person sees it: a line that
+ * changed in place as `In cart: 1 -> 2` (the words they share said once), one that came as `+ line`, one that went
+ * as `- line`. Refs and focus are not compared. The landmarks' first, then the lines nearest `near` (a line's
+ * index), in the page's order; at most DELTA_LINES of at most LINE_CHARS characters.
+ */
+export function changesOf(before, after, near = 0) {
+  const a = after.map(plain);
+  const hunks = [];
+  let hunk = null;
+  for (const l of lineDiff(before.map(plain), a).split('\n')) {
+    if (l === '@@') hunks.push((hunk = { at: -1, gone: [], came: [] }));
+    else if (hunk && l[0] === ' ') hunk.at = a.indexOf(l.slice(1));
+    else if (hunk && l[0] === '-') hunk.gone.push(l.slice(1));
+    else if (hunk && l[0] === '+') hunk.came.push(l.slice(1));
+  }
+  const bare = (l) => redactTokens(l.replace(/^\s*(?:- )?/, ''));
+  const found = [];
+  for (const h of hunks) {
+    const where = (l) => {
+      const i = a.indexOf(l);
+      return i >= 0 ? i : h.at + 1;
+    };
+    // A line that went is paired with the first that came and starts with the same words: changed in place.
+    const left = [...h.came];
+    for (const was of h.gone) {
+      let shared = '';
+      const k = left.findIndex((is) => (shared = sharedWords(bare(was), bare(is))));
+      if (k < 0) {
+        found.push({ i: h.at + 1, news: LANDMARK.test(was), line: `- ${bare(was)}` });
+        continue;
+      }
+      const [is] = left.splice(k, 1);
+      found.push({ i: where(is), news: LANDMARK.test(is) || LANDMARK.test(was),
+        line: `${shared}${bare(was).slice(shared.length)} -> ${bare(is).slice(shared.length)}` });
+    }
+    for (const is of left) found.push({ i: where(is), news: LANDMARK.test(is), line: `+ ${bare(is)}` });
+  }
+  const kept = found.map((c, order) => ({ ...c, order }))
+    .sort((x, y) => (y.news - x.news) || (Math.abs(x.i - near) - Math.abs(y.i - near)) || (x.order - y.order))
+    .slice(0, DELTA_LINES)
+    .sort((x, y) => x.order - y.order);
+  return { lines: kept.map((c) => cut(c.line, LINE_CHARS)), total: found.length };
+}
+
+/** The whole words two lines start with (through the last space or colon they share), or ''. */
+function sharedWords(x, y) {
+  let n = 0;
+  while (n < x.length && n < y.length && x[n] === y[n]) n++;
+  const end = Math.max(x.lastIndexOf(' ', n - 1), x.lastIndexOf(':', n - 1)) + 1;
+  return end > 0 && end <= n ? x.slice(0, end) : '';
+}
 
 /** The changed lines of two outlines as a receipt has them: `+ line` and `- line`, at most DELTA_LINES. */
 export function deltaOf(before, after) {
@@ -73,7 +160,8 @@ export function receiptWords(r) {
   const page = [];
   const q = oneLine;
   if (r.url_before !== undefined && r.url_after !== undefined) {
-    ours.push(r.url_before === r.url_after ? 'the page stayed at its URL' : 'the page went to another URL');
+    const same = r.reloaded ? 'the page reloaded at the same URL' : 'the page stayed at its URL';
+    ours.push(r.url_before === r.url_after ? same : 'the page went to another URL');
     page.push(r.url_before === r.url_after ? `URL: ${q(r.url_after)}` : `URL before: ${q(r.url_before)}\nURL after: ${q(r.url_after)}`);
   } else if (r.url_after !== undefined) {
     ours.push('the agent tab is at the URL in the block');
@@ -82,13 +170,18 @@ export function receiptWords(r) {
   if (r.title_after) page.push(`title: ${q(r.title_after)}`);
   const el = r.element;
   if (el && el.gone) {
-    ours.push('the element is gone from the page');
-    if (el.ref) page.push(`element: [ref=${q(el.ref)}] gone`);
+    ours.push(r.reloaded ? 'the element was not found again in the reloaded page' : 'the element is gone from the page');
+    const where = r.reloaded ? 'not in the reloaded page' : 'gone';
+    if (el.ref) page.push(`element: [ref=${q(el.ref)}] ${where}`);
+    else if (el.selector) page.push(`element: ${q(el.selector)} ${where}`);
   } else if (el) {
     const state = el.state || {};
     const words = stateWords(state);
-    ours.push(`the element is ${words.length ? `${words.join(', ')} now` : 'still there'}${state.value !== undefined ? ', its value in the block' : ''}`);
-    page.push(`element: ${q(el.role)} ${JSON.stringify(q(el.name || ''))} [ref=${q(el.ref)}]${state.value !== undefined ? `: ${q(state.value)}` : ''}`);
+    const value = state.value !== undefined ? ', its value in the block' : '';
+    if (el.ref_before) ours.push(`the element is there again with a new ref${words.length ? `, ${words.join(', ')} now` : ''}${value}`);
+    else ours.push(`the element is ${words.length ? `${words.join(', ')} now` : 'still there'}${value}`);
+    page.push(`element: ${q(el.role)} ${JSON.stringify(q(el.name || ''))} [ref=${q(el.ref)}]` +
+      `${el.ref_before ? ` (was [ref=${q(el.ref_before)}])` : ''}${state.value !== undefined ? `: ${q(state.value)}` : ''}`);
   }
   if (r.delta) {
     const n = r.delta_total ?? r.delta.length;
@@ -97,6 +190,14 @@ export function receiptWords(r) {
       ours.push(`${n} line${n === 1 ? '' : 's'} of the page outline changed since your last snapshot or receipt` +
         `${n > r.delta.length ? ` (the first ${r.delta.length} in the block)` : ''}`);
       page.push(`changed:\n${r.delta.map(q).join('\n')}`);
+    }
+  } else if (r.changed) {
+    const n = r.changed_total ?? r.changed.length;
+    if (!n) ours.push('nothing the person sees changed on the page');
+    else {
+      ours.push(`${n} thing${n === 1 ? '' : 's'} changed on the page ` +
+        `${n > r.changed.length ? `(the first ${r.changed.length} in the block)` : '(in the block)'}`);
+      page.push(`changed:\n${r.changed.map(q).join('\n')}`);
     }
   } else if (r.delta_skipped) ours.push(r.delta_skipped);
   const said = `Receipt: ${ours.join('; ') || 'the step went through'}.`;
@@ -169,12 +270,50 @@ export class Receipts {
       const { lines, total } = deltaOf(at.look.lines, now.lines);
       receipt.delta = lines;
       receipt.delta_total = total;
+    } else if (now && now.documentId) {
+      // Another document at the same URL: the page reloaded (a form POST answered back to its own address).
+      receipt.reloaded = true;
+      const again = (!element || element.gone) ? await this._foundAgain(at, args, now) : null;
+      if (again) receipt.element = again;
+      else if (element && element.gone) receipt.element = element;
+      if (now.lines.length > MAX_COMPARED_LINES) {
+        receipt.delta_skipped = `the reloaded page is too long (${now.lines.length} lines of outline) to say here ` +
+          'what changed; browser_snapshot shows it';
+      } else {
+        const mine = receipt.element && receipt.element.ref ? placeOf(now.lines, receipt.element.ref) : null;
+        const was = args.ref != null && args.ref !== '' ? placeOf(at.look.lines, String(args.ref)) : null;
+        const { lines, total } = changesOf(at.look.lines, now.lines, mine ? mine.i : was ? was.i : 0);
+        receipt.changed = lines;
+        receipt.changed_total = total;
+      }
+    }
+    if (now) {
       // The next receipt starts from this look, unless the agent takes a snapshot meanwhile (`since=true` keeps
       // comparing with the agent's own last snapshot: a receipt shows 12 lines of what changed, not all).
       this._looks.set(tab.id, { url: receipt.url_after, lines: now.lines, documentId: now.documentId,
         after: this.parts.page.table(tab.id).last });
     }
     return receipt;
+  }
+
+  /**
+   * The step's element in the page that replaced its own at the same URL (`now`, a look at it): by the agent's
+   * selector, or the control whose line has the same role, name, indent and rank as its ref's line had; null if
+   * none is.
+   */
+  async _foundAgain(at, args, now) {
+    let spec;
+    let ref = null;
+    if (args.ref != null && args.ref !== '') {
+      const place = placeOf(at.look.lines, String(args.ref));
+      ref = place && findAgain(now.lines, place);
+      if (!ref) return null;
+      spec = { local: this.parts.page.table(at.tabId).lookup(ref).local };
+    } else if (typeof args.selector === 'string' && args.selector) spec = { selector: args.selector };
+    else return null;
+    const found = await this._stateIn({ tabId: at.tabId, documentIds: [now.documentId] }, spec);
+    if (!found || found.gone) return null;
+    return ref ? { ...found, ref, ref_before: String(args.ref) } : found;
   }
 
   /** The element the step named, as it is now: its ref, role, name and state, or gone. */
@@ -199,19 +338,28 @@ export class Receipts {
       spec = { selector: args.selector };
     } else return null;
     const ref = args.ref != null && args.ref !== '' ? String(args.ref) : undefined;
+    const found = await this._stateIn(target, spec);
+    // A target named by its selector that left keeps the selector: the agent can tell which it was.
+    if (found && found.gone) return ref ? { ref, gone: true } : { selector: args.selector, gone: true };
+    return found && ref ? { ...found, ref } : found;
+  }
+
+  /** The element `spec` names in `target`'s document: {ref, role, name, state}, {gone: true}, or null. */
+  async _stateIn(target, spec) {
+    const table = this.parts.page.table(target.tabId);
     let r;
     try {
-      [r] = await within(LOOK_MS, page.exec(target, 'stateAfter', [spec]), 'the page');
+      [r] = await within(LOOK_MS, this.parts.page.exec(target, 'stateAfter', [spec]), 'the page');
     } catch (e) {
       // The document is gone (the step loaded another page): so is the element.
-      return /gone/.test(String(e.message)) ? { ...(ref && { ref }), gone: true } : null;
+      return /gone/.test(String(e.message)) ? { gone: true } : null;
     }
     const res = r && r.result;
     if (!res || !res.ok) return null;
-    if (res.gone) return { ...(ref && { ref }), gone: true };
+    if (res.gone) return { gone: true };
     const state = { ...res.state };
     if (typeof state.value === 'string') state.value = redactTokens(state.value);
-    return { ref: ref || table.refFor(r.documentId, r.frameId, res.local), role: res.role, name: redactTokens(res.name || ''), state };
+    return { ref: table.refFor(r.documentId, r.frameId, res.local), role: res.role, name: redactTokens(res.name || ''), state };
   }
 
   async _look(tab) {
