@@ -3,7 +3,9 @@
 
 `/healthz` says the process answers (a liveness probe restarts a pod that does not). `/readyz` says it takes
 new connections: from the moment the pod serves until a stop begins to drain it, so a load balancer sends
-nobody new to a pod on its way out. Neither needs the key, so neither says anything about sessions.
+nobody new to a pod on its way out, and only while at least one of its agents can start (a pod whose every agent
+CLI is missing could answer no prompt: its rollout must not go green). Its body says which agents cannot start,
+and why. Neither needs the key, so neither says anything about sessions.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
 from openab.core.addresses import is_loopback
+from openab.core.agents.availability import Availability
+from openab.core.agents.runtime import AgentRuntime
 from openab.core.errors import ConfigurationError
 from openab.core.pod import Pod
 from openab.core.settings import Settings
@@ -45,14 +49,27 @@ _SUBPROTOCOL_SAFE = re.compile(r"[A-Za-z0-9!#$%&'*+\-.^_`|~]+")
 
 @dataclass(slots=True)
 class Readiness:
-    """Whether the pod takes new connections: it serves (the lifespan has started it) and is not draining."""
+    """Whether the pod takes new connections: it serves (the lifespan has started it), is not draining, and one of
+    its agents can start (``agents``: which can, looked up within a bound; ``None``: a backend of its own)."""
 
     serving: bool = False
     draining: bool = False
+    agents: Callable[[], Availability] | None = None
 
     @property
     def state(self) -> str:
-        return "draining" if self.draining else "ready" if self.serving else "starting"
+        if self.draining or not self.serving:
+            return "draining" if self.draining else "starting"
+        return "no_agent" if self.agents is not None and not self.agents().any_startable else "ready"
+
+    def body(self) -> dict[str, object]:
+        state = self.state
+        body: dict[str, object] = {"ready": state == "ready", "state": state}
+        availability = self.agents() if self.agents is not None else None
+        if availability is not None and availability.cannot_start:
+            body["reason"] = availability.reason
+            body["cannot_start"] = dict(availability.cannot_start)
+        return body
 
 
 async def _healthz(_request: Request) -> JSONResponse:
@@ -62,8 +79,8 @@ async def _healthz(_request: Request) -> JSONResponse:
 
 async def _readyz(request: Request) -> JSONResponse:
     readiness: Readiness = request.app.state.readiness
-    state = readiness.state
-    return JSONResponse({"ready": state == "ready", "state": state}, status_code=200 if state == "ready" else 503)
+    body = readiness.body()
+    return JSONResponse(body, status_code=200 if body["ready"] else 503)
 
 
 def drainer(app: Starlette) -> Callable[[], Awaitable[None]]:
@@ -125,7 +142,7 @@ def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
         hub, lambda: len(pod.connections) > 0 or pod.connections.turns_in_flight > 0,
         interval=settings.hub_activity_interval,
     ) if hub is not None else None
-    readiness = Readiness()
+    readiness = Readiness(agents=pod.backend.availability.now if isinstance(pod.backend, AgentRuntime) else None)
     guard = guard_for(settings)
     refusals: Counter[str] = Counter()
 
@@ -137,6 +154,12 @@ def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
         if reporter is not None:
             tasks.append(asyncio.create_task(reporter.run(), name="hub activity"))
         readiness.serving = True
+        if readiness.agents is not None and (reason := readiness.agents().reason) is not None:
+            # Each missing agent is named as the runtime starts; this says what it means for the pod.
+            if readiness.state == "no_agent":
+                log.error("not ready: %s; /readyz answers 503 and the panel says so at connect", reason)
+            else:
+                log.warning("ready, but %s", reason)
         try:
             yield
         finally:

@@ -7,7 +7,8 @@ The error texts are those of the `/acp` contract, so a client written for upstre
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
@@ -18,6 +19,7 @@ from ..jsonrpc import INVALID_PARAMS, JsonObject, LocalRpcError
 __all__ = [
     "ACP_TUNNEL_META",
     "AGENTS_META",
+    "AGENTS_UNAVAILABLE_META",
     "AGENT_META",
     "AUTH_REQUIRED",
     "PERMISSION_RELAY_META",
@@ -46,6 +48,9 @@ PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 # The agents a session may run: ``[{id, title}]`` in the initialize result's ``_meta``, the first the default.
 AGENTS_META: Final = META_PREFIX + "agents"
+# Why no agent of the pod can start (none of their commands is installed), for the person, in the initialize result's
+# ``_meta`` when so: the panel shows it at connect instead of failing each prompt (core/agents/availability.py).
+AGENTS_UNAVAILABLE_META: Final = META_PREFIX + "agentsUnavailable"
 # The one a session runs: chosen in session/new ``_meta``, said back in the session/new and resume results.
 AGENT_META: Final = META_PREFIX + "agent"
 # Why a turn answered ``cancelled`` when the client did not cancel it, in the session/prompt result's ``_meta``:
@@ -178,9 +183,12 @@ class AgentChoice:
 
 @dataclass(frozen=True, slots=True)
 class AgentOffer:
-    """The agents the pod offers, the first being the default (``openab run --agent a --agent b``)."""
+    """The agents the pod offers, the first being the default (``openab run --agent a --agent b``).
+
+    ``unavailable`` says, when asked, why none of them can start (``None``: one can)."""
 
     choices: tuple[AgentChoice, ...]
+    unavailable: Callable[[], str | None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if not self.choices:
@@ -224,8 +232,9 @@ def validate_session_id(session_id: str) -> str:
 
 
 def initialize_result(version: str, agents: AgentOffer) -> JsonObject:
+    why = agents.unavailable() if agents.unavailable is not None else None
     return {
-        "_meta": {AGENTS_META: agents.meta()},
+        "_meta": {AGENTS_META: agents.meta(), **({AGENTS_UNAVAILABLE_META: why} if why else {})},
         "protocolVersion": PROTOCOL_VERSION,
         "agentCapabilities": {
             "loadSession": False,

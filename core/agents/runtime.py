@@ -39,9 +39,10 @@ from ..sessions import Session, SessionStore
 from ..settings import Settings
 from ..statedir import session_workdir
 from ..tunnel.registry import TunnelRegistry
+from .availability import AgentAvailability
 from .conversations import Conversations
 from .process import scrubbed_env
-from .recipes import Recipe, installed, recipe_for, running_as_root
+from .recipes import Recipe, recipe_for, running_as_root
 from .session_agent import AgentContext, OfferedAgent, SessionAgent
 from .tree import REAPER, own_cgroup
 
@@ -113,8 +114,13 @@ class AgentRuntime:
         # fail; with none installed every configured one stays offered, so a chat's error says what to install.
         path = {**scrubbed_env(self._base_env), **operator_env(settings.agent_env, self._base_env),
                 **self._extra_env}.get("PATH")
+        # What /readyz and the panel at connect say: which can start, looked up again within a bound.
+        self.availability = AgentAvailability(
+            {name: o.argv for name, o in configured.items()}, path,
+            always=[name for name, o in configured.items() if o.recipe.name == "builtin"],
+        )
         self.missing: dict[str, OfferedAgent] = {
-            name: o for name, o in configured.items() if not installed(o.argv, path)
+            name: o for name, o in configured.items() if name in self.availability.now().cannot_start
         }
         self._offered = {name: o for name, o in configured.items() if name not in self.missing} or configured
         self._default = next(iter(self._offered))
@@ -137,7 +143,8 @@ class AgentRuntime:
     @property
     def offer(self) -> AgentOffer:
         """The agents on offer, for the ACP handshake (the first is the default)."""
-        return AgentOffer(tuple(AgentChoice(name, o.recipe.title) for name, o in self._offered.items()))
+        return AgentOffer(tuple(AgentChoice(name, o.recipe.title) for name, o in self._offered.items()),
+                          unavailable=self.availability.for_person)
 
     @property
     def recipe(self) -> Recipe:
