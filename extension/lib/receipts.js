@@ -119,12 +119,15 @@ export function changesOf(before, after, near = 0) {
   return { lines: kept.map((c) => cut(c.line, LINE_CHARS)), total: found.length };
 }
 
-/** The whole words two lines start with (through the last space or colon they share), or ''. */
+/** The whole words two lines start with (through the last space or colon they share outside quotes), or ''. */
 function sharedWords(x, y) {
-  let n = 0;
-  while (n < x.length && n < y.length && x[n] === y[n]) n++;
-  const end = Math.max(x.lastIndexOf(' ', n - 1), x.lastIndexOf(':', n - 1)) + 1;
-  return end > 0 && end <= n ? x.slice(0, end) : '';
+  let end = 0;
+  let quoted = false;
+  for (let n = 0; n < x.length && n < y.length && x[n] === y[n]; n++) {
+    if (x[n] === '"') quoted = !quoted;
+    else if (!quoted && (x[n] === ' ' || x[n] === ':')) end = n + 1;
+  }
+  return x.slice(0, end);
 }
 
 /** The changed lines of two outlines as a receipt has them: `+ line` and `- line`, at most DELTA_LINES. */

@@ -14,6 +14,7 @@ import functools
 import http.server
 import re
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,6 +35,7 @@ Json = dict[str, Any]
 
 context, tunnel = person_browser("receipts", autopilot=True)
 
+SLOW_POST = 0.4
 CARTS: dict[str, int] = {}
 CARTS_LOCK = threading.Lock()
 
@@ -66,6 +68,8 @@ class Shop(http.server.SimpleHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         self.rfile.read(min(int(self.headers.get("content-length") or 0), 65536))
+        if "slow" in path:
+            time.sleep(SLOW_POST)  # a shop's POST that takes its time: the click's call is over before it lands
         with CARTS_LOCK:
             CARTS[path] = CARTS.get(path, 0) + 1
             CARTS[f"{path}#added"] = 1
@@ -92,9 +96,10 @@ def site() -> Iterator[str]:
 CART_IDS = iter(range(1, 1000))
 
 
-async def shop(client: Client, context: BrowserContext, site: str) -> tuple[Page, str, str]:
-    """A new cart's shop page in the agent tab, the agent's snapshot of it and its URL."""
-    url = f"{site}/shop/cart-{next(CART_IDS)}"
+async def shop(client: Client, context: BrowserContext, site: str, kind: str = "cart") -> tuple[Page, str, str]:
+    """A new cart's shop page in the agent tab (a `slow-cart` takes its time to answer a POST), the agent's snapshot
+    of it and its URL."""
+    url = f"{site}/shop/{kind}-{next(CART_IDS)}"
     text, is_error = await call(client, "browser_navigate", {"url": url})
     assert not is_error, text
     snapshot, _ = await call(client, "browser_snapshot")
@@ -160,9 +165,25 @@ async def test_add_to_cart_reloads_and_the_receipt_says_what_changed(client: Cli
     assert again["reloaded"] is True and "In cart: 1 -> 2" in again["changed"], again
 
 
+def reloaded_since(receipt: Json, words: str, kind: str) -> None:
+    """The step after the POST: on a shop whose POST starts after the click's call is over (late), the step met the
+    new page, and its receipt says the page reloaded since the agent's last look and what changed; on the others
+    the click's own receipt said so, and this one starts from it."""
+    if kind != "late-cart":
+        assert "reloaded" not in receipt and "changed" not in receipt, receipt
+        return
+    assert receipt["reloaded"] is True, receipt
+    assert receipt["changed"][:2] == ["In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
+    assert words.startswith("Receipt: the page reloaded at the same URL; the element is still there, its value in "
+                            "the block; 3 things changed on the page (in the block)."), words
+
+
+# Straight after the POST: as the click's call ends with the page back (cart), with a POST that takes its time
+# (slow-cart), and with one the page starts after the click's call is over (late-cart).
+@pytest.mark.parametrize("kind", ["cart", "slow-cart", "late-cart"])
 async def test_a_choice_straight_after_the_post_reads_what_the_list_holds(client: Client, context: BrowserContext,
-                                                                          site: str) -> None:
-    page, _, _ = await shop(client, context, site)
+                                                                          site: str, kind: str) -> None:
+    page, _, _ = await shop(client, context, site, kind)
     await step(client, "browser_click", {"selector": "#add"})
     receipt, words = await step(client, "browser_select_option", {"selector": "#colour", "values": ["Red"]})
     await expect(page.locator("#cart")).to_have_text("In cart: 1")
@@ -171,12 +192,14 @@ async def test_a_choice_straight_after_the_post_reads_what_the_list_holds(client
     assert "gone" not in element, receipt
     assert element["role"] == "combobox" and element["name"] == "Colour" and element["state"]["value"] == "Red"
     assert "gone" not in words
+    reloaded_since(receipt, words, kind)
     assert re.search(r'^element: combobox "Colour" \[ref=e\d+\]: Red$', "\n".join(block_of(words)), re.M), words
 
 
+@pytest.mark.parametrize("kind", ["cart", "slow-cart", "late-cart"])
 async def test_typing_straight_after_the_post_reads_what_the_field_holds(client: Client, context: BrowserContext,
-                                                                         site: str) -> None:
-    page, _, _ = await shop(client, context, site)
+                                                                         site: str, kind: str) -> None:
+    page, _, _ = await shop(client, context, site, kind)
     await step(client, "browser_click", {"selector": "#add"})
     receipt, words = await step(client, "browser_type", {"selector": "#note", "text": "For Sam"})
     await expect(page.locator("#cart")).to_have_text("In cart: 1")
@@ -185,6 +208,7 @@ async def test_typing_straight_after_the_post_reads_what_the_field_holds(client:
     assert "gone" not in element, receipt
     assert element["role"] == "textbox" and element["name"] == "Gift note" and element["state"] == {"value": "For Sam"}
     assert "gone" not in words
+    reloaded_since(receipt, words, kind)
 
 
 async def test_a_selector_target_that_leaves_the_page_keeps_its_selector(client: Client, context: BrowserContext,
