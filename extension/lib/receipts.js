@@ -5,7 +5,8 @@
 // What each tool's receipt holds (its catalogue.json facts.receipt): a step on an element (a click, typing, a key, a
 // choice, a drag, a hover, an upload) has the element as it is after it and the lines of the page's outline that
 // changed, which takes a look at the page before the step and one after; every other step (a navigation, going
-// back, tabs, a dialog, a handoff, a scroll, a download) has where the agent tab is, which costs no look.
+// back, tabs, a dialog, a handoff, a scroll, a download) has where the agent tab is, which costs no look, but for a
+// navigation to the address the tab is at: a reload, told as below.
 // browser_plan changes no page and has none.
 //
 // A step after which the page is another document at the same URL (a form POST answered back to its own address, a
@@ -53,6 +54,15 @@ const plain = (line) => line.replace(FRESH, '');
 // A line the person reads as the page's news: a heading, an alert, a status or a dialog.
 const LANDMARK = /^\s*(?:- )?(?:#|(?:alert|alertdialog|status|log|dialog)\b)/;
 const REF_AT = / \[ref=(e\d+)\]/;
+
+/** Whether `url` is the address `at` (a navigation there reloads the page). */
+function sameAddress(url, at) {
+  try {
+    return typeof url === 'string' && Boolean(at) && new URL(url).href === new URL(at).href;
+  } catch {
+    return false;
+  }
+}
 
 /** Where a control's line is in an outline: its role and name with their indent (`key`), and which of such it is. */
 function placeOf(lines, ref) {
@@ -232,6 +242,13 @@ export class Receipts {
         at.skipped = `the page is too long (${size}) to say here which lines changed; browser_snapshot since=true ` +
           'compares it with your last snapshot';
       } else at.look = last ? { lines: last.lines, documentId: last.documentId } : await this._look(tab);
+    } else if (kind === 'page' && tab && !this._blocked(tabId) && sameAddress(args.url, at.url)) {
+      // Going to the address the tab is at reloads the page: its receipt says what changed, as after a form's
+      // POST, from the same outline and within the same bounds.
+      const last = this._lastOutline(tab);
+      if (last ? last.lines.length <= MAX_COMPARED_LINES : await this._elements(tab) <= MAX_COMPARED_ELEMENTS) {
+        at.look = last ? { lines: last.lines, documentId: last.documentId } : await this._look(tab);
+      }
     }
     return at;
   }
@@ -261,11 +278,12 @@ export class Receipts {
       receipt.url_after = tab.url || tab.pendingUrl || '';
       if (tab.title) receipt.title_after = cut(tab.title, LINE_CHARS);
     }
-    if (at.kind !== 'element' || this._blocked(at.tabId)) return receipt;
+    if ((at.kind !== 'element' && !at.look) || this._blocked(at.tabId)) return receipt;
     // Lines compared only on the same document of the same tab: a page that another replaced is all new.
     const compare = at.look && tab && tabId === at.tabId && receipt.url_after === at.url && !this._blocked(tabId);
     // The element and the look after, at once: two calls into the page, one wait.
-    const [element, now] = await Promise.all([this._element(at, args, receipt.url_after === at.url),
+    const [element, now] = await Promise.all([
+      at.kind === 'element' ? this._element(at, args, receipt.url_after === at.url) : null,
       compare ? this._look(tab) : null]);
     if (element) receipt.element = element;
     if (at.skipped) receipt.delta_skipped = at.skipped;
@@ -276,7 +294,7 @@ export class Receipts {
     } else if (now && now.documentId) {
       // Another document at the same URL: the page reloaded (a form POST answered back to its own address).
       receipt.reloaded = true;
-      const again = (!element || element.gone) ? await this._foundAgain(at, args, now) : null;
+      const again = at.kind === 'element' && (!element || element.gone) ? await this._foundAgain(at, args, now) : null;
       if (again) receipt.element = again;
       else if (element && element.gone) receipt.element = element;
       if (now.lines.length > MAX_COMPARED_LINES) {

@@ -220,3 +220,18 @@ async def test_a_selector_target_that_leaves_the_page_keeps_its_selector(client:
     assert "reloaded" not in receipt
     assert words.startswith("Receipt: the page stayed at its URL; the element is gone from the page; "), words
     assert "element: #dismiss gone" in block_of(words)
+
+
+async def test_going_to_the_same_address_says_what_changed_since(client: Client, context: BrowserContext,
+                                                                 site: str) -> None:
+    page, _, url = await shop(client, context, site)
+    # The cart changes elsewhere (the person's other tab, another device): the agent's snapshot is the old page.
+    posted = await context.request.post(url, max_redirects=0)
+    assert posted.status == 303
+    receipt, words = await step(client, "browser_navigate", {"url": url})
+    await expect(page.locator("#cart")).to_have_text("In cart: 1")
+    assert receipt["url_before"] == receipt["url_after"] == url and receipt["reloaded"] is True, receipt
+    assert receipt["changed"] == ["In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
+    assert "element" not in receipt
+    assert words.startswith("Receipt: the page reloaded at the same URL; 2 things changed on the page (in the block)."
+                            ), words
