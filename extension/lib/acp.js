@@ -129,7 +129,11 @@ export class AcpClient {
   whyNotConnected() {
     const link = this.link;
     const st = link.state;
-    if (link.connected) return link.moved ? { reason: 'moved', why: SESSION_MOVED_DETAIL } : null;
+    if (link.connected) {
+      if (link.moved) return { reason: 'moved', why: SESSION_MOVED_DETAIL };
+      // Connected, but the pod can start none of its agents: a prompt could only fail, so it is not sent.
+      return link.unavailable ? { reason: 'unavailable', why: link.unavailable } : null;
+    }
     if (st.status === 'connecting') return { reason: 'connecting', why: 'Still connecting to the gateway.' };
     if (st.status === 'retrying' && st.cause === 'starting') {
       const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));

@@ -18,6 +18,8 @@ const BACKOFF_MAX_MS = 30_000;
 const SESSION_KEY = 'openab.session';
 const AGENTS_META = 'dev.openab/agents';
 const AGENT_META = 'dev.openab/agent';
+// Why none of the pod's agents can start (initialize's `_meta`, only then): said to the person at connect.
+const AGENTS_UNAVAILABLE_META = 'dev.openab/agentsUnavailable';
 const SERVER_ID_KEY = 'openab.serverId';
 const SESSION_MOVED = '_openab/session/moved';
 export const SESSION_MOVED_DETAIL =
@@ -48,6 +50,12 @@ export function offeredAgents(initializeResult) {
   return list
     .filter((a) => a && typeof a.id === 'string' && a.id)
     .map((a) => ({ id: a.id, title: typeof a.title === 'string' && a.title ? a.title : a.id }));
+}
+
+/** Why the gateway can start none of its agents (initialize's `_meta`), or '' when it can start one. */
+export function unavailableAgents(initializeResult) {
+  const why = initializeResult && initializeResult._meta && initializeResult._meta[AGENTS_UNAVAILABLE_META];
+  return typeof why === 'string' ? why.slice(0, 1000) : '';
 }
 
 function agentOf(result) {
@@ -149,6 +157,7 @@ export class Link {
     this.serverId = null;
     this.agents = []; // what the gateway offers, [{id, title}]
     this.agent = ''; // the one this session runs
+    this.unavailable = ''; // why the gateway can start none of its agents ('' when it can start one)
     this.state = { status: 'off', detail: 'Not configured', retryAt: 0, attempts: 0, since: Date.now() };
     this._retryTimer = null;
     this.held = false; // the person's edit was refused: the saved gateway is not redialled until a save (refuseEdit)
@@ -375,6 +384,7 @@ export class Link {
         clientInfo: { name: 'openab-extension', title: 'openab', version: VERSION },
       }, HANDSHAKE_MS);
       this.agents = offeredAgents(init);
+      this.unavailable = unavailableAgents(init);
       const saved = await this._savedSession();
       let resumed = false;
       if (saved && saved.url === this.settings.url && saved.sessionId) {

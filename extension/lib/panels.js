@@ -84,6 +84,7 @@ export class Panels {
       settings: publicSettings(this.settings.current),
       agents: connected ? link.agents : [],
       agent: connected ? link.agent : '',
+      unavailable: connected ? link.unavailable : '',
       cards: this.guard.publicCards(),
       agentTabs: [...this.tabs.owned.keys()],
       currentTab: this.tabs.current,

@@ -14,12 +14,14 @@ function seg(id, text, cls) {
 export function renderHeader(s) {
   const st = s.link.status;
   if (st === 'connected' && s.link.moved) seg('pill-link', 'chat moved', 'wait');
+  else if (st === 'connected' && s.unavailable) seg('pill-link', 'no agent', 'wait');
   else seg('pill-link', st === 'connected' ? 'connected' : st === 'off' ? 'offline' : st, st === 'connected' ? 'on' : st === 'off' ? '' : 'wait');
   seg('pill-tunnel', s.tunnel ? 'tools attached' : 'no tools', s.tunnel ? 'on' : '');
   seg('pill-tools', s.toolsInUse ? 'browser in use' : 'idle', s.toolsInUse ? 'busy' : '');
   $('pill').dataset.status = st;
   $('pill').dataset.tunnel = String(s.tunnel);
-  let detail = s.link.detail || '';
+  // A pod that can start none of its agents says so at connect, not at each prompt.
+  let detail = (st === 'connected' && s.unavailable) || s.link.detail || '';
   if (st === 'retrying' && s.link.retryAt) {
     const secs = Math.max(0, Math.round((s.link.retryAt - Date.now()) / 1000));
     detail = `${detail.replace(/[.\s]*$/, '')}. Retrying in ${secs} s.`;
