@@ -137,8 +137,8 @@ class Settings(BaseModel):
     # A re-issue of a state-changing call (same tool, same arguments) within this many seconds of its step joins it
     # or gets its outcome; a step whose caller's stream broke runs on this long for the re-issue to join it.
     journal_window: float = Field(default=15.0, ge=0, le=600)
-    # A step that may or may not have happened (effect_unknown) holds the same call back this many seconds from
-    # its start, whatever came in between: the agent is told to look and to say "repeat" (0: only the window).
+    # A step that may or may not have happened (effect_unknown) holds the same call back this many seconds after
+    # its outcome was lost, whatever came in between: the agent is told to look, then say "repeat" (0: the window).
     journal_settle: float = Field(default=600.0, ge=0, le=86400)
     # Files across the gap (docs/files.md): one upload or download, all of a session's over its life (both ways),
     # and how long a transfer may go without a chunk once its first came (the tool call's timeout bounds the rest).
