@@ -3,14 +3,16 @@
 // for an approved plan; with it off, browser_plan is the agent's to offer and has the same effect once approved.
 //
 // An approved plan fences the task to its sites, and there it stands in for the routine risky-step cards: the
-// person has already said yes to the task. It never covers what asks every time (passwords, one-time codes,
-// secrets, payments) nor an upload, and a step or a page on a site outside it asks ("not in the approved plan").
+// person has already said yes to the task. It never covers what its card says still asks (lib/still-asks.js:
+// passwords, one-time codes, payments and purchases, uploads, the page's own keyboard shortcuts), and a step or a
+// page on a site outside it asks ("not in the approved plan").
 // It covers the task the person asked and no other: it ends when they send their next message, press Stop or
 // start a new chat (lib/panels.js), and with the worker (kept in memory only: a restarted worker asks again).
 
 import { ToolError, BAD_ARGS, BUSY, CANCELLED, NOT_ALLOWED } from './errors.js';
 import { factsOf, picks, toolNamed } from './catalogue.js';
 import { MAX_CARDS } from './guard.js';
+import { stillAsks, stillAsksSentence } from './still-asks.js';
 import { text } from './results.js';
 import { webOrigin } from './settings.js';
 
@@ -142,18 +144,21 @@ export class Plan {
    * sites. Throws not_allowed when the person declines that card.
    */
   async check(guard, { tool, desc, risky, tabUrl, signal }) {
-    if (!this.approved || (risky && risky.secret)) return null;
+    if (!this.approved) return null;
+    // What the plan card says still asks (lib/still-asks.js) is the guard's to decide as if no plan were approved.
+    const kept = stillAsks(risky);
+    if (kept && risky.secret) return null;
     const away = this.outside(placesOf(tool, desc, tabUrl));
     if (away) {
       const what = risky ? risky.action : stepWords(tool, desc);
       const where = away === ((desc && desc.origin) || webOrigin(tabUrl)) ? ` on ${away}` : `, which leads to ${away}`;
       await this._askOffPlan(guard, { tool, title: `Not in the approved plan: the agent wants to ${what}${where}`, away,
         detail: (desc && desc.url) || tabUrl, signal });
-      // The person's yes was to this step as the card showed it; an upload still asks on its own card.
-      return risky && risky.risk === 'upload' ? null : { asked: true, risky };
+      // The person's yes was to this step as the card showed it; what still asks does so on its own card.
+      return kept ? null : { asked: true, risky, rule: `plan-off-site${risky ? `:${risky.rule}` : ''}` };
     }
-    if (risky && risky.risk === 'upload') return null;
-    return { asked: false, risky };
+    if (kept) return null;
+    return { asked: false, risky, rule: risky ? `plan-approved:${risky.rule}` : 'routine' };
   }
 
   /** A page the agent is about to load (navigate, a new tab, a link opening one): asks when it is off the plan. */
@@ -201,9 +206,9 @@ export class Plan {
     if (answer === 'approve') {
       this.approved = proposal;
       return text(`The person approved the plan. Sites in it: ${proposal.sites.map((s) => s.shown).join(', ')}. Routine ` +
-        'steps there run without asking; passwords, one-time codes, payments and uploads still ask every time, and a ' +
-        'step or a page on any other site asks the person first. The approval covers this task only: it ends when the ' +
-        'person sends their next message or starts a new chat.');
+        `steps there run without asking; ${stillAsksSentence(true)} every time, and a step or a page on any other site ` +
+        'asks the person first. The approval covers this task only: it ends when the person sends their next message ' +
+        'or starts a new chat.');
     }
     // A plan the person turned down takes the one before it with it: they said no to where the task was going.
     this.approved = null;
