@@ -22,6 +22,7 @@ __all__ = [
     "AGENT_NAMES",
     "CLIENT_ALIASES",
     "CLIENT_NAMES",
+    "CONFIG_NAMES",
     "canonical_agent",
     "canonical_client",
 ]
@@ -54,6 +55,11 @@ AGENT_CHOICES: Final[tuple[str, ...]] = (*AGENT_NAMES, *AGENT_ALIASES)
 # pod does not run as an ACP agent.
 CLIENT_NAMES: Final[tuple[str, ...]] = ("vscode", "windsurf")
 CLIENT_ALIASES: Final[Mapping[str, str]] = MappingProxyType({"code": "vscode"})
+
+# Whose config ``openab config write`` writes, in the order its help lists them: every agent CLI (not the built-in
+# agent, not a custom command) and every other MCP client. core/agents/config/formats.py has a writer for each of
+# these and no other, so the help cannot leave one out again.
+CONFIG_NAMES: Final[tuple[str, ...]] = tuple(sorted({*AGENT_NAMES, *CLIENT_NAMES} - {"builtin", "custom"}))
 
 
 def _word(word: str) -> str:

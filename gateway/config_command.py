@@ -18,6 +18,8 @@ import os
 import sys
 from typing import Any
 
+from openab.core.agent_names import CONFIG_NAMES
+
 __all__ = ["register"]
 
 
@@ -36,8 +38,8 @@ def register(commands: Any) -> None:
         ),
     )
     write.add_argument("--agent", required=True,
-                       help="claude, codex, copilot, cursor, gemini, goose, kiro, opencode, vscode or windsurf "
-                            "(or the command, e.g. claude-agent-acp)")
+                       help=f"{', '.join(CONFIG_NAMES[:-1])} or {CONFIG_NAMES[-1]} (or the command, e.g. "
+                            "claude-agent-acp)")
     write.add_argument("--dir", help="the project directory for project-level files (default: current directory)")
     write.add_argument("--mode", choices=["proxy", "bridge"], default="bridge",
                        help="bridge: the static stdio relay (default); proxy: a session's loopback HTTP endpoint")

@@ -208,6 +208,10 @@ def _check_agents(settings: Settings, report: Report) -> None:
         if recipe.name == "builtin":
             report.add("ok", f"agent {agent}: {found} (built in)")
             continue
+        if not recipe.takes_version and argv == recipe.command():
+            # Found is all there is to know: asking would only fail (an operator's own command is still asked).
+            report.add("ok", f"agent {agent}: {found} (it takes no --version)")
+            continue
         version, problem = _version(found, subprocess)
         if problem is None:
             report.add("ok", f"agent {agent}: {found} {version}".rstrip())

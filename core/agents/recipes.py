@@ -186,6 +186,8 @@ class Recipe:
     allow_browser_env: Mapping[str, str] = field(default_factory=dict)
     install: str = ""
     root_env: Mapping[str, str] = field(default_factory=dict)  # added only when the pod runs as root
+    # Whether its own command answers --version (`openab doctor` asks it; codex-acp has no such flag).
+    takes_version: bool = True
 
     def __post_init__(self) -> None:
         if self.browser_via == "flag" and not (self.config_agent and any("{file}" in a for a in self.browser_flag)):
@@ -236,6 +238,7 @@ RECIPES: dict[str, Recipe] = {
         env=_QUIET_NODE,
         identify=_codex_identity,
         reports_as=("codex-acp",),
+        takes_version=False,
         install="npm install -g @zed-industries/codex-acp",
     ),
     "gemini": Recipe(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from ...agent_names import AGENT_NAMES, CLIENT_NAMES, canonical_client
+from ...agent_names import CONFIG_NAMES, canonical_client
 from ...errors import ConfigError, ConfigurationError
 from ...mcp.access import Entry as Endpoint
 from ...mcp.access import HttpEndpoint
@@ -186,10 +186,10 @@ _AGENTS: dict[str, _Agent] = {
     "windsurf": _Agent(_windsurf, ".codeium/windsurf/mcp_config.json", "home"),
 }
 AGENTS: tuple[str, ...] = tuple(_AGENTS)
-# Every writer must be reachable by a name names.py resolves, or agent_name() could never pick it.
-_UNNAMED = set(_AGENTS) - {*AGENT_NAMES, *CLIENT_NAMES}
-if _UNNAMED:
-    raise RuntimeError(f"config writers {sorted(_UNNAMED)} have no name in openab.core.agent_names")
+# A writer for every name agent_names says `openab config write` takes (its --help lists them), and no other: a
+# writer with no name could never be picked, a name with no writer would be offered and refused.
+if set(_AGENTS) != set(CONFIG_NAMES):
+    raise RuntimeError(f"config writers {sorted(_AGENTS)} and agent_names.CONFIG_NAMES {list(CONFIG_NAMES)} differ")
 
 
 def agent_name(name: str) -> str:

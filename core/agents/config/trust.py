@@ -105,9 +105,10 @@ def check_trustable(agent: str, folder: Path, *, home: Path | None = None,
     key = Path(os.path.realpath(folder))
     user_home = Path(os.path.realpath(home if home is not None else env.get("HOME") or Path.home()))
     if key in (user_home, Path(key.anchor)):
+        never = " (and claude never keeps the home folder's trust)" if name == "claude" and key == user_home else ""
         raise ConfigError(
-            f"openab does not record trust for {key}: it would trust every project under it (and claude never "
-            "keeps the home folder's trust). Give the project's own folder as --dir, and trust that"
+            f"openab does not record {name}'s trust for {key}: it would trust every project under it{never}. Give "
+            "the project's own folder as --dir, and trust that"
         )
 
 
