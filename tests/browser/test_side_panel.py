@@ -118,7 +118,8 @@ async def test_the_latest_exchange_stays_in_view_when_the_tab_list_grows_under_i
     rows = await panel.locator("#agent-tab-list li").count()
     assert not (await client.call_tool("browser_tabs", {"action": "open", "url": f"{site}/keys.html"})).is_error
     await expect(panel.locator("#agent-tab-list li")).to_have_count(rows + 1)
-    await expect(log).to_have_js_property("scrollTop", await log.evaluate("(log) => log.scrollHeight - log.clientHeight"))
+    end = await log.evaluate("(log) => log.scrollHeight - log.clientHeight")
+    await expect(log).to_have_js_property("scrollTop", end)
     # The person's next message and its answer come into view, as the person reads on.
     await panel.locator("#prompt").fill("short")
     await panel.locator("#prompt").press("Enter")
