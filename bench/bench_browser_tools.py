@@ -24,14 +24,19 @@ model turn later. A click is the one tool that this changes (a click watches for
 call within 80 ms waits out), so clicks are timed both ways: back to back, and 0.3 s apart (untimed; shorter
 than any model turn).
 
-Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR]`` (from the repository, venv active).
+Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR] [--extension DIR]`` (from the repository, venv
+active); ``--extension`` times another copy of ``extension/`` (an earlier commit's, from ``git worktree add``), so a
+change is measured before and after in the same session, alternating runs.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
+import json
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -80,8 +85,9 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def browser_rig() -> AsyncIterator[Rig]:
-    """The real gateway, the real extension in headless Chromium (with a DevTools port), and the agent's client."""
+async def browser_rig(extension: Path | None = None) -> AsyncIterator[Rig]:
+    """The real gateway, the real extension (or the copy at ``extension``) in headless Chromium (with a DevTools
+    port), and the agent's client."""
     if not CHROMIUM:
         raise SystemExit("Debian chromium is not installed: apt-get install chromium")
     with tempfile.TemporaryDirectory(prefix="openab-bench-browser-") as tmp_name, site_server() as site:
@@ -91,7 +97,12 @@ async def browser_rig() -> AsyncIterator[Rig]:
         await gateway.start()
         try:
             # Autopilot: the guard's questions are the person's time, not the tools'.
-            ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": True})
+            defaults = {"url": gateway.url, "key": KEY, "autopilot": True}
+            if extension is None:
+                ext = stage_extension(tmp / "ext", defaults)
+            else:  # staged as stage_extension stages extension/
+                ext = Path(shutil.copytree(extension, tmp / "ext"))
+                (ext / "defaults.json").write_text(json.dumps(defaults))
             with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log",
                           extra=("--remote-debugging-port=0",)):
                 port_file = tmp / "profile" / "DevToolsActivePort"
@@ -248,9 +259,9 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool
     return results
 
 
-async def run(quick: bool, out: Path) -> Path:
+async def run(quick: bool, out: Path, extension: Path | None = None) -> Path:
     rounds, per_round = (2, 2) if quick else (15, 4)
-    async with browser_rig() as rig, playwright_page(rig.cdp) as page:
+    async with browser_rig(extension) as rig, playwright_page(rig.cdp) as page:
         samples = await measure(rig, page, rounds, per_round, quick)
     figures: dict[str, Any] = {}
     flat: dict[str, list[float]] = {}
@@ -263,6 +274,7 @@ async def run(quick: bool, out: Path) -> Path:
     result = {
         "target": f"each tool's median <= {TARGET}x Playwright's over CDP, same Chromium, same run",
         "rounds": rounds, "per_round": per_round, "quick": quick, "chromium": CHROMIUM, "tools": figures,
+        "extension": "a copy given by --extension" if extension else "extension/",
     }
     path = write_result(NAME, result, out)
     plot_latencies(NAME, flat, out, title="browser tools: openab extension vs Playwright (CDP), same Chromium")
@@ -270,9 +282,13 @@ async def run(quick: bool, out: Path) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> Path:
-    args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv)
+    def more(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--extension", type=Path, default=None,
+                            help="time this copy of extension/ instead (e.g. an earlier commit's, from git worktree)")
+
+    args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, more)
     out: Path = args.out
-    return asyncio.run(run(bool(args.quick), out))
+    return asyncio.run(run(bool(args.quick), out, args.extension))
 
 
 if __name__ == "__main__":
