@@ -66,6 +66,8 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_AGENT_CONVERSATION_TTL": "agent_conversation_ttl",
     "OPENAB_MAX_AGENTS": "max_agents",
     "OPENAB_AGENT_CGROUPS": "agent_cgroups",
+    # Where the kernel cannot confine agent CLIs (no Landlock), run them anyway (docs/security.md).
+    "OPENAB_UNCONFINED_AGENTS": "unconfined_agents",
     # How the pod is reached off loopback (docs/deploy.md).
     "OPENAB_TLS_CERT": "tls_cert",
     "OPENAB_TLS_KEY": "tls_key",
@@ -164,6 +166,9 @@ class Settings(BaseModel):
     max_agents: int = Field(default=16, ge=1)
     # Each agent in a cgroup v2 of its own when the pod's cgroup is writable (off: its tree is read from /proc).
     agent_cgroups: bool = True
+    # An agent CLI runs confined to its own session by Landlock (core/agents/confinement.py); on a kernel without
+    # it the pod refuses to start one unless this says to run them unconfined (the built-in agent runs either way).
+    unconfined_agents: bool = False
 
     # Off loopback the key must not cross the network in clear: the pod serves TLS itself (a PEM certificate
     # chain and its key, read again on SIGHUP), or sits behind a proxy that terminates it, whose addresses

@@ -31,6 +31,7 @@ def assemble(
     env: Mapping[str, str] | None = None,
     recipe: Recipe | None = None,
     base_env: Mapping[str, str] | None = None,
+    probe: Callable[[], tuple[int, str]] | None = None,
 ) -> Pod:
     """A pod with its browser access (``settings.browser_mode``: proxy or bridge) and its agent runtime, not
     yet serving (``await pod.start()`` before serving, ``await pod.aclose()`` after).
@@ -38,8 +39,9 @@ def assemble(
     ``backend`` replaces the agent runtime (a test's scripted agent); ``browser=False`` leaves browser access
     out (only a pod with a ``backend`` of its own can do without). For the runtime: ``env`` is added to every
     agent's environment, ``recipe`` replaces the default agent's (the first of ``settings.agent``), ``base_env``
-    is the environment agents inherit from (default: this process's). The sessions are named with the secret
-    kept in the state dir (made there, 0600, on first use), and the log shows them by those names
+    is the environment agents inherit from (default: this process's), ``probe`` what says the kernel's Landlock ABI
+    (default: the kernel's own answer; a test's says 0 to play a kernel that cannot confine). The sessions are
+    named with the secret kept in the state dir (made there, 0600, on first use), and the log shows them by those names
     (:func:`.logs.name_sessions`), as does the audit log of tool calls (``settings.audit_log``, in the state dir).
     Raises ``ConfigurationError`` (a ``ValueError``) for an unknown agent, a missing ``--agent-cmd`` or a state
     dir other users can enter.
@@ -81,7 +83,8 @@ def assemble(
         if access is None:
             raise ValueError("the agent runtime needs browser access: assemble(browser=True)")
         runtime = AgentRuntime(
-            settings, sessions, tunnels, access, tasks.spawn, recipe=recipe, env=env, base_env=base_env
+            settings, sessions, tunnels, access, tasks.spawn, recipe=recipe, env=env, base_env=base_env,
+            **({"probe": probe} if probe is not None else {}),
         )
         backend, agents = runtime, runtime.offer
     else:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -95,6 +97,7 @@ def _doctor(args: argparse.Namespace) -> int:
     key = _check_key(settings, report)
     _check_metrics_key(settings, key, report)
     _check_agents(settings, report)
+    _check_confinement(settings, report)
     _check_configs(settings, Path(args.dir) if args.dir else Path.cwd(), report)
     _check_state(settings, report)
     _check_tls(settings, report)
@@ -219,6 +222,47 @@ def _check_agents(settings: Settings, report: Report) -> None:
             report.add("warn", f"agent {agent}: {found} is there, but `{argv[0]} --version` {problem}",
                        f"its version is unknown: run `{found} --version` by hand, and check it is the CLI meant "
                        "(some ACP adapters take no --version; then this is all it means)")
+
+
+def _check_confinement(settings: Settings, report: Report, probe: Callable[[], tuple[int, str]] | None = None) -> None:
+    """Whether this kernel holds each agent CLI to its own session, and whether the state dir stays out of every
+    folder a confined agent may reach (docs/security.md, "The agent's process")."""
+    from openab.core.agents import confine
+    from openab.core.agents.confinement import Support, agent_policy, expand_folder
+    from openab.core.agents.recipes import recipe_for
+
+    support = Support(*(probe or confine.probe)())
+    clis = []
+    for agent in settings.agent:
+        try:
+            recipe = recipe_for(agent, settings.agent_cmds.get(agent) or settings.agent_cmd)
+        except ValueError:
+            continue  # said by the agents' check
+        if recipe.name != "builtin":
+            clis.append(agent)
+        home = os.environ.get("HOME")
+        state = str(settings.state_dir.resolve())
+        try:
+            agent_policy(support.abi or 1, workdir=f"{state}/sessions/x/work", tmpdir=f"{state}/sessions/x/tmp",
+                         state_dir=state, path=os.environ.get("PATH", ""),
+                         secrets=[str(f) for f in (settings.token_file, settings.metrics_token_file) if f],
+                         home_dirs=[f for t in recipe.writes if (f := expand_folder(t, os.environ, home))])
+        except ValueError as exc:
+            report.add("FAIL", f"confinement of agent {agent}: {exc}")
+    if support.full:
+        report.add("ok", f"confinement: {support.describe()}")
+    elif support.confines:
+        report.add("warn", f"confinement: {support.describe()}", "a kernel of Linux 6.12 or later closes the gaps")
+    elif not clis:
+        report.add("ok", f"confinement: {support.describe()}; the built-in agent runs unconfined (it runs no shell)")
+    elif settings.unconfined_agents:
+        report.add("warn", f"confinement: {support.describe()}; {', '.join(clis)} run unconfined "
+                           "(OPENAB_UNCONFINED_AGENTS): a prompt-injected agent can read the pod's key and every "
+                           "session", "run the agents in a container of their own (docs/deploy.md)")
+    else:
+        report.add("FAIL", f"confinement: {support.describe()}, so the pod will not start {', '.join(clis)}",
+                   "run the agents in a container of their own (docs/deploy.md, \"The agents' "
+                   "confinement\"), or accept the risk with --unconfined-agents (OPENAB_UNCONFINED_AGENTS=1)")
 
 
 def _version(executable: str, subprocess: Any) -> tuple[str, str | None]:

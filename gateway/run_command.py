@@ -144,6 +144,11 @@ def add_runtime_flags(parser: argparse.ArgumentParser) -> None:
         help="agent processes the pod runs at once; the one idle longest is stopped to make room, and a prompt "
              "is refused when all are in a turn (default 16; env OPENAB_MAX_AGENTS)",
     )
+    parser.add_argument(
+        "--unconfined-agents", action="store_true", default=None,
+        help="on a kernel that cannot confine agent CLIs (no Landlock), run them anyway: a prompt-injected agent "
+             "could then read the pod's key and every session (env OPENAB_UNCONFINED_AGENTS; docs/deploy.md)",
+    )
 
 
 def agent_commands(entries: list[str] | None) -> tuple[str | None, dict[str, str] | None]:
@@ -180,6 +185,7 @@ def runtime_overrides(args: argparse.Namespace) -> dict[str, Any]:
         "agent_idle_ttl": args.agent_idle_ttl,
         "agent_silence_timeout": args.agent_silence_timeout,
         "max_agents": args.max_agents,
+        "unconfined_agents": args.unconfined_agents,
     }
 
 

@@ -32,11 +32,13 @@ RELAY = {"_meta": {"dev.openab/permissionRelay": True}}
 
 
 def named(name: str, starts: Path) -> list[str]:
-    return [sys.executable, str(NAMED_AGENT), name, str(starts)]
+    # The agent writes in its own working folder, the one folder of the pod a confined agent may write.
+    return [sys.executable, str(NAMED_AGENT), name, starts.name]
 
 
 def started(starts: Path) -> int:
-    return len(starts.read_text().split()) if starts.exists() else 0
+    """The agents started: the lines of every session's ``starts`` file (``starts`` is the state dir's)."""
+    return sum(len(f.read_text().split()) for f in starts.parent.glob(f"sessions/*/work/{starts.name}"))
 
 
 async def person_allows(params: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +48,7 @@ async def person_allows(params: dict[str, Any]) -> dict[str, Any]:
 async def run_turns(tmp_path: Path, agent: str, name: str, *relayed: bool) -> tuple[list[Turn], list[int]]:
     """One pod running the named agent as ``agent``'s command: a session and one prompt per item of ``relayed``
     (whether that session's person can be asked). The turns, and how many agent processes had started after each."""
-    starts = tmp_path / "starts"
+    starts = tmp_path / "state" / "starts"
     turns: list[Turn] = []
     counts: list[int] = []
     async with run_pod(tmp_path / "state", agent=agent, agent_cmd=named(name, starts)) as pod, \

@@ -64,12 +64,19 @@ class Pod:
     page: str
     env: dict[str, str]
     cli: str = "codex"
-    marker: Path = Path("/nonexistent")
+    marker_name: str = "pwned-none"
+
+    @property
+    def marker(self) -> Path:
+        """What the CLI's shell tool creates in the session's working folder (the only folder of the pod a
+        confined agent may write; docs/security.md), if it ran."""
+        state = self.running.pod.settings.state_dir
+        return next(state.glob(f"sessions/*/work/{self.marker_name}"), state / self.marker_name)
 
     def dressed_shell(self) -> Call:
         """The CLI's shell tool creating ``marker``, with our server's and tool's names written wherever this
         CLI's model can write them (tests/test_runtime_permissions.py has the requests these become)."""
-        command = f"touch {self.marker}"
+        command = f"touch {self.marker_name}"  # run in the agent's working folder
         return {
             "claude": Call("Bash", {"command": command, "description": "mcp__openab_browser__browser_click"}),
             # require_escalated: else codex runs it in its read-only sandbox without asking, and it fails there.
@@ -118,7 +125,7 @@ async def pod_for(request: pytest.FixtureRequest, fake_model: FakeModel, tmp_pat
     fake_model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
     async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, permissions=policy or "browser-only",
                        cancel_grace=5.0, browser_mode=mode or "proxy") as running:
-        yield Pod(running, fake_model, page, agent.env, cli, tmp_path / f"pwned-{secrets.token_hex(4)}")
+        yield Pod(running, fake_model, page, agent.env, cli, f"pwned-{secrets.token_hex(4)}")
 
 
 both = pytest.mark.parametrize("pod_for", ["codex", "claude"], indirect=True)

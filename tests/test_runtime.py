@@ -95,13 +95,13 @@ async def test_an_agent_that_exits_at_start_says_how_and_never_repeats_its_key(t
 
 
 async def test_an_agent_that_never_answers_initialize_is_given_up_on(tmp_path: Path) -> None:
-    pid_file = tmp_path / "agent.pid"
-    command = [sys.executable, "-c",
-               f"import os, time; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(120)"]
+    # Written in its working folder: the one folder of the pod a confined agent may write.
+    command = [sys.executable, "-c", "import os, time; open('agent.pid', 'w').write(str(os.getpid())); time.sleep(120)"]
     async with run_pod(tmp_path / "state", agent_cmd=command, agent_start_timeout=1) as pod, \
             pod.extension() as ext:
         session_id = await ext.new_session([])
         turn = await prompt(ext, session_id, "hello")
+        pid_file = next((tmp_path / "state").glob("sessions/*/work/agent.pid"))
         pid = int(await asyncio.to_thread(pid_file.read_text))
         await eventually(lambda: not live_group(pid))  # the stuck agent was stopped, not left behind
 

@@ -89,14 +89,14 @@ for line in sys.stdin:
 def escaping_agent(tmp_path: Path, *extra: str) -> list[str]:
     script = tmp_path / "escaping_agent.py"
     script.write_text(ESCAPING_AGENT)
-    out = tmp_path / "escapees"
-    out.mkdir()
-    return [sys.executable, str(script), str(out), *extra]
+    # Its pids go to its working folder: the one folder of the pod a confined agent may write.
+    return [sys.executable, str(script), ".", *extra]
 
 
 async def escapee_pids(tmp_path: Path) -> dict[str, int]:
-    path = tmp_path / "escapees" / "pids.json"
-    await eventually(path.exists)
+    """The pids the escaping agent wrote, in its session's working folder (under a state dir in ``tmp_path``)."""
+    await eventually(lambda: any(tmp_path.glob("**/sessions/*/work/pids.json")))
+    path = next(tmp_path.glob("**/sessions/*/work/pids.json"))
     pids: dict[str, int] = json.loads(path.read_text())
     return pids
 

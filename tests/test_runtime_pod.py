@@ -69,6 +69,7 @@ async def run_pod(
     env: Mapping[str, str] | None = None,
     recipe: Recipe | None = None,
     base_env: Mapping[str, str] | None = None,
+    probe: Callable[[], tuple[int, str]] | None = None,
     **settings: Any,
 ) -> AsyncIterator[RunningPod]:
     """The pod `openab run` assembles (runtime, proxy or bridge), served on 127.0.0.1 at a free port."""
@@ -77,7 +78,7 @@ async def run_pod(
         # A short path: a Unix socket address holds 107 bytes, pytest's tmp_path may not fit.
         settings["browser_socket"] = Path(tempfile.mkdtemp(prefix="openab-")) / "browser.sock"
     pod = assemble(Settings(token=SecretStr(token), port=0, state_dir=state_dir, **settings), env=env,
-                   recipe=recipe, base_env=base_env)
+                   recipe=recipe, base_env=base_env, probe=probe)
     assert isinstance(pod.backend, AgentRuntime)
     try:
         async with run_gateway(pod=pod) as gateway:

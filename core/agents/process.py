@@ -19,7 +19,7 @@ import os
 import re
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ..addresses import LOOPBACK_NAMES
@@ -87,7 +87,8 @@ class AgentProcess:
     """A started agent: ``rpc`` talks to it; :meth:`stop` kills its whole process tree.
 
     ``cgroups``: the pod's own cgroup v2 directory (:func:`own_cgroup`), for a cgroup per agent; ``None``
-    tracks the tree through ``/proc`` instead.
+    tracks the tree through ``/proc`` instead. ``wrap``: what the command becomes, its program resolved on the
+    agent's PATH (the confinement's launcher, :mod:`openab.core.agents.confinement`).
     """
 
     def __init__(
@@ -100,10 +101,12 @@ class AgentProcess:
         name: str,
         max_line_bytes: int = MAX_LINE_BYTES,
         cgroups: Path | None = None,
+        wrap: Callable[[list[str]], list[str]] | None = None,
     ) -> None:
         if not argv:
             raise ValueError("an agent command needs at least a program name")
         self.argv = list(argv)
+        self._wrap = wrap
         self.name = name
         self._env = dict(env)
         self._cwd = cwd
@@ -135,11 +138,14 @@ class AgentProcess:
     async def start(self) -> None:
         """Spawn the process; raises :class:`AgentExited` saying what to install when the program is missing."""
         try:
+            argv = self.argv
+            if self._wrap is not None:
+                argv = self._wrap([find_program(argv[0], self._env, self._cwd), *argv[1:]])
             with REAPER.spawning():
                 if self.tree.prepare():
-                    self._process = await self._spawn_held()
+                    self._process = await self._spawn_held(argv)
                 else:
-                    self._process = await self._spawn(self.argv)
+                    self._process = await self._spawn(argv)
                     self.tree.spawned(self._process.pid)
                 REAPER.track(self._process.pid)
         except FileNotFoundError:
@@ -176,11 +182,10 @@ class AgentProcess:
             limit=self._max_line,
         )
 
-    async def _spawn_held(self) -> asyncio.subprocess.Process:
+    async def _spawn_held(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
         """Starts the agent held (:meth:`Tree.held`), moves it into its cgroup, then lets it run."""
         # The shell's own "not found" would read as the agent exiting: the program is found here first.
-        process = await self._spawn(self.tree.held([find_program(self.argv[0], self._env, self._cwd),
-                                                     *self.argv[1:]]))
+        process = await self._spawn(self.tree.held([find_program(argv[0], self._env, self._cwd), *argv[1:]]))
         # Moving a process between cgroups can wait for an RCU grace period (milliseconds, up to about 20 here):
         # the pod's other sessions do not wait with it.
         entering = asyncio.ensure_future(asyncio.to_thread(self.tree.enter, process.pid))

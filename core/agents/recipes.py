@@ -25,7 +25,11 @@ A recipe holds what differs between agent CLIs, and nothing else:
 * ``allow_browser``, ``allow_browser_argv``, ``allow_browser_env``: what tells the CLI up front to run our server's
   tools without asking, by its own allow-list (a ``session/new`` ``_meta``, extra arguments, or environment
   values that replace the recipe's own ``env`` entry unless the operator set that variable). None is used when
-  the policy is ``deny``.
+  the policy is ``deny``;
+* ``writes``: the folders of its own the CLI writes outside its working folder (sessions, caches, logins), as
+  ``~/.codex`` or ``${CODEX_HOME:-~/.codex}`` (the variable's value when the agent's environment sets it):
+  a confined agent (:mod:`openab.core.agents.confinement`) may read and write those and no other folder of
+  HOME; ``reads_env``: variables naming a file or folder it only reads (``OPENCODE_CONFIG``).
 
 The facts, per CLI, with the traps that motivated them: docs/runtime.md and docs/agents.md.
 """
@@ -188,6 +192,8 @@ class Recipe:
     root_env: Mapping[str, str] = field(default_factory=dict)  # added only when the pod runs as root
     # Whether its own command answers --version (`openab doctor` asks it; codex-acp has no such flag).
     takes_version: bool = True
+    writes: tuple[str, ...] = ()
+    reads_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.browser_via == "flag" and not (self.config_agent and any("{file}" in a for a in self.browser_flag)):
@@ -223,6 +229,7 @@ RECIPES: dict[str, Recipe] = {
         # "mcp__<server>" is Claude Code's rule for every tool of one server: ours run without a request.
         allow_browser={"claudeCode": {"options": {"allowedTools": [f"mcp__{SERVER_NAME}"]}}},
         install="npm install -g @agentclientprotocol/claude-agent-acp",
+        writes=("${CLAUDE_CONFIG_DIR:-~/.claude}",),
         # claude-agent-acp always starts claude with --dangerously-skip-permissions, which claude refuses as
         # root unless told it is sandboxed (a pod is).
         root_env={"IS_SANDBOX": "1"},
@@ -240,6 +247,7 @@ RECIPES: dict[str, Recipe] = {
         reports_as=("codex-acp",),
         takes_version=False,
         install="npm install -g @zed-industries/codex-acp",
+        writes=("${CODEX_HOME:-~/.codex}",),
     ),
     "gemini": Recipe(
         "gemini", "Gemini CLI", ("gemini", "--acp"),
@@ -247,6 +255,7 @@ RECIPES: dict[str, Recipe] = {
         identify=_gemini_identity,
         reports_as=("gemini-cli",),
         install="npm install -g @google/gemini-cli",
+        writes=("~/.gemini",),
     ),
     "opencode": Recipe(
         "opencode", "OpenCode", ("opencode", "acp"),
@@ -259,15 +268,21 @@ RECIPES: dict[str, Recipe] = {
         reports_as=("OpenCode",),
         allow_browser_env={"OPENCODE_PERMISSION": json.dumps({**_OPENCODE_ASK, f"{SERVER_NAME}_*": "allow"})},
         install="npm install -g opencode-ai",
+        writes=tuple(f"${{{var}:-~/{base}}}/opencode" for var, base in (
+            ("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"), ("XDG_CACHE_HOME", ".cache"),
+            ("XDG_STATE_HOME", ".local/state"))),
+        reads_env=("OPENCODE_CONFIG",),
     ),
     "cursor": Recipe(
         # --approve-mcps: a headless cursor-agent leaves project MCP servers unapproved, so ours would not load.
         "cursor", "Cursor", ("cursor-agent", "acp", "--approve-mcps"), browser_via="config", config_agent="cursor",
         install="curl https://cursor.com/install -fsS | bash",
+        writes=("~/.cursor", "${XDG_CONFIG_HOME:-~/.config}/cursor"),
     ),
     "kiro": Recipe(
         "kiro", "Kiro", ("kiro-cli", "acp"), browser_via="config", config_agent="kiro",
         install="see https://kiro.dev/docs/cli/installation",
+        writes=("~/.kiro", "${XDG_DATA_HOME:-~/.local/share}/kiro-cli"),
     ),
     "copilot": Recipe(
         "copilot", "GitHub Copilot CLI", ("copilot", "--acp", "--stdio"),
@@ -282,8 +297,14 @@ RECIPES: dict[str, Recipe] = {
         # its fields; its own allow-list (by server, checked inside the CLI) runs our tools unasked instead.
         allow_browser_argv=(f"--allow-tool={SERVER_NAME}",),
         install="npm install -g @github/copilot",
+        # Its package unpacks into ~/.cache/copilot; its device id (@vscode/deviceid) is kept under Microsoft's.
+        writes=("${COPILOT_HOME:-~/.copilot}", "${XDG_CACHE_HOME:-~/.cache}/copilot",
+                "${XDG_CACHE_HOME:-~/.cache}/Microsoft/DeveloperTools"),
     ),
-    "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/"),
+    "goose": Recipe("goose", "Goose", ("goose", "acp"), install="see https://block.github.io/goose/",
+                    writes=tuple(f"${{{var}:-~/{base}}}/goose" for var, base in (
+                        ("XDG_CONFIG_HOME", ".config"), ("XDG_DATA_HOME", ".local/share"),
+                        ("XDG_STATE_HOME", ".local/state")))),
     "qwen": Recipe(
         "qwen", "Qwen Code", ("qwen", "--acp"),
         flags=(
@@ -303,6 +324,7 @@ RECIPES: dict[str, Recipe] = {
         # "mcp__<server>" is Qwen Code's permission rule for every tool of one server: ours run without a request.
         allow_browser_argv=(f"--allowed-tools=mcp__{SERVER_NAME}",),
         install="npm install -g @qwen-code/qwen-code",
+        writes=("~/.qwen",),
     ),
     "auggie": Recipe(
         # Auggie's ACP runtime offers no http MCP servers in session/new (mcpCapabilities.http is false), so the proxy's
@@ -312,6 +334,7 @@ RECIPES: dict[str, Recipe] = {
         env={**_QUIET_NODE, "AUGMENT_DISABLE_AUTO_UPDATE": "1"},
         reports_as=("auggie",),
         install="npm install -g @augmentcode/auggie",
+        writes=("~/.augment",),
     ),
     "custom": Recipe("custom", "custom ACP agent", ()),
 }

@@ -25,8 +25,9 @@ import functools
 import logging
 import os
 import shutil
+import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,12 +38,14 @@ from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObj
 from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from ..sessions import Session, SessionStore
 from ..settings import Settings
-from ..statedir import session_workdir
+from ..statedir import make_private_dir, session_workdir
 from ..tunnel.registry import TunnelRegistry
+from . import confine
 from .availability import AgentAvailability
+from .confinement import Launch, Support, agent_policy, expand_folder, launcher_argv
 from .conversations import Conversations
 from .process import scrubbed_env
-from .recipes import Recipe, recipe_for, running_as_root
+from .recipes import RECIPES, Recipe, recipe_for, running_as_root
 from .session_agent import AgentContext, OfferedAgent, SessionAgent
 from .tree import REAPER, own_cgroup
 
@@ -94,6 +97,7 @@ class AgentRuntime:
         recipe: Recipe | None = None,
         env: Mapping[str, str] | None = None,
         base_env: Mapping[str, str] | None = None,
+        probe: Callable[[], tuple[int, str]] = confine.probe,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -127,6 +131,9 @@ class AgentRuntime:
         for name, o in self.missing.items():
             log.warning("agent %s: not installed (%s)%s", name, how_to_install(o),
                         ", so it is not offered" if name not in self._offered else "")
+        # Whether the kernel can hold each agent to its own session (docs/security.md, "The agent's process").
+        self.kernel = Support(*probe())
+        self._say_confinement()
         self._agents: dict[str, SessionAgent] = {}
         self._starting: dict[str, asyncio.Task[SessionAgent]] = {}
         self._claims: collections.Counter[str] = collections.Counter()
@@ -155,6 +162,65 @@ class AgentRuntime:
         """The agent ``session`` chose (the default for a session that chose none, as a test's pod may open)."""
         return self._offered.get(session.agent or "") or self._offered[self._default]
 
+    # -- confinement -------------------------------------------------------------------------------------
+
+    def _say_confinement(self) -> None:
+        clis = [name for name, o in self._offered.items() if o.recipe.name != "builtin"]
+        if self.kernel.full:
+            log.info("agents: %s", self.kernel.describe())
+        elif self.kernel.confines:
+            log.warning("agents: %s", self.kernel.describe())
+        elif self.settings.unconfined_agents:
+            log.warning("agents: %s; they run unconfined, as --unconfined-agents says: a prompt-injected agent can "
+                        "read the pod's key and every session (docs/deploy.md, \"The agents' "
+                        "confinement\")", self.kernel.describe())
+        elif clis:
+            log.error("agents: %s, so %s will not be started: run the agents in a container of their own "
+                      "(docs/deploy.md, \"The agents' confinement\") or pass --unconfined-agents",
+                      self.kernel.describe(), ", ".join(clis))
+
+    def confined(self, recipe: Recipe) -> bool:
+        """Whether ``recipe``'s agent runs confined; raises :class:`AgentExited` for an agent CLI this pod must
+        not run: the kernel cannot confine it and the operator did not say ``--unconfined-agents``."""
+        if self.kernel.confines:
+            return True
+        if self.settings.unconfined_agents or recipe.name == "builtin":  # the built-in agent runs no shell
+            return False
+        raise AgentExited(
+            f"this pod cannot confine agent CLIs ({self.kernel.describe()}), and an unconfined one that a web page "
+            "prompt-injects could read the pod's key and every other session. The operator can run the agents in "
+            "a container of their own (docs/deploy.md) or start the pod with --unconfined-agents "
+            "(OPENAB_UNCONFINED_AGENTS=1) to accept that risk"
+        )
+
+    def tmpdir(self, session: Session) -> Path:
+        """The confined agent's own temporary folder (its TMPDIR), removed with the session: the shared /tmp is not
+        the agent's, since the state dir or another session's files may be there."""
+        return self.workdir(session).parent / "tmp"
+
+    def confine(self, session: Session, recipe: Recipe, env: Mapping[str, str]) -> Callable[[list[str]], list[str]]:
+        """What wraps the agent's command (its program resolved) in the launcher with the session's policy."""
+        home = env.get("HOME")
+        # A command the pod does not know yet (--agent-cmd) may be any CLI: it gets every known CLI's folders until
+        # its initialize names it, and the runtime starts it again as that one (session_agent.py).
+        known = [recipe] if recipe.name != "custom" else list(RECIPES.values())
+        writes = [folder for r in known for template in r.writes if (folder := expand_folder(template, env, home))]
+        reads = [env[name] for r in known for name in r.reads_env if env.get(name, "").startswith("/")]
+        tmp = make_private_dir(self.tmpdir(session))
+        state = self.settings.state_dir.resolve()
+
+        def wrap(argv: list[str]) -> list[str]:
+            policy = agent_policy(
+                self.kernel.abi, workdir=str(self.workdir(session).resolve()), tmpdir=str(tmp.resolve()),
+                state_dir=str(state), home_dirs=writes, runtimes=_runtimes(), path=env.get("PATH", ""),
+                program=os.path.realpath(argv[0]), extra_read_exec=reads,
+                command_files=[arg for arg in argv if arg.startswith("/") and os.path.isfile(arg)],
+                secrets=[str(f) for f in (self.settings.token_file, self.settings.metrics_token_file) if f],
+            )
+            return launcher_argv(policy, argv, Launch(sys.executable, confine.__file__))
+
+        return wrap
+
     # -- what the agent gets -----------------------------------------------------------------------------
 
     def agent_env(self, session: Session, endpoint: BrowserEndpoint, recipe: Recipe) -> dict[str, str]:
@@ -168,6 +234,10 @@ class AgentRuntime:
         extra.update(self._extra_env)
         extra.update(endpoint.env)
         extra[BROWSER_CHANNEL_ENV] = session.channel
+        if self.kernel.confines:
+            # The shared /tmp is outside a confined agent's reach: its own takes its place.
+            tmp = str(self.tmpdir(session))
+            extra.update(TMPDIR=tmp, TMP=tmp, TEMP=tmp)
         return scrubbed_env(self._base_env, extra=extra)
 
     def _builtin_env(self) -> dict[str, str]:
@@ -205,6 +275,7 @@ class AgentRuntime:
             settings=self.settings, policy=self.policy, browser=self.browser, spawn=self.spawn,
             workdir=functools.partial(self.workdir, create=True), agent_env=self.agent_env,
             browser_tools=self.browser_tools, cgroups=self.cgroups,
+            confine=lambda session, recipe, env: self.confine(session, recipe, env) if self.confined(recipe) else None,
         )
 
     # -- AgentBackend ------------------------------------------------------------------------------------
@@ -383,3 +454,20 @@ class AgentRuntime:
     def agents(self) -> dict[str, int | None]:
         """Session id -> agent pid, for the live agents (operators' and tests' view)."""
         return {sid: a.process.pid if a.process else None for sid, a in self._agents.items() if a.alive}
+
+
+@functools.cache
+def _runtimes() -> tuple[str, ...]:
+    """What runs the launcher and ``openab browser-bridge``: this Python, its environment and openab's packages
+    (an editable install keeps them outside site-packages), and the browser tools' catalogue they read."""
+    import importlib.util
+
+    from ..catalogue import CATALOGUE_PATH
+
+    found = {sys.prefix, sys.base_prefix, sys.exec_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    for name in ("openab.core", "openab.bridge", "openab.gateway"):
+        spec = importlib.util.find_spec(name)
+        found.update(spec.submodule_search_locations or () if spec else ())
+    found.add(str(CATALOGUE_PATH.parent))
+    return tuple(sorted(os.path.realpath(p) for p in found))

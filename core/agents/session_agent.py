@@ -12,7 +12,7 @@ import collections
 import contextlib
 import logging
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -129,7 +129,9 @@ class AgentContext:
     ``spawn``: background work (the settling of a turn the gateway gave up on); ``workdir(session)``: the
     session's working folder, made 0700; ``agent_env(session, endpoint, recipe)``: the CLI's scrubbed environment,
     as ``recipe`` runs it; ``browser_tools(session_id)``: the tools the session's browser offers right now;
-    ``cgroups``: where each agent gets a cgroup of its own (``None``: its tree is tracked through ``/proc``).
+    ``cgroups``: where each agent gets a cgroup of its own (``None``: its tree is tracked through ``/proc``);
+    ``confine(session, recipe, env)``: what wraps the agent's command in its confinement (``None``: it runs
+    unconfined), raising :class:`AgentExited` for an agent the pod must not run unconfined.
     """
 
     settings: Settings
@@ -140,6 +142,7 @@ class AgentContext:
     agent_env: Callable[[Session, BrowserEndpoint, Recipe], dict[str, str]]
     browser_tools: Callable[[str], set[str]]
     cgroups: Path | None
+    confine: Callable[[Session, Recipe, Mapping[str, str]], Callable[[list[str]], list[str]] | None]
 
 
 class SessionAgent:
@@ -309,7 +312,7 @@ class SessionAgent:
         self.provided = provision.provide(self.session.id, self.endpoint, self.cwd, env)
         argv += self.provided.argv
         self.process = AgentProcess(argv, handler=self, env=env, cwd=self.cwd, name=self.name,
-                                    cgroups=context.cgroups)
+                                    cgroups=context.cgroups, wrap=context.confine(self.session, recipe, env))
         await self.process.start()
         if self.process.pid is not None:
             context.browser.agent_started(self.session, self.process.pid)

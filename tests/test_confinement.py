@@ -1,0 +1,302 @@
+"""The attack of issue 35, from inside a real agent process the pod started: each probe refused with the agent
+confined, and the same probe succeeding with it unconfined, so the test can fail.
+
+The agent is tests/shell_agent.py run by the pod's runtime as any agent CLI is (held, in its cgroup, through the
+confinement's launcher): every prompt is a shell command, as a CLI's shell tool runs what a prompt-injected model
+asks. "Unconfined" is a kernel the probe says has no Landlock, with the operator's --unconfined-agents; without
+that flag the same pod refuses to start the agent, which is the refusal's own test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import pytest
+from fake_extension import FakeExtension
+from test_runtime_pod import RunningPod, Turn, open_session, prompt, run_pod
+
+from openab.core.agents.confine import probe as kernel_probe
+from openab.core.agents.confinement import (
+    READ_WRITE,
+    Launch,
+    Support,
+    agent_policy,
+    expand_folder,
+    handled_access,
+    launcher_argv,
+)
+from openab.core.agents.recipes import Recipe
+from openab.core.errors import ConfigurationError
+
+pytestmark = pytest.mark.anyio
+
+SHELL_AGENT = Recipe("custom", "shell agent", (sys.executable, "-c", (Path(__file__).parent / "shell_agent.py")
+                                               .read_text()))
+LANDLOCK = kernel_probe()[0]
+needs_landlock = pytest.mark.skipif(LANDLOCK < 6, reason=f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
+
+
+def no_landlock() -> tuple[int, str]:
+    return 0, "the test's kernel has none"
+
+
+class Attack:
+    """Two sessions of one pod, each with its shell agent running; ``run`` sends A's agent a command."""
+
+    def __init__(self, running: RunningPod, ext: FakeExtension, a: str, b: str, b_pid: int, held_fd: int) -> None:
+        self.running, self.ext, self.a, self.b, self.b_pid, self.held_fd = running, ext, a, b, b_pid, held_fd
+        self.state = running.pod.settings.state_dir
+        self.pod_pid = os.getpid()
+
+    def workdir(self, session_id: str) -> Path:
+        session = self.running.pod.sessions.get(session_id)
+        assert session is not None
+        return self.running.runtime.workdir(session)
+
+    async def run(self, command: str) -> tuple[int, str]:
+        turn: Turn = await prompt(self.ext, self.a, command, timeout=60)
+        assert turn.error is None, turn.error
+        status, _, out = turn.text.partition("\n")
+        return int(status.removeprefix("exit ")), out
+
+
+@pytest.fixture(params=["confined", "unconfined"])
+async def attack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Attack]:
+    confined = request.param == "confined"
+    if confined and LANDLOCK < 6:
+        pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
+    probe: Callable[[], tuple[int, str]] | None = None if confined else no_landlock
+    state = tmp_path / "state"
+    async with run_pod(state, recipe=SHELL_AGENT, probe=probe, unconfined_agents=not confined) as running:
+        # What `openab run` keeps on a first run: the key it made, 0600 in keys/.
+        (state / "keys").mkdir(exist_ok=True)
+        key = state / "keys" / "acp.key"
+        key.write_text(running.token)
+        key.chmod(0o600)
+        (state / "audit.jsonl").touch()
+        held_fd = os.open(key, os.O_RDONLY | os.O_CLOEXEC)  # a file the pod holds open, as it holds its own
+        try:
+            async with running.extension() as ext:
+                await ext.initialize()
+                a = await open_session(running, ext)
+                b = await open_session(running, ext)
+                b_pid = await running.runtime.start_agent(b)
+                await running.runtime.start_agent(a)
+                assert b_pid is not None
+                attack = Attack(running, ext, a, b, b_pid, held_fd)
+                (attack.workdir(b) / "notes.txt").write_text("session B's own notes")
+                assert (state / "conversations.json").exists(), "the runtime remembers the agents' conversations"
+                yield attack
+        finally:
+            os.close(held_fd)
+
+
+# Each probe of issue 35 as the agent's shell would run it, from its working folder.
+PROBES: dict[str, Callable[[Attack], str]] = {
+    "the pod's key through ../../../keys/acp.key": lambda t: "cat ../../../keys/acp.key",
+    "the pod's key by the state dir's path": lambda t: f"cat {t.state}/keys/acp.key",
+    "the audit log read": lambda t: f"cat {t.state}/audit.jsonl",
+    "the audit log written": lambda t: f"echo '{{\"forged\": 1}}' >> {t.state}/audit.jsonl",
+    "conversations.json read": lambda t: f"cat {t.state}/conversations.json",
+    "conversations.json written": lambda t: f"echo '{{}}' > {t.state}/conversations.json",
+    "session B's folder listed": lambda t: f"ls {t.workdir(t.b)}",
+    "session B's file read": lambda t: f"cat {t.workdir(t.b)}/notes.txt",
+    "/proc/<pod>/environ": lambda t: f"cat /proc/{t.pod_pid}/environ",
+    "/proc/<pod>/maps": lambda t: f"cat /proc/{t.pod_pid}/maps",
+    "/proc/<pod>/fd links read": lambda t: f"ls -l /proc/{t.pod_pid}/fd",
+    "a file the pod holds reopened through /proc/<pod>/fd": lambda t: f"cat /proc/{t.pod_pid}/fd/{t.held_fd}",
+    "kill -0 the pod": lambda t: f"kill -0 {t.pod_pid}",
+    "session B's agent's stdin written through /proc/<pid>/fd/0": lambda t: f"printf '\\n' > /proc/{t.b_pid}/fd/0",
+    "kill -0 session B's agent": lambda t: f"kill -0 {t.b_pid}",
+}
+
+
+@pytest.mark.parametrize("probe", list(PROBES))
+async def test_each_probe_of_the_issue_is_refused_only_when_the_agent_is_confined(attack: Attack, probe: str) -> None:
+    status, out = await attack.run(PROBES[probe](attack))
+    if attack.running.runtime.kernel.confines:
+        assert status != 0, f"{probe}: reached from a confined agent: {out[:300]}"
+    else:
+        assert status == 0, f"{probe}: refused even unconfined, so the test proves nothing: {out[:300]}"
+
+
+async def test_a_confined_agent_still_works_in_its_own_folders(attack: Attack) -> None:
+    status, out = await attack.run('echo mine > mine.txt && cat mine.txt && echo t > "$TMPDIR/t" && cat "$TMPDIR/t" '
+                                   "&& ls /usr >/dev/null && echo ok > /dev/null && cat /proc/self/status | head -1")
+    assert status == 0, out
+    assert (attack.workdir(attack.a) / "mine.txt").read_text() == "mine\n"
+
+
+async def test_an_agent_cli_is_refused_where_the_kernel_cannot_confine_it(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", recipe=SHELL_AGENT, probe=no_landlock) as running:
+        assert not running.runtime.kernel.confines
+        async with running.extension() as ext:
+            await ext.initialize()
+            session_id = await open_session(running, ext)
+            turn = await prompt(ext, session_id, "echo ran > ran.txt", timeout=60)
+        assert turn.error is not None
+        message = str(turn.error)
+        assert "cannot confine agent CLIs" in message and "--unconfined-agents" in message, message
+        assert running.runtime.agents == {}, "no agent process was started"
+
+
+async def test_the_builtin_agent_runs_where_the_kernel_cannot_confine(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", probe=no_landlock) as running:
+        async with running.extension() as ext:
+            await ext.initialize()
+            session_id = await open_session(running, ext)
+            turn = await prompt(ext, session_id, "hello", timeout=60)
+        assert turn.error is None, turn.error
+        assert running.runtime.agents, "the built-in agent ran"
+
+
+# -- the policy, without a kernel -----------------------------------------------------------------------------
+
+
+def test_a_policy_refuses_a_folder_that_holds_the_state_dir() -> None:
+    with pytest.raises(ConfigurationError, match=r"state dir /home/u/\.codex/s is inside /home/u/\.codex"):
+        agent_policy(7, workdir="/s/sessions/c/work", tmpdir="/s/sessions/c/tmp", state_dir="/home/u/.codex/s",
+                     home_dirs=["/home/u/.codex"])
+    with pytest.raises(ConfigurationError, match="the key file /etc/openab/key is inside /etc"):
+        agent_policy(7, workdir="/s/sessions/c/work", tmpdir="/s/sessions/c/tmp", state_dir="/s",
+                     secrets=["/etc/openab/key"])
+    with pytest.raises(ConfigurationError, match="inside /home/u/bin"):
+        agent_policy(7, workdir="/s/sessions/c/work", tmpdir="/s/sessions/c/tmp", state_dir="/home/u/bin/state",
+                     path="/usr/bin:/home/u/bin")
+
+
+def test_a_policy_gives_the_session_its_own_folders_and_the_kernel_only_rights_it_knows() -> None:
+    policy = agent_policy(2, workdir="/s/sessions/c/work", tmpdir="/s/sessions/c/tmp", state_dir="/s",
+                          home_dirs=["/home/u/.codex"], program="/opt/n/node_modules/@x/y/bin/y.js")
+    rules = {r.path: r for r in policy.rules}
+    assert rules["/s/sessions/c/work"].access == READ_WRITE & handled_access(2)
+    assert rules["/home/u/.codex"].make and "/opt/n/node_modules" in rules
+    assert "/s" not in rules and "/tmp" not in rules and "/home/u" not in rules
+    assert policy.scoped == 0 and agent_policy(6, workdir="/w", tmpdir="/t", state_dir="/s").scoped == 3
+
+
+def test_a_recipe_folder_follows_the_variable_the_agent_is_given() -> None:
+    assert expand_folder("${CODEX_HOME:-~/.codex}", {}, "/home/u") == "/home/u/.codex"
+    assert expand_folder("${CODEX_HOME:-~/.codex}", {"CODEX_HOME": "/srv/codex"}, "/home/u") == "/srv/codex"
+    assert expand_folder("${XDG_DATA_HOME:-~/.local/share}/opencode", {"XDG_DATA_HOME": "rel"}, "/h") == (
+        "/h/.local/share/opencode")
+    assert expand_folder("~/.gemini", {}, None) is None
+
+
+def test_the_kernel_support_says_what_a_confined_agent_could_still_do() -> None:
+    assert Support(7).full and Support(7).gaps() == []
+    assert "signal the pod" in Support(5).describe()
+    assert "truncate" in Support(2).describe()
+    assert not Support(0, "ENOSYS").confines and "cannot be confined" in Support(0, "ENOSYS").describe()
+
+
+@needs_landlock
+def test_the_launcher_fails_closed_when_the_kernel_refuses_the_policy(tmp_path: Path) -> None:
+    import subprocess
+
+    from openab.core.agents import confine
+
+    policy = agent_policy(LANDLOCK, workdir=str(tmp_path / "w"), tmpdir=str(tmp_path / "t"), state_dir="/nowhere")
+    broken = policy.to_json().replace('"handled":', '"handled":1099511627776,"x":')  # a right no kernel has
+    argv = launcher_argv(policy, ["/bin/true"], Launch(sys.executable, confine.__file__))
+    argv[argv.index("--policy") + 1] = broken
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+    assert done.returncode == confine.EXIT_REFUSED and "could not be confined" in done.stderr, done.stderr
+
+
+# -- the same probes as the image's user ----------------------------------------------------------------------
+
+IMAGE_UID = 10001
+# A stand-in for the pod, run as the image's uid: it lays out a state dir as `openab run` does, holds the key open,
+# starts session B's agent (a shell waiting on its stdin) and runs each probe as session A's agent, both through
+# the launcher when confined; it prints each probe's exit status.
+STAND_IN = r"""
+import json, os, subprocess, sys
+spec = json.loads(sys.argv[1])
+st = spec["state"]
+for d in ("keys", "sessions/A/work", "sessions/A/tmp", "sessions/B/work", "sessions/B/tmp"):
+    os.makedirs(f"{st}/{d}", mode=0o700, exist_ok=True)
+for name, text in (("keys/acp.key", "key"), ("audit.jsonl", "{}\n"), ("conversations.json", "{}"),
+                   ("sessions/B/work/notes.txt", "B's notes")):
+    with open(f"{st}/{name}", "w") as f:
+        f.write(text)
+held = os.open(f"{st}/keys/acp.key", os.O_RDONLY)
+env = {"PATH": "/usr/bin:/bin", "TMPDIR": f"{st}/sessions/A/tmp"}
+b = subprocess.Popen(spec["b_prefix"] + ["/bin/sh", "-c", "read x"], stdin=subprocess.PIPE, env=env)
+results = {}
+for name, command in spec["probes"].items():
+    command = command.format(state=st, pod=os.getpid(), fd=held, b=b.pid)
+    done = subprocess.run(spec["a_prefix"] + ["/bin/sh", "-c", command], cwd=f"{st}/sessions/A/work", env=env,
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=30)
+    results[name] = done.returncode
+b.stdin.close()
+b.wait(timeout=30)
+print(json.dumps(results))
+"""
+IMAGE_PROBES = {
+    "the pod's key through ../../../keys/acp.key": "cat ../../../keys/acp.key",
+    "the pod's key by the state dir's path": "cat {state}/keys/acp.key",
+    "the audit log read": "cat {state}/audit.jsonl",
+    "the audit log written": "echo forged >> {state}/audit.jsonl",
+    "conversations.json read": "cat {state}/conversations.json",
+    "conversations.json written": "echo '{{}}' > {state}/conversations.json",
+    "session B's folder listed": "ls {state}/sessions/B/work",
+    "session B's file read": "cat {state}/sessions/B/work/notes.txt",
+    "/proc/<pod>/environ": "cat /proc/{pod}/environ",
+    "/proc/<pod>/maps": "cat /proc/{pod}/maps",
+    "/proc/<pod>/fd links read": "ls -l /proc/{pod}/fd",
+    "a file the pod holds reopened through /proc/<pod>/fd": "cat /proc/{pod}/fd/{fd}",
+    "kill -0 the pod": "kill -0 {pod}",
+    "session B's agent's stdin written through /proc/<pid>/fd/0": "printf '\\n' > /proc/{b}/fd/0",
+    "kill -0 session B's agent": "kill -0 {b}",
+}
+
+
+@pytest.mark.parametrize("confined", [True, False], ids=["confined", "unconfined"])
+def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined: bool) -> None:
+    import shutil
+    import subprocess
+    import tempfile
+
+    from openab.core.agents import confine
+
+    if confined and LANDLOCK < 6:
+        pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
+    as_image = os.geteuid() == 0
+    python = "/usr/bin/python3" if as_image else sys.executable  # the pod's own may sit in root's 0700 home
+    setpriv = shutil.which("setpriv")
+    if as_image and (setpriv is None or not os.access(python, os.X_OK)):
+        pytest.skip("needs setpriv and /usr/bin/python3 to run as the image's user")
+    # Outside pytest's folders, which are root's and closed to the image's user.
+    root = Path(tempfile.mkdtemp(prefix="openab-image-"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    state = root / "state"
+    launcher = root / "confine.py"  # a copy the image's user can read, wherever the repository is
+    shutil.copy(confine.__file__, launcher)
+    if as_image:
+        os.chown(root, IMAGE_UID, IMAGE_UID)
+        os.chown(launcher, IMAGE_UID, IMAGE_UID)
+
+    def prefix(session: str) -> list[str]:
+        if not confined:
+            return []
+        policy = agent_policy(LANDLOCK, workdir=f"{state}/sessions/{session}/work",
+                              tmpdir=f"{state}/sessions/{session}/tmp", state_dir=str(state), path="/usr/bin:/bin")
+        return launcher_argv(policy, [], Launch(python, str(launcher)))
+
+    spec = {"state": str(state), "a_prefix": prefix("A"), "b_prefix": prefix("B"), "probes": IMAGE_PROBES}
+    argv = [python, "-c", STAND_IN, json.dumps(spec)]
+    if as_image:
+        assert setpriv is not None
+        argv = [setpriv, f"--reuid={IMAGE_UID}", f"--regid={IMAGE_UID}", "--clear-groups", *argv]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    results: dict[str, int] = json.loads(done.stdout)
+    if confined:
+        assert {name for name, status in results.items() if status == 0} == set(), results
+    else:
+        assert {name for name, status in results.items() if status != 0} == set(), results
