@@ -12,7 +12,7 @@
 // A step after which the page is another document at the same URL (a form POST answered back to its own address, a
 // reload) is "the page reloaded", never "gone": its element is looked for again in the new page (by its selector, or
 // by its line's role, name and place in the outline) and given with its new ref, and the receipt says what changed
-// that the person sees (`changed`: "In cart: 1 -> 2", a new status or heading), the page's landmarks and the lines
+// that the person sees (`changed`: "~ In cart: 1 -> 2", a new status or heading), the page's landmarks and the lines
 // nearest the element first, at most DELTA_LINES of at most LINE_CHARS characters (about 600 tokens at most).
 
 import { factsOf, onlyReads } from './catalogue.js';
@@ -86,9 +86,10 @@ function findAgain(lines, place) {
 
 /**
  * What changed from one document's outline to another's at the same URL, as the person sees it: a line that
- * changed in place as `In cart: 1 -> 2` (the words they share said once), one that came as `+ line`, one that went
- * as `- line`. Refs and focus are not compared. The landmarks' first, then the lines nearest `near` (a line's
- * index), in the page's order; at most DELTA_LINES of at most LINE_CHARS characters.
+ * changed in place as `~ In cart: 1 -> 2` (the words they share said once), one that came as `+ line`, one that
+ * went as `- line`: each starts with its sign, so none reads as the block's `element:` line (panel/steps.js). Refs
+ * and focus are not compared. The landmarks' first, then the lines nearest `near` (a line's index), in the page's
+ * order; at most DELTA_LINES of at most LINE_CHARS characters.
  */
 export function changesOf(before, after, near = 0) {
   const a = after.map(plain);
@@ -118,7 +119,7 @@ export function changesOf(before, after, near = 0) {
       }
       const [is] = left.splice(k, 1);
       found.push({ i: where(is), news: LANDMARK.test(is) || LANDMARK.test(was),
-        line: `${shared}${bare(was).slice(shared.length)} -> ${bare(is).slice(shared.length)}` });
+        line: `~ ${shared}${bare(was).slice(shared.length)} -> ${bare(is).slice(shared.length)}` });
     }
     for (const is of left) found.push({ i: where(is), news: LANDMARK.test(is), line: `+ ${bare(is)}` });
   }
@@ -183,7 +184,8 @@ export function receiptWords(r) {
   if (r.title_after) page.push(`title: ${q(r.title_after)}`);
   const el = r.element;
   if (el && el.gone) {
-    ours.push(r.reloaded ? 'the element was not found again in the reloaded page' : 'the element is gone from the page');
+    ours.push(r.reloaded ? 'the element was not found again in the reloaded page'
+      : 'the element is gone from the page');
     const where = r.reloaded ? 'not in the reloaded page' : 'gone';
     if (el.ref) page.push(`element: [ref=${q(el.ref)}] ${where}`);
     else if (el.selector) page.push(`element: ${q(el.selector)} ${where}`);
@@ -191,10 +193,12 @@ export function receiptWords(r) {
     const state = el.state || {};
     const words = stateWords(state);
     const value = state.value !== undefined ? ', its value in the block' : '';
-    if (el.ref_before) ours.push(`the element is there again with a new ref${words.length ? `, ${words.join(', ')} now` : ''}${value}`);
-    else ours.push(`the element is ${words.length ? `${words.join(', ')} now` : 'still there'}${value}`);
+    const now = words.length ? `${words.join(', ')} now` : '';
+    if (el.ref_before) ours.push(`the element is there again with a new ref${now ? `, ${now}` : ''}${value}`);
+    else ours.push(`the element is ${now || 'still there'}${value}`);
     page.push(`element: ${q(el.role)} ${JSON.stringify(q(el.name || ''))} [ref=${q(el.ref)}]` +
-      `${el.ref_before ? ` (was [ref=${q(el.ref_before)}])` : ''}${state.value !== undefined ? `: ${q(state.value)}` : ''}`);
+      `${el.ref_before ? ` (was [ref=${q(el.ref_before)}])` : ''}` +
+      `${state.value !== undefined ? `: ${q(state.value)}` : ''}`);
   }
   if (r.delta) {
     const n = r.delta_total ?? r.delta.length;
@@ -380,7 +384,8 @@ export class Receipts {
     if (res.gone) return { gone: true };
     const state = { ...res.state };
     if (typeof state.value === 'string') state.value = redactTokens(state.value);
-    return { ref: table.refFor(r.documentId, r.frameId, res.local), role: res.role, name: redactTokens(res.name || ''), state };
+    const ref = table.refFor(r.documentId, r.frameId, res.local);
+    return { ref, role: res.role, name: redactTokens(res.name || ''), state };
   }
 
   async _look(tab) {

@@ -3,7 +3,7 @@ real extension, through the real pod and the official MCP client.
 
 A shop whose "Add to cart" form POSTs and is answered 303 back to the same URL with "In cart: N" one higher and a
 status message: the click's receipt says the page reloaded, finds the button again in the new page (its new ref and
-state) and says what changed ("In cart: 0 -> 1", the new status). A choice and typing straight after such a POST
+state) and says what changed ("~ In cart: 0 -> 1", the new status). A choice and typing straight after such a POST
 read what the field holds, never "gone". A target named by a selector that leaves the page keeps that selector in
 its receipt. Each receipt is checked against the page as Playwright reads it.
 """
@@ -36,13 +36,15 @@ Json = dict[str, Any]
 context, tunnel = person_browser("receipts", autopilot=True)
 
 SLOW_POST = 0.4
+STOCK = 2  # the shop's mugs: once both are in the cart, "Add to cart" is disabled
 CARTS: dict[str, int] = {}
 CARTS_LOCK = threading.Lock()
 
 
 class Shop(http.server.SimpleHTTPRequestHandler):
-    """tests/site, and the shop at /shop/<cart>: its page with the cart's count, and its form's POST, which adds one
-    and answers 303 back to the same URL (the message of what was added shown once, as a status)."""
+    """tests/site, and the shop at /shop/<cart>: its page with the cart's count (its button disabled once the stock is
+    in the cart), and its form's POST, which adds one and answers 303 back to the same URL (the message of what was
+    added shown once, as a status)."""
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -57,6 +59,7 @@ class Shop(http.server.SimpleHTTPRequestHandler):
             added = CARTS.pop(f"{path}#added", 0)
         message = '<p role="status">Added Blue mug to your cart</p>' if added else ""
         page = (SITE / "shop.html").read_text().replace("__IN_CART__", str(count)).replace("__MESSAGE__", message)
+        page = page.replace("__SOLD_OUT__", " disabled" if count >= STOCK else "")
         data = page.encode()
         self.send_response(200)
         self.send_header("content-type", "text/html; charset=utf-8")
@@ -147,11 +150,12 @@ async def test_add_to_cart_reloads_and_the_receipt_says_what_changed(client: Cli
     now, _ = await call(client, "browser_snapshot")
     assert ref_of(now, 'button "Add to cart"') == element["ref"]
     # What changed, as the person sees it: the count and the new status, and nothing that merely got a new ref.
+    # Each line starts with its sign: none can pass for the element's line the panel reads.
     changed = receipt["changed"]
-    assert "In cart: 0 -> 1" in changed, changed
+    assert "~ In cart: 0 -> 1" in changed, changed
     assert any(line.startswith("+ status") and "Added Blue mug to your cart" in line for line in changed), changed
     assert not any("Add to cart" in line or "Colour" in line for line in changed), changed
-    assert len(changed) <= 12 and all(len(line) <= 200 for line in changed)
+    assert len(changed) <= 12 and all(len(line) <= 200 and line[:2] in ("~ ", "+ ", "- ") for line in changed)
     assert words.startswith("Receipt: the page reloaded at the same URL; the element is there again with a new ref; "
                             "2 things changed on the page (in the block)."), words
     assert "gone" not in words
@@ -159,10 +163,15 @@ async def test_add_to_cart_reloads_and_the_receipt_says_what_changed(client: Cli
     assert f'element: button "Add to cart" [ref={element["ref"]}] (was [ref={add}])' in lines, lines
     assert lines[lines.index("changed:") + 1:] == changed
 
-    # Again, from the receipt's new ref: the count goes on, and the message shown once is not new.
-    again, _ = await step(client, "browser_click", {"ref": element["ref"]})
+    # Again, from the receipt's new ref: the count goes on, the message shown once is not new, and the button is
+    # found again in its new state: the last mug is in the cart.
+    again, again_words = await step(client, "browser_click", {"ref": element["ref"]})
     await expect(page.locator("#cart")).to_have_text("In cart: 2")
-    assert again["reloaded"] is True and "In cart: 1 -> 2" in again["changed"], again
+    await expect(page.locator("#add")).to_be_disabled()
+    assert again["reloaded"] is True and "~ In cart: 1 -> 2" in again["changed"], again
+    assert again["element"]["state"] == {"disabled": True} and again["element"]["ref_before"] == element["ref"], again
+    assert again_words.startswith("Receipt: the page reloaded at the same URL; the element is there again with a new "
+                                  "ref, disabled now; "), again_words
 
 
 def reloaded_since(receipt: Json, words: str, kind: str) -> None:
@@ -173,7 +182,7 @@ def reloaded_since(receipt: Json, words: str, kind: str) -> None:
         assert "reloaded" not in receipt and "changed" not in receipt, receipt
         return
     assert receipt["reloaded"] is True, receipt
-    assert receipt["changed"][:2] == ["In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
+    assert receipt["changed"][:2] == ["~ In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
     assert words.startswith("Receipt: the page reloaded at the same URL; the element is still there, its value in "
                             "the block; 3 things changed on the page (in the block)."), words
 
@@ -231,7 +240,7 @@ async def test_going_to_the_same_address_says_what_changed_since(client: Client,
     receipt, words = await step(client, "browser_navigate", {"url": url})
     await expect(page.locator("#cart")).to_have_text("In cart: 1")
     assert receipt["url_before"] == receipt["url_after"] == url and receipt["reloaded"] is True, receipt
-    assert receipt["changed"] == ["In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
+    assert receipt["changed"] == ["~ In cart: 0 -> 1", "+ status: Added Blue mug to your cart"], receipt
     assert "element" not in receipt
     assert words.startswith("Receipt: the page reloaded at the same URL; 2 things changed on the page (in the block)."
                             ), words
