@@ -334,7 +334,11 @@ export class Receipts {
       const place = placeOf(at.look.lines, String(args.ref));
       ref = place && findAgain(now.lines, place);
       if (!ref) return null;
-      spec = { local: this.parts.page.table(at.tabId).lookup(ref).local };
+      try {
+        spec = { local: this.parts.page.table(at.tabId).lookup(ref).local };
+      } catch {
+        return null; // a ref the table let go of since the look (past its bound): not found again
+      }
     } else if (typeof args.selector === 'string' && args.selector) spec = { selector: args.selector };
     else return null;
     const found = await this._stateIn({ tabId: at.tabId, documentIds: [now.documentId] }, spec);
