@@ -282,7 +282,13 @@ async def test_a_cancelled_stateless_call_takes_its_card_away(panel: Page, tunne
 
 async def test_stop_also_answers_a_waiting_card(panel: Page, client: Client, site: str) -> None:
     await client.call_tool("browser_navigate", {"url": f"{site}/form.html"})
-    async with in_background(client.call_tool("browser_click", {"selector": "#buy"})) as out:
+    # The click the agent's client cancelled above may have reached the page, as far as the pod knows: the same
+    # click is not run again silently (docs/journal.md, Unsettled steps) ...
+    held = await client.call_tool("browser_click", {"selector": "#buy"})
+    assert held.is_error and "may already have happened" in result_text(held), result_text(held)
+    await expect(panel.locator(".card")).to_have_count(0)
+    # ... until the agent, having looked, says it means it.
+    async with in_background(client.call_tool("browser_click", {"selector": "#buy", "repeat": True})) as out:
         await expect(panel.locator(".card")).to_have_count(1)
         await expect(panel.locator("#stop")).to_be_enabled()
         await panel.locator("#stop").click()
