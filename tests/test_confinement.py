@@ -9,15 +9,20 @@ that flag the same pod refuses to start the agent, which is the refusal's own te
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
 import pytest
+from agents.fake_model import Call, FakeModel, Script, serving
+from agents.harness import ACP_COMMANDS, agent_env, require
 from fake_extension import FakeExtension
-from test_runtime_pod import RunningPod, Turn, open_session, prompt, run_pod
+from test_runtime_pod import FakeBrowser, RunningPod, Turn, open_session, prompt, run_pod
 
 from openab.core.agents.confine import probe as kernel_probe
 from openab.core.agents.confinement import (
@@ -29,7 +34,7 @@ from openab.core.agents.confinement import (
     handled_access,
     launcher_argv,
 )
-from openab.core.agents.recipes import Recipe
+from openab.core.agents.recipes import RECIPES, Recipe
 from openab.core.errors import ConfigurationError
 
 pytestmark = pytest.mark.anyio
@@ -152,6 +157,39 @@ async def test_the_builtin_agent_runs_where_the_kernel_cannot_confine(tmp_path: 
             turn = await prompt(ext, session_id, "hello", timeout=60)
         assert turn.error is None, turn.error
         assert running.runtime.agents, "the built-in agent ran"
+
+
+# -- the agent CLIs, confined, still reach the browser ------------------------------------------------------
+
+
+@pytest.mark.agents
+@pytest.mark.parametrize("mode", ["proxy", "bridge"])
+@pytest.mark.parametrize("cli", ["codex", "claude", "gemini", "opencode", "qwen", "copilot"])
+async def test_each_cli_confined_reaches_its_browser(tmp_path: Path, cli: str, mode: str) -> None:
+    if LANDLOCK < 6:
+        pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
+    binary = require(ACP_COMMANDS[cli][0])
+    page = f"https://example.org/{secrets.token_hex(4)}"
+    with serving(FakeModel()) as model:
+        agent = agent_env(cli, model.url, tmp_path / cli)
+        # The bridge's entry is the `openab browser-bridge` command: the agent's MCP client runs it from PATH.
+        agent.env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{agent.env['PATH']}"
+        recipe = dataclasses.replace(RECIPES[cli], argv=(str(binary), *RECIPES[cli].argv[1:]))
+        model.set_script(Script(calls=[Call("browser_navigate", {"url": page})]))
+        async with run_pod(tmp_path / "state", env=agent.env, recipe=recipe, browser_mode=mode) as running, \
+                running.extension() as ext:
+            assert running.runtime.kernel.full
+            browser = FakeBrowser(ext)
+            session_id = await open_session(running, ext)
+            turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
+            pid = running.runtime.agents[session_id]
+            status = await asyncio.to_thread(Path(f"/proc/{pid}/status").read_text)
+
+    assert turn.error is None, turn.error
+    assert browser.calls == [("browser_navigate", {"url": page})]
+    assert f"navigated to {page}" in turn.text
+    # What only the launcher leaves on the agent it execs (it fails closed, so the ruleset is on too).
+    assert "NoNewPrivs:\t1" in status and "CapEff:\t0000000000000000" in status, status
 
 
 # -- the policy, without a kernel -----------------------------------------------------------------------------
@@ -300,3 +338,38 @@ def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined:
         assert {name for name, status in results.items() if status == 0} == set(), results
     else:
         assert {name for name, status in results.items() if status != 0} == set(), results
+
+
+# -- openab doctor ----------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("agents", "abi", "unconfined", "status", "words"), [
+    (["codex"], 7, False, "ok", "confined to their own session"),
+    (["codex"], 5, False, "warn", "could still signal the pod"),
+    (["codex"], 0, False, "FAIL", "so the pod will not start codex"),
+    (["codex"], 0, True, "warn", "run unconfined (OPENAB_UNCONFINED_AGENTS)"),
+    (["builtin"], 0, False, "ok", "the built-in agent runs unconfined"),
+])
+def test_doctor_says_what_the_kernel_confines(
+    tmp_path: Path, agents: list[str], abi: int, unconfined: bool, status: str, words: str
+) -> None:
+    from openab.core.settings import Settings
+    from openab.gateway.doctor_command import Report, _check_confinement
+
+    report = Report()
+    settings = Settings(state_dir=tmp_path / "state", agent=agents, unconfined_agents=unconfined)
+    _check_confinement(settings, report, probe=lambda: (abi, "" if abi else "ENOSYS"))
+    (finding,) = [f for f in report.findings if f.what.startswith("confinement")]
+    assert finding.status == status and words in finding.what, finding
+
+
+def test_doctor_fails_a_state_dir_an_agent_could_reach(tmp_path: Path) -> None:
+    from openab.core.settings import Settings
+    from openab.gateway.doctor_command import Report, _check_confinement
+
+    report = Report()
+    home = os.environ.get("HOME", "/root")
+    settings = Settings(state_dir=Path(home) / ".codex" / "openab-state", agent=["codex"])
+    _check_confinement(settings, report, probe=lambda: (7, ""))
+    assert any(f.status == "FAIL" and "is inside" in f.what and ".codex" in f.what for f in report.findings), \
+        report.findings
