@@ -93,11 +93,22 @@ def escaping_agent(tmp_path: Path, *extra: str) -> list[str]:
     return [sys.executable, str(script), ".", *extra]
 
 
+def _written_pids(tmp_path: Path) -> dict[str, int] | None:
+    path = next(tmp_path.glob("**/sessions/*/work/pids.json"), None)
+    if path is None:
+        return None
+    try:
+        pids: dict[str, int] = json.loads(path.read_text())
+    except ValueError:  # still being written
+        return None
+    return pids
+
+
 async def escapee_pids(tmp_path: Path) -> dict[str, int]:
     """The pids the escaping agent wrote, in its session's working folder (under a state dir in ``tmp_path``)."""
-    await eventually(lambda: any(tmp_path.glob("**/sessions/*/work/pids.json")))
-    path = next(tmp_path.glob("**/sessions/*/work/pids.json"))
-    pids: dict[str, int] = json.loads(path.read_text())
+    await eventually(lambda: _written_pids(tmp_path) is not None)
+    pids = _written_pids(tmp_path)
+    assert pids is not None
     return pids
 
 
