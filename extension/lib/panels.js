@@ -5,6 +5,9 @@
 import { showTab } from './guard.js';
 import { activeGateway, addGateway, checkKey, checkUrl, normaliseOrigin, publicSettings, removeGateway, useGateway } from './settings.js';
 
+// What the link says when a connection or a chat starts (lib/link.js): news until the conversation goes on.
+const GREETINGS = new Set(['Session resumed', 'New session']);
+
 export class Panels {
   /**
    * @param {{acp: import('./acp.js').AcpClient, mcp: import('./mcp.js').McpServer,
@@ -24,6 +27,21 @@ export class Panels {
     this._activeCalls = 0;
     this._lastToolAt = 0;
     this._statePending = false;
+    // The link line the person has read past: a greeting once they write again, a refused edit once they save a
+    // valid one (the link, still connected to the same gateway, has nothing new to say then).
+    this._spokeAfter = null; // {since, detail} of the link when the person last sent a message
+    this._refusedEdit = '';
+    this._settledEdit = '';
+  }
+
+  /** The line under the pill: the link's, less what the person has read past (see the constructor). */
+  _linkDetail() {
+    const { state } = this.acp.link;
+    const detail = state.detail;
+    if (detail && detail === this._settledEdit) return '';
+    const spoke = this._spokeAfter;
+    if (GREETINGS.has(detail) && spoke && spoke.since === state.since && spoke.detail === detail) return '';
+    return detail;
   }
 
   /** A tool call started (+1) or ended (-1): the pill says "browser in use" meanwhile. */
@@ -76,7 +94,7 @@ export class Panels {
     const connected = link.connected;
     return {
       type: 'state',
-      link: { status: link.state.status, detail: link.state.detail, retryAt: link.state.retryAt, moved: link.moved },
+      link: { status: link.state.status, detail: this._linkDetail(), retryAt: link.state.retryAt, moved: link.moved },
       tunnel: connected && this.mcp.attached,
       toolsInUse: connected && this._activeCalls > 0,
       lastToolAt: this._lastToolAt,
@@ -99,6 +117,7 @@ export class Panels {
       case 'prompt':
         // A plan covers the task the person asked: a message that starts a new turn is a new task (lib/plan.js).
         if (!acp.turn) guard.plan?.end();
+        this._spokeAfter = { since: acp.link.state.since, detail: acp.link.state.detail };
         // The panel keeps the text in its box until this says the prompt went (or why it did not).
         return acp.prompt(msg.text, (refused) => this._tell(port, refused
           ? { type: 'prompt-refused', id: msg.id, ...refused }
@@ -126,11 +145,15 @@ export class Panels {
           // Said under the box it is about; the link line says the saved gateway stays, not the old error.
           port.postMessage({ type: 'notice', level: 'error', text: problem, field: urlProblem ? 'set-url' : 'set-key' });
           acp.link.refuseEdit(urlProblem ? 'URL' : 'key', problem);
+          this._refusedEdit = acp.link.state.detail;
+          this._settledEdit = '';
           return this.pushState();
         }
         if (!patch.key) delete patch.key; // an empty key box means "keep the saved key"
         if (patch.clearKey) patch.key = '';
         await settings.save(patch);
+        // A valid save answers the refused edit the line still shows, whether or not the link dials again.
+        this._settledEdit = this._refusedEdit;
         port.postMessage({ type: 'notice', level: 'ok', text: patch.clearKey ? 'Key forgotten.' : 'Settings saved.' });
         this.pushState();
         return acp.link.configure(activeGateway(settings.current));
@@ -215,6 +238,7 @@ export class Panels {
       const opened = [...this.tabs.owned].filter(([, info]) => info.by === 'agent').map(([id]) => id);
       const { kept, unshared } = await this.tabs.releaseAll();
       await link.restartSession(agent);
+      this._spokeAfter = null; // the new chat's greeting is news
       this.transcript.clear();
       port.postMessage({ type: 'transcript', items: [] });
       let closed = 0;

@@ -104,7 +104,10 @@ export class TranscriptView {
     // What the pod's journal says of the step (panel/steps.js), under its words.
     const note = el('div', 'journal');
     note.hidden = true;
-    row.append(details, note, el('div', 'shots'));
+    // Why a failed step failed, in short (panel/steps.js); the whole text is its Result, under the details.
+    const why = el('div', 'why');
+    why.hidden = true;
+    row.append(details, why, note, el('div', 'shots'));
     return row;
   }
 
@@ -117,6 +120,9 @@ export class TranscriptView {
     const note = row.querySelector('.journal');
     note.textContent = step.note || '';
     note.hidden = !step.note;
+    const why = row.querySelector('.why');
+    why.replaceChildren(...(step.whyParts || []).map((p) => (p.quoted ? el('q', 'quoted', p.text) : p.text)));
+    why.hidden = !step.why;
     row.querySelector('.step-tool').textContent = item.title || 'tool call';
     row.querySelector('.step-input').textContent = item.input || '(none reported)';
     row.querySelector('.step-result').textContent = item.text || (item.status === 'completed' || item.status === 'failed'

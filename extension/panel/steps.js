@@ -145,12 +145,47 @@ function refusal(item) {
   if (!said && item.guard !== 'denied') return '';
   const why = said ? said[1] || '' : '';
   if (/did not answer/i.test(why)) return 'You did not answer in time';
+  // The guard's TAB_CLOSED: the card went with its tab, unanswered; nobody declined anything.
+  if (/tab closed/i.test(why)) return 'The tab closed before you answered';
   if (/declined/i.test(why)) return 'You declined';
   if (said && /site rule/i.test(ours)) return 'Blocked by your site rule';
   return 'You declined';
 }
 
 const lower = (s) => s.charAt(0).toLowerCase() + s.slice(1);
+
+// A failure's words are written for the model (what to call next, with which arguments): the row says them short,
+// and the whole text stays under the step's details. Some of our messages open with their code (lib/errors.js).
+const CODE_WORDS = {
+  stale_ref: 'That part of the page changed or is gone',
+  no_focus: 'No element had the keyboard focus',
+  focus_moved: 'The keyboard focus moved to another element',
+  not_found: 'The element was not found on the page',
+  bad_selector: 'The selector is not valid',
+  bad_target: 'The agent did not say which element',
+  action_failed: 'The page did not take the action',
+};
+const OPENINGS = [
+  [/^tool error\b/i, 'The browser did not take the step'],
+  [/^no (?:current )?agent tab\b/i, 'No tab open for the agent yet'],
+  [/^no element for selector\b/i, CODE_WORDS.not_found],
+];
+const THEIRS_IN_OURS = /"[^"]*"|\b[a-z][a-z0-9+.-]*:\/\/\S+/gi;
+
+/** Why a failed step failed, for the person: a phrase of ours, else the first clause of our words. */
+function failureWords(text) {
+  const ours = String(text || '').replace(PAGE_BLOCKS, '').replace(/^Untrusted page content follows.*$/gim, '').trim();
+  const code = /^([a-z]+(?:_[a-z]+)+):\s/.exec(ours);
+  if (code && Object.hasOwn(CODE_WORDS, code[1])) return CODE_WORDS[code[1]];
+  const opening = OPENINGS.find(([re]) => re.test(ours));
+  if (opening) return opening[1];
+  const first = ours.split(/[.;:](?:\s|$)/)[0].trim();
+  // A clause that names a tool or its arguments is still talking to the model.
+  if (!first || /browser_|[{}[\]]/.test(first) || first.length > 120) return first ? 'The browser could not do it' : '';
+  // The agent's own words in it (a URL, a quoted value) are marked as theirs.
+  const said = oneLine(first.charAt(0).toUpperCase() + first.slice(1));
+  return said.replace(THEIRS_IN_OURS, (m) => theirs(m));
+}
 
 // What the pod's journal says of a step, in the person's words (docs/journal.md).
 export const JOURNAL_NOTES = {
@@ -172,20 +207,28 @@ function journalled(item, call, verb, what) {
 }
 
 /**
- * What a tool row says: `{words, parts, state, browser, note?}`; `parts` are the words as `{text, quoted}`, `quoted`
- * for the agent's or a page's words (an element's name, a URL, a key, an option, a file's name, a title).
+ * What a tool row says: `{words, parts, state, browser, note?, why?, whyParts?}`; `parts` are the words as
+ * `{text, quoted}`, `quoted` for the agent's or a page's words (an element's name, a URL, a key, an option, a file's
+ * name, a title); `why`, for a failed browser step, is its failure in short (the whole text is the step's result).
  */
 export function describeStep(item) {
   const step = describe(item);
+  const parts = partsOf(step.words);
+  const why = step.why ? partsOf(step.why) : null;
+  return { ...step, words: parts.map((p) => p.text).join(''), parts,
+    ...(why && { why: why.map((p) => p.text).join(''), whyParts: why }) };
+}
+
+function partsOf(words) {
   const parts = [];
   let at = 0;
-  for (const m of step.words.matchAll(MARKED)) {
-    if (m.index > at) parts.push({ text: step.words.slice(at, m.index), quoted: false });
+  for (const m of words.matchAll(MARKED)) {
+    if (m.index > at) parts.push({ text: words.slice(at, m.index), quoted: false });
     parts.push({ text: m[1], quoted: true });
     at = m.index + m[0].length;
   }
-  if (at < step.words.length) parts.push({ text: step.words.slice(at), quoted: false });
-  return { ...step, words: parts.map((p) => p.text).join(''), parts };
+  if (at < words.length) parts.push({ text: words.slice(at), quoted: false });
+  return parts;
 }
 
 /**
@@ -205,7 +248,7 @@ function describe(item) {
   if (status === 'failed') {
     const refused = refusal(item);
     if (refused) return { words: `${refused}: ${verb}${what}`, state: 'declined', browser: true };
-    return { words: `Could not ${lower(verb)}${what}`, state: status, browser: true };
+    return { words: `Could not ${lower(verb)}${what}`, state: status, browser: true, why: failureWords(item.text) };
   }
   if (status === 'completed') return { words: `${past}${what}`, state: status, browser: true };
   // Saved while it ran, in a worker or a browser that stopped since (lib/chat.js): how it ended is not known.
