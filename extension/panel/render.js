@@ -116,7 +116,7 @@ export class TranscriptView {
     row.className = `step ${step.state}${step.browser ? ' browser' : ''}`;
     // The agent's and the page's words (a name, a URL, a key) as quoted text of their own, never as ours.
     row.querySelector('.title').replaceChildren(...step.parts.map((p) => (p.quoted ? el('q', 'quoted', p.text) : p.text)));
-    row.querySelector('.status').textContent = STATUS_WORDS[step.state] || step.state;
+    row.querySelector('.status').textContent = step.status || STATUS_WORDS[step.state] || step.state;
     const note = row.querySelector('.journal');
     note.textContent = step.note || '';
     note.hidden = !step.note;

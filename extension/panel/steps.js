@@ -247,7 +247,9 @@ function describe(item) {
   if (journal) return journal;
   if (status === 'failed') {
     const refused = refusal(item);
-    if (refused) return { words: `${refused}: ${verb}${what}`, state: 'declined', browser: true };
+    // Not the person's no when the card's tab closed: the status says it went unanswered.
+    const unanswered = refused.startsWith('The tab closed') && { status: 'not answered' };
+    if (refused) return { words: `${refused}: ${verb}${what}`, state: 'declined', browser: true, ...unanswered };
     return { words: `Could not ${lower(verb)}${what}`, state: status, browser: true, why: failureWords(item.text) };
   }
   if (status === 'completed') return { words: `${past}${what}`, state: status, browser: true };

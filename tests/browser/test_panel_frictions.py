@@ -125,6 +125,7 @@ async def test_a_card_whose_tab_closed_is_not_said_as_declined(
     await expect(row.locator(".title")).to_have_text(
         re.compile(r'^The tab closed before you answered: Click "Buy now"$'), timeout=30_000)
     await expect(row.locator(".title")).not_to_contain_text("declined")
+    await expect(row.locator(".status")).to_have_text("not answered")
     await expect(narrow.locator("#send")).to_be_enabled(timeout=30_000)
     await snap(narrow, "panel-card-tab-closed.png")
 
