@@ -249,6 +249,11 @@ def _check_confinement(settings: Settings, report: Report, probe: Callable[[], t
                          home_dirs=[f for t in recipe.writes if (f := expand_folder(t, os.environ, home))])
         except ValueError as exc:
             report.add("FAIL", f"confinement of agent {agent}: {exc}")
+    if support.confines and clis:
+        why = confine.probe_private_pids()
+        report.add("ok", "confinement: each agent gets a PID view of its own" if not why else
+                   f"confinement: agents see the pod's processes listed (no PID namespace: {why}); Landlock still "
+                   "keeps them out of those processes' files and signals")
     if support.full:
         report.add("ok", f"confinement: {support.describe()}")
     elif support.confines:

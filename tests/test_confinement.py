@@ -10,6 +10,7 @@ that flag the same pod refuses to start the agent, which is the refusal's own te
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -183,13 +184,37 @@ async def test_each_cli_confined_reaches_its_browser(tmp_path: Path, cli: str, m
             session_id = await open_session(running, ext)
             turn = await prompt(ext, session_id, "Open the page, please.", timeout=120)
             pid = running.runtime.agents[session_id]
-            status = await asyncio.to_thread(Path(f"/proc/{pid}/status").read_text)
+            assert pid is not None
+            tree = await asyncio.to_thread(agent_processes, pid)
 
     assert turn.error is None, turn.error
     assert browser.calls == [("browser_navigate", {"url": page})]
     assert f"navigated to {page}" in turn.text
-    # What only the launcher leaves on the agent it execs (it fails closed, so the ruleset is on too).
-    assert "NoNewPrivs:\t1" in status and "CapEff:\t0000000000000000" in status, status
+    # What only the launcher leaves on the agent it execs (it fails closed, so the ruleset is on too), on every
+    # process of the agent's tree but the launcher's own, and the agent's pid in a namespace of its own.
+    assert tree, "the agent's processes"
+    for status in tree:
+        assert "NoNewPrivs:\t1" in status and "CapEff:\t0000000000000000" in status, status
+        assert len(next(line for line in status.splitlines() if line.startswith("NSpid:")).split()) == 3, status
+
+
+def agent_processes(launcher: int) -> list[str]:
+    """The /proc status of every process below the agent's launcher but the launcher's own (its supervisor and the
+    namespace's first process): the agent and what it started."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                stat = (entry / "stat").read_text()
+                children.setdefault(int(stat[stat.rindex(")") + 2:].split()[1]), []).append(int(entry.name))
+    found, todo = [], list(children.get(launcher, []))
+    while todo:
+        pid = todo.pop()
+        todo += children.get(pid, [])
+        with contextlib.suppress(OSError):
+            if b"confine.py" not in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(Path(f"/proc/{pid}/status").read_text())
+    return found
 
 
 # -- the policy, without a kernel -----------------------------------------------------------------------------
@@ -294,8 +319,9 @@ IMAGE_PROBES = {
 }
 
 
-@pytest.mark.parametrize("confined", [True, False], ids=["confined", "unconfined"])
-def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined: bool) -> None:
+@pytest.mark.parametrize(("confined", "private_pids"), [(True, True), (True, False), (False, False)],
+                         ids=["confined", "confined, the pod's PID view", "unconfined"])
+def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined: bool, private_pids: bool) -> None:
     import shutil
     import subprocess
     import tempfile
@@ -323,7 +349,8 @@ def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined:
         if not confined:
             return []
         policy = agent_policy(LANDLOCK, workdir=f"{state}/sessions/{session}/work",
-                              tmpdir=f"{state}/sessions/{session}/tmp", state_dir=str(state), path="/usr/bin:/bin")
+                              tmpdir=f"{state}/sessions/{session}/tmp", state_dir=str(state), path="/usr/bin:/bin",
+                              private_pids=private_pids)
         return launcher_argv(policy, [], Launch(python, str(launcher)))
 
     spec = {"state": str(state), "a_prefix": prefix("A"), "b_prefix": prefix("B"), "probes": IMAGE_PROBES}
@@ -359,7 +386,7 @@ def test_doctor_says_what_the_kernel_confines(
     report = Report()
     settings = Settings(state_dir=tmp_path / "state", agent=agents, unconfined_agents=unconfined)
     _check_confinement(settings, report, probe=lambda: (abi, "" if abi else "ENOSYS"))
-    (finding,) = [f for f in report.findings if f.what.startswith("confinement")]
+    (finding,) = [f for f in report.findings if f.what.startswith("confinement") and "PID" not in f.what]
     assert finding.status == status and words in finding.what, finding
 
 
@@ -373,3 +400,28 @@ def test_doctor_fails_a_state_dir_an_agent_could_reach(tmp_path: Path) -> None:
     _check_confinement(settings, report, probe=lambda: (7, ""))
     assert any(f.status == "FAIL" and "is inside" in f.what and ".codex" in f.what for f in report.findings), \
         report.findings
+
+
+@needs_landlock
+@pytest.mark.parametrize("private_pids", [True, False], ids=["own PID view", "the pod's PID view"])
+def test_the_launcher_ends_as_its_agent_ends(tmp_path: Path, private_pids: bool) -> None:
+    import subprocess
+
+    from openab.core.agents import confine
+
+    policy = agent_policy(LANDLOCK, workdir=str(tmp_path / "w"), tmpdir=str(tmp_path / "t"), state_dir="/nowhere",
+                          path="/usr/bin:/bin", private_pids=private_pids)
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        argv = launcher_argv(policy, ["/bin/sh", "-c", command], Launch(sys.executable, confine.__file__))
+        return subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False)
+
+    assert run("exit 7").returncode == 7
+    assert run("kill -TERM $$").returncode == -15  # the pod says "killed by signal 15", as for an agent run bare
+    ps = run("echo $$; ls /proc | grep -c '^[0-9]'")
+    pid, listed = ps.stdout.split()
+    if private_pids:
+        assert pid == "2", "the agent is not its namespace's first process, which drops unhandled signals"
+        assert int(listed) <= 4, "only the namespace's own processes are listed: its first, sh, ls, grep"
+    else:
+        assert int(listed) > 4

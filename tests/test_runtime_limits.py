@@ -64,7 +64,8 @@ os.waitpid(first, 0)
 os.close(write)
 daemon = int(os.read(read, 64))
 with open(out + "/pids.tmp", "w") as f:
-    json.dump({"agent": os.getpid(), "child": child.pid, "daemon": daemon}, f)
+    # Its pids as its own PID namespace numbers them (a confined agent may have one): the namespace says which.
+    json.dump({"agent": os.getpid(), "child": child.pid, "daemon": daemon, "ns": os.readlink("/proc/self/ns/pid")}, f)
 os.rename(out + "/pids.tmp", out + "/pids.json")
 
 for line in sys.stdin:
@@ -98,10 +99,34 @@ def _written_pids(tmp_path: Path) -> dict[str, int] | None:
     if path is None:
         return None
     try:
-        pids: dict[str, int] = json.loads(path.read_text())
+        written = json.loads(path.read_text())
     except ValueError:  # still being written
         return None
-    return pids
+    ns = written.pop("ns")
+    return {name: host_pid(ns, pid) for name, pid in written.items()}
+
+
+def host_pid(ns: str, pid: int) -> int:
+    """The pid the pod sees for ``pid`` of PID namespace ``ns`` (the agent's own, when its launcher made one)."""
+    if ns == os.readlink("/proc/self/ns/pid"):
+        return pid
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, StopIteration, ValueError):
+            if entry.name.isdigit() and os.readlink(entry / "ns" / "pid") == ns:
+                line = next(x for x in (entry / "status").read_text().splitlines() if x.startswith("NSpid:"))
+                if int(line.split()[-1]) == pid:
+                    return int(entry.name)
+    raise AssertionError(f"no process {pid} in {ns}")
+
+
+def in_tree(pid: int, root: int) -> bool:
+    """Whether ``pid`` is ``root`` or below it (the agent below its launcher, in a PID namespace of its own)."""
+    while pid > 1:
+        if pid == root:
+            return True
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        pid = int(stat[stat.rindex(")") + 2:].split()[1])
+    return False
 
 
 async def escapee_pids(tmp_path: Path) -> dict[str, int]:
@@ -137,10 +162,11 @@ async def test_what_an_agent_sets_loose_dies_with_its_session_and_leaves_no_zomb
         turn = await prompt(ext, session_id, "hello")
         pids = await escapee_pids(tmp_path)
         agent = pids["agent"]
-        assert pod.runtime.agents[session_id] == agent
+        started = pod.runtime.agents[session_id]  # the agent's launcher, or the agent itself
+        assert started is not None and in_tree(agent, started)
         for escapee in (pids["child"], pids["daemon"]):
-            assert os.getsid(escapee) == escapee != agent, "it left the agent's session and process group"
-            assert escapee not in live_group(agent)
+            assert os.getsid(escapee) == escapee != started, "it left the agent's session and process group"
+            assert escapee not in live_group(started)
             # ... but not its tree: a cgroup made for the agent, or the /proc fallback.
             assert ("openab-agent-" in cgroup_of(escapee)) is cgroups
         assert cgroup_of(pids["daemon"]) == cgroup_of(agent)
@@ -169,7 +195,8 @@ async def test_an_agent_that_dies_alone_takes_what_it_set_loose_along(tmp_path: 
             assert pids["child"] in process.tree.members(marked=False)
         os.kill(pids["agent"], signal.SIGKILL)  # as an OOM kill would: no chance to clean up
         await eventually(lambda: not any(in_proc(pid) for pid in pids.values()), timeout=15)
-        assert session_id not in pod.runtime.agents
+        # Its launcher, which the pod started, ends as the agent did, a moment after.
+        await eventually(lambda: session_id not in pod.runtime.agents, timeout=15)
         again = await prompt(ext, session_id, "hello again")
 
     assert again.result == {"stopReason": "end_turn"}, "the session goes on with a fresh agent"

@@ -16,11 +16,13 @@ agent. ``--probe`` prints the kernel's Landlock ABI (0: none) and why, for the p
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import json
 import os
 import platform
+import signal
 import stat
 import sys
 from typing import Final
@@ -38,7 +40,15 @@ PR_CAP_AMBIENT_CLEAR_ALL: Final = 4
 _CAPABILITY_VERSION_3: Final = 0x20080522
 # The rights a rule on a file (not a folder) may carry: execute, write, read, truncate, ioctl.
 FILE_RIGHTS: Final = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14) | (1 << 15)
-EXIT_REFUSED: Final = 126  # as a shell says "found but cannot be run"
+EXIT_REFUSED: Final = 126
+CLONE_NEWNS: Final = 0x00020000
+CLONE_NEWUSER: Final = 0x10000000
+CLONE_NEWPID: Final = 0x20000000
+MS_NOSUID: Final = 2
+MS_NODEV: Final = 4
+MS_NOEXEC: Final = 8
+MS_REC: Final = 0x4000
+MS_PRIVATE: Final = 1 << 18  # as a shell says "found but cannot be run"
 _UNSUPPORTED_MACHINES: Final = ("alpha", "mips", "ia64")
 
 
@@ -150,17 +160,85 @@ def restrict(policy: dict[str, object]) -> None:
         os.close(ruleset)
 
 
-def main(argv: list[str]) -> int:
-    if argv[:1] == ["--probe"]:
-        abi, why = probe()
-        print(json.dumps({"abi": abi, "why": why}))
-        return 0
-    if len(argv) < 4 or argv[0] != "--policy" or argv[2] != "--":
-        print("usage: confine.py --policy JSON -- PROGRAM [ARGS...] | --probe", file=sys.stderr)
-        return 2
-    program = argv[3:]
+# -- a PID view of its own ----------------------------------------------------------------------------------
+
+
+def private_pids() -> str:
+    """Move this process's future children into a PID and mount namespace of their own (a user namespace too when
+    we are not root, or root without CAP_SYS_ADMIN); ``""`` when done, else why not (then nothing changed)."""
+    libc = _libc()
+    uid, gid = os.geteuid(), os.getegid()
+    attempts = ([CLONE_NEWNS | CLONE_NEWPID] if uid == 0 else []) + [CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID]
+    why = ""
+    for flags in attempts:
+        if libc.unshare(flags) == 0:
+            if flags & CLONE_NEWUSER:
+                # Only our own ids are mapped: files of other users read as nobody's, with the same access.
+                for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+                    with open(f"/proc/self/{name}", "w") as f:
+                        f.write(text)
+            return ""
+        why = os.strerror(ctypes.get_errno())
+    return f"unshare: {why}"
+
+
+def probe_private_pids() -> str:
+    """Whether the launcher could give an agent a PID view of its own here: ``""``, else why not (tried in a child
+    that exits at once, so this process is left as it was)."""
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(read)
+        os.write(write, private_pids().encode()[:512])
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as said:
+        why = said.read().decode()
+    os.waitpid(child, 0)
+    return why
+
+
+def _mount_proc() -> None:
+    """As the namespace's first process: a /proc that shows its own processes only, private to it."""
+    libc = _libc()
+    _check(libc.mount(None, b"/", None, ctypes.c_ulong(MS_REC | MS_PRIVATE), None), "mount / private")
+    _check(libc.mount(b"proc", b"/proc", b"proc", ctypes.c_ulong(MS_NOSUID | MS_NODEV | MS_NOEXEC), None),
+           "mount /proc")
+
+
+def _forward_signals(to: int) -> None:
+    # The pod stops an agent by its process group, which reaches every process here; a signal sent to the launcher
+    # alone (the pid the pod knows) goes on to the agent too.
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(sig, lambda number, frame: _kill(to, number))
+
+
+def _kill(pid: int, sig: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, sig)
+
+
+def _wait_for(pid: int, *, reap_all: bool) -> int:
+    """``pid``'s wait status; as a namespace's first process, every orphan is reaped on the way."""
+    while True:
+        done, status = os.waitpid(-1 if reap_all else pid, 0)
+        if done == pid:
+            return status
+
+
+def _mirror(status: int) -> int:
+    """End as the agent ended: the same exit code, or killed by the same signal (the pod reports which)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        return 128 + sig  # a signal a process cannot take from itself (never, outside a namespace's first process)
+    return os.WEXITSTATUS(status)
+
+
+def _run_agent(policy: dict[str, object], program: list[str]) -> int:
     try:
-        restrict(json.loads(argv[1]))
+        restrict(policy)
     except (Refused, OSError, ValueError, KeyError) as exc:
         print(f"openab: the agent was not started: it could not be confined ({exc}). Run the pod with "
               "--unconfined-agents to run agents unconfined, or see docs/deploy.md", file=sys.stderr)
@@ -171,6 +249,56 @@ def main(argv: list[str]) -> int:
         print(f"openab: cannot run {program[0]}: {exc.strerror}", file=sys.stderr)
         return EXIT_REFUSED
     return EXIT_REFUSED  # not reached: execv returns only by raising
+
+
+def _in_private_pids(policy: dict[str, object], program: list[str]) -> int:
+    """The launcher stays (the pid the pod knows) and waits; its child is the namespace's first process, which
+    mounts its /proc, starts the agent (never itself the first process: that one drops signals it has no handler
+    for) and reaps what the agent orphans; when the agent ends, the kernel kills what is left in the namespace."""
+    read, write = os.pipe()
+    first = os.fork()
+    if first == 0:
+        os.close(read)
+        try:
+            _mount_proc()
+        except Refused as exc:
+            print(f"openab: the agent sees every process's pid: {exc}", file=sys.stderr)
+        agent = os.fork()
+        if agent == 0:
+            os.close(write)
+            os._exit(_run_agent(policy, program))
+        _forward_signals(agent)
+        status = _wait_for(agent, reap_all=True)
+        os.write(write, str(status).encode())  # the agent's own status, which a first process cannot mirror
+        os._exit(0)
+    os.close(write)
+    _forward_signals(first)
+    _wait_for(first, reap_all=False)
+    said = os.read(read, 32)
+    return _mirror(int(said)) if said else EXIT_REFUSED
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--probe"]:
+        abi, why = probe()
+        print(json.dumps({"abi": abi, "why": why, "private_pids": probe_private_pids() or "yes"}))
+        return 0
+    if len(argv) < 4 or argv[0] != "--policy" or argv[2] != "--":
+        print("usage: confine.py --policy JSON -- PROGRAM [ARGS...] | --probe", file=sys.stderr)
+        return 2
+    program = argv[3:]
+    try:
+        policy = json.loads(argv[1])
+    except ValueError as exc:
+        print(f"openab: the agent was not started: its policy is not JSON ({exc})", file=sys.stderr)
+        return EXIT_REFUSED
+    if policy.get("private_pids"):
+        why = private_pids()
+        if not why:
+            return _in_private_pids(policy, program)
+        print(f"openab: the agent sees every process's pid ({why}); its confinement holds all the same",
+              file=sys.stderr)
+    return _run_agent(policy, program)
 
 
 if __name__ == "__main__":

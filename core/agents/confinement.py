@@ -114,16 +114,20 @@ class Policy:
     rules: tuple[Rule, ...]
     handled: int
     scoped: int
+    # A PID namespace (and /proc) of its own, where the kernel lets the launcher make one: the agent then sees no
+    # other process at all, not even the command lines and fd numbers Landlock leaves readable.
+    private_pids: bool = False
 
     def to_json(self) -> str:
         return json.dumps({"abi": self.abi, "handled": self.handled, "scoped": self.scoped,
+                           "private_pids": self.private_pids,
                            "rules": [[r.path, r.access, r.make] for r in self.rules]}, separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> Policy:
         raw = json.loads(text)
         rules = tuple(Rule(str(p), int(a), bool(m)) for p, a, m in raw["rules"])
-        return cls(int(raw["abi"]), rules, int(raw["handled"]), int(raw["scoped"]))
+        return cls(int(raw["abi"]), rules, int(raw["handled"]), int(raw["scoped"]), bool(raw.get("private_pids")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +197,7 @@ def agent_policy(
     extra_read_exec: Iterable[str] = (),
     command_files: Iterable[str] = (),
     secrets: Iterable[str] = (),
+    private_pids: bool = True,
 ) -> Policy:
     """The policy of one session's agent.
 
@@ -237,7 +242,8 @@ def agent_policy(
     for rule in rules:  # one rule per path; a path named twice gets the union of its rights
         seen = unique.get(rule.path)
         unique[rule.path] = rule if seen is None else Rule(rule.path, seen.access | rule.access, seen.make or rule.make)
-    return Policy(abi, tuple(Rule(r.path, r.access & handled, r.make) for r in unique.values()), handled, scopes(abi))
+    return Policy(abi, tuple(Rule(r.path, r.access & handled, r.make) for r in unique.values()), handled, scopes(abi),
+                  private_pids)
 
 
 _TEMPLATE = re.compile(r"\$\{([A-Z_][A-Z0-9_]*):-([^}]*)\}|~")
