@@ -425,3 +425,41 @@ def test_the_launcher_ends_as_its_agent_ends(tmp_path: Path, private_pids: bool)
         assert int(listed) <= 4, "only the namespace's own processes are listed: its first, sh, ls, grep"
     else:
         assert int(listed) > 4
+
+
+async def test_a_state_dir_an_agent_could_reach_is_said_at_start_and_refused_at_the_prompt(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    if LANDLOCK < 1:
+        pytest.skip("no Landlock here")
+    home = tmp_path / "home"
+    state = home / ".codex" / "openab"  # inside the folder codex's recipe lets its agent write
+    recipe = dataclasses.replace(SHELL_AGENT, name="codex", writes=RECIPES["codex"].writes)
+    async with run_pod(state, recipe=recipe, env={"HOME": str(home), "PATH": os.defpath}) as running:
+        assert f"is inside {home / '.codex'}" in caplog.text and "will not start" in caplog.text
+        async with running.extension() as ext:
+            await ext.initialize()
+            session_id = await open_session(running, ext)
+            turn = await prompt(ext, session_id, "echo ran", timeout=60)
+    assert turn.error is not None and "move the state dir" in str(turn.error), turn.error
+    assert running.runtime.agents == {}
+
+
+def test_a_file_its_cli_rewrites_in_place_is_the_only_one_of_home() -> None:
+    policy = agent_policy(7, workdir="/w", tmpdir="/t", state_dir="/s", home_dirs=["/h/.claude"],
+                          home_files=["/h/.claude.json"])
+    rules = {r.path: r for r in policy.rules}
+    assert not rules["/h/.claude.json"].make and rules["/h/.claude"].make and "/h" not in rules
+
+
+async def test_conversations_json_names_sessions_by_channel_never_by_id(tmp_path: Path) -> None:
+    async with run_pod(tmp_path / "state", recipe=SHELL_AGENT, probe=no_landlock, unconfined_agents=True) as running:
+        async with running.extension() as ext:
+            await ext.initialize()
+            session_id = await open_session(running, ext)
+            await running.runtime.start_agent(session_id)
+        session = running.pod.sessions.get(session_id)
+        assert session is not None
+        kept = json.loads(await asyncio.to_thread((tmp_path / "state" / "conversations.json").read_text))
+    # An id resumes its session with the key; a copy of the file must not hand one out.
+    assert list(kept) == [session.channel] and session_id not in json.dumps(kept)

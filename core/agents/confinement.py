@@ -198,14 +198,17 @@ def agent_policy(
     command_files: Iterable[str] = (),
     secrets: Iterable[str] = (),
     private_pids: bool = True,
+    home_files: Iterable[str] = (),
 ) -> Policy:
     """The policy of one session's agent.
 
     ``workdir`` and ``tmpdir``: its own folders, read-write; ``home_dirs``: the CLI's own folders (absolute, as
-    :func:`expand_folder` makes them from its recipe), read-write and made when missing;
-    ``runtimes`` (the Python that runs the launcher and openab's packages), the folders of ``path`` (``PATH``) and
-    the ``node_modules`` of ``program`` (its resolved path) and ``command_files`` (the files its command line names,
-    such as the script an interpreter runs, outside the state dir): read and run; the system: read and run.
+    :func:`expand_folder` makes them from its recipe), read-write and made when missing; ``home_files``: files of
+    its CLI it rewrites in place (``~/.claude.json``), read-write when they exist (never made: the folder they are
+    in is not the agent's); ``runtimes`` (the Python that runs the launcher and openab's packages), the folders of
+    ``path`` (``PATH``), the ``node_modules`` of ``program`` (its resolved path) and ``command_files`` (the files
+    its command line names, such as the script an interpreter runs, outside the state dir): read and run; the
+    system: read and run.
 
     Raises :class:`ConfigurationError` when an allowed folder holds ``state_dir`` (the pod's key and every session)
     or one of ``secrets`` (the key files the operator named), saying which, since Landlock allows a folder with
@@ -224,6 +227,7 @@ def agent_policy(
             rules.append(Rule(root, READ_EXEC))
     rules += [Rule(_norm(f), READ_EXEC) for f in command_files if posixpath.isabs(f) and not _contains(state, _norm(f))]
     rules += [Rule(_norm(folder), READ_WRITE, make=True) for folder in home_dirs if posixpath.isabs(folder)]
+    rules += [Rule(_norm(file), READ | WRITE_FILE | TRUNCATE) for file in home_files if posixpath.isabs(file)]
     for own in (workdir, tmpdir):
         rules.append(Rule(_norm(own), READ_WRITE, make=True))
     private = [(state, "the pod's state dir", "the state dir (--state-dir, OPENAB_STATE_DIR)")]

@@ -29,7 +29,8 @@ A recipe holds what differs between agent CLIs, and nothing else:
 * ``writes``: the folders of its own the CLI writes outside its working folder (sessions, caches, logins), as
   ``~/.codex`` or ``${CODEX_HOME:-~/.codex}`` (the variable's value when the agent's environment sets it):
   a confined agent (:mod:`openab.core.agents.confinement`) may read and write those and no other folder of
-  HOME; ``reads_env``: variables naming a file or folder it only reads (``OPENCODE_CONFIG``).
+  HOME; ``rewrites``: files of HOME it reads and rewrites in place (``~/.claude.json``), when they exist;
+  ``reads_env``: variables naming a file or folder it only reads (``OPENCODE_CONFIG``).
 
 The facts, per CLI, with the traps that motivated them: docs/runtime.md and docs/agents.md.
 """
@@ -193,6 +194,7 @@ class Recipe:
     # Whether its own command answers --version (`openab doctor` asks it; codex-acp has no such flag).
     takes_version: bool = True
     writes: tuple[str, ...] = ()
+    rewrites: tuple[str, ...] = ()
     reads_env: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -230,6 +232,8 @@ RECIPES: dict[str, Recipe] = {
         allow_browser={"claudeCode": {"options": {"allowedTools": [f"mcp__{SERVER_NAME}"]}}},
         install="npm install -g @agentclientprotocol/claude-agent-acp",
         writes=("${CLAUDE_CONFIG_DIR:-~/.claude}",),
+        # Without CLAUDE_CONFIG_DIR its state file sits in HOME itself, which is not the agent's to write in.
+        rewrites=("~/.claude.json",),
         # claude-agent-acp always starts claude with --dangerously-skip-permissions, which claude refuses as
         # root unless told it is sandboxed (a pod is).
         root_env={"IS_SANDBOX": "1"},

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..acp.backend import PromptTurn
 from ..acp.schema import AgentChoice, AgentOffer
-from ..errors import AgentExited, AgentNotFound, ConfigError
+from ..errors import AgentExited, AgentNotFound, ConfigError, ConfigurationError
 from ..jsonrpc import INTERNAL_ERROR, INVALID_PARAMS, SERVER_OVERLOADED, JsonObject, LocalRpcError, RpcError
 from ..mcp.access import BROWSER_CHANNEL_ENV, BrowserAccess, BrowserEndpoint
 from ..sessions import Session, SessionStore
@@ -42,7 +42,7 @@ from ..statedir import make_private_dir, session_workdir
 from ..tunnel.registry import TunnelRegistry
 from . import confine
 from .availability import AgentAvailability
-from .confinement import Launch, Support, agent_policy, expand_folder, launcher_argv
+from .confinement import Launch, Policy, Support, agent_policy, expand_folder, launcher_argv
 from .conversations import Conversations
 from .process import scrubbed_env
 from .recipes import RECIPES, Recipe, recipe_for, running_as_root
@@ -166,6 +166,16 @@ class AgentRuntime:
 
     def _say_confinement(self) -> None:
         clis = [name for name, o in self._offered.items() if o.recipe.name != "builtin"]
+        if self.kernel.confines:
+            # Said now rather than at a person's first prompt: a state dir an agent's folders would hold.
+            env = {**scrubbed_env(self._base_env), **operator_env(self.settings.agent_env, self._base_env),
+                   **self._extra_env}
+            sessions = self.settings.state_dir / "sessions" / "-"
+            for name, offered in self._offered.items():
+                try:
+                    self._policy(offered.recipe, env, sessions / "work", sessions / "tmp", list(offered.argv))
+                except ConfigurationError as exc:
+                    log.error("agent %s will not start: %s", name, exc)
         if self.kernel.full:
             log.info("agents: %s", self.kernel.describe())
         elif self.kernel.confines:
@@ -198,25 +208,35 @@ class AgentRuntime:
         the agent's, since the state dir or another session's files may be there."""
         return self.workdir(session).parent / "tmp"
 
-    def confine(self, session: Session, recipe: Recipe, env: Mapping[str, str]) -> Callable[[list[str]], list[str]]:
-        """What wraps the agent's command (its program resolved) in the launcher with the session's policy."""
+    def _policy(self, recipe: Recipe, env: Mapping[str, str], workdir: Path, tmp: Path, argv: list[str]) -> Policy:
+        """The policy of ``recipe``'s agent started as ``argv`` (its program resolved) with ``env`` in ``workdir``.
+
+        Raises :class:`ConfigurationError` for one whose folders would hold the state dir or a key file.
+        """
         home = env.get("HOME")
         # A command the pod does not know yet (--agent-cmd) may be any CLI: it gets every known CLI's folders until
         # its initialize names it, and the runtime starts it again as that one (session_agent.py).
         known = [recipe] if recipe.name != "custom" else list(RECIPES.values())
-        writes = [folder for r in known for template in r.writes if (folder := expand_folder(template, env, home))]
-        reads = [env[name] for r in known for name in r.reads_env if env.get(name, "").startswith("/")]
+        return agent_policy(
+            self.kernel.abi, workdir=str(workdir.resolve()), tmpdir=str(tmp.resolve()),
+            state_dir=str(self.settings.state_dir.resolve()),
+            home_dirs=[f for r in known for template in r.writes if (f := expand_folder(template, env, home))],
+            home_files=[f for r in known for template in r.rewrites if (f := expand_folder(template, env, home))],
+            extra_read_exec=[env[name] for r in known for name in r.reads_env if env.get(name, "").startswith("/")],
+            runtimes=_runtimes(), path=env.get("PATH", ""), program=os.path.realpath(argv[0]),
+            command_files=[arg for arg in argv if arg.startswith("/") and os.path.isfile(arg)],
+            secrets=[str(f) for f in (self.settings.token_file, self.settings.metrics_token_file) if f],
+        )
+
+    def confine(self, session: Session, recipe: Recipe, env: Mapping[str, str]) -> Callable[[list[str]], list[str]]:
+        """What wraps the agent's command (its program resolved) in the launcher with the session's policy."""
         tmp = make_private_dir(self.tmpdir(session))
-        state = self.settings.state_dir.resolve()
 
         def wrap(argv: list[str]) -> list[str]:
-            policy = agent_policy(
-                self.kernel.abi, workdir=str(self.workdir(session).resolve()), tmpdir=str(tmp.resolve()),
-                state_dir=str(state), home_dirs=writes, runtimes=_runtimes(), path=env.get("PATH", ""),
-                program=os.path.realpath(argv[0]), extra_read_exec=reads,
-                command_files=[arg for arg in argv if arg.startswith("/") and os.path.isfile(arg)],
-                secrets=[str(f) for f in (self.settings.token_file, self.settings.metrics_token_file) if f],
-            )
+            try:
+                policy = self._policy(recipe, env, self.workdir(session), tmp, argv)
+            except ConfigurationError as exc:  # the person's prompt says what the operator must move
+                raise AgentExited(str(exc)) from None
             return launcher_argv(policy, argv, Launch(sys.executable, confine.__file__))
 
         return wrap
@@ -397,7 +417,7 @@ class AgentRuntime:
         agent = SessionAgent(self.agent_context(), session, self.offered(session), self.workdir(session))
         recipe = agent.offered.recipe
         try:
-            await agent.start(self._conversations.get(session.id, recipe.name))
+            await agent.start(self._conversations.get(session.channel, recipe.name))
         except AgentExited as exc:
             await agent.close()
             how = f" ({recipe.install})" if isinstance(exc, AgentNotFound) and recipe.install else ""
@@ -413,7 +433,7 @@ class AgentRuntime:
             raise LocalRpcError(INTERNAL_ERROR, "The session was closed while its agent was starting")
         self._agents[session.id] = agent
         if agent.acp_session_id is not None:
-            self._conversations.remember(session.id, recipe.name, agent.acp_session_id)
+            self._conversations.remember(session.channel, recipe.name, agent.acp_session_id)
         return agent
 
     def _forget(self, session_id: str, agent: SessionAgent) -> None:
