@@ -18,12 +18,13 @@ import os
 import sys
 from typing import Any
 
-from openab.core.agent_names import CONFIG_NAMES
-
 __all__ = ["register"]
 
 
 def register(commands: Any) -> None:
+    # Here, not at the top: importing this module (the CLI lists every subcommand) stays free of openab.core.
+    from openab.core.agent_names import CONFIG_NAMES
+
     config = commands.add_parser("config", help="write the openab_browser MCP entry into an agent CLI's config")
     actions = config.add_subparsers(dest="config_action", required=True, metavar="ACTION")
     write = actions.add_parser(
