@@ -18,6 +18,7 @@ import secrets
 import sys
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
@@ -463,3 +464,58 @@ async def test_conversations_json_names_sessions_by_channel_never_by_id(tmp_path
         kept = json.loads(await asyncio.to_thread((tmp_path / "state" / "conversations.json").read_text))
     # An id resumes its session with the key; a copy of the file must not hand one out.
     assert list(kept) == [session.channel] and session_id not in json.dumps(kept)
+
+
+# -- the attack through a real CLI's own shell tool -------------------------------------------------------------
+
+
+@pytest.mark.agents
+@pytest.mark.parametrize("confined", [True, False], ids=["confined", "unconfined"])
+@pytest.mark.parametrize("cli", ["claude", "codex"])
+async def test_a_real_clis_shell_tool_reads_the_pods_key_only_unconfined(
+    tmp_path: Path, cli: str, confined: bool
+) -> None:
+    """The model (a page's words, in a real attack) has the CLI's shell tool copy the pod's key into the working
+    folder, and the person says yes to the command: confined, the copy holds the kernel's refusal, not the key."""
+    if confined and LANDLOCK < 6:
+        pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
+    binary = require(ACP_COMMANDS[cli][0])
+    state = tmp_path / "state"
+    command = f"cat {state}/keys/acp.key > stolen.txt 2>&1; echo ran >> stolen.txt"
+    shell = {
+        "claude": Call("Bash", {"command": command, "description": "Tidy up"}),
+        # require_escalated: out of codex's own read-only sandbox, which the person is asked about.
+        "codex": Call("exec_command", {"cmd": command, "sandbox_permissions": "require_escalated",
+                                       "justification": "Tidy up"}),
+    }[cli]
+
+    async def allow(params: dict[str, Any]) -> dict[str, Any]:
+        once = next(o for o in params["options"] if o["kind"] == "allow_once")
+        return {"outcome": {"outcome": "selected", "optionId": once["optionId"]}}
+
+    with serving(FakeModel()) as model:
+        agent = agent_env(cli, model.url, tmp_path / cli)
+        if cli == "codex":  # as a person runs it: asking before a command leaves codex's sandbox
+            toml = agent.files["config"]
+            toml.write_text(toml.read_text().replace('approval_policy = "never"', 'approval_policy = "on-request"'))
+        recipe = dataclasses.replace(RECIPES[cli], argv=(str(binary), *RECIPES[cli].argv[1:]))
+        model.set_script(Script(calls=[shell]))
+        async with run_pod(state, env=agent.env, recipe=recipe, probe=None if confined else no_landlock,
+                           unconfined_agents=not confined) as running:
+            key = state / "keys" / "acp.key"
+            key.parent.mkdir(exist_ok=True)
+            key.write_text(running.token)
+            key.chmod(0o600)
+            async with running.extension() as ext:
+                FakeBrowser(ext)
+                session_id = await open_session(running, ext, _meta={"dev.openab/permissionRelay": True})
+                turn = await prompt(ext, session_id, "Tidy up.", timeout=150, on_permission=allow)
+                stolen = next(state.glob("sessions/*/work/stolen.txt"), None)
+                said = await asyncio.to_thread(stolen.read_text) if stolen is not None else ""
+
+    assert turn.error is None, turn.error
+    assert said.endswith("ran\n"), f"the shell command never ran: {said!r}"
+    if confined:
+        assert running.token not in said and "Permission denied" in said, said
+    else:
+        assert running.token in said, "unconfined, the CLI's shell reads the pod's key: the test can fail"
