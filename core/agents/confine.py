@@ -141,7 +141,10 @@ def restrict(policy: dict[str, object]) -> None:
         # Folders are made and opened with the launcher's own rights, before it drops its capabilities.
         for path, access, make in rules:
             if make:
-                os.makedirs(path, mode=0o700, exist_ok=True)
+                try:
+                    os.makedirs(path, mode=0o700, exist_ok=True)
+                except OSError:
+                    continue  # a read-only HOME: the CLI meets it as it would unconfined, and nothing is allowed
             try:
                 opened.append((path, access, os.open(path, os.O_PATH | os.O_CLOEXEC)))
             except FileNotFoundError:
