@@ -49,19 +49,27 @@ export function classify(tool, desc, args = {}) {
   if (!desc) return null;
   const facets = (factsOf(tool) || { guard: [] }).guard;
   const label = `${desc.role} "${desc.name}"`;
-  const guarded = SECRET_FIELDS[desc.guarded];
-  const inGuardedForm = (r) => (guarded ? { ...r, secret: guarded } : r);
+  const guarded = inGuardedForm(desc);
   if (facets.includes('transfers') && desc.file) return classifyUpload(desc, label);
   if (desc.sensitive === 'file') {
     return { risk: 'upload', rule: 'file-field', action: `use the file field ${label}`, what: 'use a file field', target: label };
   }
   if (facets.includes('answers')) return classifyDialog(desc, args);
   if (facets.includes('drops')) return classifyDrop(desc, label);
-  if (facets.includes('presses')) return classifyKey(desc, args, label, inGuardedForm);
-  if (facets.includes('chooses')) return classifyChoice(desc, args, label, inGuardedForm);
+  if (facets.includes('presses')) return classifyKey(desc, args, label, guarded);
+  if (facets.includes('chooses')) return classifyChoice(desc, args, label, guarded);
   if (facets.includes('types')) return secretField(desc, label);
-  if (facets.includes('activates')) return classifyClick(desc, label, inGuardedForm);
+  if (facets.includes('activates')) return classifyClick(desc, label, guarded);
   return null;
+}
+
+/**
+ * A finding made a step that always asks when `desc` would submit a form with a password, one-time code, secret or
+ * payment field (`desc.guarded`); as it is otherwise.
+ */
+function inGuardedForm(desc) {
+  const kind = SECRET_FIELDS[desc.guarded];
+  return (finding) => (kind ? { ...finding, secret: kind } : finding);
 }
 
 /** Typing into (or choosing in) a password, one-time code, secret or payment field: always the person's. */
@@ -78,15 +86,15 @@ function wordRisk(word, rule, action, what, target) {
 }
 
 /** A click (and what activates like one): a form's submit control, or an element whose label says a risky word. */
-function classifyClick(desc, label, inGuardedForm) {
+function classifyClick(desc, label, guarded) {
   if (desc.submit) {
     const to = host(desc.formAction);
-    return inGuardedForm({ risk: 'submit', rule: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}`,
+    return guarded({ risk: 'submit', rule: 'submit', action: `submit a form${to ? ` to ${to}` : ''} with ${label}`,
       what: 'submit a form', target: to ? `${label}, form to ${to}` : label });
   }
   const word = riskyWord(desc.name);
   // The words are ours (the list's), so they may appear in our own words.
-  if (word) return inGuardedForm(wordRisk(word, 'risky-word', `click ${label}`, 'click an element whose label says', label));
+  if (word) return guarded(wordRisk(word, 'risky-word', `click ${label}`, 'click an element whose label says', label));
   return null;
 }
 
@@ -97,7 +105,7 @@ function classifyClick(desc, label, inGuardedForm) {
  * `desc.choice` (page/agent.js) holds the options asked for as the page labels them and what a change of the list
  * can do.
  */
-function classifyChoice(desc, args, label, inGuardedForm) {
+function classifyChoice(desc, args, label, guarded) {
   const secret = secretField(desc, label);
   if (secret) return secret;
   const choice = desc.choice || {};
@@ -106,11 +114,11 @@ function classifyChoice(desc, args, label, inGuardedForm) {
   const act = `choose ${chosen || 'an option'} in ${label}`;
   for (const said of [...(choice.chosen || []), desc.name]) {
     const word = riskyWord(said);
-    if (word) return inGuardedForm(wordRisk(word, 'choice-risky-word', act, 'choose an option where the list or the option says', target));
+    if (word) return guarded(wordRisk(word, 'choice-risky-word', act, 'choose an option where the list or the option says', target));
   }
   if (choice.submits) {
     const to = host(desc.formAction);
-    return inGuardedForm({ risk: 'submit', rule: 'choice-submits', action: `${act}, which submits its form${to ? ` to ${to}` : ''}`,
+    return guarded({ risk: 'submit', rule: 'choice-submits', action: `${act}, which submits its form${to ? ` to ${to}` : ''}`,
       what: 'choose in a list whose change submits a form', target: to ? `${target}, form to ${to}` : target });
   }
   if (choice.navigates) {
@@ -265,12 +273,12 @@ function textField(desc) {
  *   page) reaches the page's own keyboard shortcuts, which no word on the page names: it asks, naming the key and
  *   where it lands (with what is selected there).
  */
-function classifyKey(desc, args, label, inGuardedForm) {
+function classifyKey(desc, args, label, guarded) {
   const press = keyPress(args.key, args.modifiers);
   const k = press.label;
   const chord = press.ctrlKey || press.altKey || press.metaKey;
   if (press.activates && !desc.page) {
-    const activated = classifyActivation(desc, press, label, inGuardedForm);
+    const activated = classifyActivation(desc, press, label, guarded);
     // A click on it is routine, but with Control, Alt or Meta held the key can also be one of the page's shortcuts.
     if (activated !== undefined && (activated !== null || !chord)) return activated;
   }
@@ -284,7 +292,7 @@ function classifyKey(desc, args, label, inGuardedForm) {
   if (desc.tag === 'select' && !chord && press.key.length === 1 && !desc.page) return null;
   const where = desc.page ? `the page${desc.origin ? ` at ${host(desc.origin)}` : ''}` : label;
   const selected = desc.selected ? ` (selected there: ${desc.selected})` : '';
-  return inGuardedForm({ risk: 'shortcut', rule: 'key-shortcut',
+  return guarded({ risk: 'shortcut', rule: 'key-shortcut',
     action: `press ${k} on ${where}${selected}, which the page may take as one of its own keyboard shortcuts`,
     what: `press ${k}, which the page may take as one of its own keyboard shortcuts`, target: `${where}${selected}` });
 }
@@ -293,21 +301,21 @@ function classifyKey(desc, args, label, inGuardedForm) {
  * Enter or Space on an element: null when it is routine, a finding when it activates something risky, undefined
  * when the key does not activate here (Space in a field types a space) and the other key rules judge it.
  */
-function classifyActivation(desc, press, label, inGuardedForm) {
+function classifyActivation(desc, press, label, guarded) {
   const k = press.label;
   if (press.activates === 'Space' && textField(desc)) return undefined;
   // A submit control's Enter is its click, which names the form's destination.
   if (press.activates === 'Enter' && !desc.submit) {
     if (desc.inForm && (takesText(desc) || desc.tag === 'input')) {
-      return inGuardedForm({ risk: 'submit', rule: 'key-submits', action: `press ${k} in ${label}, which can submit a form`,
+      return guarded({ risk: 'submit', rule: 'key-submits', action: `press ${k} in ${label}, which can submit a form`,
         what: `press ${k} in a field, which can submit a form`, target: label });
     }
     if (takesText(desc)) {
-      return inGuardedForm({ risk: 'send', rule: 'key-sends', action: `press ${k} in ${label}, which can send what it holds`,
+      return guarded({ risk: 'send', rule: 'key-sends', action: `press ${k} in ${label}, which can send what it holds`,
         what: `press ${k} in a field, which can send what it holds`, target: label });
     }
   }
-  const click = classifyClick(desc, label, inGuardedForm);
+  const click = classifyClick(desc, label, guarded);
   if (!click) return null;
   return { ...click, rule: `key-activates:${click.rule}`, action: `press ${k} on ${label}, which can ${click.action}`,
     what: `press ${k}, which can ${click.what}` };
@@ -322,11 +330,16 @@ function classifyDrop(desc, label) {
   const drop = desc.drop;
   if (!drop) return null;
   const onto = `${drop.role} "${drop.name}"`;
-  const click = classifyClick(drop, onto, (r) => (SECRET_FIELDS[drop.guarded] ? { ...r, secret: SECRET_FIELDS[drop.guarded] } : r));
-  if (!click) return null;
-  return { ...click, rule: `drop-target:${click.rule}`, action: `drag ${label} onto ${onto}`,
-    what: click.rule === 'submit' ? 'drop an element onto a form\'s submit control'
-      : `drop an element onto one whose label says "${riskyWord(drop.name).said}"`, target: `${label} onto ${onto}` };
+  const action = `drag ${label} onto ${onto}`;
+  const target = `${label} onto ${onto}`;
+  if (drop.submit) {
+    return inGuardedForm(drop)({ risk: 'submit', rule: 'drop-target:submit', action,
+      what: 'drop an element onto a form\'s submit control', target });
+  }
+  const word = riskyWord(drop.name);
+  if (!word) return null;
+  return inGuardedForm(drop)(wordRisk(word, 'drop-target:risky-word', action, 'drop an element onto one whose label says',
+    target));
 }
 
 // A prompt asking for one of these is a credential step, whatever the rules say.

@@ -5,7 +5,7 @@
   if (globalThis.__openab) return;
   const {
     MAX_VALUE, idFor, elementOf, squash, q, visible, editableHost, sensitiveKind, guardedFields, startPersonTurn,
-    agentTypes, redacts, roleOf, nameOf, isSubmitControl, valueOf, personTyped,
+    agentTypes, redacts, roleOf, nameOf, isSubmitControl, valueOf, personTyped, optionNamed, choiceOf, selectedThere,
   } = globalThis.__openabPage.elements;
   const { snapshot, redactedHtml, readableText } = globalThis.__openabPage.read;
 
@@ -84,52 +84,6 @@
     return d;
   }
 
-  const MAX_CHOSEN = 20;
-  // An inline handler that sends a form or leaves the page when the list changes.
-  const SUBMITS = /\b(submit|requestSubmit)\b/;
-  const LEAVES = /\b(location|href|navigate|assign|replace)\b|window\.open/;
-
-  /**
-   * What choosing `wanted` (values or labels, as `select` matches them) in the list `el` is: the chosen options as
-   * the page labels them, and whether the list's change submits its form (an inline handler that submits, or a form
-   * with no submit control of its own, which only its lists can send) or opens another page (an inline handler that
-   * goes, or options whose values are addresses: a jump menu).
-   */
-  function choiceOf(el, wanted) {
-    const options = Array.from(el.options);
-    const chosen = [];
-    for (const v of Array.isArray(wanted) ? wanted.slice(0, MAX_CHOSEN) : []) {
-      const opt = options.find((o) => o.value === v) || options.find((o) => squash(o.label || o.text, 1000) === squash(String(v), 1000));
-      if (opt) chosen.push(squash(opt.label || opt.text, MAX_VALUE));
-    }
-    const form = el.form;
-    const inline = [el, form].filter(Boolean).map((n) => `${n.getAttribute('onchange') || ''} ${n.getAttribute('oninput') || ''}`).join(' ');
-    const sendsItself = form && !Array.from(form.elements).some((c) => isSubmitControl(c));
-    const submits = Boolean(form) && (SUBMITS.test(inline) || Boolean(sendsItself));
-    const values = options.map((o) => o.value).filter(Boolean);
-    const addresses = values.filter((v) => /^(https?:\/\/|\/)/i.test(v)).length;
-    const navigates = LEAVES.test(inline) || (values.length > 1 && addresses * 2 > values.length);
-    return { chosen, submits, navigates };
-  }
-
-  const MAX_SELECTED = 160;
-  // What a page marks as selected for its shortcuts: a row, an option, a tree item or a cell (a tab strip's
-  // selected tab is where the person is, not what a shortcut acts on).
-  const SELECTED = '[aria-selected="true"]:not([role="tab"]), [role="row"][aria-checked="true"], [role="option"][aria-checked="true"]';
-  // Rows picked with a checkbox, as mail lists do.
-  const CHECKED_ROWS = 'tr input[type="checkbox"]:checked, [role="row"] input[type="checkbox"]:checked, li input[type="checkbox"]:checked';
-
-  /** The element a page's shortcut would act on, in our words with the page's name for it; '' when none is. */
-  function selectedThere(focused) {
-    const marked = Array.from(document.querySelectorAll(SELECTED)).filter((e) => e !== focused && visible(e));
-    const checked = Array.from(document.querySelectorAll(CHECKED_ROWS)).filter(visible);
-    const first = marked[0] || (checked[0] && (checked[0].closest('tr, [role="row"], li') || checked[0]));
-    if (!first) return '';
-    const count = marked.length || checked.length;
-    const named = `${roleOf(first)} "${squash(nameOf(first), MAX_SELECTED)}"`;
-    return count > 1 ? `${named} and ${count - 1} more` : named;
-  }
-
   function pointAt(el) {
     el.scrollIntoView({ block: 'center', inline: 'center' });
     const r = el.getBoundingClientRect();
@@ -194,7 +148,7 @@
       }
       const options = Array.from(el.options);
       const chosen = wanted.map((v) => {
-        const opt = options.find((o) => o.value === v) || options.find((o) => squash(o.label || o.text, 1000) === squash(v, 1000));
+        const opt = optionNamed(options, v);
         if (!opt) {
           const have = options.slice(0, 30).map((o) => q(o.label || o.text)).join(', ');
           throw new Refusal(`no option ${q(v)}; the options the page offers are in the block below`, `options: ${have}`);
