@@ -6,7 +6,7 @@ is built as mail, shop and account pages are: a mail toolbar (trash, archive), a
 or post), account settings (cancel a subscription, sign out), and harmless buttons that name the same steps as a
 record or a list ("Gelöschte Elemente", "送信済み"). The page records every click in `window.events`, read after
 the tool's answer, which comes after any effect. One navigation per language; the word lists themselves are tested
-whole in test_units.py (`test_risky_words_in_each_language`).
+whole in test_guard_units.py (`test_risky_words_in_each_language`).
 """
 
 from __future__ import annotations
