@@ -20,6 +20,7 @@ __all__ = [
     "META_CLIENT_CAPABILITIES",
     "META_CLIENT_INFO",
     "META_DOWNLOAD",
+    "META_EARLIER",
     "META_GUARD",
     "META_GUARD_RULE",
     "META_RECEIPT",
@@ -56,6 +57,9 @@ META_CLIENT_CAPABILITIES: Final = META_SPEC_PREFIX + "clientCapabilities"
 META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
 # Ours: a text result cut to its bound carries {"shownChars", "totalChars"} here.
 META_TRUNCATED: Final = META_PREFIX + "truncated"
+# Ours, on a tunnelled step that ``repeat`` runs over a step that may already have happened (docs/journal.md):
+# {"action", "tool", "at", "why"} of that earlier step, so the person is asked on a card that names it.
+META_EARLIER: Final = META_PREFIX + "earlier"
 # Ours: what the extension's guard decided for a tool call ("allowed", "asked-allowed", "denied"), on its result.
 META_GUARD: Final = META_PREFIX + "guard"
 # Ours: the rule that made that decision, a word of a fixed vocabulary ("routine", "site-rule-never",

@@ -338,3 +338,69 @@ def test_a_record_with_an_odd_digest_is_refused_and_counted(tmp_path: Path, odd:
     assert skipped == 2
     assert [(a, d) for a, _, _, d in found[naming.tag("sess_a")]] == [
         ("act-real-0000000000000000", args_digest({"ref": "e1"}))]
+
+
+# -- a repeat over a step that may already have happened (issue 34, item 1: the person's card) --------------------
+
+
+def test_a_repeat_over_an_unsettled_step_names_it_and_holds_again_if_the_person_checks_the_page() -> None:
+    j, clock = journal()
+    lost = j.begin("s1", "browser_click", "buy")
+    assert isinstance(lost, Run) and lost.earlier is None
+    j.start(lost.step)
+    j.end("s1", lost.step, State.EFFECT_UNKNOWN, outcome={"content": []})
+    clock.now += 20
+    # The agent repeats it on purpose: the step runs, naming the one it may repeat (the person's card says so).
+    again = j.begin("s1", "browser_click", "buy", repeat=True)
+    assert isinstance(again, Run) and again.earlier is lost.step
+    j.start(again.step)
+    # The person chose "Check the page": not done, and the earlier step holds the same call back as before.
+    j.end("s1", again.step, State.FAILED)
+    clock.now += 20
+    held = j.begin("s1", "browser_click", "buy")
+    assert isinstance(held, Answer) and held.step is lost.step
+    # "Do it again": the new step takes the earlier one's place, and a repeat after it names none.
+    done = j.begin("s1", "browser_click", "buy", repeat=True)
+    assert isinstance(done, Run) and done.earlier is lost.step
+    j.end("s1", done.step, State.COMMITTED, outcome={"content": []})
+    assert done.step.replaces is None
+    clock.now += 20
+    j.read("s1")
+    plain = j.begin("s1", "browser_click", "buy")
+    assert isinstance(plain, Run) and plain.earlier is None
+    # A repeat over a committed step (a second order on purpose) names none: nothing is unknown about it.
+    j.end("s1", plain.step, State.COMMITTED, outcome={"content": []})
+    second = j.begin("s1", "browser_click", "buy", repeat=True)
+    assert isinstance(second, Run) and second.earlier is None
+
+
+def test_a_step_whose_answer_was_lost_before_a_graceful_restart_holds_the_same_call_after_it(tmp_path: Path) -> None:
+    from openab.core.mcp.audit import steps_on_disk
+
+    log = _log(tmp_path)
+    tag = SessionNaming(b"k" * 32).tag("sess_a")
+    lost, repeat, again = ("act-lost-0000000000000000", "act-repeat-00000000000000", "act-again-0000000000000000")
+    log.step_started("sess_a", "browser_click", {"ref": "e1"}, lost)
+    log.step_unknown("sess_a", "browser_click", lost)  # its answer never came back, then the pod stopped
+    on_disk = steps_on_disk(tmp_path)
+    assert on_disk.unended == {} and [s[0] for s in on_disk.unknown[tag]] == [lost]
+    assert on_disk.unknown[tag][0][3] == args_digest({"ref": "e1"})
+    # A repeat the person stopped ("Check the page": failed) leaves it unsettled ...
+    log.step_started("sess_a", "browser_click", {"ref": "e1"}, repeat)
+    log.tool_call("sess_a", {"name": "browser_click", "arguments": {"ref": "e1"}},
+                  {"content": [], "isError": True}, 0.01, action=repeat, state=State.FAILED)
+    assert [s[0] for s in steps_on_disk(tmp_path).unknown[tag]] == [lost]
+    # ... one that ran settles it.
+    log.step_started("sess_a", "browser_click", {"ref": "e1"}, again)
+    log.tool_call("sess_a", {"name": "browser_click", "arguments": {"ref": "e1"}}, {"content": []}, 0.01,
+                  action=again, state=State.COMMITTED)
+    assert steps_on_disk(tmp_path).unknown == {}
+    # Read back into a restarted pod's journal: held, not listed to the agent again; one past its settle time not.
+    j, _ = journal()
+    digest = args_digest({"ref": "e1"})
+    at = 1_800_000_000.0 - 30
+    j.recover("s1", [(lost, "browser_click", at, digest), ("act-old-00000000000000000", "browser_type",
+                                                             at - 3600, digest)], told=True)
+    assert j.take_untold("s1") == [] and [s.action for s in j.unknown("s1")] == [lost]
+    held = j.begin("s1", "browser_click", digest)
+    assert isinstance(held, Answer) and held.step.action == lost

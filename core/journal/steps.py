@@ -16,7 +16,9 @@ happened). :meth:`Journal.begin` decides what a new call does:
   look at the page: ``repeat`` settles the step (the new step takes its place), and so do the settle time and the
   session's end (:meth:`Journal.forget`);
 * otherwise (a failed step is never held against a retry, ``repeat`` says "a second time on purpose") it **runs**
-  as a new step.
+  as a new step. One that ``repeat`` runs over an unsettled step names it (:attr:`Run.earlier`): the person is asked
+  on a card that names the earlier step before the browser does it again, and if the new step fails (the person
+  chose to check the page), the earlier one holds the same call back again.
 
 Nothing here reads a clock of its own or does I/O: the clocks are injected, outcomes are opaque objects the
 caller keeps here for the window, and every collection is bounded (steps per session, sessions, the untold
@@ -105,6 +107,8 @@ class Step:
     outcome: Any = None
     deduplicated: str | None = None
     recovered: bool = False  # an effect_unknown step found on disk after a pod restart
+    # The unsettled step this one was run over with ``repeat``: it holds the same call back again if this one fails.
+    replaces: Step | None = None
     seen: int = 0  # the session's call count at this step's call, or at the latest re-issue answered from it
 
     def view(self) -> dict[str, Any]:
@@ -118,9 +122,11 @@ class Step:
 
 @dataclass(frozen=True)
 class Run:
-    """Run ``step`` (a new one, ``prepared``)."""
+    """Run ``step`` (a new one, ``prepared``); ``earlier``, the unsettled step a ``repeat`` runs it over, which the
+    person is asked about before the browser does it again."""
 
     step: Step
+    earlier: Step | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +197,8 @@ class Journal:
         self._expire(session, now)
         session.calls += 1
         key = (tool, digest)
-        held = None if repeat else session.index.get(key)
+        indexed = session.index.get(key)
+        held = None if repeat else indexed
         if held is not None and held.state in _HOLDS and (
                 held.state is State.RUNNING or self._unsettled(held, now) or (
                     held.seen == session.calls - 1 and now - (held.ended or now) <= self.limits.window)):
@@ -203,8 +210,10 @@ class Journal:
             call.ended = now
             return Answer(held, call)
         step = self._add(session, Step(self._make_action(), tool, digest, self._wall(), now, seen=session.calls))
+        if indexed is not None and self._unsettled(indexed, now):
+            step.replaces = indexed  # a repeat over a step that may already have happened
         session.index[key] = step
-        return Run(step)
+        return Run(step, step.replaces)
 
     def read(self, session_id: str) -> None:
         """A call of the session that reads: a re-issue after it is not straight after its step any more."""
@@ -231,10 +240,18 @@ class Journal:
         key = (step.tool, step.digest)
         if state is State.FAILED:
             if session.index.get(key) is step:
-                del session.index[key]
+                earlier = step.replaces
+                # Not done (the person chose to check the page first): the step it was to repeat still may have
+                # happened, and holds the same call back as before.
+                if earlier is not None and earlier.action in session.steps and self._unsettled(earlier, step.ended):
+                    session.index[key] = earlier
+                else:
+                    del session.index[key]
+            step.replaces = None
             session.steps.pop(step.action, None)  # the panel was told; nothing will ask for it again
             return
         step.outcome = outcome
+        step.replaces = None  # it took the earlier step's place: nothing goes back to it
         session.ended.append(step)
 
     def ended_like(self, session_id: str, call: Step, step: Step) -> None:
@@ -265,14 +282,17 @@ class Journal:
 
     # -- after a pod restart -----------------------------------------------------------------------------
 
-    def recover(self, session_id: str, found: Iterable[tuple[str, str, float] | tuple[str, str, float, str]]
-                ) -> list[Step]:
+    def recover(self, session_id: str, found: Iterable[tuple[str, str, float] | tuple[str, str, float, str]],
+                *, told: bool = False) -> list[Step]:
         """Steps of an earlier run of the pod that started and never ended (``(action, tool, at)`` or ``(action,
         tool, at, digest)``, ``at`` in epoch seconds): effect_unknown, listed once to the session's agent, never
         run again. One with the digest of its arguments holds the same call back until it is settled, the settle
         time counted from when it started (the pod was down meanwhile, and the page may have moved on); one
         without (an older pod's record) is listed only. Its outcome is never taken from the file: a call it holds
-        is told the step may have happened, never what it did."""
+        is told the step may have happened, never what it did.
+
+        ``told``: steps that ended effect_unknown before the restart (their agent was told then): they hold the
+        same call back as above while unsettled, and are not listed again; one past its settle time is let go."""
         session = self._session(session_id)
         now = self._clock()
         wall = self._wall()
@@ -284,13 +304,16 @@ class Journal:
             # The journal's clock at the step's start: the settle time runs from then, never past now.
             ended = now - max(0.0, wall - at)
             step = Step(action, tool, digest, at, ended, state=State.EFFECT_UNKNOWN, ended=ended, recovered=True)
+            unsettled = bool(digest) and self._unsettled(step, now)
+            if told and not unsettled:
+                continue
             self._add(session, step)
             key = (tool, digest)
-            if digest and self._unsettled(step, now):
+            if unsettled:
                 held = session.index.get(key)
                 if held is None or (held.ended is not None and held.ended <= ended):
                     session.index[key] = step
-            if len(session.untold) < _MAX_UNTOLD:
+            if not told and len(session.untold) < _MAX_UNTOLD:
                 session.untold.append(step)
             added.append(step)
         return added

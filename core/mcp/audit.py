@@ -50,6 +50,7 @@ import time
 from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
@@ -484,7 +485,31 @@ def unended_steps_keyed(state_dir: Path) -> tuple[dict[str, list[tuple[str, str,
     Bounded: lines of at most :data:`MAX_LINE` bytes, at most 4096 steps without an end kept (the oldest go).
     Run it in a thread: it reads files.
     """
+    steps = steps_on_disk(state_dir)
+    return steps.unended, steps.skipped
+
+
+@dataclass
+class StepsOnDisk:
+    """What the audit files say of the journal's steps after a restart (:func:`steps_on_disk`)."""
+
+    # Started and never ended (the pod died mid-call): by session tag, ``(action, tool, at, digest)``, oldest first.
+    unended: dict[str, list[tuple[str, str, float, str]]]
+    # Ended effect_unknown (their answer was lost, or an earlier restart found them unended), with their key, and
+    # not settled since by a later step of the same call: by session tag, as above. They were told already.
+    unknown: dict[str, list[tuple[str, str, float, str]]]
+    skipped: int
+
+
+def steps_on_disk(state_dir: Path) -> StepsOnDisk:
+    """The steps an earlier run of the pod left unended or unknown (see :class:`StepsOnDisk` and
+    :func:`unended_steps_keyed` for what is trusted and the bounds). A step whose answer was lost before a graceful
+    restart holds the same call back after it, as one the pod died in does: a later ``running`` record of the same
+    call (a ``repeat``) settles it, unless that one failed (the person chose to check the page first)."""
     running: dict[tuple[str, str], tuple[str, float, str]] = {}
+    # (tag, tool, digest) -> {action: at}: ended effect_unknown and not settled since.
+    unknown: dict[tuple[str, str, str], dict[str, float]] = {}
+    settling: dict[tuple[str, str], dict[str, float]] = {}  # (tag, action) of a repeat -> the steps it settles
     skipped = 0
     for line in _audit_lines(state_dir):
         step = _journal_fields(line)
@@ -496,14 +521,32 @@ def unended_steps_keyed(state_dir: Path) -> tuple[dict[str, list[tuple[str, str,
         tag, action, state, tool, at, digest = step
         if state == State.RUNNING.value:
             running[(tag, action)] = (tool, at, digest)
+            if digest and (settled := unknown.pop((tag, tool, digest), None)):
+                settling[(tag, action)] = settled
             if len(running) > _MAX_UNENDED:
                 del running[next(iter(running))]
-        else:
-            running.pop((tag, action), None)
+            continue
+        started = running.pop((tag, action), None)
+        settled = settling.pop((tag, action), None)
+        if started is None:
+            continue  # a call answered from the journal, or an end whose start is no longer kept
+        tool, at, digest = started
+        if state == State.FAILED.value and settled:
+            unknown.setdefault((tag, tool, digest), {}).update(settled)  # not done: still unsettled
+        if state == State.EFFECT_UNKNOWN.value and digest:
+            unknown.setdefault((tag, tool, digest), {})[action] = at
+            if len(unknown) > _MAX_UNENDED:
+                del unknown[next(iter(unknown))]
     found: dict[str, list[tuple[str, str, float, str]]] = {}
     for (tag, action), (tool, at, digest) in running.items():
         found.setdefault(tag, []).append((action, tool, at, digest))
-    return found, skipped
+    lost: dict[str, list[tuple[str, str, float, str]]] = {}
+    for (tag, tool, digest), actions in unknown.items():
+        for action, at in actions.items():
+            lost.setdefault(tag, []).append((action, tool, at, digest))
+    for steps in lost.values():
+        steps.sort(key=lambda s: s[2])
+    return StepsOnDisk(found, lost, skipped)
 
 
 _NOT_A_STEP: Final = ("", "", "", "", 0.0, "")  # a whole record of a call that is no step (a read)

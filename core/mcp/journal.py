@@ -29,7 +29,7 @@ from ..catalogue import catalogue
 from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of, untrusted
 from ..jsonrpc import JsonObject
 from ..mcp_vocabulary import META_ACTION, META_RECEIPT
-from .audit import AuditLog, Ended, args_digest, step_state, unended_steps_keyed
+from .audit import AuditLog, Ended, StepsOnDisk, args_digest, step_state, steps_on_disk
 
 __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner"]
 
@@ -39,8 +39,10 @@ EXPLICIT_CANCEL: Final = "openab: notifications/cancelled"
 """The message BrowserMcp cancels a call's task with when the agent asked: the step is cancelled at once."""
 REPEAT: Final = "repeat"
 
-StepRunner = Callable[[JsonObject, str], Coroutine[Any, Any, tuple[JsonObject, Ended]]]
-"""Runs one call's ``params`` as the step with this action id; returns its result and how it ended."""
+StepRunner = Callable[[JsonObject, str, JsonObject | None], Coroutine[Any, Any, tuple[JsonObject, Ended]]]
+"""Runs one call's ``params`` as the step with this action id (and, for a ``repeat`` over a step that may already
+have happened, that step's :data:`~openab.core.mcp_vocabulary.META_EARLIER`); returns its result and how it
+ended."""
 Listener = Callable[[str, list[dict[str, Any]]], None]
 """Takes a session id and the steps (their panel views) that changed state; must not block."""
 
@@ -77,7 +79,7 @@ class ActionJournal:
         self._state_dir = state_dir
         self._running: dict[Step, _Running] = {}
         self._listeners: list[Listener] = []
-        self._previous: dict[str, list[tuple[str, str, float, str]]] = {}
+        self._previous = StepsOnDisk({}, {}, 0)
         self.skipped_lines = 0  # lines of the audit files that were not a record this pod writes
 
     @staticmethod
@@ -107,7 +109,7 @@ class ActionJournal:
             params = {**params, "arguments": arguments}
         decision = self.core.begin(session_id, tool, args_digest(arguments), repeat=repeat)
         if isinstance(decision, Run):
-            return await self._run(session_id, params, decision.step, run)
+            return await self._run(session_id, params, decision.step, run, decision.earlier)
         if isinstance(decision, Join):
             entry = self._running.get(decision.step)
             if entry is None:  # ended a moment ago, its task's end not yet seen: as good as answered
@@ -121,11 +123,16 @@ class ActionJournal:
         assert isinstance(decision, Answer)
         return self._answered(session_id, params, decision.step, decision.call)
 
-    async def _run(self, session_id: str, params: JsonObject, step: Step, run: StepRunner) -> JsonObject:
+    async def _run(self, session_id: str, params: JsonObject, step: Step, run: StepRunner,
+                   earlier: Step | None = None) -> JsonObject:
         if self.audit is not None:
             self.audit.step_started(session_id, step.tool, params.get("arguments"), step.action)
         self.core.start(step)
-        task = asyncio.get_running_loop().create_task(run(params, step.action), name=f"step {step.action}")
+        # The person is asked before the browser does again what may already have happened: the card names it.
+        told = None if earlier is None else {"action": earlier.action, "tool": earlier.tool,
+                                             "at": earlier.view()["at"],
+                                             "why": "restart" if earlier.recovered else "lost"}
+        task = asyncio.get_running_loop().create_task(run(params, step.action, told), name=f"step {step.action}")
         entry = self._running[step] = _Running(session_id, task)
         self._tell(session_id, step)
         task.add_done_callback(lambda done: self._ended(session_id, step, done))
@@ -258,23 +265,28 @@ class ActionJournal:
         if self._state_dir is None or self.audit is None or not self.audit.keep:
             return 0
         try:
-            found, skipped = await asyncio.to_thread(unended_steps_keyed, self._state_dir)
+            previous = await asyncio.to_thread(steps_on_disk, self._state_dir)
         except OSError as exc:
             log.warning("journal: the audit files could not be read for unfinished steps: %s", exc)
             return 0
-        self._previous, self.skipped_lines = found, skipped
-        count = sum(len(steps) for steps in found.values())
-        if count or skipped:
-            log.info("journal: %d step(s) of an earlier run never ended (effect unknown); %d line(s) skipped",
-                     count, skipped)
+        self._previous, self.skipped_lines = previous, previous.skipped
+        count = sum(len(steps) for steps in previous.unended.values())
+        lost = sum(len(steps) for steps in previous.unknown.values())
+        if count or lost or previous.skipped:
+            log.info("journal: %d step(s) of an earlier run never ended and %d ended with their outcome unknown "
+                     "(each holds the same call back until settled); %d line(s) skipped", count, lost,
+                     previous.skipped)
         return count
 
     def adopt(self, session_id: str) -> None:
         """Bring the session's steps found on disk into the journal (once), as effect_unknown."""
-        if not self._previous or self._tag is None:
+        previous = self._previous
+        if (not previous.unended and not previous.unknown) or self._tag is None:
             return
-        found = self._previous.pop(self._tag(session_id), None)
-        if found:
+        tag = self._tag(session_id)
+        if lost := previous.unknown.pop(tag, None):
+            self.core.recover(session_id, lost, told=True)
+        if found := previous.unended.pop(tag, None):
             self.core.recover(session_id, found)
 
     def untold_text(self, session_id: str) -> str | None:

@@ -42,7 +42,7 @@ from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .. import package_version
+from .. import META_PREFIX, package_version
 from ..catalogue import catalogue
 from ..errors import OpenabError, TunnelFailure
 from ..files import FILE_TOOLS, FileCall, Transfers
@@ -70,6 +70,7 @@ from ..mcp_vocabulary import (
     HANDSHAKE_VERSIONS,
     LATEST_HANDSHAKE_VERSION,
     META_ACTION,
+    META_EARLIER,
     META_SERVER_INFO,
     META_SPEC_PREFIX,
     META_SUBSCRIPTION_ID,
@@ -376,7 +377,8 @@ class BrowserMcp:
         # A name neither the catalogue nor the browser knows is refused before any step could start.
         if journal.journals(name, params.get("arguments")) and (name in STATIC_NAMES or name in self._names):
             result = await journal.call(
-                self.session_id, params, lambda forwarded, action: self._call_recorded(forwarded, progress, action)
+                self.session_id, params,
+                lambda forwarded, action, earlier: self._call_recorded(forwarded, progress, action, earlier),
             )
         else:
             journal.read(self.session_id)
@@ -387,7 +389,7 @@ class BrowserMcp:
         return result
 
     async def _call_recorded(
-        self, params: JsonObject, progress: Send | None, action: str | None
+        self, params: JsonObject, progress: Send | None, action: str | None, earlier: JsonObject | None = None
     ) -> tuple[JsonObject, Ended]:
         """One call to the browser (a journalled step's when ``action``), recorded in the audit log however it
         ends (cancelled included); returns its result and how it ended (the journal tells a lost answer apart)."""
@@ -396,7 +398,7 @@ class BrowserMcp:
         file: dict[str, Any] = {}  # a file call's {"name", "size", "sha256"}, for its record
         try:
             try:
-                result = await self._call_browser(params, progress, file, action)
+                result = await self._call_browser(params, progress, file, action, earlier)
             except TunnelError as exc:  # BrowserNotConnected too: the audit keeps why, the agent gets a result
                 ended = exc
                 return _lost_call(str(params.get("name")), exc), exc
@@ -411,7 +413,8 @@ class BrowserMcp:
                                      action=action)
 
     async def _call_browser(
-        self, params: JsonObject, progress: Send | None, file: dict[str, Any], action: str | None
+        self, params: JsonObject, progress: Send | None, file: dict[str, Any], action: str | None,
+        earlier: JsonObject | None = None,
     ) -> JsonObject:
         name = params.get("name")
         if not isinstance(name, str) or not name:
@@ -426,7 +429,7 @@ class BrowserMcp:
         original = await self._browser_name(name)
         meta, on_progress = self._progress_route(params, progress)
         if action is not None:  # the browser echoes it and never runs the same action twice (docs/journal.md)
-            meta = {**(meta or {}), META_ACTION: action}
+            meta = {**(meta or {}), META_ACTION: action, **({META_EARLIER: earlier} if earlier else {})}
 
         async def send(forwarded: Any) -> Any:
             return await self.registry.call_tool(
@@ -453,8 +456,9 @@ class BrowserMcp:
         if not isinstance(meta, dict):
             return None, None
         token = meta.get("progressToken")
-        # The action id is the pod's to give: an agent's own would replay another step's recorded outcome.
-        forwarded = {k: v for k, v in meta.items() if not k.startswith(META_SPEC_PREFIX) and k != META_ACTION}
+        # Our own keys are the pod's to give: an agent's action id would replay another step's recorded outcome,
+        # its "earlier" step would put its words on the person's card.
+        forwarded = {k: v for k, v in meta.items() if not k.startswith((META_SPEC_PREFIX, META_PREFIX))}
         forwarded.pop("progressToken", None)
         if token is None or progress is None:
             return forwarded or None, None
