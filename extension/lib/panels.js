@@ -3,7 +3,8 @@
 // guard, the tabs and the settings.
 
 import { showTab } from './guard.js';
-import { activeGateway, addGateway, checkKey, checkUrl, normaliseOrigin, publicSettings, removeGateway, useGateway } from './settings.js';
+import { activeGateway, addGateway, checkKey, checkUrl, gatewayAt, normaliseOrigin, publicSettings, removeGateway, setGatewayKey,
+  useGateway } from './settings.js';
 
 // What the link says when a connection or a chat starts (lib/link.js): news until the conversation goes on.
 const GREETINGS = new Set(['Session resumed', 'New session']);
@@ -266,11 +267,25 @@ export class Panels {
   /**
    * A gateway the person paired by its link (lib/pairing.js): added and put in use as the panel's own Add gateway
    * does, by the same checks; a blank first gateway (a fresh install's) is dropped rather than left in the list.
-   * Resolves to why it was refused, or '' once it is the gateway in use.
+   * A gateway already saved at that address (its pod started again and printed a new link) is that entry, never a
+   * second one beside it: it takes the link's key if that is new, and it is put in use, so its own chat is what
+   * the panel shows (the same session, resumed). Resolves to why it was refused, or '' once it is the gateway in use.
    */
   async addPairedGateway({ name, url, key }) {
     const said = [];
     const collect = { postMessage: (msg) => said.push(msg) };
+    const known = gatewayAt(this.settings.current, url);
+    if (known) {
+      if (known.key !== key) this.settings.current = await setGatewayKey(this.settings.current, known.id, key);
+      if (this.settings.current.active !== known.id) {
+        await this._onGatewayMessage(collect, { type: 'gateway-use', id: known.id });
+      } else {
+        this.pushState();
+        // A new key redials and resumes the same session; the same key leaves a live connection as it is.
+        await this.acp.link.configure(activeGateway(this.settings.current));
+      }
+      return '';
+    }
     const before = activeGateway(this.settings.current);
     await this._onGatewayMessage(collect, { type: 'gateway-add', name, url, key });
     const refused = said.find((m) => m.type === 'notice' && m.level === 'error');

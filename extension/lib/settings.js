@@ -226,6 +226,30 @@ export async function addGateway(current, { name = '', url = '', key = '' } = {}
   return [await store({ ...current, gateways: [...current.gateways, gateway], active: gateway.id }), ''];
 }
 
+/** The address of a gateway as it is dialled: scheme, host, port and path, whatever the spelling (case, a default
+ * port, a trailing slash); '' for no URL. */
+function dialled(url) {
+  try {
+    const u = new URL(String(url || '').trim());
+    return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, '')}${u.search}`;
+  } catch {
+    return '';
+  }
+}
+
+/** The saved gateway at `url` (the same address, spelled either way), or null: a pairing link for a gateway
+ * already saved names that entry, never a second one. */
+export function gatewayAt(current, url) {
+  const want = dialled(url);
+  return (want && current.gateways.find((g) => dialled(g.url) === want)) || null;
+}
+
+/** A saved gateway's new key (a pod that made another): that entry keeps its id, name and saved session. */
+export async function setGatewayKey(current, id, key) {
+  const gateways = current.gateways.map((g) => (g.id === id ? { ...g, key: String(key || '').trim() } : g));
+  return store({ ...current, gateways });
+}
+
 export async function useGateway(current, id) {
   return current.gateways.some((g) => g.id === id) ? store({ ...current, active: id }) : current;
 }

@@ -63,7 +63,7 @@ function renderGateways(cfg, send) {
     const li = el('li', g.id === cfg.active ? 'gateway active' : 'gateway');
     li.dataset.id = g.id;
     const label = el('span', 'gateway-label');
-    label.append(el('strong', '', g.name), el('span', 'where', ` ${g.url || 'no URL yet'}${g.hasKey ? '' : ' · no key'}`));
+    label.append(el('strong', '', g.name), el('span', 'where', `${g.url || 'no URL yet'}${g.hasKey ? '' : ' · no key'}`));
     li.append(label);
     const button = (text, type, cls) => {
       const b = el('button', cls || 'quiet', text);
