@@ -8,6 +8,9 @@
 // Chrome stopped mid-step, not the browser.
 
 export const ACTION_META = 'dev.openab/action';
+// On a step the pod runs over an earlier one that may already have happened (`repeat`, docs/journal.md): that step,
+// `{action, tool, at, why}`, for the card that asks the person before the browser does it again.
+export const EARLIER_META = 'dev.openab/earlier';
 // On an answer that came from the record instead of the browser acting.
 export const RECORDED_META = 'dev.openab/recorded';
 const RECEIPT_META = 'dev.openab/receipt';
@@ -24,6 +27,22 @@ export function actionOf(params) {
   const meta = params && typeof params === 'object' ? params._meta : null;
   const action = meta && typeof meta === 'object' ? meta[ACTION_META] : undefined;
   return typeof action === 'string' && ACTION_ID.test(action) ? action : null;
+}
+
+const EARLIER_WHY = new Set(['lost', 'restart']);
+
+/**
+ * The earlier step a tools/call's params name (EARLIER_META), checked field by field, or null: `{action, tool, at,
+ * why}`, `at` in epoch milliseconds. The pod sends it; its words only ever become ours on a card through these checks.
+ */
+export function earlierOf(params) {
+  const meta = params && typeof params === 'object' ? params._meta : null;
+  const e = meta && typeof meta === 'object' ? meta[EARLIER_META] : null;
+  if (!e || typeof e !== 'object') return null;
+  const at = typeof e.at === 'string' && e.at.length <= 40 ? Date.parse(e.at) : NaN;
+  if (typeof e.action !== 'string' || !ACTION_ID.test(e.action) || typeof e.tool !== 'string'
+      || !/^browser_[a-z_]{1,40}$/.test(e.tool) || !Number.isFinite(at) || !EARLIER_WHY.has(e.why)) return null;
+  return { action: e.action, tool: e.tool, at, why: e.why };
 }
 
 /** The result with its action id echoed in `_meta`. */
@@ -90,6 +109,15 @@ export class ActionLog {
       record.ended = Date.now();
       this._save(record);
     }
+  }
+
+  /** What this browser recorded of `action`: `{outcome: 'committed' | 'failed' | null, element?}`, or null if it never ran it. */
+  async recordOf(action) {
+    const record = (await this._load()).find((r) => r.action === action);
+    if (!record) return null;
+    const receipt = record.answer && record.answer.receipt;
+    const element = receipt && receipt.element && typeof receipt.element.name === 'string' ? receipt.element.name : '';
+    return { outcome: record.outcome, ended: record.ended, ...(element && { element: element.slice(0, 200) }) };
   }
 
   /** The actions recorded, oldest first (for tests and the panel's curious). */

@@ -433,14 +433,18 @@ export class Guard {
    * A never rule on the tab's site also covers frames from other sites inside it.
    * `at` is the tab's URL, or `{url, tabId, ref, show}`: the tab the step is in (its card can show it, and goes when
    * it closes), the agent's ref, and `show(on)`, which outlines the element in its page or takes the outline away.
+   * `approved`: the rule of a card the person already said yes to for this very step (lib/stages/again.js); the
+   * site rules' never still refuses it.
    */
-  async check(tool, desc, args, signal, at = '') {
+  async check(tool, desc, args, signal, at = '', { approved = '' } = {}) {
     const { url: tabUrl = '', tabId, ref, show } = typeof at === 'string' ? { url: at } : at;
     const { autopilot, siteRules } = this.getSettings();
     const origin = desc && desc.origin;
     this._refuseNever(origin, webOrigin(tabUrl));
     const rule = ruleFor(siteRules, origin);
     const risky = classify(tool, desc, args);
+    // The person said yes to this very step on a card of its own (`approved` names that rule): one card a step.
+    if (approved) return { asked: true, risky, rule: approved };
     // An approved plan keeps the task on its sites, and there lets the routine risky steps run (lib/plan.js); what
     // its card says still asks (lib/still-asks.js) is never its to wave through.
     const planned = this.plan && (await this.plan.check(this, { tool, desc, risky, tabUrl, signal }));

@@ -8,7 +8,7 @@
 import { RpcError, INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND, REQUEST_CANCELLED, SERVER_OVERLOADED, SERVER_UNAVAILABLE } from './rpc.js';
 import { VERSION } from './link.js';
 import { MCP_REVISIONS } from './catalogue.js';
-import { ActionLog, actionOf, echoed } from './actions.js';
+import { ActionLog, actionOf, earlierOf, echoed } from './actions.js';
 
 const SERVER_INFO = { name: 'openab-browser', title: 'openab browser', version: VERSION };
 const MAX_CONNECTIONS = 16;
@@ -149,8 +149,12 @@ export class McpServer {
     this.inflight.set(outerId, ctl);
     // A step the pod journals: never run twice under one action id, which its result echoes (docs/journal.md).
     const action = actionOf(p);
+    // A repeat of a step that may already have happened: the person is asked first, on a card that names it with
+    // what this browser knows of it (lib/stages/again.js).
+    const earlier = action && earlierOf(p);
     try {
-      const work = () => this.tools.call(p.name, p.arguments, ctl.signal);
+      if (earlier) earlier.record = await this.actions.recordOf(earlier.action);
+      const work = () => this.tools.call(p.name, p.arguments, ctl.signal, earlier || null);
       const result = action ? echoed(await this.actions.run(action, p.name, work), action) : await work();
       if (ctl.signal.aborted) throw new RpcError(REQUEST_CANCELLED, 'Request cancelled');
       return result;

@@ -17,6 +17,7 @@ import { receipt } from './stages/receipt.js';
 import { downloadsActivity } from './stages/downloads.js';
 import { lateLoad } from './stages/late-load.js';
 import { dialogs } from './stages/dialogs.js';
+import { again } from './stages/again.js';
 import { act } from './stages/act.js';
 import { resultMeta } from './stages/meta.js';
 
@@ -42,6 +43,7 @@ export function actionPipeline({ maxQueue, onActivity, receipts, implementations
     downloadsActivity, //  7. a download started meanwhile is the agent's
     lateLoad, //           8. the last action's late navigation lands first
     dialogs, //            9. a JavaScript dialog open or opening in the tab (facts.dialogs)
-    act(implementations), // 10. the implementation, which asks the guard through its ToolCall
+    again, //             10. a repeat of a step that may already have happened: the person decides first
+    act(implementations), // 11. the implementation, which asks the guard through its ToolCall
   ]);
 }

@@ -30,6 +30,7 @@ const MAX_QUEUE = 16;
 const ALLOWED = 'allowed'; // the guard let it run (no question, autopilot, a site rule)
 const ASKED_ALLOWED = 'asked-allowed'; // the person was asked and said yes
 const DENIED = 'denied'; // a site rule or the person said no
+const AGAIN_RULE = 'person:again'; // the person's answer on the card of a step that may already have happened
 
 /**
  * Each tool's implementation by its catalogue name, `(parts, args, call) => result`, from the tables of the
@@ -62,9 +63,11 @@ export function checkImplemented() {
  * result.
  */
 class ToolCall {
-  constructor(guard, signal) {
+  /** `earlier`: the step this one repeats that may already have happened (lib/actions.js earlierOf), or null. */
+  constructor(guard, signal, earlier = null) {
     this._guard = guard;
     this.signal = signal;
+    this.earlier = earlier;
     this.decision = ''; // '' until the guard is consulted
     this.rule = ''; // the rule that made the decision (lib/guard.js names them), '' when none was named
   }
@@ -76,7 +79,9 @@ class ToolCall {
   /** Asks the guard whether a page action may run, noting its decision and rule. */
   async check(tool, desc, args, tabUrl) {
     try {
-      const { asked, rule } = await this._guard.check(tool, desc, args, this.signal, tabUrl);
+      // The person said "Do it again" on the card that named this very step (lib/stages/again.js): asked already.
+      const again = this.rule === AGAIN_RULE ? { approved: AGAIN_RULE } : {};
+      const { asked, rule } = await this._guard.check(tool, desc, args, this.signal, tabUrl, again);
       this.decision = asked ? ASKED_ALLOWED : ALLOWED;
       this.rule = rule || '';
     } catch (e) {
@@ -117,6 +122,12 @@ class ToolCall {
       throw e;
     }
     return url;
+  }
+
+  /** The person's answer on the card of a step that may already have happened (lib/stages/again.js). */
+  again(allowed) {
+    this.decision = allowed ? ASKED_ALLOWED : DENIED;
+    this.rule = AGAIN_RULE;
   }
 
   /** A step the person's yes to an earlier one covers (the dialog their approved click opened). */
@@ -173,12 +184,15 @@ export class BrowserTools {
     return IMPLEMENTATIONS.has(name);
   }
 
-  /** Runs one call through the stages of pipeline.js, which every call of every tool takes. */
-  async call(name, args, signal) {
+  /**
+   * Runs one call through the stages of pipeline.js, which every call of every tool takes. `earlier`: the step it
+   * repeats that may already have happened, which the person is asked about first (lib/stages/again.js).
+   */
+  async call(name, args, signal, earlier = null) {
     const facts = factsOf(name);
     if (!facts || !IMPLEMENTATIONS.has(name)) return { ...text(`${name} is not a tool of this browser`), isError: true };
     const given = args && typeof args === 'object' ? args : {};
-    return this._pipeline({ name, args: given, facts, call: new ToolCall(this.guard, signal), parts: this._parts,
-      tabId: null });
+    return this._pipeline({ name, args: given, facts, call: new ToolCall(this.guard, signal, earlier),
+      parts: this._parts, tabId: null });
   }
 }

@@ -67,6 +67,10 @@ export function renderCards(cards, send) {
         `${until ? `; it waits until ${until}` : ''}.`));
       button('Done', 'done', 'allow');
       button('Cancel', 'cancel');
+    } else if (c.kind === 'again') {
+      // A step that may already have happened (lib/stages/again.js): looking is the safe answer, so it comes first.
+      button('Check the page', 'check', 'allow');
+      button('Do it again', 'again');
     } else if (c.kind === 'permission') {
       for (const o of c.options || []) button(o.name, o.optionId, o.kind.startsWith('allow') ? 'allow' : '');
     } else {

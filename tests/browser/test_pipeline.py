@@ -305,6 +305,47 @@ async def test_the_implementation_gets_the_parts_the_arguments_and_its_call(page
     assert got == {"same": True, "ref": "e1"}
 
 
+async def test_a_repeat_of_a_step_that_may_have_happened_waits_for_the_persons_card(page: Page) -> None:
+    """The card names the earlier step by what the browser recorded of it (else the agent's words, else the verb), its
+    time, and what the browser knows; "Check the page" does not take the step, "Do it again" is the person's yes."""
+    got = await run(page, "stages/again.js", """
+        const at = Date.parse('2026-12-05T12:03:00Z');
+        const out = {};
+        for (const [name, reply, record, args] of [
+            ['check', 'check', { outcome: 'committed', ended: at + 2000, element: 'Buy now' }, {}],
+            ['again', 'again', null, { element: 'the Buy now button' }],
+            ['timeout', 'timeout', { outcome: null }, {}],
+            ['none', 'again', undefined, {}]]) {
+          const cards = [];
+          const verdicts = [];
+          const guard = { ask: async (card) => { cards.push(card); return reply; } };
+          const earlier = record === undefined ? null
+            : { action: 'act-' + 'a'.repeat(22), tool: 'browser_click', at, why: 'lost', record };
+          const mine = step('browser_click', { args, parts: { guard },
+            call: call({ earlier, again(allowed) { verdicts.push(allowed); } }) });
+          const result = await m.again(mine, reply === 'again' ? answer('ran') : () => { throw new Error('ran'); });
+          out[name] = { cards, verdicts, said: said(result), error: Boolean(result.isError), ran: [...ran] };
+          ran.length = 0;
+        }
+        out.clock = new Date(at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+        return out;
+    """)
+    clock = got["clock"]
+    (card,) = got["check"]["cards"]
+    assert card["kind"] == "again" and card["tabId"] == 7
+    assert card["title"] == f'"Buy now" at {clock} may already have happened'
+    assert card["detail"].startswith("This browser did it at ") and "its answer never reached the agent" in card["detail"]
+    assert got["check"]["verdicts"] == [False] and got["check"]["error"] and got["check"]["ran"] == []
+    assert got["check"]["said"].startswith("Not done: the person chose to check the page first. The earlier "
+                                           "browser_click (act-")
+    assert got["again"]["cards"][0]["title"] == f'"the Buy now button" at {clock} may already have happened'
+    assert got["again"]["cards"][0]["detail"].startswith("This browser has no record of running it")
+    assert got["again"]["verdicts"] == [True] and got["again"]["ran"] == ["ran"] and not got["again"]["error"]
+    assert got["timeout"]["cards"][0]["title"] == f"This click at {clock} may already have happened"
+    assert got["timeout"]["said"].startswith("Not done: the person did not answer.")
+    assert got["none"] == {"cards": [], "verdicts": [], "said": "ran", "error": False, "ran": ["ran"]}
+
+
 async def test_the_result_carries_the_guards_decision_and_rule_only_when_it_was_consulted(page: Page) -> None:
     got = await run(page, "stages/meta.js", """
         const result = { content: [], _meta: { 'dev.openab/receipt': { url_after: 'x' } } };
