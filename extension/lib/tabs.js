@@ -208,16 +208,19 @@ export class AgentTabs {
 
   async _group(tab) {
     try {
-      const groupId = this.groups.get(tab.windowId);
+      let groupId = this.groups.get(tab.windowId);
+      let strays = [];
+      if (groupId == null) [groupId, strays] = await this._leftoverGroup(tab.windowId);
       const gid = await chrome.tabs.group(groupId != null ? { tabIds: [tab.id], groupId } : {
         tabIds: [tab.id], createProperties: { windowId: tab.windowId },
       });
       const info = this.owned.get(tab.id);
       if (info) this.owned.set(tab.id, { ...info, grouped: true });
-      if (gid !== groupId) {
+      if (gid !== this.groups.get(tab.windowId)) {
         this.groups.set(tab.windowId, gid);
         await chrome.tabGroups.update(gid, { title: GROUP_TITLE, color: 'blue' });
       }
+      await this._ungroup(strays);
     } catch (e) {
       // The stored group may be gone; a fresh one is the fix. Never fail the tool over a group.
       if (this.groups.has(tab.windowId)) {
@@ -226,6 +229,19 @@ export class AgentTabs {
       }
       console.warn('openab: could not group the tab', e.message);
     }
+  }
+
+  /**
+   * An "openab" group already in a window where this chat has none (one a release could not empty, one Chrome
+   * restored with the window): the agent's next tab joins it rather than making a second "openab" beside it.
+   * The tabs in it are not the agent's, so they are to be taken out once its tab is in (an emptied group would
+   * be gone): the group keeps meaning "the agent's tabs". [its id, those tabs], or [undefined, []].
+   */
+  async _leftoverGroup(windowId) {
+    const [found] = await chrome.tabGroups.query({ windowId, title: GROUP_TITLE }).catch(() => []);
+    if (!found) return [undefined, []];
+    const inside = await chrome.tabs.query({ groupId: found.id }).catch(() => []);
+    return [found.id, inside.map((t) => t.id).filter((id) => !this.owned.has(id))];
   }
 
   async open(url, openerTabId = undefined) {
@@ -287,11 +303,17 @@ export class AgentTabs {
     this.epoch++;
     const mine = [...this.owned].filter(([, info]) => info.by === 'agent').map(([id]) => id);
     const unshared = this.owned.size - mine.length;
+    const groups = [...this.groups.values()];
     this.owned.clear();
     this.current = null;
     this.groups.clear();
     this._save();
-    await this._ungroup(mine);
+    // Everything in the chat's groups leaves them, the person's tabs moved in as well as the agent's: a tab no
+    // longer shared must not sit in "openab" (where it would read as shared, and its close would make Chrome ask
+    // "Close tab and delete group?"). The emptied groups go, so the next chat's first tab starts the only one.
+    const inGroups = (await Promise.all(groups.map((groupId) => chrome.tabs.query({ groupId }).catch(() => []))))
+      .flat().map((t) => t.id);
+    await this._ungroup([...new Set([...mine, ...inGroups])]);
     return { kept: mine.length, unshared };
   }
 
@@ -322,9 +344,11 @@ export class AgentTabs {
       throw new ToolError(NOT_OWNED, `tab ${tabId} belongs to the user; only tabs the agent opened can be closed`);
     }
     // Chrome's "Close tab and delete group?" comes only from its tab strip (a tab's close button or menu closing
-    // a saved group's last tab); chrome.tabs.remove and ungroup never ask, so the agent's close never puts it to
-    // the person. Chrome reports the tab leaving the group as it closes: that is not the person taking it back.
+    // a saved group's last tab); chrome.tabs.remove and ungroup never ask. The tab leaves the group before it
+    // closes all the same, so no version of Chrome has a group's last tab to ask about; its leaving the group
+    // (ours, or Chrome's as it closes a tab) is not the person taking it back.
     this.owned.set(tabId, { ...this.owned.get(tabId), grouped: false });
+    await chrome.tabs.ungroup(tabId).catch(() => {});
     await chrome.tabs.remove(tabId);
     this._forget(tabId);
   }
