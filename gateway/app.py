@@ -35,7 +35,7 @@ from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
 from .hub import ActivityReporter, HubDoor, HubEnvironment, HubPrefix
 from .metrics import metrics_endpoint, metrics_registry
 from .pair_link import PairCodes, pair_claim_endpoint, pair_page_endpoint
-from .pairing import MIN_KEY_CHARS
+from .pairing import MIN_KEY_CHARS, KeptKey
 from .server import guard_for
 
 __all__ = ["ConfigurationError", "Readiness", "check_key", "create_app", "drainer"]
@@ -96,10 +96,12 @@ def drainer(app: Starlette) -> Callable[[], Awaitable[None]]:
     return drain
 
 
-def check_key(settings: Settings) -> None:
+def check_key(settings: Settings, kept: KeptKey | None = None) -> None:
     """Refuse to serve with no key unless asked for explicitly on loopback, or with a key short enough to guess
-    off loopback; warn about a key a browser cannot send."""
+    off loopback; warn about a key a browser cannot send. A ``kept`` key (its verifier) is one the pod made."""
     key = settings.token.get_secret_value() if settings.token is not None else None
+    if kept is not None:
+        return  # a key the pod made: 256 bits, of the characters a browser sends
     if key is None and not settings.insecure_no_key:
         raise ConfigurationError(
             "refusing to serve /acp without a key: give one in OPENAB_ACP_AUTH_KEY or --token-file (`openab run` "
@@ -125,16 +127,17 @@ def check_key(settings: Settings) -> None:
         )
 
 
-def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
+def create_app(pod: Pod, hub: HubEnvironment | None = None, kept: KeptKey | None = None) -> Starlette:
     """The pod's application. Its socket guard (``app.state.guard``, from the settings) is the one to serve it
     with: ``uvicorn_config`` takes it when given none, and ``/metrics`` reads its counts.
 
     With ``hub`` (a JupyterHub single-user server, :mod:`.hub`) the hub's tokens open ``/acp`` instead of a key,
-    everything is served under the hub's prefix, and the pod reports its activity to the hub."""
+    everything is served under the hub's prefix, and the pod reports its activity to the hub. With ``kept`` (the key
+    the pod made itself, :mod:`.pairing`) ``/acp`` takes the key its verifier matches."""
     settings = pod.settings
     if hub is None:
-        check_key(settings)
-    elif settings.token is not None or settings.insecure_no_key:
+        check_key(settings, kept)
+    elif settings.token is not None or settings.insecure_no_key or kept is not None:
         raise ConfigurationError("--jupyterhub takes the hub's tokens instead of a key: give no key and no "
                                  "--insecure-no-key (the hub's proxy and its tokens guard the pod)")
     door = HubDoor(hub, cache_secs=settings.hub_auth_cache_secs) if hub is not None else None
@@ -191,6 +194,7 @@ def create_app(pod: Pod, hub: HubEnvironment | None = None) -> Starlette:
     app.state.guard = guard
     app.state.refusals = refusals
     app.state.pair_codes = PairCodes()
+    app.state.kept_key = kept
     app.state.metrics = metrics_registry(pod, guard, refusals)
     app.state.hub = door
     app.state.hub_activity = reporter

@@ -8,6 +8,8 @@ only requests whose ``Host`` names this machine: a page whose own name was rebou
 rebinding), or a proxy forwarding another name to the loopback port, is refused. With a key the ``Host`` is
 not checked: a TLS proxy in front of the pod may name it anything, and the key is the credential.
 ``/metrics`` takes a metrics key of its own when one is set (:func:`admit_scrape`), which never opens ``/acp``.
+The key the pod made itself is known to the pod only as a verifier (:mod:`.acp_key`): a presented key is hashed
+and compared with it, so the pod's disk holds nothing that a copy could present.
 """
 
 from __future__ import annotations
@@ -16,11 +18,14 @@ import hmac
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from starlette.requests import HTTPConnection
 
 from openab.core.addresses import is_loopback_host
+
+if TYPE_CHECKING:
+    from .acp_key import KeptVerifier
 
 __all__ = [
     "ACP_SUBPROTOCOL", "BEARER_SUBPROTOCOL_PREFIX", "Admitted", "Refused", "admit", "admit_connection", "admit_scrape",
@@ -68,12 +73,16 @@ def _matches(presented: str | None, key: str) -> bool:
     return presented is not None and hmac.compare_digest(presented.encode(), key.encode())
 
 
-def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[str]) -> Admitted | Refused:
-    """Decide on one upgrade request. ``headers`` has lower-case names."""
+def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[str],
+          verifier: KeptVerifier | None = None) -> Admitted | Refused:
+    """Decide on one upgrade request. ``headers`` has lower-case names. The key is ``key`` itself (the operator's)
+    or the one ``verifier`` checks (the pod's kept key); with neither, the keyless rules below."""
     offered = _offered_subprotocols(headers)
     subprotocol = ACP_SUBPROTOCOL if ACP_SUBPROTOCOL in offered else None
-    if key is not None:
-        if not _matches(_presented_key(headers, offered), key):
+    if key is not None or verifier is not None:
+        presented = _presented_key(headers, offered)
+        right = _matches(presented, key) if key is not None else verifier is not None and verifier.matches(presented)
+        if not right:
             return Refused(
                 401,
                 "Missing or wrong key: send `Authorization: Bearer <key>` or the WebSocket subprotocol "
@@ -96,10 +105,16 @@ def admit(headers: Mapping[str, str], *, key: str | None, allowed_origins: list[
 
 def admit_connection(connection: HTTPConnection) -> Admitted | Refused:
     """The pod's door for one request or upgrade (``/acp``, ``/metrics``): :func:`admit` under the pod's key and
-    origins, with a refusal counted by kind in the app's ``refusals``, which ``/metrics`` reports."""
+    origins (or its kept key's verifier, ``app.state.kept_key``), with a refusal counted by kind in the app's
+    ``refusals``, which ``/metrics`` reports."""
     settings = connection.app.state.pod.settings
-    key = settings.token.get_secret_value() if settings.token is not None else None
-    return _counted(connection, admit(connection.headers, key=key, allowed_origins=settings.allowed_origins))
+    kept = getattr(connection.app.state, "kept_key", None)
+    # The kept key is checked by its verifier even on the start that made it (and so holds it in memory too):
+    # a rotation while the pod runs then closes the door to the old key at once.
+    verifier = kept.verifier if kept is not None else None
+    key = settings.token.get_secret_value() if settings.token is not None and verifier is None else None
+    return _counted(connection, admit(connection.headers, key=key, allowed_origins=settings.allowed_origins,
+                                      verifier=verifier))
 
 
 def admit_scrape(connection: HTTPConnection) -> Admitted | Refused:

@@ -15,7 +15,8 @@ from collections.abc import Sequence
 __all__ = ["build_parser", "main"]
 
 # (module, what it adds): run/demo (the pod), browser-bridge (the stdio relay), config (MCP config files),
-# audit (the audit log of tool calls), doctor (what to fix in an installation), extension (the side panel's files).
+# audit (the audit log of tool calls), doctor (what to fix in an installation), extension (the side panel's files),
+# key (a new /acp key for a pod that keeps its own).
 SUBCOMMAND_MODULES = (
     "openab.gateway.run_command",
     "openab.gateway.demo_command",
@@ -24,6 +25,7 @@ SUBCOMMAND_MODULES = (
     "openab.gateway.audit_command",
     "openab.gateway.doctor_command",
     "openab.gateway.extension_command",
+    "openab.gateway.key_command",
 )
 
 

@@ -121,70 +121,15 @@ def _local_url(settings: Settings) -> str:
 
 
 def _check_key(settings: Settings, report: Report) -> str | None:
-    from openab.core.addresses import is_loopback
-    from openab.core.errors import ConfigurationError
+    from .doctor_key import check_key
 
-    from .pairing import MIN_KEY_CHARS, kept_key_path, read_key_file
-
-    if settings.insecure_no_key:
-        status: Literal["ok", "warn", "FAIL"] = "warn" if is_loopback(settings.host) else "FAIL"
-        report.add(status, "key: none (--insecure-no-key): any local process can take a session",
-                   "drop --insecure-no-key / OPENAB_INSECURE_NO_KEY; the pod then makes a key itself")
-        return None
-    if settings.token is not None:
-        key = settings.token.get_secret_value()
-        report.secrets.append(key)
-        source = "OPENAB_ACP_AUTH_KEY"
-    else:
-        path = settings.token_file or kept_key_path(settings.state_dir)
-        if not path.exists():
-            if settings.token_file is None:
-                report.add("ok", f"key: none kept yet; `openab run` makes one in {path} on first start")
-            else:
-                report.add("FAIL", f"key: the key file {path} does not exist",
-                           f"write one: `openssl rand -hex 32 > {path} && chmod 600 {path}`")
-            return None
-        try:
-            key = read_key_file(path)
-        except (ConfigurationError, OSError) as exc:
-            report.add("FAIL", f"key: {exc}", f"`chmod 600 {path}`, owned by this user, at least {MIN_KEY_CHARS} "
-                                              "random characters (`openssl rand -hex 32`)")
-            return None
-        report.secrets.append(key)
-        source = str(path)
-    distinct = len(set(key))
-    if len(key) < MIN_KEY_CHARS or distinct < 8:
-        report.add("FAIL", f"key: the key from {source} is weak ({len(key)} characters, {distinct} distinct)",
-                   f"use at least {MIN_KEY_CHARS} random characters: `openssl rand -hex 32`")
-    else:
-        report.add("ok", f"key: {len(key)} characters, from {source}")
-    return key
+    return check_key(settings, report)
 
 
 def _check_metrics_key(settings: Settings, key: str | None, report: Report) -> None:
-    """The metrics key read as `openab run` reads it, compared with the ``/acp`` ``key`` (the kept one too)."""
-    from pydantic import SecretStr
+    from .doctor_key import check_metrics_key
 
-    from openab.core.errors import ConfigurationError
-
-    from .metrics import resolve_metrics_key
-
-    if settings.metrics_token is None and settings.metrics_token_file is None:
-        report.add("ok", "metrics key: none; /metrics takes the /acp key")
-        return
-    source = str(settings.metrics_token_file) if settings.metrics_token is None else "OPENAB_METRICS_KEY"
-    if key is not None and settings.token is None:
-        settings.token = SecretStr(key)
-    try:
-        resolve_metrics_key(settings)
-    except (ConfigurationError, OSError) as exc:
-        report.add("FAIL", f"metrics key: {exc}", "give /metrics a key of its own in a 0600 file "
-                                                  "(`openssl rand -hex 32`), or a Kubernetes Secret's")
-        return
-    metrics_key = settings.metrics_token.get_secret_value() if settings.metrics_token is not None else ""
-    report.secrets.append(metrics_key)
-    report.add("ok", f"metrics key: {len(metrics_key)} characters, from {source}; /metrics takes it, not the /acp "
-                     "key")
+    check_metrics_key(settings, key, report)
 
 
 # -- the agent CLIs ------------------------------------------------------------------------------------------
@@ -609,7 +554,8 @@ async def _reach(url: str, key: str | None, ca_file: str | None, report: Report)
     report.add("ok", f"gateway {health}: alive")
     if key is None:
         report.add("warn", f"gateway {url}: /acp not tried, no key known here",
-                   "set OPENAB_ACP_AUTH_KEY or --token-file to the pod's key to check the handshake too")
+                   "set OPENAB_ACP_AUTH_KEY or --token-file to the pod's key to check the handshake too (a key "
+                   "the pod made is kept only as its verifier)")
         return
     protocols = [Subprotocol(f"openab.bearer.{key}"), Subprotocol("acp.v1")]
     try:
@@ -621,7 +567,8 @@ async def _reach(url: str, key: str | None, ca_file: str | None, report: Report)
     except InvalidStatus as exc:
         status = exc.response.status_code
         report.add("FAIL", f"gateway {url}: the handshake was refused with HTTP {status}",
-                   "the key here is not the pod's: pair with the key the pod printed (or its kept acp.key)"
+                   "the key here is not the pod's: pair with the key the pod printed (a key the pod made is not "
+                   "kept: `openab key rotate` makes a new one)"
                    if status == 401 else "an ingress or the Origin/Host checks refused it: see docs/troubleshooting.md")
         return
     except (OSError, InvalidHandshake) as exc:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -38,6 +39,9 @@ from openab.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEv
 from .auth import Admitted
 from .hub import admit_metrics
 from .server import REFUSAL_KINDS, ConnectionGuard
+
+if TYPE_CHECKING:
+    from .acp_key import KeptVerifier, KeyVerifier
 
 __all__ = ["AUTH_REFUSAL_KINDS", "PodCollector", "metrics_endpoint", "metrics_registry", "resolve_metrics_key"]
 
@@ -142,18 +146,21 @@ def _tool_calls(audit: AuditLog) -> Iterable[Metric]:
     yield seconds
 
 
-def resolve_metrics_key(settings: Settings) -> None:
+def resolve_metrics_key(settings: Settings, kept: KeptVerifier | KeyVerifier | None = None) -> None:
     """Read the metrics key from ``metrics_token_file`` (as the ``/acp`` key's file is read: a plain 0600 file or
-    a Kubernetes Secret's) unless it was given itself; refuse one equal to the ``/acp`` key, which it would
-    then open."""
+    a Kubernetes Secret's) unless it was given itself; refuse one equal to the ``/acp`` key (or matching the
+    ``kept`` key's verifier), which it would then open."""
     from openab.core.errors import ConfigurationError
 
     from .pairing import read_key_file
 
     if settings.metrics_token is None and settings.metrics_token_file is not None:
         settings.metrics_token = SecretStr(read_key_file(settings.metrics_token_file))
-    if (settings.metrics_token is not None and settings.token is not None
-            and settings.metrics_token.get_secret_value() == settings.token.get_secret_value()):
+    if settings.metrics_token is None:
+        return
+    metrics_key = settings.metrics_token.get_secret_value()
+    if ((settings.token is not None and metrics_key == settings.token.get_secret_value())
+            or (kept is not None and kept.matches(metrics_key))):
         raise ConfigurationError("the metrics key is the /acp key: give /metrics a key of its own "
                                  "(`openssl rand -hex 32`), which opens the counts and never a browser")
 

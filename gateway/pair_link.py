@@ -230,8 +230,11 @@ async def pair_claim_endpoint(request: Request) -> Response:
     """``POST /pair/claim`` ``{"code": ...}``: the gateway URL and key, once per code (see the module's docstring)."""
     settings = request.app.state.pod.settings
     codes: PairCodes = request.app.state.pair_codes
+    kept = getattr(request.app.state, "kept_key", None)
     key = settings.token.get_secret_value() if settings.token is not None else None
-    if key is None and not is_loopback_host(request.headers.get("host", "")):
+    if key is None and kept is not None and kept.key is not None:
+        key = kept.key.get_secret_value()  # the key this start made: the pod's only copy, in memory
+    if key is None and kept is None and not is_loopback_host(request.headers.get("host", "")):
         return _refusal(403, "Without a key this pod pairs on loopback only: open the link at 127.0.0.1.")
     origin = request.headers.get("origin")
     if origin is not None and not origin.startswith("chrome-extension://"):
@@ -268,5 +271,10 @@ async def pair_claim_endpoint(request: Request) -> Response:
         return _refusal(410, f"This pairing link has expired (a link lasts {codes.ttl / 60:g} minutes): start "
                              "`openab run` again for a new one, or paste the gateway URL and key into the side "
                              "panel's settings.")
+    if kept is not None and not kept.verifier.matches(key):
+        # `openab key rotate` ran since this link was printed (or this start holds the verifier alone).
+        log.info("pairing: a pairing code from %s for a key the pod no longer takes", client)
+        return _refusal(410, "This pairing link was for a key the pod no longer takes (`openab key rotate` ran): "
+                             "paste the gateway URL and the new key into the side panel's settings.")
     log.info("pairing: a side panel at %s claimed a pairing code", client)
     return JSONResponse({"url": verdict.url, "key": key or ""}, headers={"cache-control": "no-store"})

@@ -1,15 +1,16 @@
-"""The `/acp` key when the operator gave none (made once, kept 0600 in the state dir) and the pairing text.
+"""The `/acp` key when the operator gave none (made once, only its verifier kept: :mod:`.acp_key`) and the
+pairing text.
 
 A pod never runs keyless by default: any local process could otherwise take a person's live session. Like
 Jupyter's token, the key is shown once: on the start that made it, and only when stderr is a terminal, where
-a person reads it. In a container stderr is the collected log, so there, and on every later start, the pairing
-text says where the key is kept instead. The URL it names is the one the person enters in the side panel:
-``wss://`` with the pod's own TLS, ``--public-url`` behind an ingress (which only the operator knows).
+a person reads it. The pod keeps no copy of it, so in a container (stderr is the collected log) and on every
+later start the pairing text says that `openab key rotate` makes a new one, printed once to the operator's
+terminal. The URL it names is the one the person enters in the side panel: ``wss://`` with the pod's own TLS,
+``--public-url`` behind an ingress (which only the operator knows).
 """
 
 from __future__ import annotations
 
-import secrets
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -17,25 +18,22 @@ from urllib.parse import urlsplit
 
 from openab.core.addresses import is_loopback
 from openab.core.errors import ConfigurationError
-from openab.core.statedir import (
-    kept_secret_path,
-    load_or_create_secret,
-    make_private_dir,
-    move_kept_secret,
-    read_secret_file,
-)
+from openab.core.statedir import make_private_dir, read_secret_file
+
+from .acp_key import KeptVerifier, settle_kept_key
 
 if TYPE_CHECKING:
+    from pydantic import SecretStr
+
     from openab.core.settings import Settings
 
     from .pair_link import PairCodes
 
 __all__ = [
-    "KEY_FILE", "MIN_KEY_CHARS", "KeptKey", "gateway_url", "kept_key_path", "load_or_create_key", "make_private_dir",
-    "pair_link", "pairing_lines", "read_key_file",
+    "MIN_KEY_CHARS", "KeptKey", "gateway_url", "keep_key", "make_private_dir", "pair_link", "pairing_lines",
+    "read_key_file",
 ]
 
-KEY_FILE = "acp.key"
 # 128 bits as hex; a token_urlsafe(32) key (what we make) is 43 characters, 256 bits.
 MIN_KEY_CHARS = 32
 # Several words, so the panel, which takes a pasted "Gateway URL:" line's single word, fills in no URL from it.
@@ -43,10 +41,18 @@ INGRESS_URL = "the ingress's wss:// address"
 
 
 class KeptKey(NamedTuple):
-    """The key the pod keeps itself: its file, and whether this start made it."""
+    """The key the pod keeps itself: its verifier's file, the pod's door that compares with it, the key when this
+    start made it (the pod's only copy, in memory: shown once and claimed by a pairing link, never written), and
+    whether this start upgraded a plain key an earlier openab kept."""
 
     path: Path
-    new: bool
+    verifier: KeptVerifier
+    key: SecretStr | None = None
+    upgraded: bool = False
+
+    @property
+    def new(self) -> bool:
+        return self.key is not None
 
 
 def read_key_file(path: Path) -> str:
@@ -54,16 +60,14 @@ def read_key_file(path: Path) -> str:
     return _strong(path, read_secret_file(path, what="the key file"))
 
 
-def kept_key_path(state_dir: Path) -> Path:
-    """Where the pod keeps the key it made: ``<state dir>/keys/acp.key`` (see ``kept_secret_path``)."""
-    return kept_secret_path(state_dir, KEY_FILE)
+def keep_key(state_dir: Path) -> KeptKey:
+    """The pod's kept key at start (:func:`.acp_key.settle_kept_key`): made now if there is none, a plain one an
+    earlier openab kept upgraded to a verifier, else the verifier alone."""
+    from pydantic import SecretStr
 
-
-def load_or_create_key(state_dir: Path) -> tuple[str, bool]:
-    """The pod's kept key, made now (256 bits) if there is none; returns it and whether it is new."""
-    path = move_kept_secret(state_dir, KEY_FILE)
-    key, new = load_or_create_secret(path, lambda: secrets.token_urlsafe(32), what="the key file")
-    return _strong(path, key), new
+    settled = settle_kept_key(state_dir, strong=MIN_KEY_CHARS)
+    key = SecretStr(settled.key) if settled.key is not None else None
+    return KeptKey(settled.path, KeptVerifier(settled.path), key, settled.upgraded)
 
 
 def _strong(path: Path, key: str) -> str:
@@ -116,7 +120,9 @@ def pairing_lines(settings: Settings, kept: KeptKey | None, *, terminal: bool,
     lines = _url_and_key_lines(settings, kept, terminal=terminal, url=url, note=note)
     # Only a URL the panel dials gets a link: wss://, or ws:// on loopback (the link's page is then http://).
     usable = url is not None and (url.startswith("wss://") or is_loopback(urlsplit(url).hostname or ""))
-    if codes is not None and terminal and url is not None and usable:
+    # And only a key the pod knows: on a later start it holds the verifier alone, and a link would claim nothing.
+    known = kept is None or kept.key is not None
+    if codes is not None and terminal and url is not None and usable and known:
         lines.append(f"Or open this link once in that Chrome (one use, {codes.ttl / 60:g} minutes): "
                      f"{pair_link(url, codes.issue(url))}")
     return lines
@@ -127,12 +133,15 @@ def _url_and_key_lines(settings: Settings, kept: KeptKey | None, *, terminal: bo
     lines = [f"Gateway URL: {url or INGRESS_URL}"]
     if note:
         lines.append(f"  ({note})")
-    if kept is not None and kept.new and terminal and settings.token is not None:
-        lines += [f"Key:         {settings.token.get_secret_value()}",
-                  f"Treat the key like a password (kept in {kept.path})."]
+    if kept is not None and kept.key is not None and terminal:
+        lines += [f"Key:         {kept.key.get_secret_value()}",
+                  "Treat the key like a password: it is shown this once and kept nowhere (the pod keeps only its "
+                  f"verifier, {kept.path})."]
     elif kept is not None:
-        why = "it was made at an earlier start" if not kept.new else "stderr is not a terminal, it may be a log"
-        lines.append(f"Key:         not printed ({why}): read it from {kept.path} on the pod")
+        why = ("it was made at an earlier start" if kept.key is None
+               else "stderr is not a terminal, it may be a log")
+        lines.append(f"Key:         not printed ({why}) and not kept (only its verifier is, in {kept.path}): "
+                     f"`openab key rotate --state-dir {settings.state_dir}` makes a new one and prints it once")
     elif settings.insecure_no_key:
         lines.append("Key:         none (--insecure-no-key)")
     elif settings.token_file is not None:

@@ -249,12 +249,12 @@ def _run(args: argparse.Namespace) -> int:
             hub, kept_key = _hub_environment(settings, args), None
         else:
             kept_key = resolve_key(settings)
-        resolve_metrics_key(settings)
+        resolve_metrics_key(settings, kept_key.verifier if kept_key is not None else None)
         for key in (settings.token, settings.metrics_token):
             if key is not None:
                 add_secret(key.get_secret_value())
         pod = assemble(settings)
-        app = create_app(pod, hub)
+        app = create_app(pod, hub, kept_key)
         check_transport(settings)
         tls = tls_for(settings)
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
@@ -316,18 +316,19 @@ def _announce_pairing(settings: Settings, kept: KeptKey | None, codes: PairCodes
 
 
 def resolve_key(settings: Settings) -> KeptKey | None:
-    """Settle the pod's key before anything serves; returns the file of the key the pod keeps itself, whose
-    key the person needs for pairing, and whether this start made it (``None`` when the operator gave the key,
-    or asked for none).
+    """Settle the pod's key before anything serves; returns the key the pod keeps itself (its verifier, and the
+    key when this start made it, then ``settings.token`` too), or ``None`` when the operator gave the key or asked
+    for none.
 
-    In order: the key itself (``OPENAB_ACP_AUTH_KEY``), a key file, no key when asked for explicitly (loopback
-    only, checked by ``create_app``), else the key kept in the state dir, made on first start.
+    In order: the key itself (``OPENAB_ACP_AUTH_KEY``), a key file (the operator's, read as it is each start),
+    no key when asked for explicitly (loopback only, checked by ``create_app``), else the key the pod keeps: made
+    on first start, and only its verifier written (:mod:`.acp_key`).
     """
     from pydantic import SecretStr
 
     from openab.core.errors import ConfigurationError
 
-    from .pairing import KeptKey, kept_key_path, load_or_create_key, make_private_dir, read_key_file
+    from .pairing import keep_key, make_private_dir, read_key_file
 
     if settings.insecure_no_key:
         if settings.token is not None or settings.token_file is not None:
@@ -339,9 +340,12 @@ def resolve_key(settings: Settings) -> KeptKey | None:
     if settings.token is not None:
         make_private_dir(settings.state_dir)
         return None
-    key, new = load_or_create_key(settings.state_dir)
-    settings.token = SecretStr(key)
-    return KeptKey(kept_key_path(settings.state_dir), new)
+    make_private_dir(settings.state_dir)
+    kept = keep_key(settings.state_dir)
+    # The start that made the key holds it (in memory only) as the pod's key, for its pairing text and link; the
+    # door still checks the verifier (gateway/auth.py), which `openab key rotate` may replace meanwhile.
+    settings.token = kept.key
+    return kept
 
 
 async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, kept_key: KeptKey | None) -> int:

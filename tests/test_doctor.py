@@ -376,3 +376,35 @@ async def test_each_clis_own_mcp_list_says_what_it_makes_of_our_entry_and_the_fi
         said = await run()
         assert f"warn  {where} pending approval: the folder is trusted, but .claude/settings.local.json" in said
         assert f"warn  `gemini mcp list` in {project}: openab_browser is not listed" in said
+
+
+async def test_the_kept_verifier_is_checked_and_a_given_key_compared_with_it(tmp_path: Path) -> None:
+    from openab.gateway.acp_key import settle_kept_key, verifier_path
+
+    state = tmp_path / "state"
+    key = settle_kept_key(state, strong=32).key
+    assert key is not None
+    verifier = verifier_path(state)
+    code, output = await doctor("--state-dir", str(state), "--url", "none")
+    assert code == 0, output
+    assert f"ok    key: kept only as a verifier (PBKDF2-SHA256, 1000 iterations, mode 0600) in {verifier}" in output
+    code, output = await doctor("--state-dir", str(state), "--url", "none", env=clean_env(OPENAB_ACP_AUTH_KEY=key))
+    assert f"ok    key: OPENAB_ACP_AUTH_KEY is the key whose verifier the pod keeps in {verifier}" in output
+    other = secrets.token_urlsafe(32)
+    code, output = await doctor("--state-dir", str(state), "--url", "none", env=clean_env(OPENAB_ACP_AUTH_KEY=other))
+    assert "warn  key: OPENAB_ACP_AUTH_KEY is not the key whose verifier" in output
+    # The pod's own key as the metrics key would open /acp for the scraper: found through the verifier.
+    metrics_file = tmp_path / "metrics-key"
+    metrics_file.write_text(key)
+    metrics_file.chmod(0o600)
+    code, output = await doctor("--state-dir", str(state), "--url", "none",
+                                env=clean_env(OPENAB_METRICS_KEY_FILE=str(metrics_file)))
+    assert code == 1 and "FAIL  metrics key: the metrics key is the /acp key" in output
+    assert key not in output and other not in output
+    verifier.chmod(0o644)
+    code, output = await doctor("--state-dir", str(state), "--url", "none")
+    assert code == 1 and f"FAIL  key: {verifier} can be read by other users" in output
+    verifier.chmod(0o600)
+    verifier.write_text(verifier.read_text()[:20])
+    code, output = await doctor("--state-dir", str(state), "--url", "none")
+    assert code == 1 and "is not a key verifier openab can use" in output and "openab key rotate" in output

@@ -128,7 +128,7 @@ async def test_every_file_and_folder_openab_writes_is_private(mode: str, umask: 
     config_write(home, project, "--agent", "vscode", "--mode", "proxy", "--url", "http://127.0.0.1:9/mcp",
                  "--token-env", "SESSION_TOKEN")
     written = made_under(home, before)
-    for expected in (".local/state/openab/keys/acp.key", ".local/state/openab/audit.jsonl", ".codex/config.toml"):
+    for expected in (".local/state/openab/keys/acp.verifier", ".local/state/openab/audit.jsonl", ".codex/config.toml"):
         assert expected in written, written
     assert any(p.startswith("project/") for p in written), written
     assert running == {}, f"loose while the pod ran (umask {umask:03o}): {running}"

@@ -1,5 +1,5 @@
-"""What a local attacker meets at the gateway's door: no keyless default, a kept 0600 key, private dirs, no key
-on the command line or in the log, and a health probe that says nothing."""
+"""What a local attacker meets at the gateway's door: no keyless default, a kept 0600 verifier of the key (never the
+key), private dirs, no key on the command line or in the log, and a health probe that says nothing."""
 
 from __future__ import annotations
 
@@ -24,9 +24,10 @@ from openab.core.session_naming import CHANNEL_PATTERN, SessionNaming
 from openab.core.sessions import new_session_id
 from openab.core.settings import Settings
 from openab.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
+from openab.gateway.acp_key import LEGACY_KEY_FILE, VERIFIER_FILE, read_verifier
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
-from openab.gateway.pairing import KEY_FILE, load_or_create_key, make_private_dir, read_key_file
+from openab.gateway.pairing import keep_key, make_private_dir, read_key_file
 
 pytestmark = pytest.mark.anyio
 
@@ -71,35 +72,49 @@ def _port(lines: list[str]) -> int:
 # -- no keyless default --------------------------------------------------------------------------------------
 
 
-async def test_openab_run_without_a_key_makes_one_keeps_it_0600_and_pairs_with_it(tmp_path: Path) -> None:
+async def test_openab_run_without_a_key_makes_one_keeps_its_verifier_0600_and_a_rotated_key_pairs(
+        tmp_path: Path) -> None:
     state = tmp_path / "state"
     process, lines = await _start("--state-dir", str(state), "--log-level", "debug", env=_env_without_key())
     try:
-        key_file = state / KEYS_DIR / KEY_FILE
-        key = key_file.read_text().strip()
-        assert len(key) >= 43, "256 bits"
-        assert stat.S_IMODE(key_file.stat().st_mode) == 0o600
+        verifier_file = state / KEYS_DIR / VERIFIER_FILE
+        assert stat.S_IMODE(verifier_file.stat().st_mode) == 0o600
+        assert stat.S_IMODE((state / KEYS_DIR).stat().st_mode) == 0o700
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        assert not (state / KEYS_DIR / LEGACY_KEY_FILE).exists(), "the key itself is on no disk"
         printed = "".join(lines)
         # stderr is a pipe here, as in a container, where it is the log (tests/test_pairing.py: a terminal).
-        assert key not in printed and f"read it from {key_file}" in printed, "the pairing text says where it is"
+        assert "stderr is not a terminal" in printed and "openab key rotate" in printed
         url = f"ws://127.0.0.1:{_port(lines)}/acp"
-        # No key: refused. The kept key: served.
         with pytest.raises(Exception, match="401"):
             async with connect_extension(url, None):
                 pass
-        async with connect_extension(url, key) as ext:
+        # The key this start made was shown to no one: the operator makes one for the person, and the running
+        # pod takes it at the next connection, no restart.
+        rotate = await asyncio.create_subprocess_exec(*OPENAB, "key", "rotate", "--state-dir", str(state),
+                                                      env=_env_without_key(), stdout=asyncio.subprocess.PIPE)
+        async with asyncio.timeout(60):
+            said = (await rotate.communicate())[0].decode()
+        key = re.search(r"Key: +(\S+)", said)
+        assert rotate.returncode == 0 and key is not None and url in said, said
+        assert read_verifier(verifier_file).matches(key.group(1))
+        async with connect_extension(url, key.group(1)) as ext:
             assert (await ext.initialize())["protocolVersion"] == 1
     finally:
         await _stop(process)
     assert process.stderr is not None
     rest = (await process.stderr.read()).decode()
-    assert key not in printed + rest, "the key is in no log line, at debug level either"
+    assert key.group(1) not in printed + rest, "the key is in no log line, at debug level either"
+    assert "verifier" in rest and "changed" in rest, "the pod says it took a new verifier"
 
-    # A restarted pod pairs with the same panel: the same key.
-    again, _ = await _start("--state-dir", str(state), env=_env_without_key())
-    await _stop(again)
-    assert (state / KEYS_DIR / KEY_FILE).read_text().strip() == key
+    # A restarted pod pairs with the same panel: the same verifier, the same key.
+    again, lines = await _start("--state-dir", str(state), env=_env_without_key())
+    try:
+        assert "made at an earlier start" in "".join(lines) and key.group(1) not in "".join(lines)
+        async with connect_extension(f"ws://127.0.0.1:{_port(lines)}/acp", key.group(1)) as ext:
+            assert (await ext.initialize())["protocolVersion"] == 1
+    finally:
+        await _stop(again)
 
 
 async def test_a_key_on_the_command_line_is_refused_and_a_key_file_is_read(tmp_path: Path) -> None:
@@ -168,22 +183,24 @@ def test_a_planted_key_file_is_not_trusted(tmp_path: Path) -> None:
     target = tmp_path / "elsewhere"
     target.write_text(secrets.token_hex(32))
     target.chmod(0o600)
-    (state / KEYS_DIR / KEY_FILE).symlink_to(target)
+    (state / KEYS_DIR / LEGACY_KEY_FILE).symlink_to(target)
     with pytest.raises(ConfigurationError, match="symbolic link"):
-        load_or_create_key(state)
-    (state / KEYS_DIR / KEY_FILE).unlink()
-    (state / KEYS_DIR / KEY_FILE).write_text(secrets.token_hex(32))
-    os.chown(state / KEYS_DIR / KEY_FILE, 65534, 65534)  # another user's file in our folder
-    (state / KEYS_DIR / KEY_FILE).chmod(0o600)
+        keep_key(state)
+    (state / KEYS_DIR / LEGACY_KEY_FILE).unlink()
+    (state / KEYS_DIR / LEGACY_KEY_FILE).write_text(secrets.token_hex(32))
+    os.chown(state / KEYS_DIR / LEGACY_KEY_FILE, 65534, 65534)  # another user's file in our folder
+    (state / KEYS_DIR / LEGACY_KEY_FILE).chmod(0o600)
     with pytest.raises(ConfigurationError, match="belongs to uid 65534"):
-        read_key_file(state / KEYS_DIR / KEY_FILE)
+        read_key_file(state / KEYS_DIR / LEGACY_KEY_FILE)
 
 
 def test_no_walk_up_from_a_sessions_working_folder_meets_a_secret(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    key, _ = load_or_create_key(state)
+    made = keep_key(state).key
+    assert made is not None
     workdir = session_workdir(state, SessionNaming(naming_secret(state)).channel(new_session_id()), create=True)
-    secrets_kept = {KEY_FILE: key, NAMING_SECRET_FILE: (state / KEYS_DIR / NAMING_SECRET_FILE).read_text()}
+    secrets_kept = {VERIFIER_FILE: made.get_secret_value(), LEGACY_KEY_FILE: made.get_secret_value(),
+                    NAMING_SECRET_FILE: (state / KEYS_DIR / NAMING_SECRET_FILE).read_text()}
     # What an agent in its working folder tries: ../NAME at every depth, and every file in every folder above it.
     for depth in range(len(workdir.parts)):
         folder = workdir.joinpath(*[".."] * depth)
@@ -199,12 +216,14 @@ def test_no_walk_up_from_a_sessions_working_folder_meets_a_secret(tmp_path: Path
 def test_secrets_an_earlier_openab_kept_in_the_state_dir_move_into_keys(tmp_path: Path) -> None:
     state = make_private_dir(tmp_path / "state")
     key, naming = secrets.token_urlsafe(32), "ab" * 32
-    for name, text in ((KEY_FILE, key), (NAMING_SECRET_FILE, naming)):
+    for name, text in ((LEGACY_KEY_FILE, key), (NAMING_SECRET_FILE, naming)):
         (state / name).write_text(text + "\n")
         (state / name).chmod(0o600)
-    assert load_or_create_key(state) == (key, False), "the same key: the panel stays paired"
+    kept = keep_key(state)
+    assert kept.key is None and kept.upgraded and kept.verifier.matches(key), "the same key: the panel stays paired"
     assert naming_secret(state) == bytes.fromhex(naming), "the same names: sessions keep their folders"
     assert sorted(p.name for p in state.iterdir()) == [KEYS_DIR]
+    assert sorted(p.name for p in (state / KEYS_DIR).iterdir()) == [VERIFIER_FILE, NAMING_SECRET_FILE]
     assert stat.S_IMODE((state / KEYS_DIR).stat().st_mode) == 0o700
 
 

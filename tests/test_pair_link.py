@@ -30,7 +30,7 @@ from openab.core.settings import Settings
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
 from openab.gateway.pair_link import MAX_ADDRESSES, Claimed, Limited, PairCodes, Wrong, WrongCodes, address_key
-from openab.gateway.pairing import kept_key_path, pair_link
+from openab.gateway.pairing import pair_link
 from openab.gateway.server import running_server
 
 pytestmark = pytest.mark.anyio
@@ -281,7 +281,9 @@ async def test_openab_run_prints_a_link_that_claims_its_url_and_key(state: Path)
                           r"(http://127\.0\.0\.1:(\d+))/pair#code=([A-Za-z0-9_-]{24})\n", shown)
         assert found is not None, shown
         base, port, code = found.groups()
-        key = kept_key_path(state).read_text().strip()
+        shown_key = re.search(r"Key: {9}(\S+)\n", shown)
+        assert shown_key is not None, shown
+        key = shown_key.group(1)
         assert code not in key and key not in found.group(0)
         async with httpx.AsyncClient() as http:
             page = await http.get(f"{base}/pair")
@@ -289,6 +291,24 @@ async def test_openab_run_prints_a_link_that_claims_its_url_and_key(state: Path)
             got = await claim(http, base, code)
             assert got.json() == {"url": f"ws://127.0.0.1:{port}/acp", "key": key}
             assert (await claim(http, base, code)).status_code == 403
+
+
+async def test_a_link_printed_before_a_rotation_claims_no_key(state: Path) -> None:
+    """`openab key rotate` while the pod runs: the link the start printed was for the old key, which the pod no
+    longer takes; it is refused, and says what to do, rather than hand out a key that opens nothing."""
+    import asyncio
+    import sys
+
+    with terminal_run(state) as shown:
+        found = re.search(r": (http://127\.0\.0\.1:\d+)/pair#code=([A-Za-z0-9_-]{24})\n", shown)
+        assert found is not None, shown
+        rotate = await asyncio.create_subprocess_exec(sys.executable, "-m", "openab.gateway.cli", "key", "rotate",
+                                                      "--state-dir", str(state), stdout=asyncio.subprocess.DEVNULL)
+        async with asyncio.timeout(60):
+            assert await rotate.wait() == 0
+        async with httpx.AsyncClient() as http:
+            refused = await claim(http, found.group(1), found.group(2))
+        assert refused.status_code == 410 and "openab key rotate" in refused.json()["error"]
 
 
 @pytest.mark.parametrize("log_format", ["text", "json"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import select
 import socket
@@ -24,7 +25,8 @@ from test_log_format import free_port
 from test_tls import Ca
 
 from openab.core.settings import Settings
-from openab.gateway.pairing import INGRESS_URL, gateway_url, kept_key_path
+from openab.gateway.acp_key import read_verifier, verifier_path
+from openab.gateway.pairing import INGRESS_URL, gateway_url
 
 OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
 
@@ -70,20 +72,24 @@ def start_output(*args: str, env: dict[str, str], terminal: bool) -> str:
 def test_the_key_is_shown_once_to_a_terminal_and_never_to_a_log(state: Path, log_format: str) -> None:
     args = ("--port", str(free_port()), "--state-dir", str(state), "--log-format", log_format)
     made = start_output(*args, env=_env(), terminal=True)
-    key = kept_key_path(state).read_text().strip()
-    assert f"Key:         {key}" in made and made.count(key) == 1, "the start that made it shows it, once"
+    shown = re.search(r"Key: {9}(\S+)\n", made)
+    assert shown is not None, made
+    key = shown.group(1)
+    assert made.count(key) == 1, "the start that made it shows it, once"
+    assert read_verifier(verifier_path(state)).matches(key) and key not in verifier_path(state).read_text()
+    assert "/pair#code=" in made, "and a link that claims it"
     assert f"Gateway URL: ws://127.0.0.1:{args[1]}/acp" in made
 
     again = start_output(*args, env=_env(), terminal=True)
     assert key not in again, "a later start does not show the key again"
-    assert f"read it from {kept_key_path(state)}" in again and "made at an earlier start" in again
+    assert "made at an earlier start" in again and f"openab key rotate --state-dir {state}" in again
+    assert "/pair#code=" not in again, "nor a link: the pod knows only the verifier, a link would claim nothing"
 
     fresh = state.parent / "fresh"
     args = ("--port", str(free_port()), "--state-dir", str(fresh), "--log-format", log_format)
     logged = start_output(*args, env=_env(), terminal=False)
-    fresh_key = kept_key_path(fresh).read_text().strip()
-    assert fresh_key not in logged, "stderr that is no terminal is a log: the key stays out of it"
-    assert f"read it from {kept_key_path(fresh)}" in logged and "stderr is not a terminal" in logged
+    assert verifier_path(fresh).exists() and "Key:         " not in logged
+    assert "stderr is not a terminal" in logged and "openab key rotate" in logged
     if log_format == "json":
         records = [json.loads(line) for line in logged.splitlines() if line.strip()]  # no raw block among them
         assert any(r["message"].startswith("pair the side panel: Gateway URL: ws://127.0.0.1:") for r in records)
