@@ -15,8 +15,6 @@ import pytest
 from playwright.async_api import BrowserContext, Page, expect
 from terminal_run import terminal_run
 
-from openab.gateway.pairing import kept_key_path
-
 from .harness import extension_id, open_panel, playwright_browser, service_worker_url, snap, stage_extension
 
 pytestmark = pytest.mark.anyio
@@ -31,7 +29,9 @@ def printed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str
     with terminal_run(state) as shown:
         found = re.search(r": (http://127\.0\.0\.1:(\d+)/pair#code=[A-Za-z0-9_-]+)\n", shown)
         assert found is not None, shown
-        yield found.group(1), f"ws://127.0.0.1:{found.group(2)}/acp", kept_key_path(state).read_text().strip()
+        key = re.search(r"Key: {9}(\S+)\n", shown)  # shown once, kept nowhere: the pod keeps its verifier
+        assert key is not None, shown
+        yield found.group(1), f"ws://127.0.0.1:{found.group(2)}/acp", key.group(1)
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,6 @@ import pytest
 from playwright.async_api import BrowserContext, Page, expect
 from terminal_run import terminal_run
 
-from openab.gateway.pairing import kept_key_path
-
 from .harness import open_panel, playwright_browser, stage_extension
 
 pytestmark = pytest.mark.anyio
@@ -30,7 +28,9 @@ def terminal_pod() -> Iterator[tuple[str, str]]:
     root = Path(tempfile.mkdtemp(prefix="oab-paste-"))
     try:
         with terminal_run(root / "state") as shown:
-            yield shown, kept_key_path(root / "state").read_text().strip()
+            key = re.search(r"Key: {9}(\S+)\n", shown)  # shown once, kept nowhere: the pod keeps its verifier
+            assert key is not None, shown
+            yield shown, key.group(1)
     finally:
         subprocess.run(["rm", "-rf", str(root)], check=False, timeout=30)
 
@@ -83,7 +83,8 @@ async def test_the_whole_pairing_text_pasted_fills_url_and_key_and_connects(
 @pytest.mark.parametrize(("text", "expected"), [
     # The one log line a pod writes when stderr is no terminal: the URL, and no key to take.
     ("INFO openab.run: pair the side panel: Gateway URL: wss://pod.example/acp; Key: not printed (stderr is "
-     "not a terminal, it may be a log): read it from /s/acp.key on the pod",
+     "not a terminal, it may be a log) and not kept (only its verifier is, in /s/keys/acp.verifier): `openab key "
+     "rotate --state-dir /s` makes a new one and prints it once",
      {"url": "wss://pod.example/acp", "key": ""}),
     ('{"message": "pair the side panel: Gateway URL: wss://pod.example/acp; Key: the one in OPENAB_ACP_AUTH_KEY"}',
      {"url": "wss://pod.example/acp", "key": ""}),
