@@ -242,3 +242,47 @@ def test_the_running_door_follows_a_rotation_and_fails_closed(tmp_path: Path) ->
     verifier_path(state).unlink()
     assert not door.matches(second) and not door.matches("")
     assert KeyVerifier.of("k" * 43).iterations == ITERATIONS
+
+
+def test_the_journal_audit_and_keys_are_where_no_confined_agent_reaches(tmp_path: Path) -> None:
+    """The audit file (the journal on disk, read back after a restart) and the key's verifier are written under the
+    state dir, and a session's Landlock policy allows of the state dir only that session's own two folders: no
+    rule reaches the files the pod alone writes (the kernel's refusal itself: tests/test_confinement.py; what a
+    record read back cannot say: tests/test_recorded_words.py)."""
+    from openab.core.agents.confinement import READ_WRITE, agent_policy
+    from openab.core.mcp.audit import AuditLog
+    from openab.core.session_naming import SessionNaming
+
+    state = tmp_path / "state"
+    settle_kept_key(state, strong=32)
+    audit = AuditLog(state, tag=SessionNaming(b"k" * 32).tag)
+    audit.step_started("sess_a", "browser_click", {"ref": "e1"}, "act-0000000000000000000000")
+    assert audit.path == state / "audit.jsonl" and audit.path.stat().st_size > 0
+    assert stat.S_IMODE(audit.path.stat().st_mode) == 0o600
+    work, tmp = state / "sessions" / "c1" / "work", state / "sessions" / "c1" / "tmp"
+    policy = agent_policy(7, workdir=str(work), tmpdir=str(tmp), state_dir=str(state),
+                          home_dirs=[str(tmp_path / "home" / ".codex")], runtimes=[sys.prefix],
+                          path=os.environ.get("PATH", ""))
+    pods_own = [audit.path, verifier_path(state), state / KEYS_DIR / "session-names.key", state / "conversations.json",
+                state / "sessions" / "c2" / "work"]
+    for rule in policy.rules:
+        for own in pods_own:
+            assert not own.is_relative_to(rule.path), f"{rule.path} reaches {own}"
+    assert {r.path for r in policy.rules if r.access & READ_WRITE == READ_WRITE} >= {str(work), str(tmp)}
+
+
+def test_key_rotate_refuses_a_key_the_operator_gives_and_prints_a_new_one_once(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    given = secrets.token_hex(32)
+    refused = subprocess.run([*OPENAB, "key", "rotate", "--state-dir", str(state)],
+                             env={**_env(), "OPENAB_ACP_AUTH_KEY": given}, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "OPENAB_ACP_AUTH_KEY" in refused.stderr and given not in refused.stderr
+    assert not verifier_path(state).exists()
+    made = subprocess.run([*OPENAB, "key", "rotate", "--state-dir", str(state)], env=_env(), capture_output=True,
+                          text=True, timeout=60)
+    key = re.search(r"Key: +(\S+)\n", made.stdout)
+    assert made.returncode == 0 and key is not None, made.stdout + made.stderr
+    assert made.stdout.count(key.group(1)) == 1 and key.group(1) not in made.stderr
+    assert "No pod runs on this state dir now" in made.stdout
+    assert read_verifier(verifier_path(state)).matches(key.group(1))
+    assert stat.S_IMODE(verifier_path(state).stat().st_mode) == 0o600
