@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -37,8 +38,11 @@ from openab.bridge.framing import BRIDGE_REFUSED, READY_METHOD
 from openab.core.acp.backend import NoAgentBackend
 from openab.core.errors import ConfigurationError
 from openab.core.settings import Settings
+from openab.gateway.acp_key import KeptVerifier, settle_kept_key, verifier_path
 from openab.gateway.app import create_app
 from openab.gateway.assemble import assemble
+from openab.gateway.pairing import KeptKey
+from openab.gateway.server import running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -187,6 +191,21 @@ async def test_acp_with_a_key(row: AcpRow) -> None:
     key = secrets.token_urlsafe(32)
     async with run_gateway(token=key) as gateway:
         await _check_acp_row(gateway, row, key)
+
+
+@pytest.mark.parametrize("row", KEYED_ROWS, ids=lambda row: row.name)
+async def test_acp_with_only_the_kept_verifier(row: AcpRow, tmp_path: Path) -> None:
+    """The same rows against a pod that holds no key at all, only the verifier of the one it made at an earlier
+    start (gateway/acp_key.py): every later start of `openab run` without a key of the operator's."""
+    state = tmp_path / "state"
+    made = settle_kept_key(state, strong=32).key
+    assert made is not None
+    kept = KeptKey(verifier_path(state), KeptVerifier(verifier_path(state)))
+    pod = assemble(Settings(state_dir=state, port=0), backend=NoAgentBackend())
+    assert pod.settings.token is None
+    app = create_app(pod, kept=kept)
+    async with running_server(app, guard=app.state.guard) as base_url:
+        await _check_acp_row(RunningGateway(pod, base_url, None, app.state.guard), row, made)
 
 
 @pytest.mark.parametrize("row", KEYLESS_ROWS, ids=lambda row: row.name)
