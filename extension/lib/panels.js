@@ -8,6 +8,12 @@ import { activeGateway, addGateway, checkKey, checkUrl, gatewayAt, normaliseOrig
 
 // What the link says when a connection or a chat starts (lib/link.js): news until the conversation goes on.
 const GREETINGS = new Set(['Session resumed', 'New session']);
+const RESUMED = 'Session resumed';
+
+/** A moment of today as the person reads a clock: "14:05" (or "2:05 PM", as their locale writes it). */
+function clock(ms) {
+  return new Date(ms).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+}
 
 export class Panels {
   /**
@@ -33,6 +39,7 @@ export class Panels {
     this._spokeAfter = null; // {since, detail} of the link when the person last sent a message
     this._refusedEdit = '';
     this._settledEdit = '';
+    this._resumedAt = 0; // the link's `since` of the resumption last put in the conversation
   }
 
   /** The line under the pill: the link's, less what the person has read past (see the constructor). */
@@ -40,9 +47,27 @@ export class Panels {
     const { state } = this.acp.link;
     const detail = state.detail;
     if (detail && detail === this._settledEdit) return '';
+    if (!GREETINGS.has(detail)) return detail;
     const spoke = this._spokeAfter;
-    if (GREETINGS.has(detail) && spoke && spoke.since === state.since && spoke.detail === detail) return '';
-    return detail;
+    if (spoke && spoke.since === state.since && spoke.detail === detail) return '';
+    // Once the chat has gone on (anything said in it since), the greeting is old news: it does not stay on top.
+    if (this.transcript.items.some((i) => i.kind !== 'event' && i.at >= state.since)) return '';
+    // A resumption is an event, said with its time (and kept in the conversation, `_noteResumed`), not a state.
+    return detail === RESUMED && state.status === 'connected' ? `${RESUMED} at ${clock(state.since)}` : detail;
+  }
+
+  /**
+   * A session resumed (the socket came back, the worker or Chrome started again) is an event in the conversation,
+   * at its place in time, once per connection; not a second one in a row when nothing was said between them.
+   */
+  _noteResumed() {
+    const { state } = this.acp.link;
+    if (state.status !== 'connected' || state.detail !== RESUMED || this._resumedAt === state.since) return;
+    this._resumedAt = state.since;
+    const items = this.transcript.items;
+    const last = items[items.length - 1];
+    if (last && last.kind === 'event' && last.text === RESUMED) return;
+    this.transcript.add('event', { text: RESUMED });
   }
 
   /** A tool call started (+1) or ended (-1): the pill says "browser in use" meanwhile. */
@@ -76,6 +101,7 @@ export class Panels {
     this._statePending = true;
     setTimeout(() => {
       this._statePending = false;
+      this._noteResumed();
       this.broadcast(this._state());
     }, 0);
   }

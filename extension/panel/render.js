@@ -52,6 +52,16 @@ export class TranscriptView {
     if (item.kind === 'tool') {
       if (fresh) row = this._toolRow();
       this._fillTool(row, item);
+    } else if (item.kind === 'event') {
+      // Something that happened to the chat (its session resumed), at its place in time: a line, not a message.
+      if (fresh) row = el('div');
+      row.className = 'event';
+      const at = el('time', '', Number.isFinite(item.at)
+        ? new Date(item.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' }) : '');
+      if (Number.isFinite(item.at)) at.dateTime = new Date(item.at).toISOString();
+      const said = el('span', '', `${item.text || ''}${at.textContent ? ' at ' : ''}`);
+      said.append(at);
+      row.replaceChildren(said);
     } else {
       if (fresh) row = el('div');
       const md = MARKDOWN_KINDS.has(item.kind);
@@ -148,19 +158,42 @@ export class TranscriptView {
     return button;
   }
 
-  /** The picture over the panel, until a click or Escape. */
+  /**
+   * The picture over the whole panel, until Close, a click beside it or Escape. It opens fitted to the panel's
+   * width (a tall page scrolls down, it is not shrunk to the panel's height); Full size (or a click on it) shows it
+   * at its own size, a pixel of it to a pixel of the screen, to scroll around in; Fit to panel goes back.
+   */
   enlarge(image, alt) {
     this.closeEnlarged();
-    const box = el('div', 'lightbox');
+    const box = el('div', 'lightbox fit');
     box.setAttribute('role', 'dialog');
     box.setAttribute('aria-label', alt);
+    const bar = el('div', 'lightbox-bar');
+    const size = el('button', 'lightbox-size', 'Full size');
+    size.type = 'button';
+    size.setAttribute('aria-pressed', 'false');
+    const close = el('button', 'lightbox-close', 'Close');
+    close.type = 'button';
+    bar.append(size, close);
+    const view = el('div', 'lightbox-view');
     const img = el('img');
     img.src = imageUrl(image);
     img.alt = alt;
-    const close = el('button', 'lightbox-close', 'Close');
-    close.type = 'button';
-    box.append(img, close);
-    box.addEventListener('click', () => this.closeEnlarged());
+    view.append(img);
+    box.append(bar, view);
+    const toggle = () => {
+      const full = !box.classList.contains('full');
+      box.classList.toggle('full', full);
+      box.classList.toggle('fit', !full);
+      img.style.width = full && img.naturalWidth ? `${img.naturalWidth / (window.devicePixelRatio || 1)}px` : '';
+      size.textContent = full ? 'Fit to panel' : 'Full size';
+      size.setAttribute('aria-pressed', String(full));
+    };
+    size.addEventListener('click', toggle);
+    img.addEventListener('click', toggle);
+    close.addEventListener('click', () => this.closeEnlarged());
+    // A click beside the picture closes it, as a click on it did before it could be seen whole.
+    for (const around of [box, bar, view]) around.addEventListener('click', (e) => e.target === around && this.closeEnlarged());
     document.body.append(box);
     this._lightbox = box;
     close.focus();

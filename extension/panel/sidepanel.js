@@ -86,7 +86,9 @@ function agentOpenedTabs() {
 }
 
 function hasSomethingToLose() {
-  return Boolean($('log').children.length || (state && (state.tabList?.tabs?.length || state.cards.length || state.busy)));
+  // An event line alone (a session resumed) is not a conversation to lose.
+  const said = [...$('log').children].some((row) => row.dataset.kind !== 'event');
+  return Boolean(said || (state && (state.tabList?.tabs?.length || state.cards.length || state.busy)));
 }
 
 function askNewChat() {

@@ -1,6 +1,7 @@
 """The panel's last frictions (issue 36, item 9), each as a person meets it at 360 px, Chrome's default side panel
 width: the link line after a valid Save, a card whose tab was closed, a failure written for the model, a step the
-agent aimed by a selector, and the connection's greeting once the chat goes on.
+agent aimed by a selector, the connection's greeting once the chat goes on, a resumed session as an event in the
+chat's time, and an enlarged screenshot that uses the panel and offers its full size.
 
 Real Chromium with the real extension against the real gateway; the scripted agent makes its browser calls through
 the official MCP client and relays each call and its real result to the panel, as a CLI does.
@@ -134,7 +135,7 @@ async def test_the_greeting_goes_once_the_chat_goes_on(agent: ScriptedAgent, nar
     """Before: "New session" (or "Session resumed") stayed under the pill for the whole chat."""
     await new_chat(narrow)
     line = narrow.locator("#link-detail")
-    await expect(line).to_have_text(re.compile(r"^(New session|Session resumed)$"))
+    await expect(line).to_have_text(re.compile(r"^(New session|Session resumed at .+)$"))
 
     async def hello(turn: PromptTurn, text: str) -> str:
         turn.send_update(chunk("Hello."))
@@ -168,3 +169,88 @@ async def test_a_valid_save_takes_the_refused_edits_line_away(narrow: Page, gate
     await expect(narrow.locator("#pill-link")).to_have_text("connected")
     await snap(narrow, "panel-saved-after-error.png")
     await narrow.locator("#toggle-settings").click()
+
+
+async def test_an_enlarged_screenshot_uses_the_panel_and_offers_its_full_size(
+        agent: ScriptedAgent, narrow: Page, gateway: LiveGateway, site: str) -> None:
+    """Before: the picture was capped at the panel's width less its margins (340 px of a 1280 px page at 360 px),
+    with no way to see it larger. Now it fills the panel's width, and Full size shows it pixel for pixel."""
+    tunnel = gateway.tunnel_of(gateway.browser_sockets[-1])  # this chat's (New chat above started another)
+    assert tunnel is not None
+    async with gateway.agent_client(tunnel.session_id) as client:
+        await show_a_screenshot(agent, narrow, client, site)
+
+
+async def show_a_screenshot(agent: ScriptedAgent, narrow: Page, client: Client, site: str) -> None:
+    async def shot(turn: PromptTurn, text: str) -> str:
+        await relay(turn, client, "n9", "browser_navigate", {"url": f"{site}/form.html"})
+        taken = await client.call_tool("browser_screenshot", {})
+        [picture] = [c for c in taken.content if c.type == "image"]
+        turn.send_update(call("s9", "browser_screenshot", {}))
+        turn.send_update({"sessionUpdate": "tool_call_update", "toolCallId": "s9", "status": "completed",
+                          "content": [{"type": "content", "content": {"type": "image", "data": picture.data,
+                                                                      "mimeType": picture.mime_type}}]})
+        return "end_turn"
+
+    agent.scripts["shot"] = shot
+    await say(narrow, "shot")
+    thumb = narrow.locator(".step .shots img").last
+    await expect(thumb).to_be_visible(timeout=30_000)
+    natural = int(await thumb.evaluate("(img) => img.decode().then(() => img.naturalWidth)"))
+    assert natural > 700
+    await thumb.click()
+    box = narrow.locator(".lightbox")
+    big = box.locator("img")
+    await expect(big).to_be_visible()
+    width = await big.evaluate("(img) => img.getBoundingClientRect().width")
+    view = await box.locator(".lightbox-view").evaluate("(v) => v.clientWidth")
+    assert width == view >= WIDTH["width"] - 2, (width, view)  # the panel's whole width, not 340 px of it
+    await snap(narrow, "panel-screenshot-enlarged-360.png")
+
+    await box.get_by_role("button", name="Full size").click()
+    await expect(box).to_have_class(re.compile(r"\bfull\b"))
+    ratio = await narrow.evaluate("window.devicePixelRatio")
+    width = await big.evaluate("(img) => img.getBoundingClientRect().width")
+    assert abs(width - natural / ratio) < 1, (width, natural, ratio)
+    scrolls = await box.locator(".lightbox-view").evaluate("(v) => v.scrollWidth > v.clientWidth")
+    assert scrolls, "a picture larger than the panel scrolls"
+    await snap(narrow, "panel-screenshot-full-size.png")
+    await box.get_by_role("button", name="Fit to panel").click()
+    await expect(box).to_have_class(re.compile(r"\bfit\b"))
+    await narrow.keyboard.press("Escape")
+    await expect(box).to_have_count(0)
+
+
+async def test_a_resumed_session_is_an_event_in_the_chat_not_a_line_on_top(
+        agent: ScriptedAgent, narrow: Page, gateway: LiveGateway) -> None:
+    """Last in the module: the dropped socket ends the module's MCP client's connection.
+
+    Before: "Session resumed" sat under the pill, with no time, as if it were the connection's state, and stayed
+    there until the person wrote. Now it is a line in the conversation, at its place in time, with its time; the
+    line on top says it with its time only until the chat goes on."""
+    async def hello(turn: PromptTurn, text: str) -> str:
+        turn.send_update(chunk("Hello again."))
+        return "end_turn"
+
+    agent.scripts["hello"] = hello
+    await say(narrow, "hello")
+    await expect(narrow.locator(".msg.agent").last).to_have_text("Hello again.", timeout=30_000)
+    sockets = len(gateway.browser_sockets)
+    await gateway.browser_sockets[-1].drop()
+    again = await gateway.browser_socket(sockets)
+    await expect(narrow.locator("#pill-link")).to_have_text("connected", timeout=30_000)
+    assert again.resumed
+    last = narrow.locator("#log > *").last
+    await expect(last).to_have_class("event")
+    await expect(last).to_contain_text("Session resumed")
+    await expect(last.locator("time")).to_have_text(re.compile(r"\d"))
+    line = narrow.locator("#link-detail")
+    await expect(line).to_have_text(re.compile(r"^Session resumed at \d"))
+    await snap(narrow, "panel-session-resumed.png")
+
+    await say(narrow, "hello")
+    await expect(narrow.locator(".msg.agent").last).to_have_text("Hello again.", timeout=30_000)
+    await expect(line).to_have_text("")
+    # The event stays where it happened: after the first reply, before the message written since.
+    kinds = await narrow.locator("#log > *").evaluate_all("(rows) => rows.map((r) => r.dataset.kind)")
+    assert kinds[-4:] == ["agent", "event", "user", "agent"], kinds
