@@ -9,15 +9,23 @@ from __future__ import annotations
 
 import os
 import stat
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from openab.core.settings import Settings
 
     from .acp_key import KeyVerifier
-    from .doctor_command import Report
 
-__all__ = ["check_key", "check_metrics_key"]
+__all__ = ["Report", "check_key", "check_metrics_key"]
+
+
+class Report(Protocol):
+    """What the doctor's report (gateway/doctor_command.py) is to these checks: named by shape, so this module
+    does not import the command that imports it."""
+
+    secrets: list[str]
+
+    def add(self, status: Literal["ok", "warn", "FAIL"], what: str, fix: str = "") -> None: ...
 
 
 def check_key(settings: Settings, report: Report) -> str | None:

@@ -27,6 +27,7 @@ from openab.core.agents.recipes import Recipe
 from openab.core.agents.runtime import AgentRuntime
 from openab.core.pod import Pod
 from openab.core.settings import Settings
+from openab.gateway.acp_key import rotate_key
 from openab.gateway.assemble import assemble
 from openab.gateway.run_command import resolve_key
 
@@ -164,9 +165,12 @@ class FakeBrowser:
 async def first_run(
     settings: Settings, **assembly: Any
 ) -> AsyncIterator[tuple[Pod, FakeExtension, FakeBrowser, str]]:
-    """`openab run`'s start on ``settings`` (the pairing key made and kept, as on a first run), then an extension
-    with a scripted browser and one session declaring it."""
-    assert resolve_key(settings) is not None and settings.token is not None
+    """`openab run`'s start on ``settings`` (the pairing key made and its verifier kept, as on a first run), then an
+    extension with a scripted browser and one session declaring it."""
+    kept = resolve_key(settings)
+    assert kept is not None
+    if settings.token is None:  # a later start on the same state dir knows no key: a new one, as the operator does
+        settings.token = SecretStr(rotate_key(settings.state_dir)[1])
     pod = assemble(settings, **assembly)
     async with run_gateway(pod=pod) as gateway, connect_extension(gateway.ws_url, gateway.token) as ext:
         await ext.initialize()
