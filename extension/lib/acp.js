@@ -18,11 +18,13 @@ const JOURNAL = '_openab/journal';
  * What the transcript says of a cancelled turn the person did not stop, or '' for the usual "Stopped: <reason>":
  * "cancelled" alone would read as their own Stop.
  */
-function stoppedNote(res, turn) {
+function stoppedNote(res, turn, lost) {
   if (!res || res.stopReason !== 'cancelled') return '';
   if (res._meta && res._meta[STOPPED_META] === 'gateway_shutdown') {
-    return 'The gateway shut down during this turn, so the agent stopped before it finished. ' +
-      'Send your message again once the gateway is back.';
+    // A step it was running may have happened: the note names it (panel/render.js), and asking again comes after a look.
+    return lost.length ? 'The gateway shut down during this turn, so the agent stopped before it finished.'
+      : 'The gateway shut down during this turn, so the agent stopped before it finished. ' +
+        'Send your message again once the gateway is back.';
   }
   return turn && turn.stopped ? '' : 'The turn was cancelled by the gateway or the agent, not by you.';
 }
@@ -174,10 +176,15 @@ export class AcpClient {
       }, PROMPT_TIMEOUT_MS);
       answer(null);
       const res = await turn;
-      transcript.endTurn(res && res.stopReason, stoppedNote(res, this.turn));
+      const lost = res && res.stopReason === 'cancelled' ? transcript.lostSteps() : [];
+      transcript.endTurn(res && res.stopReason, stoppedNote(res, this.turn, lost), lost);
     } catch (e) {
       transcript.endTurn();
-      transcript.add('error', { text: `The prompt failed: ${e.message}` });
+      // The connection dropped under the turn: a step it was running may have happened, and the note names it
+      // rather than ask for the message again (the pod's journal holds a repeat of it, and asks the person).
+      const lost = transcript.lostSteps();
+      if (lost.length) transcript.add('error', { text: 'The connection to the gateway dropped during this turn.', lost });
+      else transcript.add('error', { text: `The prompt failed: ${e.message}` });
     } finally {
       this.turn = null;
       this.onChange();

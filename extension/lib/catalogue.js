@@ -115,6 +115,29 @@ export function factsOf(name) {
   return FACTS.get(name) || null;
 }
 
+/**
+ * The browser tool call an agent's step is, `{tool, args}`, or null: from its input when a relay wraps the call
+ * (`{tool, arguments, element}`, as the built-in agent does), else from its title, in whatever form the agent CLI
+ * names a server's tool (`mcp__openab_browser__browser_click`, `openab_browser: browser_click`, `browser_click`),
+ * with the input as its arguments. `input` is the step's arguments, or their JSON text as a row keeps them. Pure.
+ */
+export function stepCall(title, input) {
+  if (typeof input === 'string') {
+    try {
+      input = JSON.parse(input);
+    } catch {
+      input = null; // cut to its bound, or not JSON: the title alone says
+    }
+  }
+  const given = input && typeof input === 'object' && !Array.isArray(input) ? input : {};
+  if (typeof given.tool === 'string' && FACTS.has(given.tool)) {
+    const args = given.arguments && typeof given.arguments === 'object' ? given.arguments : {};
+    return { tool: given.tool, args: { element: given.element, ...args } };
+  }
+  const tool = String(title || '').split(/__|[^A-Za-z0-9_]+/).find((part) => FACTS.has(part));
+  return tool ? { tool, args: given } : null;
+}
+
 /** Whether the guard rule of the tool `name` has `facet`. */
 export function hasFacet(name, facet) {
   const facts = FACTS.get(name);

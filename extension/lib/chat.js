@@ -3,6 +3,8 @@
 // One conversation per gateway and session: the one on screen is that of the session the socket
 // holds, and another gateway's is kept (bounded) for when the person switches back.
 
+import { onlyReads, stepCall } from './catalogue.js';
+
 const MAX_ITEMS = 400;
 const MAX_TEXT = 200_000;
 // A tool row's details: what the agent passed and what came back, text only and bounded.
@@ -320,10 +322,13 @@ export class Transcript {
     else this.add(kind, { text: chunk, open: true });
   }
 
-  /** Closes streamed items so the next turn starts new ones. `note`: what to say instead of "Stopped: <reason>". */
-  endTurn(stopReason, note = '') {
+  /**
+   * Closes streamed items so the next turn starts new ones. `note`: what to say instead of "Stopped: <reason>";
+   * `lost`: the steps it was running that may have happened (lostSteps), which the note names.
+   */
+  endTurn(stopReason, note = '', lost = []) {
     for (const item of this.items) if (item.open) this._update(item, { open: false });
-    if (note) this.add('system', { text: note });
+    if (note) this.add('system', { text: note, ...(lost.length && { lost }) });
     else if (stopReason && stopReason !== 'end_turn') this.add('system', { text: `Stopped: ${stopReason}` });
   }
 
@@ -378,13 +383,65 @@ export class Transcript {
       const step = journalStep(raw);
       if (!step) continue;
       const key = journalKey(step);
-      let item = this._steps.get(key) || (step.toolCallId ? this._rowOf(step.toolCallId) : null);
-      if (item) this._update(item, { journal: step });
+      let item = this._steps.get(key) || (step.toolCallId ? this._rowOf(step.toolCallId) : this._rowFor(step));
+      if (item) this._update(item, { journal: item.journal && item.journal.lost ? { ...step, lost: true } : step });
       else if (step.state === 'effect_unknown' || step.deduplicated) {
         item = this.add('tool', { title: step.tool, status: step.state === 'failed' ? 'failed' : 'completed', text: '', journal: step });
       } else continue;
       this._steps.set(key, item);
     }
+  }
+
+  /**
+   * The steps of the turn still running when the connection dropped (or the gateway shut down, or the worker
+   * stopped): each may or may not have happened. Marked so on its own row, which the pod's journal takes up when it
+   * lists the step after the reconnect (by the agent's call id, or after a pod restart by the tool: one row a step);
+   * returned as `{title, input}`, for the note that names them.
+   */
+  lostSteps() {
+    const lost = [];
+    for (const item of this.items) {
+      if (item.kind !== 'tool' || item.turn !== this._turn || !UNFINISHED.has(item.status)) continue;
+      const call = stepCall(item.title, item.input);
+      if (!call || onlyReads(call.tool, call.args)) {
+        this._update(item, { status: 'interrupted' }); // a read, or not the browser's: nothing may have happened
+        continue;
+      }
+      this._update(item, { journal: { ...item.journal, tool: call.tool, state: 'effect_unknown', lost: true } });
+      lost.push({ title: item.title, input: item.input || '' });
+    }
+    return lost;
+  }
+
+  /**
+   * The row of a step the journal names without the agent's call id (the pod cannot always tell it): one row a
+   * step. A step lost with the connection (or listed after a pod restart) is the row marked lost for its tool; any
+   * other is the agent's newest call of its tool in this turn still running that no step of the journal has taken
+   * yet (the agent shows a call before it makes it, and the browser runs one at a time).
+   */
+  _rowFor(step) {
+    const lost = this._lostRowOf(step);
+    if (lost) return lost;
+    for (let i = this.items.length - 1; i >= 0; i--) {
+      const item = this.items[i];
+      if (item.kind !== 'tool' || item.turn !== this._turn || item.journal || !UNFINISHED.has(item.status)) continue;
+      if (stepCall(item.title, item.input)?.tool === step.tool) return item;
+    }
+    return null;
+  }
+
+  /** A row of a step the connection dropped in that the journal has not named yet, for its step of `step.tool`. */
+  _lostRowOf(step) {
+    if (step.deduplicated || step.state !== 'effect_unknown') return null;
+    for (let i = this.items.length - 1; i >= 0; i--) {
+      const item = this.items[i];
+      const j = item.journal;
+      if (item.kind !== 'tool' || (j && j.action)) continue;
+      // Marked when the connection dropped, or saved while it ran by a worker that stopped since.
+      const lost = j ? j.lost && j.tool : item.status === 'interrupted' && stepCall(item.title, item.input)?.tool;
+      if (lost === step.tool) return item;
+    }
+    return null;
   }
 
   /** The newest row of the agent's call `toolCallId`: this turn's, else an earlier one's. */

@@ -137,6 +137,18 @@ export class Panels {
     };
   }
 
+  /** The agent's tab on `site` (a host), the newest first, else its current tab; null when it has none. */
+  _tabOn(site) {
+    const on = site && [...this.tabs.owned].reverse().find(([, info]) => {
+      try {
+        return new URL(info.url).host === site;
+      } catch {
+        return false;
+      }
+    });
+    return on ? on[0] : this.tabs.current;
+  }
+
   async _onMessage(port, msg) {
     if (!msg || typeof msg !== 'object') return;
     const { acp, guard, tabs, settings } = this;
@@ -157,6 +169,13 @@ export class Panels {
       case 'show-card':
         // Show me: the card's tab in front, its element outlined (lib/guard.js, show).
         if (!(await guard.show(String(msg.id)))) port.postMessage({ type: 'notice', level: 'error', text: 'That tab is gone.' });
+        return undefined;
+      case 'check-page':
+        // A step that may or may not have happened: the agent's tab on its site (else the agent's current one) in
+        // front, for the person to look.
+        if (!(await showTab(this._tabOn(String(msg.site || ''))))) {
+          port.postMessage({ type: 'notice', level: 'error', text: 'The agent has no tab open now.' });
+        }
         return undefined;
       case 'show-tab':
         // Only a tab the agent may use: the panel lists no other.

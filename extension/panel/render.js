@@ -16,9 +16,19 @@ function imageUrl(image) {
   return `data:${image.mimeType};base64,${image.data}`;
 }
 
+/** The words a note says of the steps that may have happened (chat.js lostSteps): what each was asked to do. */
+function lostWords(lost) {
+  const names = lost.slice(0, 4).map((s) => describeStep({ kind: 'tool', title: String(s.title || ''),
+    input: String(s.input || ''), journal: { state: 'effect_unknown' } }).words);
+  const more = lost.length > 4 ? ` and ${lost.length - 4} more` : '';
+  return ` ${names.join('; ')}${more} may or may not have happened: check the page before you ask for it again.`;
+}
+
 export class TranscriptView {
-  constructor(log) {
+  /** `send(msg)`: a message to the worker (a row's Check the page). */
+  constructor(log, send = () => {}) {
     this.log = log;
+    this.send = send;
     this.rows = new Map(); // transcript item id -> element
     this._pending = new Map(); // row -> markdown text not rendered yet
     this._timer = null;
@@ -66,7 +76,7 @@ export class TranscriptView {
       if (fresh) row = el('div');
       const md = MARKDOWN_KINDS.has(item.kind);
       row.className = `msg ${item.kind}${md ? ' md' : ''}`;
-      if (!md) row.textContent = item.text || '';
+      if (!md) row.textContent = (item.text || '') + (Array.isArray(item.lost) && item.lost.length ? lostWords(item.lost) : '');
       else if (fresh) row.replaceChildren(markdown(item.text || ''));
       else this._later(row, item.text || '');
     }
@@ -117,7 +127,14 @@ export class TranscriptView {
     // Why a failed step failed, in short (panel/steps.js); the whole text is its Result, under the details.
     const why = el('div', 'why');
     why.hidden = true;
-    row.append(details, why, note, el('div', 'shots'));
+    // A step that may or may not have happened: the person looks before anyone does it again.
+    const look = el('div', 'look');
+    look.hidden = true;
+    const check = el('button', 'quiet check-page', 'Check the page');
+    check.type = 'button';
+    check.addEventListener('click', () => this.send({ type: 'check-page', site: row.dataset.site || '' }));
+    look.append(check);
+    row.append(details, why, note, look, el('div', 'shots'));
     return row;
   }
 
@@ -130,6 +147,8 @@ export class TranscriptView {
     const note = row.querySelector('.journal');
     note.textContent = step.note || '';
     note.hidden = !step.note;
+    row.querySelector('.look').hidden = step.state !== 'unknown';
+    row.dataset.site = (item.journal && item.journal.site) || '';
     const why = row.querySelector('.why');
     why.replaceChildren(...(step.whyParts || []).map((p) => (p.quoted ? el('q', 'quoted', p.text) : p.text)));
     why.hidden = !step.why;

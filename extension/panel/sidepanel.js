@@ -10,7 +10,7 @@ import { endAddingGateway, renderSettings, showFieldError, showSettings, wireSet
 import { renderHeader } from './header.js';
 import { $ } from './dom.js';
 
-const transcript = new TranscriptView($('log'));
+const transcript = new TranscriptView($('log'), (msg) => send(msg));
 let port = null;
 let state = null;
 let windowId = null;

@@ -3,7 +3,7 @@
 // the agent's own description of it or from the result. Steps that are not browser tools (a CLI's own "Read file")
 // keep the agent's title. Everything here came from the agent or the page: it only ever becomes text nodes.
 
-import { FACTS, loadCatalogue, picks } from '../lib/catalogue.js';
+import { FACTS, loadCatalogue, picks, stepCall } from '../lib/catalogue.js';
 import { oneLine } from '../lib/quoted.js';
 
 // Each tool's row words are its catalogue facts.row (`verbs`: imperative, past, progressive; `object`: the kind of
@@ -111,31 +111,6 @@ function elementOf(args, resultText) {
 }
 
 /**
- * The browser tool a row is about, from its title or arguments: `browser_click`, `mcp__openab_browser__browser_click`,
- * `openab_browser: browser_click`, `openab_browser.browser_click (MCP)`, or the built-in agent's `{tool, arguments}`.
- */
-function browserCall(title, input) {
-  const wrapped = input && typeof input === 'object' && typeof input.tool === 'string' && ROWS.has(input.tool);
-  if (wrapped) {
-    const args = input.arguments && typeof input.arguments === 'object' ? input.arguments : {};
-    return { tool: input.tool, args: { element: input.element, ...args } };
-  }
-  const parts = String(title || '').split(/__|[^A-Za-z0-9_]+/);
-  const tool = parts.find((p) => ROWS.has(p));
-  if (!tool) return null;
-  return { tool, args: input && typeof input === 'object' && !Array.isArray(input) ? input : {} };
-}
-
-function parsed(input) {
-  if (typeof input !== 'string' || !input.trim()) return null;
-  try {
-    return JSON.parse(input);
-  } catch {
-    return null; // cut to its bound, or not JSON: the words come from the title alone
-  }
-}
-
-/**
  * Why the browser did not take the step, when the person (or their rule) said no: the guard's refusal opens with
  * these words (lib/guard.js), outside the page's block, which could otherwise pretend one.
  */
@@ -145,6 +120,8 @@ function refusal(item) {
   if (!said && item.guard !== 'denied') return '';
   const why = said ? said[1] || '' : '';
   if (/did not answer/i.test(why)) return 'You did not answer in time';
+  // A repeat of a step that may already have happened, on its card (lib/stages/again.js).
+  if (/check the page/i.test(why)) return 'You chose to check the page first';
   // The guard's TAB_CLOSED: the card went with its tab, unanswered; nobody declined anything.
   if (/tab closed/i.test(why)) return 'The tab closed before you answered';
   if (/declined/i.test(why)) return 'You declined';
@@ -191,6 +168,7 @@ function failureWords(text) {
 export const JOURNAL_NOTES = {
   unknown: 'may or may not have happened: look before acting again',
   deduplicated: 'answered from the journal: not done a second time',
+  held: 'not done again: the earlier one may already have happened',
 };
 
 /**
@@ -203,7 +181,9 @@ function journalled(item, call, verb, what) {
   const state = j.deduplicated ? 'deduplicated' : j.state === 'effect_unknown' ? 'unknown' : '';
   if (!state) return null;
   const site = !item.toolCallId && j.site ? ` on ${place(j.site)}` : '';
-  return { words: `${verb}${what}${site}`, state, browser: true, note: JOURNAL_NOTES[state] };
+  // A call held back because the step it repeats may already have happened (docs/journal.md, unsettled steps).
+  const note = state === 'deduplicated' && j.state === 'effect_unknown' ? JOURNAL_NOTES.held : JOURNAL_NOTES[state];
+  return { words: `${verb}${what}${site}`, state, browser: true, note };
 }
 
 /**
@@ -239,7 +219,7 @@ function partsOf(words) {
  */
 function describe(item) {
   const status = String(item.status || '');
-  const call = browserCall(item.title, parsed(item.input));
+  const call = stepCall(item.title, item.input);
   if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
   const [[verb, past, doing], object] = rowWords(call.tool, call.args, elementOf(call.args, item.text));
   const what = object ? ` ${object}` : '';

@@ -334,15 +334,16 @@ async def test_a_repeat_of_a_step_that_may_have_happened_waits_for_the_persons_c
     (card,) = got["check"]["cards"]
     assert card["kind"] == "again" and card["tabId"] == 7
     assert card["title"] == f'"Buy now" at {clock} may already have happened'
-    assert card["detail"].startswith("This browser did it at ") and "its answer never reached the agent" in card["detail"]
+    assert card["detail"].startswith("This browser did it at ")
+    assert "its answer never reached the agent" in card["detail"]
     assert got["check"]["verdicts"] == [False] and got["check"]["error"] and got["check"]["ran"] == []
-    assert got["check"]["said"].startswith("Not done: the person chose to check the page first. The earlier "
-                                           "browser_click (act-")
+    assert got["check"]["said"].startswith("not allowed by the user (the person chose to check the page first): the "
+                                           "earlier browser_click (act-")
     assert got["again"]["cards"][0]["title"] == f'"the Buy now button" at {clock} may already have happened'
     assert got["again"]["cards"][0]["detail"].startswith("This browser has no record of running it")
     assert got["again"]["verdicts"] == [True] and got["again"]["ran"] == ["ran"] and not got["again"]["error"]
     assert got["timeout"]["cards"][0]["title"] == f"This click at {clock} may already have happened"
-    assert got["timeout"]["said"].startswith("Not done: the person did not answer.")
+    assert got["timeout"]["said"].startswith("not allowed by the user (the person did not answer): ")
     assert got["none"] == {"cards": [], "verdicts": [], "said": "ran", "error": False, "ran": ["ran"]}
 
 

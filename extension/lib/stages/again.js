@@ -52,7 +52,9 @@ export async function again(step, next) {
   if (answer === CHECK && step.tabId != null) await showTab(step.tabId);
   const why = answer === CHECK ? 'the person chose to check the page first'
     : answer === 'timeout' ? 'the person did not answer' : answer === TAB_CLOSED ? 'the tab closed before the person answered'
-      : 'the person was not asked (the question was cancelled)';
-  return { ...text(`Not done: ${why}. The earlier ${earlier.tool} (${earlier.action}) may already have happened; ` +
-    'the person decides whether it is done again. Do not call it again unless they ask you to in the chat.'), isError: true };
+      : 'the question was cancelled';
+  // In the guard's words for a step the person did not allow (lib/guard.js), which the panel's row reads.
+  return { ...text(`not allowed by the user (${why}): the earlier ${earlier.tool} (${earlier.action}) may already ` +
+    'have happened, and the person decides whether it is done again. Do not call it again unless they ask you to in ' +
+    'the chat.'), isError: true };
 }
