@@ -178,11 +178,11 @@ class World:
     pod: Pod | None = None
     drain: asyncio.Task[None] | None = None
 
-    async def start_pod(self) -> None:
+    async def start_pod(self, **env: str) -> None:
         socket_dir = Path(f"/tmp/openab-{secrets.token_hex(4)}")
         self.pod = await start_pod(self.state, "--agent", "builtin", env={
             "OPENAB_ACP_AUTH_KEY": KEY, "OPENAB_MODEL_URL": f"{self.model.url}/v1", "OPENAB_MODEL": "fake",
-            "OPENAB_BROWSER_SOCKET": str(socket_dir / "s")})
+            "OPENAB_BROWSER_SOCKET": str(socket_dir / "s"), **env})
         self.relay.target = int(self.pod.url.rsplit(":", 1)[1])
         self.drain = asyncio.create_task(self._drain(self.pod))
 
@@ -391,3 +391,21 @@ async def test_the_gateway_stopped_mid_click_finishes_it_first_and_says_it_was_d
     await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached", timeout=TIMEOUT)
     with LOCK:
         assert ORDERS["restarted"] == 1
+
+
+async def test_before_issue_34_the_same_request_after_a_socket_cut_bought_twice(
+        world: World, panel: Page, context: BrowserContext, site: str) -> None:
+    """The same socket cut with OPENAB_JOURNAL_SETTLE=0 (the journal's 15 s window alone, as it was): the agent's
+    click runs again, no card names the earlier one, and the person who allows "Buy now" buys a second mug."""
+    await world.stop_pod()
+    await world.start_pod(OPENAB_JOURNAL_SETTLE="0")
+    await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached", timeout=TIMEOUT)
+    await new_chat(panel)
+    await buy_then_fault(world, panel, site, "before", "socket cut")
+    await expect(panel.locator("#pill-tunnel")).to_have_text("tools attached", timeout=TIMEOUT)
+    await asyncio.sleep(16)  # the person reads, reconnects and retypes: past the window
+    world.model.set_script(buying("before", site, repeat=False))
+    await ask(panel, "buy the blue mug at before")
+    await answer_card(panel, re.compile("Buy now"), "allow")
+    await expect(panel.locator(".card", has_text="may already have happened")).to_have_count(0)
+    await eventually(lambda: ORDERS.get("before") == 2, 30)
