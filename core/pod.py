@@ -66,6 +66,7 @@ class Pod:
             journal.add_listener(self._tell_journal)
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
         self._state_dir_lock = StateDirLock(settings.state_dir)
+        self._read_previous = False  # the journal read what an earlier run left (once: start() is called twice)
 
     def accept(self, connection_id: str | None = None) -> AcpServerConnection:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
@@ -142,8 +143,10 @@ class Pod:
         left there (:mod:`.leftovers`), and the browser access starts (the bridge listens on its socket).
         Idempotent."""
         await self._state_dir_lock.take()
-        if self.journal is not None:
+        if self.journal is not None and not self._read_previous:
             # Before any call of this run: what has a running record and no end now was left by an earlier run.
+            # Once: `openab run` starts the pod before uvicorn and the app's lifespan starts it again.
+            self._read_previous = True
             await self.journal.load_previous()
         if self.browser is not None:
             await self.browser.start()
