@@ -118,3 +118,27 @@ async def test_a_new_key_for_the_same_gateway_updates_that_entry_and_resumes_its
     assert not cut, "the gateway's name or URL is cut"
     await snap(narrow, "panel-paired-again.png")
     await narrow.locator("#toggle-settings").click()
+
+
+async def test_a_link_for_a_saved_gateway_not_in_use_puts_it_in_use_with_its_chat(
+        context: BrowserContext, narrow: Page, gateway: LiveGateway) -> None:
+    [ours] = await saved(narrow)
+    # Another gateway in use (one that does not answer): the panel shows its (empty) conversation.
+    await narrow.locator("#toggle-settings").click()
+    await narrow.locator("#add-gateway").click()
+    await narrow.locator("#set-name").fill("Elsewhere")
+    await narrow.locator("#set-url").fill("ws://127.0.0.1:9/acp")
+    await narrow.locator("#save-settings").click()
+    await expect(narrow.locator("#gateways li.active strong")).to_have_text("Elsewhere")
+    await expect(narrow.locator(".msg.agent")).to_have_count(0)
+
+    await pair(context, gateway)
+    gateways = await saved(narrow)
+    assert [g["name"] for g in gateways] == [ours["name"], "Elsewhere"], "no third entry"
+    active = await narrow.evaluate(
+        "async () => (await chrome.storage.local.get('openab.settings'))['openab.settings'].active")
+    assert active == ours["id"]
+    await expect(narrow.locator("#pill-link")).to_have_text("connected", timeout=30_000)
+    await expect(narrow.locator(".msg.agent").last).to_have_text("Hello, the same chat.")
+    await expect(narrow.locator("#gateways li.active strong")).to_have_text(ours["name"])
+    await narrow.locator("#toggle-settings").click()
