@@ -74,6 +74,7 @@ class Pod:
             self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
             agents=self.agents, spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
             connections=self.connections, connection_id=connection_id, make_room=self.make_room, files=self.files,
+            step_decided=self.journal.decided if self.journal is not None else None,
         )
 
     def session_opened(self, session: Session) -> None:

@@ -101,8 +101,9 @@ def _tag_of(session: str, state_dir: Path) -> str:
 
 
 def fold_steps(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """One record per call: a journalled step's ``running`` record and its end become one (the end's fields,
-    the start's time); a step with no end stays ``running`` (the pod stopped, or it still runs)."""
+    """One record per call: a journalled step's ``running`` records and its end become one (the end's fields,
+    the start's time, and the guard's decision the browser told while it ran when the end has none); a step with no
+    end stays ``running`` (the pod stopped, or it still runs)."""
     rows: list[Mapping[str, Any]] = []
     steps: dict[str, int] = {}  # action -> its row
     for record in records:
@@ -114,8 +115,16 @@ def fold_steps(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
         if at is None:
             steps[action] = len(rows)
             rows.append(record)
-        elif record.get("state") != "running":
-            rows[at] = {**record, "time": rows[at].get("time", record.get("time"))}
+            continue
+        # The guard's decision as the browser told it while the step ran stands where the end has none (its answer
+        # was lost, or the pod died).
+        prev = rows[at]
+        if record.get("state") == "running":
+            rows[at] = {**prev, **{k: record[k] for k in ("guard", "guard_rule") if k in record}}
+            continue
+        told = {k: prev[k] for k in ("guard", "guard_rule") if k in prev} if prev.get("guard", "none") != "none" else {}
+        kept = told if record.get("guard", "none") == "none" else {}
+        rows[at] = {**record, **kept, "time": prev.get("time", record.get("time"))}
     return rows
 
 

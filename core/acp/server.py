@@ -80,6 +80,7 @@ __all__ = [
     "KEEPALIVE_METHOD",
     "PERSON_METHOD",
     "SESSION_MOVED_METHOD",
+    "STEP_METHOD",
     "AcpConnections",
     "AcpServerConnection",
 ]
@@ -89,6 +90,9 @@ log = logging.getLogger(__name__)
 KEEPALIVE_METHOD: Final = METHOD_PREFIX + "keepalive"
 # From the panel: {"asking": true} while a card waits for the person, {"asking": false} once none does.
 PERSON_METHOD: Final = METHOD_PREFIX + "person"
+# From the extension: {"sessionId", "action", "guard", "rule"}, the guard's decision on a journalled step as it is
+# made, for the journal's record of the step (docs/journal.md): kept even if the step's answer is lost.
+STEP_METHOD: Final = METHOD_PREFIX + "step"
 # Told to a socket whose session another socket resumed: it no longer holds it, nor serves its browser.
 SESSION_MOVED_METHOD: Final = METHOD_PREFIX + "session/moved"
 # The extension reads an upload's file and writes a download's, chunk by chunk (docs/files.md).
@@ -231,6 +235,7 @@ class AcpServerConnection:
         connection_id: str | None = None,
         make_room: Callable[[], bool] | None = None,
         files: Transfers | None = None,
+        step_decided: Callable[[str, str, str, str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -242,6 +247,9 @@ class AcpServerConnection:
         self._evict = evict
         self._make_room = make_room  # the pod full: evict a session nobody holds or talked in (True: one went)
         self.files = files  # the pod's file transfers (None: the file methods are not offered)
+        # The guard's decision on a journalled step, told by the browser as it is made: (session, action, guard,
+        # rule) to the pod's journal (None: not kept).
+        self._step_decided = step_decided
         self.connections = connections if connections is not None else AcpConnections()
         self.id = connection_id or f"acp_conn_{uuid.uuid4()}"
         self.generation = sessions.next_owner_generation()
@@ -295,6 +303,8 @@ class AcpServerConnection:
             self._cancel(notification.params)
         elif notification.method == PERSON_METHOD:
             self._person(notification.params)
+        elif notification.method == STEP_METHOD:
+            self._step(notification.params)
         elif notification.method == "mcp/message":
             self.rpc.spawn(self.tunnels.deliver(self.id, notification.params))
         # Anything else (including request-only methods sent without an id) is ignored, as the contract says.
@@ -557,6 +567,20 @@ class AcpServerConnection:
         if not isinstance(asking, bool):
             return  # a notification gets no error answer
         self.person.asked(asking, up_to=self.settings.permission_timeout)
+
+    def _step(self, params: Any) -> None:
+        """The browser's guard decided on a step of a session this socket holds (a notification: a bad one is
+        dropped, never answered); the journal checks that the action is a step of that session."""
+        if self._step_decided is None or not isinstance(params, dict):
+            return
+        session_id, action, guard, rule = (params.get(k) for k in ("sessionId", "action", "guard", "rule"))
+        if not (isinstance(session_id, str) and isinstance(action, str) and isinstance(guard, str)
+                and isinstance(rule, str)):
+            return
+        session = self.sessions.get(session_id)
+        if session is None or session_id not in self._sessions or session.owner != self.id:
+            return  # another socket's session, or none: nothing of it is this socket's to say
+        self._step_decided(session_id, action, guard, rule)
 
     def _cancel_turn(self, session_id: str, turn: _Turn, *, shutdown: bool = False) -> None:
         turn.cancel(shutdown=shutdown)

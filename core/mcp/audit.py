@@ -314,6 +314,14 @@ class AuditLog:
         restarted pod recognise a re-issue of it (:func:`unended_steps_keyed`)."""
         self._step_record(session_id, tool, action, {"state": State.RUNNING.value, "args": args_digest(arguments)})
 
+    def step_decided(self, session_id: str, tool: str, action: str, digest: str, guard: str, rule: str) -> None:
+        """The guard's decision on a running step, as the browser told it before the step acted: a second
+        ``running`` record of the step with ``guard`` and ``guard_rule``, so `openab audit` shows what the person
+        decided even when the step's answer is lost. ``guard`` is one of :data:`GUARD_DECISIONS` and ``rule``
+        matches :data:`GUARD_RULE` (the caller checked)."""
+        self._step_record(session_id, tool, action, {"state": State.RUNNING.value, "args": digest, "guard": guard,
+                                                      "guard_rule": rule})
+
     def step_unknown(self, session_id: str, tool: str, action: str) -> None:
         """The end of a step an earlier run of the pod left running, once its agent was told it is effect_unknown:
         the next restart finds it ended, and does not list it again."""

@@ -29,7 +29,16 @@ from ..catalogue import catalogue
 from ..journal import Answer, Join, Journal, JournalLimits, Run, State, Step, site_of, untrusted
 from ..jsonrpc import JsonObject
 from ..mcp_vocabulary import META_ACTION, META_RECEIPT
-from .audit import AuditLog, Ended, StepsOnDisk, args_digest, step_state, steps_on_disk
+from .audit import (
+    GUARD_DECISIONS,
+    GUARD_RULE,
+    AuditLog,
+    Ended,
+    StepsOnDisk,
+    args_digest,
+    step_state,
+    steps_on_disk,
+)
 
 __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner"]
 
@@ -244,6 +253,18 @@ class ActionJournal:
     def read(self, session_id: str) -> None:
         """A read of the session's went to the browser: a re-issue after it is not straight after its step."""
         self.core.read(session_id)
+
+    def decided(self, session_id: str, action: str, guard: str, rule: str) -> None:
+        """The browser's guard decided ``guard`` by ``rule`` on the running step ``action`` of the session (the
+        browser tells it before the step acts): recorded, so the audit keeps it if the step's answer is lost. A
+        decision or rule outside the audit's vocabulary, or an action that is no running step of this session, is
+        dropped."""
+        if self.audit is None or guard not in GUARD_DECISIONS or not GUARD_RULE.fullmatch(rule):
+            return
+        step = next((s for s in self._running if s.action == action and self._running[s].session_id == session_id),
+                    None)
+        if step is not None:
+            self.audit.step_decided(session_id, step.tool, action, step.digest, guard, rule)
 
     def unknown(self, session_id: str) -> list[dict[str, Any]]:
         """The panel views of the session's steps still effect_unknown (what ``session/resume`` is told)."""

@@ -13,6 +13,8 @@ const MAX_PROMPT_CHARS = 100_000;
 const STOPPED_META = 'dev.openab/stopped';
 // What the pod's journal knows of the session's steps (docs/journal.md): their states, on the panel's rows.
 const JOURNAL = '_openab/journal';
+// To the pod: the guard's decision on a journalled step, as it is made (docs/journal.md, the journal on disk).
+const STEP_DECIDED = '_openab/step';
 
 /**
  * What the transcript says of a cancelled turn the person did not stop, or '' for the usual "Stopped: <reason>":
@@ -71,6 +73,9 @@ export class AcpClient {
       },
       sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
     });
+    mcp.onDecided = (action, guard, rule) => {
+      if (this.link.connected) this.link.notify(STEP_DECIDED, { sessionId: this.link.sessionId, action, guard, rule });
+    };
   }
 
   /**

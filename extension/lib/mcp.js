@@ -26,6 +26,9 @@ export class McpServer {
     this.actions = actions;
     this.serverId = serverId;
     this.onChange = onChange;
+    // Hears the guard's decision on a journalled step as it is made: `(action, decision, rule)` (lib/acp.js tells
+    // the pod, whose record of the step keeps it even if the step's answer is lost).
+    this.onDecided = () => {};
     this.connections = new Map(); // connectionId -> {initialized, protocolVersion}
     this.inflight = new Map(); // outer request id -> AbortController
     this.statelessSeen = false;
@@ -154,7 +157,8 @@ export class McpServer {
     const earlier = action && earlierOf(p);
     try {
       if (earlier) earlier.record = await this.actions.recordOf(earlier.action);
-      const work = () => this.tools.call(p.name, p.arguments, ctl.signal, earlier || null);
+      const journal = action ? { earlier, decided: (decision, rule) => this.onDecided(action, decision, rule) } : null;
+      const work = () => this.tools.call(p.name, p.arguments, ctl.signal, journal);
       const result = action ? echoed(await this.actions.run(action, p.name, work), action) : await work();
       if (ctl.signal.aborted) throw new RpcError(REQUEST_CANCELLED, 'Request cancelled');
       return result;

@@ -422,7 +422,7 @@ export class ChatCalls {
     return this.tools.has(name);
   }
 
-  async call(name, args, signal, earlier = null) {
+  async call(name, args, signal, journal = null) {
     if (this.ending) return { content: [{ type: 'text', text: CHAT_ENDED_MESSAGE }], isError: true };
     const entry = { ctl: new AbortController(), why: '' };
     const passOn = () => entry.ctl.abort();
@@ -432,7 +432,7 @@ export class ChatCalls {
     }
     this.running.add(entry);
     try {
-      const result = await this.tools.call(name, args, entry.ctl.signal, earlier);
+      const result = await this.tools.call(name, args, entry.ctl.signal, journal);
       // Whatever it did or saw after it was stopped is not the agent's any more; the guard's record stays.
       return entry.why ? { content: [{ type: 'text', text: entry.why }], isError: true, _meta: result && result._meta } : result;
     } finally {

@@ -63,13 +63,24 @@ export function checkImplemented() {
  * result.
  */
 class ToolCall {
-  /** `earlier`: the step this one repeats that may already have happened (lib/actions.js earlierOf), or null. */
-  constructor(guard, signal, earlier = null) {
+  /**
+   * `journal`, for a step the pod journals: `earlier`, the step it repeats that may already have happened
+   * (lib/actions.js earlierOf), and `decided(decision, rule)`, told each decision as it is made, before the step
+   * acts: the pod's record of the step keeps it even if the step's answer is lost.
+   */
+  constructor(guard, signal, journal = null) {
     this._guard = guard;
     this.signal = signal;
-    this.earlier = earlier;
+    this.earlier = (journal && journal.earlier) || null;
+    this._decided = (journal && journal.decided) || null;
     this.decision = ''; // '' until the guard is consulted
     this.rule = ''; // the rule that made the decision (lib/guard.js names them), '' when none was named
+  }
+
+  _decide(decision, rule) {
+    this.decision = decision;
+    this.rule = rule;
+    if (this._decided) this._decided(decision, rule);
   }
 
   throwIfCancelled() {
@@ -82,8 +93,7 @@ class ToolCall {
       // The person said "Do it again" on the card that named this very step (lib/stages/again.js): asked already.
       const again = this.rule === AGAIN_RULE ? { approved: AGAIN_RULE } : {};
       const { asked, rule } = await this._guard.check(tool, desc, args, this.signal, tabUrl, again);
-      this.decision = asked ? ASKED_ALLOWED : ALLOWED;
-      this.rule = rule || '';
+      this._decide(asked ? ASKED_ALLOWED : ALLOWED, rule || '');
     } catch (e) {
       this._refused(e, '');
       throw e;
@@ -94,12 +104,10 @@ class ToolCall {
   destination(url) {
     try {
       const allowed = this._guard.checkDestination(url);
-      this.decision = this.decision || ALLOWED;
-      this.rule = this.rule || 'routine';
+      this._decide(this.decision || ALLOWED, this.rule || 'routine');
       return allowed;
     } catch (e) {
-      this.decision = DENIED;
-      this.rule = e.rule || 'site-rule-never';
+      this._decide(DENIED, e.rule || 'site-rule-never');
       throw e;
     }
   }
@@ -114,8 +122,7 @@ class ToolCall {
     if (this.decision === ASKED_ALLOWED || !plan) return url;
     try {
       if (await plan.checkDestination(this._guard, url, this.signal)) {
-        this.decision = ASKED_ALLOWED;
-        this.rule = 'plan-off-site';
+        this._decide(ASKED_ALLOWED, 'plan-off-site');
       }
     } catch (e) {
       this._refused(e, 'plan-off-site');
@@ -126,14 +133,12 @@ class ToolCall {
 
   /** The person's answer on the card of a step that may already have happened (lib/stages/again.js). */
   again(allowed) {
-    this.decision = allowed ? ASKED_ALLOWED : DENIED;
-    this.rule = AGAIN_RULE;
+    this._decide(allowed ? ASKED_ALLOWED : DENIED, AGAIN_RULE);
   }
 
   /** A step the person's yes to an earlier one covers (the dialog their approved click opened). */
   allowed() {
-    this.decision = ALLOWED;
-    this.rule = 'approved-step';
+    this._decide(ALLOWED, 'approved-step');
   }
 
   /** Whether the person was asked about this call and said yes. */
@@ -143,8 +148,7 @@ class ToolCall {
 
   _refused(e, rule) {
     if (!(e instanceof ToolError && e.code === NOT_ALLOWED)) return;
-    this.decision = DENIED;
-    this.rule = e.rule || rule;
+    this._decide(DENIED, e.rule || rule);
   }
 }
 
@@ -185,14 +189,15 @@ export class BrowserTools {
   }
 
   /**
-   * Runs one call through the stages of pipeline.js, which every call of every tool takes. `earlier`: the step it
-   * repeats that may already have happened, which the person is asked about first (lib/stages/again.js).
+   * Runs one call through the stages of pipeline.js, which every call of every tool takes. `journal`: what a step
+   * the pod journals carries (see ToolCall): the step it repeats that may already have happened, which the person is
+   * asked about first (lib/stages/again.js), and who hears the guard's decision.
    */
-  async call(name, args, signal, earlier = null) {
+  async call(name, args, signal, journal = null) {
     const facts = factsOf(name);
     if (!facts || !IMPLEMENTATIONS.has(name)) return { ...text(`${name} is not a tool of this browser`), isError: true };
     const given = args && typeof args === 'object' ? args : {};
-    return this._pipeline({ name, args: given, facts, call: new ToolCall(this.guard, signal, earlier),
+    return this._pipeline({ name, args: given, facts, call: new ToolCall(this.guard, signal, journal),
       parts: this._parts, tabId: null });
   }
 }

@@ -41,6 +41,9 @@ from playwright.async_api import Error as PlaywrightError
 from test_runtime_run_command import Pod, start_pod
 from waits import eventually
 
+from openab.core.mcp.audit import read_records
+from openab.gateway.audit_command import fold_steps
+
 from .harness import SITE, open_panel, page_at, panel_browser, serving, snap
 
 pytestmark = pytest.mark.anyio
@@ -341,8 +344,8 @@ async def the_same_request_again(world: World, panel: Page, context: BrowserCont
     words = await answer_card(panel, re.compile("may already have happened"), "check")
     # The person's own clock, in their locale: "12:03" or "12:03 PM".
     at = r"\d{1,2}:\d\d(?: [AP]M)?"
-    lost = "its answer never reached the agent" if fault == "socket cut" else "the agent.s pod restarted during it"
-    assert re.match(rf'^"Buy now" at {at} may already have happened\nThis browser did it at {at}, but {lost}'
+    why = "its answer never reached the agent" if fault == "socket cut" else "the agent.s pod restarted during it"
+    assert re.match(rf'^"Buy now" at {at} may already have happened\nThis browser did it at {at}, but {why}'
                     r"\. The agent wants to do it again\.\nCheck the page\nDo it again\nShow me$", words), words
     # Check the page: the store, where the person looks, says what the shop has.
     store_page = await page_at(context, f"{site}/store/{store}")
@@ -362,6 +365,13 @@ async def the_same_request_again(world: World, panel: Page, context: BrowserCont
         "not done again: the earlier one may already have happened")
     await expect(panel.locator(".step", has_text="Click an element")).to_have_count(0)
     await snap(panel, f"once-{fault.replace(' ', '-')}-checked.png")
+    # `openab audit` tells the same story: the lost click, with the person's Allow the browser told before it acted;
+    # the held call; the repeat the person checked the page for.
+    clicks = [r for r in fold_steps(read_records(world.state / "state")) if r.get("tool") == "browser_click"]
+    assert [("deduplicated" if r.get("deduplicated") else r["state"], r.get("guard"), r.get("guard_rule"))
+            for r in clicks[-3:]] == [
+        ("effect_unknown", "asked-allowed", "person:submit"), ("deduplicated", "none", None),
+        ("failed", "denied", "person:again")], clicks[-3:]
 
 
 async def test_a_socket_cut_mid_click_and_the_same_request_again_buys_once(
