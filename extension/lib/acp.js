@@ -56,7 +56,7 @@ export class AcpClient {
           return;
         }
         if (method === JOURNAL) {
-          if (params && params.sessionId === this.link.sessionId) transcript.journal(params.steps);
+          if (params && params.sessionId === this.link.sessionId) this._journal(mcp, params.steps);
           return;
         }
         if (method === '$/cancel_request') this._permissionWaits.get(params && params.requestId)?.abort();
@@ -73,9 +73,24 @@ export class AcpClient {
       },
       sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
     });
+    // A step that ends in this browser after the pod lost its answer: its row gets the element's name then.
+    mcp.actions.onEnded = (action, element) => transcript.named(action, element);
     mcp.onDecided = (action, guard, rule) => {
       if (this.link.connected) this.link.notify(STEP_DECIDED, { sessionId: this.link.sessionId, action, guard, rule });
     };
+  }
+
+  /** The journal's steps on the panel's rows, each named by the element this browser recorded for it. */
+  async _journal(mcp, steps) {
+    const named = new Map();
+    if (Array.isArray(steps)) {
+      for (const step of steps.slice(0, 200)) {
+        const action = step && typeof step.action === 'string' ? step.action : '';
+        const record = action ? await mcp.actions.recordOf(action).catch(() => null) : null;
+        if (record && record.element) named.set(action, record.element);
+      }
+    }
+    this.transcript.journal(steps, named);
   }
 
   /**

@@ -50,6 +50,13 @@ export function echoed(result, action) {
   return { ...result, _meta: { ...(result && result._meta), [ACTION_META]: action } };
 }
 
+/** The name of the element a recorded action acted on, from its receipt; '' when it gives none. */
+function elementName(record) {
+  const receipt = record.answer && record.answer.receipt;
+  const name = receipt && receipt.element && receipt.element.name;
+  return typeof name === 'string' ? name.slice(0, 200) : '';
+}
+
 function textOf(result) {
   const content = result && Array.isArray(result.content) ? result.content : [];
   const text = content.filter((c) => c && c.type === 'text').map((c) => String(c.text)).join('\n');
@@ -68,6 +75,8 @@ export class ActionLog {
     this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | null, answer}]
     this._loading = null;
     this._running = new Map(); // action -> promise of its result, until its record holds the outcome
+    // Hears each action's end: `(action, element)`, the element's name its receipt gives ('' for none).
+    this.onEnded = () => {};
   }
 
   /**
@@ -108,6 +117,7 @@ export class ActionLog {
     } finally {
       record.ended = Date.now();
       this._save(record);
+      this.onEnded(action, elementName(record));
     }
   }
 
@@ -115,9 +125,8 @@ export class ActionLog {
   async recordOf(action) {
     const record = (await this._load()).find((r) => r.action === action);
     if (!record) return null;
-    const receipt = record.answer && record.answer.receipt;
-    const element = receipt && receipt.element && typeof receipt.element.name === 'string' ? receipt.element.name : '';
-    return { outcome: record.outcome, ended: record.ended, ...(element && { element: element.slice(0, 200) }) };
+    const element = elementName(record);
+    return { outcome: record.outcome, ended: record.ended, ...(element && { element }) };
   }
 
   /** The actions recorded, oldest first (for tests and the panel's curious). */

@@ -373,15 +373,19 @@ export class Transcript {
   }
 
   /**
-   * What the pod's journal says of steps: each on the row of the agent's call for it (the same toolCallId), or on a
+   * What the pod's journal says of steps (`named`: the element's name of each, by action, as this browser recorded
+   * it): each on the row of the agent's call for it (the same toolCallId), or on a
    * row of its own when there is none and the person must know of it (a step that may or may not have happened,
    * listed when the session is resumed after the pod restarted; a call answered from the journal).
    */
-  journal(steps) {
+  journal(steps, named = new Map()) {
     if (!Array.isArray(steps)) return;
     for (const raw of steps.slice(0, MAX_JOURNAL_STEPS)) {
       const step = journalStep(raw);
       if (!step) continue;
+      // The element's name as this browser recorded it when it did the step (its receipt): the row names it so.
+      const element = bounded(named.get(step.action), 200);
+      if (element) step.element = element;
       const key = journalKey(step);
       let item = this._steps.get(key) || (step.toolCallId ? this._rowOf(step.toolCallId) : this._rowFor(step));
       if (item) this._update(item, { journal: item.journal && item.journal.lost ? { ...step, lost: true } : step });
@@ -442,6 +446,13 @@ export class Transcript {
       if (lost === step.tool) return item;
     }
     return null;
+  }
+
+  /** The row of the journal's step `action`, if one shows it, takes `element` as its element's name. */
+  named(action, element) {
+    const item = this._steps.get(action);
+    const name = bounded(element, 200);
+    if (item && name && item.journal && item.journal.element !== name) this._update(item, { journal: { ...item.journal, element: name } });
   }
 
   /** The newest row of the agent's call `toolCallId`: this turn's, else an earlier one's. */

@@ -7,6 +7,8 @@ import { activeGateway, addGateway, checkKey, checkUrl, gatewayAt, normaliseOrig
   useGateway } from './settings.js';
 
 // What the link says when a connection or a chat starts (lib/link.js): news until the conversation goes on.
+// How long a row's Show me keeps the element outlined in its page.
+const SHOW_STEP_MS = 8000;
 const GREETINGS = new Set(['Session resumed', 'New session']);
 const RESUMED = 'Session resumed';
 
@@ -149,6 +151,22 @@ export class Panels {
     return on ? on[0] : this.tabs.current;
   }
 
+  async _showStep(port, site, target) {
+    const tabId = this._tabOn(site);
+    if (!(await showTab(tabId))) return port.postMessage({ type: 'notice', level: 'error', text: 'The agent has no tab open now.' });
+    const page = this.calls.tools.page;
+    const args = target.ref ? { ref: target.ref } : { selector: target.selector.slice(0, 1000) };
+    try {
+      const loc = await page.locate(await chrome.tabs.get(tabId), args);
+      const [shown] = await page.exec(loc.target, 'outline', [loc.spec]);
+      if (!shown || !shown.result || shown.result.error) throw new Error('not there');
+      setTimeout(() => page.exec(loc.target, 'outline', [null]).catch(() => {}), SHOW_STEP_MS);
+    } catch {
+      port.postMessage({ type: 'notice', level: 'info', text: 'That element is not on the page any more: the tab is in front.' });
+    }
+    return undefined;
+  }
+
   async _onMessage(port, msg) {
     if (!msg || typeof msg !== 'object') return;
     const { acp, guard, tabs, settings } = this;
@@ -177,6 +195,9 @@ export class Panels {
           port.postMessage({ type: 'notice', level: 'error', text: 'The agent has no tab open now.' });
         }
         return undefined;
+      case 'show-step':
+        // Show me, on a step that may or may not have happened: its tab in front, its element outlined a moment.
+        return this._showStep(port, String(msg.site || ''), { ref: String(msg.ref || ''), selector: String(msg.selector || '') });
       case 'show-tab':
         // Only a tab the agent may use: the panel lists no other.
         if (!tabs.owned.has(Number(msg.tabId)) || !(await showTab(Number(msg.tabId)))) {

@@ -5,6 +5,7 @@
 import { render as markdown } from './markdown.js';
 import { el } from './dom.js';
 import { describeStep } from './steps.js';
+import { stepCall } from '../lib/catalogue.js';
 
 const STATUS_WORDS = { pending: 'waiting', in_progress: 'running', completed: 'completed', failed: 'failed', declined: 'declined',
   interrupted: 'not finished', unknown: 'unknown', deduplicated: 'not repeated' };
@@ -133,7 +134,12 @@ export class TranscriptView {
     const check = el('button', 'quiet check-page', 'Check the page');
     check.type = 'button';
     check.addEventListener('click', () => this.send({ type: 'check-page', site: row.dataset.site || '' }));
-    look.append(check);
+    // The element it acted on, outlined in that tab, while it is still there (the agent's ref or selector).
+    const show = el('button', 'quiet show-step', 'Show me');
+    show.type = 'button';
+    show.addEventListener('click', () => this.send({ type: 'show-step', site: row.dataset.site || '',
+      ref: row.dataset.ref || '', selector: row.dataset.selector || '' }));
+    look.append(check, show);
     row.append(details, why, note, look, el('div', 'shots'));
     return row;
   }
@@ -149,6 +155,10 @@ export class TranscriptView {
     note.hidden = !step.note;
     row.querySelector('.look').hidden = step.state !== 'unknown';
     row.dataset.site = (item.journal && item.journal.site) || '';
+    const target = (stepCall(item.title, item.input) || { args: {} }).args;
+    row.dataset.ref = typeof target.ref === 'string' ? target.ref : '';
+    row.dataset.selector = typeof target.selector === 'string' ? target.selector : '';
+    row.querySelector('.show-step').hidden = !row.dataset.ref && !row.dataset.selector;
     const why = row.querySelector('.why');
     why.replaceChildren(...(step.whyParts || []).map((p) => (p.quoted ? el('q', 'quoted', p.text) : p.text)));
     why.hidden = !step.why;

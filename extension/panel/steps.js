@@ -221,7 +221,9 @@ function describe(item) {
   const status = String(item.status || '');
   const call = stepCall(item.title, item.input);
   if (!call) return { words: short(item.title, 200) || 'A step', state: status, browser: false };
-  const [[verb, past, doing], object] = rowWords(call.tool, call.args, elementOf(call.args, item.text));
+  // The element's name the browser recorded for the step, where the journal brought it (a step whose answer was lost).
+  const args = item.journal && item.journal.element ? { ...call.args, element: item.journal.element } : call.args;
+  const [[verb, past, doing], object] = rowWords(call.tool, args, elementOf(args, item.text));
   const what = object ? ` ${object}` : '';
   const journal = item.journal && journalled(item, call, verb, what);
   if (journal) return journal;
