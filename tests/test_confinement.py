@@ -79,11 +79,13 @@ async def attack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     probe: Callable[[], tuple[int, str]] | None = None if confined else no_landlock
     state = tmp_path / "state"
     async with run_pod(state, recipe=SHELL_AGENT, probe=probe, unconfined_agents=not confined) as running:
-        # What `openab run` keeps on a first run: the key it made, 0600 in keys/.
-        (state / "keys").mkdir(exist_ok=True)
-        key = state / "keys" / "acp.key"
-        key.write_text(running.token)
-        key.chmod(0o600)
+        # What `openab run` keeps on a first run in keys/, 0600: the secret that names sessions (made at start) and
+        # the verifier of the /acp key it made.
+        key = state / "keys" / "session-names.key"
+        assert key.exists()
+        verifier = state / "keys" / "acp.verifier"
+        verifier.write_text('{"format": "openab-acp-key-verifier"}\n')
+        verifier.chmod(0o600)
         (state / "audit.jsonl").touch()
         held_fd = os.open(key, os.O_RDONLY | os.O_CLOEXEC)  # a file the pod holds open, as it holds its own
         try:
@@ -104,8 +106,8 @@ async def attack(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
 
 # Each probe of issue 35 as the agent's shell would run it, from its working folder.
 PROBES: dict[str, Callable[[Attack], str]] = {
-    "the pod's key through ../../../keys/acp.key": lambda t: "cat ../../../keys/acp.key",
-    "the pod's key by the state dir's path": lambda t: f"cat {t.state}/keys/acp.key",
+    "the pod's secret through ../../../keys/session-names.key": lambda t: "cat ../../../keys/session-names.key",
+    "the pod's key verifier by the state dir's path": lambda t: f"cat {t.state}/keys/acp.verifier",
     "the audit log read": lambda t: f"cat {t.state}/audit.jsonl",
     "the audit log written": lambda t: f"echo '{{\"forged\": 1}}' >> {t.state}/audit.jsonl",
     "conversations.json read": lambda t: f"cat {t.state}/conversations.json",
@@ -284,11 +286,11 @@ spec = json.loads(sys.argv[1])
 st = spec["state"]
 for d in ("keys", "sessions/A/work", "sessions/A/tmp", "sessions/B/work", "sessions/B/tmp"):
     os.makedirs(f"{st}/{d}", mode=0o700, exist_ok=True)
-for name, text in (("keys/acp.key", "key"), ("audit.jsonl", "{}\n"), ("conversations.json", "{}"),
-                   ("sessions/B/work/notes.txt", "B's notes")):
+for name, text in (("keys/session-names.key", "secret"), ("keys/acp.verifier", "{}\n"), ("audit.jsonl", "{}\n"),
+                   ("conversations.json", "{}"), ("sessions/B/work/notes.txt", "B's notes")):
     with open(f"{st}/{name}", "w") as f:
         f.write(text)
-held = os.open(f"{st}/keys/acp.key", os.O_RDONLY)
+held = os.open(f"{st}/keys/session-names.key", os.O_RDONLY)
 env = {"PATH": "/usr/bin:/bin", "TMPDIR": f"{st}/sessions/A/tmp"}
 b = subprocess.Popen(spec["b_prefix"] + ["/bin/sh", "-c", "read x"], stdin=subprocess.PIPE, env=env)
 results = {}
@@ -302,8 +304,8 @@ b.wait(timeout=30)
 print(json.dumps(results))
 """
 IMAGE_PROBES = {
-    "the pod's key through ../../../keys/acp.key": "cat ../../../keys/acp.key",
-    "the pod's key by the state dir's path": "cat {state}/keys/acp.key",
+    "the pod's secret through ../../../keys/session-names.key": "cat ../../../keys/session-names.key",
+    "the pod's key verifier by the state dir's path": "cat {state}/keys/acp.verifier",
     "the audit log read": "cat {state}/audit.jsonl",
     "the audit log written": "echo forged >> {state}/audit.jsonl",
     "conversations.json read": "cat {state}/conversations.json",
@@ -475,13 +477,14 @@ async def test_conversations_json_names_sessions_by_channel_never_by_id(tmp_path
 async def test_a_real_clis_shell_tool_reads_the_pods_key_only_unconfined(
     tmp_path: Path, cli: str, confined: bool
 ) -> None:
-    """The model (a page's words, in a real attack) has the CLI's shell tool copy the pod's key into the working
-    folder, and the person says yes to the command: confined, the copy holds the kernel's refusal, not the key."""
+    """The model (a page's words, in a real attack) has the CLI's shell tool copy the pod's secret (the key that names
+    sessions in logs and folders; the /acp key itself is kept as a verifier only) into the working folder, and the
+    person says yes to the command: confined, the copy holds the kernel's refusal, not the secret."""
     if confined and LANDLOCK < 6:
         pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
     binary = require(ACP_COMMANDS[cli][0])
     state = tmp_path / "state"
-    command = f"cat {state}/keys/acp.key > stolen.txt 2>&1; echo ran >> stolen.txt"
+    command = f"od -An -tx1 {state}/keys/session-names.key > stolen.txt 2>&1; echo ran >> stolen.txt"
     shell = {
         "claude": Call("Bash", {"command": command, "description": "Tidy up"}),
         # require_escalated: out of codex's own read-only sandbox, which the person is asked about.
@@ -502,10 +505,7 @@ async def test_a_real_clis_shell_tool_reads_the_pods_key_only_unconfined(
         model.set_script(Script(calls=[shell]))
         async with run_pod(state, env=agent.env, recipe=recipe, probe=None if confined else no_landlock,
                            unconfined_agents=not confined) as running:
-            key = state / "keys" / "acp.key"
-            key.parent.mkdir(exist_ok=True)
-            key.write_text(running.token)
-            key.chmod(0o600)
+            secret = " ".join(f"{b:02x}" for b in (state / "keys" / "session-names.key").read_bytes()[:8])
             async with running.extension() as ext:
                 FakeBrowser(ext)
                 session_id = await open_session(running, ext, _meta={"dev.openab/permissionRelay": True})
@@ -516,6 +516,6 @@ async def test_a_real_clis_shell_tool_reads_the_pods_key_only_unconfined(
     assert turn.error is None, turn.error
     assert said.endswith("ran\n"), f"the shell command never ran: {said!r}"
     if confined:
-        assert running.token not in said and "Permission denied" in said, said
+        assert secret not in said and "Permission denied" in said, said
     else:
-        assert running.token in said, "unconfined, the CLI's shell reads the pod's key: the test can fail"
+        assert secret in said, "unconfined, the CLI's shell reads the pod's secret: the test can fail"
