@@ -73,8 +73,9 @@ export class AcpClient {
       },
       sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
     });
-    // A step that ends in this browser after the pod lost its answer: its row gets the element's name then.
-    mcp.actions.onEnded = (action, element) => transcript.named(action, element);
+    // The element a step acts on, by its name, on the step's row: as it is described (the row says "Clicking "Buy
+    // now"", not the agent's selector), and as it ends in this browser after the pod lost its answer.
+    mcp.actions.onNamed = (action, element) => transcript.named(action, element);
     mcp.onDecided = (action, guard, rule) => {
       if (this.link.connected) this.link.notify(STEP_DECIDED, { sessionId: this.link.sessionId, action, guard, rule });
     };

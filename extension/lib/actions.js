@@ -75,8 +75,9 @@ export class ActionLog {
     this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | null, answer}]
     this._loading = null;
     this._running = new Map(); // action -> promise of its result, until its record holds the outcome
-    // Hears each action's end: `(action, element)`, the element's name its receipt gives ('' for none).
-    this.onEnded = () => {};
+    // Hears the name of the element an action acts on: `(action, name)`, as the step describes it and from its
+    // receipt as it ends (lib/acp.js puts it on the panel's row of the step).
+    this.onNamed = () => {};
   }
 
   /**
@@ -117,7 +118,8 @@ export class ActionLog {
     } finally {
       record.ended = Date.now();
       this._save(record);
-      this.onEnded(action, elementName(record));
+      const name = elementName(record);
+      if (name) this.onNamed(action, name);
     }
   }
 

@@ -157,7 +157,8 @@ export class McpServer {
     const earlier = action && earlierOf(p);
     try {
       if (earlier) earlier.record = await this.actions.recordOf(earlier.action);
-      const journal = action ? { earlier, decided: (decision, rule) => this.onDecided(action, decision, rule) } : null;
+      const journal = action ? { earlier, decided: (decision, rule) => this.onDecided(action, decision, rule),
+        described: (name) => this.actions.onNamed(action, name) } : null;
       const work = () => this.tools.call(p.name, p.arguments, ctl.signal, journal);
       const result = action ? echoed(await this.actions.run(action, p.name, work), action) : await work();
       if (ctl.signal.aborted) throw new RpcError(REQUEST_CANCELLED, 'Request cancelled');

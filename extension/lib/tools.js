@@ -65,14 +65,16 @@ export function checkImplemented() {
 class ToolCall {
   /**
    * `journal`, for a step the pod journals: `earlier`, the step it repeats that may already have happened
-   * (lib/actions.js earlierOf), and `decided(decision, rule)`, told each decision as it is made, before the step
-   * acts: the pod's record of the step keeps it even if the step's answer is lost.
+   * (lib/actions.js earlierOf), `decided(decision, rule)`, told each decision as it is made, before the step
+   * acts: the pod's record of the step keeps it even if the step's answer is lost; and `described(name)`, told the
+   * element's name once it is described, for the panel's row of the step while it runs.
    */
   constructor(guard, signal, journal = null) {
     this._guard = guard;
     this.signal = signal;
     this.earlier = (journal && journal.earlier) || null;
     this._decided = (journal && journal.decided) || null;
+    this._described = (journal && journal.described) || null;
     this.decision = ''; // '' until the guard is consulted
     this.rule = ''; // the rule that made the decision (lib/guard.js names them), '' when none was named
   }
@@ -89,6 +91,7 @@ class ToolCall {
 
   /** Asks the guard whether a page action may run, noting its decision and rule. */
   async check(tool, desc, args, tabUrl) {
+    if (this._described && desc && typeof desc.name === 'string' && desc.name) this._described(desc.name);
     try {
       // The person said "Do it again" on the card that named this very step (lib/stages/again.js): asked already.
       const again = this.rule === AGAIN_RULE ? { approved: AGAIN_RULE } : {};

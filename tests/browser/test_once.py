@@ -301,6 +301,8 @@ async def buy_then_fault(world: World, panel: Page, site: str, store: str, fault
     ``fault`` happens: the socket is cut, or the pod is killed and started again."""
     world.model.set_script(buying(store, site, repeat=False))
     await ask(panel, f"buy the blue mug at {store}")
+    # While it waits for the person, the agent's row names the element, not the agent's selector (issue 36, item 9).
+    await expect(panel.locator(".step .title").last).to_have_text('Clicking "Buy now" …', timeout=TIMEOUT)
     await answer_card(panel, re.compile("Buy now"), "allow")
     posted = POSTED.setdefault(store, threading.Event())
     assert await asyncio.to_thread(posted.wait, 30), "the order never reached the shop"

@@ -296,6 +296,9 @@ async def test_stop_also_answers_a_waiting_card(panel: Page, client: Client, sit
     assert out["result"].is_error and "not allowed by the user" in result_text(out["result"])
     page = await client.call_tool("browser_read_dom", {"selector": "#out"})
     assert "nothing yet" in result_text(page)
+    # Stopped before the person said "Do it again": the earlier click still may have happened, and is still held.
+    again = await client.call_tool("browser_click", {"selector": "#buy"})
+    assert again.is_error and "may already have happened" in result_text(again), result_text(again)
 
 
 async def test_always_allow_on_a_site_stops_asking_there(panel: Page, client: Client, site: str) -> None:
@@ -320,7 +323,8 @@ SECRET_STEPS = [
     ("browser_type", {"selector": "#card", "text": "4111111111111111"}, 'fill the payment field textbox "Card number"'),
     ("browser_click", {"selector": "#signin"}, 'submit a form to 127.0.0.1'),
     ("browser_press_key", {"selector": "#pw", "key": "Enter"}, 'press Enter in textbox "Password"'),
-    ("browser_click", {"selector": "#buy"}, 'click button "Buy now"'),
+    # The same button by another selector: "#buy" is held by the journal since the click cancelled above.
+    ("browser_click", {"selector": "button#buy"}, 'click button "Buy now"'),
 ]
 
 
