@@ -6,7 +6,7 @@ Two measures, each path beside its baseline:
 - ``admit``: one ``gateway.auth.admit`` of an upgrade's headers, the key in the ``openab.bearer.<key>``
   subprotocol as a browser sends it: ``key`` compares with the key in memory (``hmac.compare_digest``);
   ``verifier`` hashes the presented key (PBKDF2-SHA256, the kept iterations) and compares with the kept verifier
-  (:class:`~openab.gateway.acp_key.KeptVerifier`, its file stat'ed for a rotation each time); both for the right
+  (:class:`~openab_browser.gateway.acp_key.KeptVerifier`, its file stat'ed for a rotation each time); both for the right
   key and a wrong one (what an attacker's try costs the pod).
 - ``handshake``: a whole WebSocket upgrade to a real uvicorn pod on loopback (TCP connect, HTTP upgrade, 101, close)
   with the key, one pod holding the key (as an operator's ``OPENAB_ACP_AUTH_KEY``), one holding the verifier.
@@ -33,14 +33,14 @@ from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
 from bench.common import arguments, interleaved, summary, write_result
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.settings import Settings
-from openab.gateway.acp_key import ITERATIONS, KeptVerifier, settle_kept_key
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.auth import Admitted, admit
-from openab.gateway.pairing import KeptKey
-from openab.gateway.server import running_server
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.acp_key import ITERATIONS, KeptVerifier, settle_kept_key
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.auth import Admitted, admit
+from openab_browser.gateway.pairing import KeptKey
+from openab_browser.gateway.server import running_server
 
 NAME = "acp_admit"
 

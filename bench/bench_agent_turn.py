@@ -59,8 +59,8 @@ from mcp.server import Server
 from test_runtime_pod import RunningPod, open_session, prompt, run_pod
 
 from bench.common import arguments, plot_latencies, ratio, serving_in_loop, summary, write_result
-from openab.core.agents.process import scrubbed_env
-from openab.core.agents.recipes import RECIPES, Recipe
+from openab_browser.core.agents.process import scrubbed_env
+from openab_browser.core.agents.recipes import RECIPES, Recipe
 
 _HERE = Path(__file__).resolve().parent
 NAME = "agent_turn"

@@ -46,7 +46,7 @@ from mcp import Client, StdioServerParameters
 from mcp.server import Server
 
 from bench.common import arguments, interleaved, plot_latencies, ratio, serving_in_loop, summary, write_result
-from openab.bridge.server import BridgeServer
+from openab_browser.bridge.server import BridgeServer
 
 _HERE = Path(__file__).resolve().parent
 NAME = "bridge_path"

@@ -1,6 +1,6 @@
 """The extension's browser tools in real headless Chromium against Playwright driving the same Chromium over CDP.
 
-One Chromium runs the real extension, attached to the real gateway (`openab.gateway` on uvicorn, as
+One Chromium runs the real extension, attached to the real gateway (`openab_browser.gateway` on uvicorn, as
 tests/browser/test_tools.py runs it); the extension's tools are called by the official `mcp` client at the
 session's proxy endpoint, as an agent calls them, so every figure includes the whole path (HTTP, the pod, the
 tunnel, the WebSocket, the service worker, the page script). Playwright connects to the same Chromium over its

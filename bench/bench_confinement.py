@@ -35,9 +35,9 @@ from agents.harness import ACP_COMMANDS, NODE_BIN, agent_env
 from test_runtime_pod import RunningPod, open_session, run_pod
 
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
-from openab.core.agents import confine
-from openab.core.agents.confinement import Launch, agent_policy, launcher_argv
-from openab.core.agents.recipes import RECIPES
+from openab_browser.core.agents import confine
+from openab_browser.core.agents.confinement import Launch, agent_policy, launcher_argv
+from openab_browser.core.agents.recipes import RECIPES
 
 NAME = "confinement"
 CLIS = ("codex", "claude", "opencode", "gemini", "qwen")

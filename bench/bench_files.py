@@ -1,6 +1,6 @@
 """Issue 24: a 20 MiB file each way across the gap (browser_upload, browser_download) against the raw socket.
 
-The path (docs/files.md): the real pod (``openab.gateway`` on uvicorn, no tap in between), the real extension in
+The path (docs/files.md): the real pod (``openab_browser.gateway`` on uvicorn, no tap in between), the real extension in
 headless Chromium, and the official ``mcp`` client at the session's proxy endpoint as the agent. The bytes cross
 the ``/acp`` WebSocket in 512 KiB chunks, base64 in JSON-RPC, one request answered before the next.
 
@@ -71,17 +71,17 @@ from waits import eventually
 
 from bench.bench_browser_tools import ref_of
 from bench.common import arguments, interleaved, plot_latencies, stop_child, summary, write_result
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.acp.server import AcpServerConnection
-from openab.core.files.transfers import CHUNK, Transfers
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.core.statedir import session_workdir
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.acp.server import AcpServerConnection
+from openab_browser.core.files.transfers import CHUNK, Transfers
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.core.statedir import session_workdir
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import running_server
 
 NAME = "files"
 MiB = 1 << 20

@@ -33,8 +33,8 @@ from gateway_harness import run_gateway
 
 from bench.baselines import McpPoster
 from bench.common import arguments, interleaved, plot_latencies, summary, timed, write_result
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 NAME = "journal"
 TOOL = "browser_click"

@@ -39,7 +39,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.baselines import McpPoster, bare_http, bare_ws
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
-from openab.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.access import HttpEndpoint
 
 NAME = "proxy_path"
 TOOL = "browser_small"

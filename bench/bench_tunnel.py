@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from fake_extension import connect_extension, text_result
 from gateway_harness import run_gateway
 
-from openab.core.jsonrpc import Peer
+from openab_browser.core.jsonrpc import Peer
 
 
 def peak_rss_mib() -> float:

@@ -186,7 +186,7 @@ async def serving_in_loop(app: Any, start_timeout: float = 30.0) -> AsyncIterato
     gateway has its own guarded configuration); yields the port."""
     import uvicorn
 
-    from openab.gateway.server import serving
+    from openab_browser.gateway.server import serving
 
     config = uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="on", log_level="warning")
     async with serving(uvicorn.Server(config), start_timeout=start_timeout) as (_host, port):

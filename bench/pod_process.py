@@ -10,7 +10,7 @@ each, and reads one JSON line back:
 - ``{"gc": true}``: the cyclic GC's passes since the last such question, by generation (count, longest, total).
 
 Its settings are ``run_gateway``'s, and one of its own: ``parse_whole=True`` makes the pod parse every frame
-whole, as before answers' long strings were passed through (``openab.core.jsonrpc.passthrough``), for a
+whole, as before answers' long strings were passed through (``openab_browser.core.jsonrpc.passthrough``), for a
 same-run comparison.
 
 It ends when stdin closes. Run by :class:`PodProcess`; not a command of its own. With ``--extensions`` it
@@ -113,7 +113,7 @@ def _time_collections() -> dict[int, list[float]]:
 async def _serve(settings: dict[str, Any]) -> None:
     from gateway_harness import run_gateway
 
-    from openab.core.mcp.access import HttpEndpoint
+    from openab_browser.core.mcp.access import HttpEndpoint
 
     loop = asyncio.get_running_loop()
     reader = asyncio.StreamReader(limit=1 << 20)
@@ -126,7 +126,7 @@ async def _serve(settings: dict[str, Any]) -> None:
     if settings.pop("parse_whole", False):
         import orjson
 
-        from openab.core.jsonrpc import passthrough
+        from openab_browser.core.jsonrpc import passthrough
 
         passthrough.loads = lambda data, _rule: orjson.loads(data)  # type: ignore[assignment]
     collections = _time_collections()

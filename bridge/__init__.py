@@ -1,1 +1,1 @@
-"""openab.bridge."""
+"""openab_browser.bridge."""

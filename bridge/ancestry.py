@@ -24,8 +24,8 @@ import os
 from dataclasses import dataclass
 from typing import Final
 
-from openab.core.errors import AncestryError
-from openab.core.procfs import read_stat
+from openab_browser.core.errors import AncestryError
+from openab_browser.core.procfs import read_stat
 
 __all__ = [
     "AncestryError",

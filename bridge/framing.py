@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from openab.core.jsonrpc import SERVER_OVERLOADED, LocalRpcError, RequestId, RpcError, dumps, error_message
+from openab_browser.core.jsonrpc import SERVER_OVERLOADED, LocalRpcError, RequestId, RpcError, dumps, error_message
 
 __all__ = [
     "BRIDGE_REFUSED",

@@ -1,11 +1,11 @@
 """``openab browser-bridge``: the stdio MCP server an agent CLI spawns, relaying to the pod's browser socket.
 
-This module is the relay's logic with no I/O in it (:mod:`openab.bridge.relay_loop` runs it over stdin, stdout
+This module is the relay's logic with no I/O in it (:mod:`openab_browser.bridge.relay_loop` runs it over stdin, stdout
 and the socket): it is fed the lines that arrive, the socket's comings and goings and the time, and it says what
 to write where, whether it wants the socket, and when to be asked again.
 
 The relay moves lines. The MCP server itself (both eras, tools, errors, size bounds) runs in the pod, one per
-connection (:mod:`openab.bridge.server`), so the relay knows MCP only as far as it must to stand in when the
+connection (:mod:`openab_browser.bridge.server`), so the relay knows MCP only as far as it must to stand in when the
 socket is down:
 
 * it remembers which of the agent's requests are unanswered, and answers them with an error if the socket
@@ -29,7 +29,7 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.jsonrpc import (
+from openab_browser.core.jsonrpc import (
     INTERNAL_ERROR,
     SERVER_OVERLOADED,
     LocalRpcError,

@@ -35,7 +35,7 @@ def register(commands: Any) -> None:
 
 def socket_path(explicit: str | None = None) -> Path:
     """Where the pod's socket is: ``--socket``, else the variables in our (or an ancestor's) environment,
-    else the default of :attr:`openab.core.settings.Settings.socket_path`."""
+    else the default of :attr:`openab_browser.core.settings.Settings.socket_path`."""
     if explicit:
         return Path(explicit)
     from .ancestry import find_in_ancestry

@@ -1,4 +1,4 @@
-"""The relay's I/O: :class:`~openab.bridge.relay.Relay` run over stdin, stdout and the pod's Unix socket.
+"""The relay's I/O: :class:`~openab_browser.bridge.relay.Relay` run over stdin, stdout and the pod's Unix socket.
 
 One thread and one ``selectors`` loop, no asyncio: an agent CLI spawns the relay at every session start, and
 importing asyncio was most of its start-up (docs/benchmarks.md). Every descriptor is non-blocking but a

@@ -2,12 +2,12 @@
 
 Who is on the other end is never taken from what they send. On accept, the kernel's peer credentials
 (``SO_PEERCRED``) give the peer's uid, which must be the pod's, and its pid, whose process ancestry names the
-session (:mod:`openab.bridge.ancestry`) and must pass through the agent the pod started for that session
+session (:mod:`openab_browser.bridge.ancestry`) and must pass through the agent the pod started for that session
 (registered by :meth:`BridgeServer.agent_started`, by pid and start time). The connection then serves that
-session's browser tools through :class:`openab.core.mcp.server.BrowserMcp`, the same MCP server the proxy
-runs, one per connection. The wire is in :mod:`openab.bridge.framing`.
+session's browser tools through :class:`openab_browser.core.mcp.server.BrowserMcp`, the same MCP server the proxy
+runs, one per connection. The wire is in :mod:`openab_browser.bridge.framing`.
 
-:class:`BridgeServer` is the pod's :class:`openab.core.mcp.access.BrowserAccess` for mode ``bridge``:
+:class:`BridgeServer` is the pod's :class:`openab_browser.core.mcp.access.BrowserAccess` for mode ``bridge``:
 :meth:`BridgeServer.open` tells the agent runtime what to hand a session's agent.
 """
 
@@ -30,9 +30,9 @@ from typing import Any, Final, Literal
 
 import orjson
 
-from openab.core.errors import BridgeError
-from openab.core.files import Transfers
-from openab.core.jsonrpc import (
+from openab_browser.core.errors import BridgeError
+from openab_browser.core.files import Transfers
+from openab_browser.core.jsonrpc import (
     SERVER_OVERLOADED,
     JsonObject,
     LocalRpcError,
@@ -40,14 +40,14 @@ from openab.core.jsonrpc import (
     error_message,
     notification_message,
 )
-from openab.core.jsonrpc.protocol import reply_id, unreadable_error
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
-from openab.core.mcp.audit import AuditLog
-from openab.core.mcp.journal import ActionJournal
-from openab.core.mcp.server import BrowserMcp, Limits
-from openab.core.session_naming import CHANNEL_PATTERN
-from openab.core.sessions import Session
-from openab.core.tunnel.registry import TunnelRegistry
+from openab_browser.core.jsonrpc.protocol import reply_id, unreadable_error
+from openab_browser.core.mcp.access import BROWSER_CHANNEL_ENV, BrowserEndpoint, StdioCommand
+from openab_browser.core.mcp.audit import AuditLog
+from openab_browser.core.mcp.journal import ActionJournal
+from openab_browser.core.mcp.server import BrowserMcp, Limits
+from openab_browser.core.session_naming import CHANNEL_PATTERN
+from openab_browser.core.sessions import Session
+from openab_browser.core.tunnel.registry import TunnelRegistry
 
 from .ancestry import AncestryError, ProcessIdentity, descends_from, process_identity, resolve_channel
 from .framing import (
@@ -173,7 +173,8 @@ class _Admitted:
 
 
 class BridgeServer:
-    """The per-pod Unix socket server at ``path`` and the ``bridge`` :class:`~openab.core.mcp.access.BrowserAccess`.
+    """The per-pod Unix socket server at ``path`` and the ``bridge``
+    :class:`~openab_browser.core.mcp.access.BrowserAccess`.
 
     Use ``async with BridgeServer(tunnels, path):`` or :meth:`start` / :meth:`aclose`. A relay finds its
     session when it connects, and is admitted only below the agent :meth:`agent_started` registered for that

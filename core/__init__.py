@@ -1,9 +1,12 @@
-"""openab.core: the protocol engine, sessions, tunnels, agent runtime and browser access of the pod."""
+"""openab_browser.core: the protocol engine, sessions, tunnels, agent runtime and browser access of the pod."""
 
 from functools import cache
 from typing import Final
 
-__all__ = ["META_PREFIX", "METHOD_PREFIX", "package_version"]
+__all__ = ["DISTRIBUTION", "META_PREFIX", "METHOD_PREFIX", "package_version"]
+
+# Our name on the package index: the index's `openab` is another project (tests/test_distribution_name.py).
+DISTRIBUTION: Final = "openab-browser"
 
 # Our keys in any ``_meta`` object, spelled as upstream openab spells them (``dev.openab/acp``).
 META_PREFIX: Final = "dev.openab/"
@@ -18,6 +21,6 @@ def package_version() -> str:
     from importlib.metadata import PackageNotFoundError, version
 
     try:
-        return version("openab")
+        return version(DISTRIBUTION)
     except PackageNotFoundError:  # a source tree that was never installed
         return "0.0.0"

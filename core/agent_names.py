@@ -1,7 +1,7 @@
 """The names of the agents openab runs, and the other spellings people use for them, said once.
 
-``--agent``, ``OPENAB_AGENT``, the recipes (:mod:`openab.core.agents.recipes`) and the config writers
-(:mod:`openab.core.agents.config`) all resolve a word through :func:`canonical_agent`, so an alias that works in
+``--agent``, ``OPENAB_AGENT``, the recipes (:mod:`openab_browser.core.agents.recipes`) and the config writers
+(:mod:`openab_browser.core.agents.config`) all resolve a word through :func:`canonical_agent`, so an alias that works in
 one place works in all of them. The config writers also serve MCP clients that openab does not run as an ACP
 agent (editors such as VS Code): those are :data:`CLIENT_NAMES`, resolved by :func:`canonical_client`.
 
@@ -70,7 +70,7 @@ def _word(word: str) -> str:
 def canonical_agent(word: str) -> str:
     """The agent name for ``word``, a name or an alias (``claude-agent-acp`` -> ``claude``).
 
-    Raises :class:`~openab.core.errors.ConfigurationError` (a ``ValueError``) naming the choices for a word
+    Raises :class:`~openab_browser.core.errors.ConfigurationError` (a ``ValueError``) naming the choices for a word
     that is neither.
     """
     key = _word(word)
@@ -83,7 +83,7 @@ def canonical_agent(word: str) -> str:
 def canonical_client(word: str) -> str:
     """The name for ``word`` among the agents and the other MCP clients (``code`` -> ``vscode``).
 
-    Raises :class:`~openab.core.errors.ConfigurationError` naming the choices for an unknown word.
+    Raises :class:`~openab_browser.core.errors.ConfigurationError` naming the choices for an unknown word.
     """
     key = _word(word)
     key = CLIENT_ALIASES.get(key, key)

@@ -3,11 +3,14 @@
 One data file says what a browser tool is (name, description, argument schema, MCP ``annotations``) and which
 MCP revisions both ends speak; the extension fetches it as its worker starts (``extension/lib/catalogue.js``) and the
 pod reads it here, so the two languages cannot drift apart. The file ships inside the package: the wheel installs
-``extension/`` as ``openab/extension`` beside ``openab/core``, and a checkout (or the ``.dev`` link farm, whose
-links resolve into the checkout) has it beside ``core/``. ``importlib.resources`` is not used: ``openab.extension``
+``extension/`` as ``openab_browser/extension`` beside ``openab_browser/core``, and a checkout (or the ``.dev`` link
+farm, whose
+links resolve into the checkout) has it beside ``core/``. ``importlib.resources`` is not used:
+``openab_browser.extension``
 is a namespace package, which it cannot read in an editable install on Python 3.11.
 
-Read once, on first use: ``openab browser-bridge`` imports ``openab.core`` at every agent start and never needs it.
+Read once, on first use: ``openab browser-bridge`` imports ``openab_browser.core`` at every agent start and never needs
+it.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ Where each is raised::
     └── FileRefused                        a file call (upload, download) refused or failed, in words for the agent
         └── TransferInvalid                a chunk request names no open transfer of its session, or breaks a rule
 
-:class:`openab.core.jsonrpc.RpcError`, a JSON-RPC error object, is an ``OpenabError`` too, in two kinds
-(:mod:`openab.core.jsonrpc.errors`): ``LocalRpcError``, what our side answers with, and ``RemoteRpcError``,
+:class:`openab_browser.core.jsonrpc.RpcError`, a JSON-RPC error object, is an ``OpenabError`` too, in two kinds
+(:mod:`openab_browser.core.jsonrpc.errors`): ``LocalRpcError``, what our side answers with, and ``RemoteRpcError``,
 what a peer answered us with.
 """
 

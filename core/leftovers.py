@@ -6,9 +6,9 @@ agents wrote there) and the agents' processes (a ``setsid`` child outlives its a
 the end of its input outlives the pod).
 
 So the pod holds ``pod.lock`` in its state dir for as long as it runs: an ``flock``, which the kernel drops with
-the process however it ends, holding the name of the pod's run (:func:`~openab.core.agents.tree.this_run`). The
+the process however it ends, holding the name of the pod's run (:func:`~openab_browser.core.agents.tree.this_run`). The
 next pod that takes the lock reads the run it finds there: when that is set, the earlier pod did not stop
-cleanly, and this one kills what its agents left (:func:`~openab.core.agents.tree.reap_run`: only processes that
+cleanly, and this one kills what its agents left (:func:`~openab_browser.core.agents.tree.reap_run`: only processes that
 carry that run's mark or sit in its cgroups) and removes every session folder (no session of the new pod exists
 yet, and a clean stop removes them all). A pod that cannot take the lock (another live pod uses the state dir)
 sweeps nothing.

@@ -1,7 +1,7 @@
 """The pod: what outlives a socket, put together once, and the life of its sessions.
 
-Everything per-connection lives in :class:`openab.core.acp.server.AcpServerConnection`. A :class:`Pod` is
-built whole by ``openab.gateway.assemble.assemble`` (settings in, every part wired, nothing set later); each
+Everything per-connection lives in :class:`openab_browser.core.acp.server.AcpServerConnection`. A :class:`Pod` is
+built whole by ``openab_browser.gateway.assemble.assemble`` (settings in, every part wired, nothing set later); each
 part gets only what it uses (the session store, the tunnel registry, ``spawn``), not the pod.
 """
 

@@ -257,7 +257,8 @@ def move_kept_secret(state_dir: Path, name: str) -> Path:
 
 
 def naming_secret(state_dir: Path) -> bytes:
-    """The pod's kept secret for naming its sessions (see :mod:`openab.core.session_naming`), made on first use."""
+    """The pod's kept secret for naming its sessions (see :mod:`openab_browser.core.session_naming`), made on first
+    use."""
     path = move_kept_secret(state_dir, NAMING_SECRET_FILE)
     text, _new = load_or_create_secret(path, lambda: secrets.token_hex(32), what="the session naming secret")
     try:

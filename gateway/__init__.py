@@ -1,1 +1,1 @@
-"""openab.gateway."""
+"""openab_browser.gateway."""

@@ -17,8 +17,8 @@ from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from openab.core.acp.server import AcpServerConnection
-from openab.core.pod import Pod
+from openab_browser.core.acp.server import AcpServerConnection
+from openab_browser.core.pod import Pod
 
 from .auth import Admitted
 from .hub import admit_acp

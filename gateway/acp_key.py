@@ -32,8 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from openab.core.errors import ConfigurationError
-from openab.core.statedir import KEYS_DIR, make_private_dir, move_kept_secret, read_private_file, unwritable
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.statedir import KEYS_DIR, make_private_dir, move_kept_secret, read_private_file, unwritable
 
 __all__ = [
     "FORMAT", "ITERATIONS", "LEGACY_KEY_FILE", "VERIFIER_FILE", "KeptVerifier", "KeyVerifier", "Settled", "make_key",

@@ -24,12 +24,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route, WebSocketRoute
 
-from openab.core.addresses import is_loopback
-from openab.core.agents.availability import Availability
-from openab.core.agents.runtime import AgentRuntime
-from openab.core.errors import ConfigurationError
-from openab.core.pod import Pod
-from openab.core.settings import Settings
+from openab_browser.core.addresses import is_loopback
+from openab_browser.core.agents.availability import Availability
+from openab_browser.core.agents.runtime import AgentRuntime
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
 from .hub import ActivityReporter, HubDoor, HubEnvironment, HubPrefix
@@ -84,7 +84,8 @@ async def _readyz(request: Request) -> JSONResponse:
 
 
 def drainer(app: Starlette) -> Callable[[], Awaitable[None]]:
-    """The stop's drain for :class:`~openab.gateway.server.DrainingServer`: `/readyz` fails from its first moment
+    """The stop's drain for :class:`~openab_browser.gateway.server.DrainingServer`: `/readyz` fails from its first
+    moment
     (on the sockets still open, e.g. a proxy's kept-alive ones), then the pod drains its turns and tool calls."""
     pod: Pod = app.state.pod
     readiness: Readiness = app.state.readiness

@@ -8,17 +8,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
-    from openab.core.acp.backend import AgentBackend
-    from openab.core.acp.schema import AgentOffer
-    from openab.core.agents.recipes import Recipe
-    from openab.core.files import Transfers
-    from openab.core.mcp.access import BrowserAccess
-    from openab.core.mcp.audit import AuditLog
-    from openab.core.mcp.journal import ActionJournal
-    from openab.core.pod import Pod
-    from openab.core.sessions import SessionStore
-    from openab.core.settings import Settings
-    from openab.core.tunnel.registry import TunnelRegistry
+    from openab_browser.core.acp.backend import AgentBackend
+    from openab_browser.core.acp.schema import AgentOffer
+    from openab_browser.core.agents.recipes import Recipe
+    from openab_browser.core.files import Transfers
+    from openab_browser.core.mcp.access import BrowserAccess
+    from openab_browser.core.mcp.audit import AuditLog
+    from openab_browser.core.mcp.journal import ActionJournal
+    from openab_browser.core.pod import Pod
+    from openab_browser.core.sessions import SessionStore
+    from openab_browser.core.settings import Settings
+    from openab_browser.core.tunnel.registry import TunnelRegistry
 
 __all__ = ["assemble"]
 
@@ -46,13 +46,13 @@ def assemble(
     Raises ``ConfigurationError`` (a ``ValueError``) for an unknown agent, a missing ``--agent-cmd`` or a state
     dir other users can enter.
     """
-    from openab.core.files import FileLimits, Transfers
-    from openab.core.pod import Pod
-    from openab.core.session_naming import SessionNaming
-    from openab.core.sessions import SessionStore
-    from openab.core.statedir import naming_secret, session_workdir
-    from openab.core.tasks import BackgroundTasks
-    from openab.core.tunnel.registry import TunnelRegistry
+    from openab_browser.core.files import FileLimits, Transfers
+    from openab_browser.core.pod import Pod
+    from openab_browser.core.session_naming import SessionNaming
+    from openab_browser.core.sessions import SessionStore
+    from openab_browser.core.statedir import naming_secret, session_workdir
+    from openab_browser.core.tasks import BackgroundTasks
+    from openab_browser.core.tunnel.registry import TunnelRegistry
 
     from .logs import name_sessions
 
@@ -70,7 +70,7 @@ def assemble(
     access: BrowserAccess | None = None
     journal: ActionJournal | None = None
     if browser:
-        from openab.core.mcp.journal import ActionJournal
+        from openab_browser.core.mcp.journal import ActionJournal
 
         audit = _audit_log(settings, naming.tag)
         # The action journal (docs/journal.md): one per pod, shared by the proxy's or the bridge's MCP sessions.
@@ -78,7 +78,7 @@ def assemble(
                                 tag=naming.tag, state_dir=settings.state_dir)
         access = _browser_access(settings, sessions, tunnels, audit, files, journal)
     if backend is None:
-        from openab.core.agents.runtime import AgentRuntime
+        from openab_browser.core.agents.runtime import AgentRuntime
 
         if access is None:
             raise ValueError("the agent runtime needs browser access: assemble(browser=True)")
@@ -96,8 +96,8 @@ def assemble(
 def _named_offer(settings: Settings) -> AgentOffer:
     """The offer of a pod whose backend is its own (a test's scripted agent): the agents named by the
     settings, titled as their recipes are."""
-    from openab.core.acp.schema import AgentChoice, AgentOffer
-    from openab.core.agents.recipes import RECIPES
+    from openab_browser.core.acp.schema import AgentChoice, AgentOffer
+    from openab_browser.core.agents.recipes import RECIPES
 
     return AgentOffer(tuple(AgentChoice(name, RECIPES[name].title) for name in settings.agent))
 
@@ -107,16 +107,16 @@ def _browser_access(
     journal: ActionJournal,
 ) -> BrowserAccess:
     if settings.browser_mode == "bridge":
-        from openab.bridge.server import BridgeServer
+        from openab_browser.bridge.server import BridgeServer
 
         return BridgeServer(tunnels, settings.socket_path, audit=audit, files=files, journal=journal)
-    from openab.core.mcp.proxy import BrowserProxy
+    from openab_browser.core.mcp.proxy import BrowserProxy
 
     return BrowserProxy(sessions, tunnels, audit=audit, files=files, journal=journal)
 
 
 def _audit_log(settings: Settings, tag: Callable[[str], str]) -> AuditLog:
-    from openab.core.mcp.audit import AuditLog
+    from openab_browser.core.mcp.audit import AuditLog
 
     # Made even with the audit file off: it counts the calls /metrics shows.
     return AuditLog(settings.state_dir, tag=tag, max_bytes=settings.audit_max_bytes, backups=settings.audit_backups,

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from openab.core.journal import printable
+from openab_browser.core.journal import printable
 
 __all__ = ["fold_steps", "printable", "register", "render_table"]
 
@@ -45,9 +45,9 @@ def register(commands: Any) -> None:
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from openab.core.errors import ConfigurationError
-    from openab.core.mcp.audit import audit_files, read_records
-    from openab.core.settings import Settings
+    from openab_browser.core.errors import ConfigurationError
+    from openab_browser.core.mcp.audit import audit_files, read_records
+    from openab_browser.core.settings import Settings
 
     out = sys.stdout
     try:
@@ -88,9 +88,9 @@ def _tag_of(session: str, state_dir: Path) -> str:
     """The tag the records name ``session`` by: as given if it is one, else derived with the pod's secret."""
     if _TAG.fullmatch(session):
         return session
-    from openab.core.errors import ConfigurationError
-    from openab.core.session_naming import SessionNaming
-    from openab.core.statedir import NAMING_SECRET_FILE, kept_secret_path, naming_secret
+    from openab_browser.core.errors import ConfigurationError
+    from openab_browser.core.session_naming import SessionNaming
+    from openab_browser.core.statedir import NAMING_SECRET_FILE, kept_secret_path, naming_secret
 
     if not (kept := kept_secret_path(state_dir, NAMING_SECRET_FILE)).exists():  # never make one: it names nothing
         raise ConfigurationError(

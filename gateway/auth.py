@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Final
 
 from starlette.requests import HTTPConnection
 
-from openab.core.addresses import is_loopback_host
+from openab_browser.core.addresses import is_loopback_host
 
 if TYPE_CHECKING:
     from .acp_key import KeptVerifier

@@ -18,14 +18,14 @@ __all__ = ["build_parser", "main"]
 # audit (the audit log of tool calls), doctor (what to fix in an installation), extension (the side panel's files),
 # key (a new /acp key for a pod that keeps its own).
 SUBCOMMAND_MODULES = (
-    "openab.gateway.run_command",
-    "openab.gateway.demo_command",
-    "openab.bridge.relay_command",
-    "openab.gateway.config_command",
-    "openab.gateway.audit_command",
-    "openab.gateway.doctor_command",
-    "openab.gateway.extension_command",
-    "openab.gateway.key_command",
+    "openab_browser.gateway.run_command",
+    "openab_browser.gateway.demo_command",
+    "openab_browser.bridge.relay_command",
+    "openab_browser.gateway.config_command",
+    "openab_browser.gateway.audit_command",
+    "openab_browser.gateway.doctor_command",
+    "openab_browser.gateway.extension_command",
+    "openab_browser.gateway.key_command",
 )
 
 
@@ -47,14 +47,36 @@ class _Version(argparse.Action):
         super().__init__(option_strings, dest, nargs=0, help=str(kwargs.get("help", "")))
 
     def __call__(self, parser: argparse.ArgumentParser, *_args: object, **_kwargs: object) -> None:
-        from openab.core import package_version
+        from openab_browser.core import package_version
 
+        _say_if_another_openab()
         print(f"openab {package_version()}")
         parser.exit()
 
 
+def _say_if_another_openab() -> None:
+    """Says on stderr when a distribution named ``openab`` is installed beside ours (``openab-browser``): the
+    package index's ``openab`` is another project, and both install an ``openab`` command, so the one that runs is
+    whichever was installed last. Not for ``browser-bridge``: agent CLIs spawn it, nobody reads its stderr, and the
+    metadata read costs every agent start ~20 ms."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    try:
+        other = distribution("openab")
+    except PackageNotFoundError:
+        return
+    summary = " ".join(str(other.metadata["Summary"] or "").split())[:100]
+    print(f"openab: a distribution named `openab` is installed in this Python environment too (openab "
+          f"{other.version}{': ' + summary if summary else ''}). The package index's `openab` is another project; this "
+          "command is openab-browser's. Both install an `openab` command, and the one that runs is whichever was "
+          "installed last. Uninstall the other (pip uninstall openab) or keep the two in separate virtual "
+          "environments; `python -m openab_browser.gateway.cli` always runs this one.", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command != "browser-bridge":
+        _say_if_another_openab()
     return int(args.handler(args))
 
 

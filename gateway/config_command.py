@@ -3,7 +3,7 @@
 The pod writes each session's entry itself; this is for people wiring an agent up themselves: the static
 bridge entry (``openab browser-bridge``), or a proxy entry for a url they were given. A config path that is a
 symbolic link is written through only when the user (or root) made the link and it leads to the user's own
-file (:mod:`openab.core.agents.config.files`), and the path really written is printed. A token is never
+file (:mod:`openab_browser.core.agents.config.files`), and the path really written is printed. A token is never
 taken on the command line, where ``ps`` and shell histories would keep it: ``--token-env VAR`` names the
 variable that holds it, and agents that expand variables get a reference to ``VAR`` instead of the token.
 Claude and Gemini load a project's servers only in a folder the person trusts: the output says whether they
@@ -22,8 +22,8 @@ __all__ = ["register"]
 
 
 def register(commands: Any) -> None:
-    # Here, not at the top: importing this module (the CLI lists every subcommand) stays free of openab.core.
-    from openab.core.agent_names import CONFIG_NAMES
+    # Here, not at the top: importing this module (the CLI lists every subcommand) stays free of openab_browser.core.
+    from openab_browser.core.agent_names import CONFIG_NAMES
 
     config = commands.add_parser("config", help="write the openab_browser MCP entry into an agent CLI's config")
     actions = config.add_subparsers(dest="config_action", required=True, metavar="ACTION")
@@ -57,7 +57,7 @@ def register(commands: Any) -> None:
 def _write(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from openab.core.agents.config import (
+    from openab_browser.core.agents.config import (
         SERVER_NAME,
         ConfigError,
         HttpEndpoint,

@@ -26,10 +26,10 @@ from typing import TYPE_CHECKING, Any, TextIO
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from openab.core.jsonrpc import JsonObject
-    from openab.core.pod import Pod
-    from openab.core.sessions import Session
-    from openab.core.turn_watch import Person, TurnClock
+    from openab_browser.core.jsonrpc import JsonObject
+    from openab_browser.core.pod import Pod
+    from openab_browser.core.sessions import Session
+    from openab_browser.core.turn_watch import Person, TurnClock
 
     from .demo_browser import DemoChromium
 
@@ -63,7 +63,7 @@ def register(commands: Any) -> None:
 
 
 def _own_clock() -> TurnClock:
-    from openab.core.turn_watch import Person
+    from openab_browser.core.turn_watch import Person
 
     return Person().clock()
 
@@ -75,7 +75,8 @@ def panel_screenshot_path(screenshot: Path) -> Path:
 
 @dataclass
 class DemoTurn:
-    """The demo's :class:`openab.core.agent_backend.PromptTurn`: prints the agent's steps as they come, and hands
+    """The demo's :class:`openab_browser.core.agent_backend.PromptTurn`: prints the agent's steps as they come, and
+    hands
     each to ``forward`` (the side panel's socket). With :meth:`watch_person` its clock is the extension socket's,
     so it stops while a card waits in the panel and says so."""
 
@@ -134,7 +135,7 @@ class DemoTurn:
         self.out.flush()
 
     async def request_permission(self, params: JsonObject, *, timeout: float) -> JsonObject:
-        from openab.core.acp.backend import PermissionUnavailable
+        from openab_browser.core.acp.backend import PermissionUnavailable
 
         raise PermissionUnavailable("nobody is at the demo's side panel")
 
@@ -158,7 +159,7 @@ async def run_demo(args: argparse.Namespace, *, out: TextIO) -> int:
     import secrets
     import tempfile
 
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .app import create_app
     from .assemble import assemble

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .pod_file import RunningPod
 
@@ -85,7 +85,7 @@ def register(commands: Any) -> None:
 
 
 def _doctor(args: argparse.Namespace) -> int:
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     report = Report()
     try:
@@ -139,7 +139,7 @@ def _check_agents(settings: Settings, report: Report) -> None:
     import shutil
     import subprocess
 
-    from openab.core.agents.recipes import recipe_for
+    from openab_browser.core.agents.recipes import recipe_for
 
     for agent in settings.agent:
         try:
@@ -172,9 +172,9 @@ def _check_agents(settings: Settings, report: Report) -> None:
 def _check_confinement(settings: Settings, report: Report, probe: Callable[[], tuple[int, str]] | None = None) -> None:
     """Whether this kernel holds each agent CLI to its own session, and whether the state dir stays out of every
     folder a confined agent may reach (docs/security.md, "The agent's process")."""
-    from openab.core.agents import confine
-    from openab.core.agents.confinement import Support, agent_policy, expand_folder
-    from openab.core.agents.recipes import recipe_for
+    from openab_browser.core.agents import confine
+    from openab_browser.core.agents.confinement import Support, agent_policy, expand_folder
+    from openab_browser.core.agents.recipes import recipe_for
 
     support = Support(*(probe or confine.probe)())
     clis = []
@@ -240,8 +240,8 @@ def _check_configs(settings: Settings, project: Path, report: Report) -> None:
     import json
     import tomllib
 
-    from openab.core.agents.config import SERVER_NAME, ConfigError
-    from openab.core.agents.config.formats import check_command, config_files
+    from openab_browser.core.agents.config import SERVER_NAME, ConfigError
+    from openab_browser.core.agents.config.formats import check_command, config_files
 
     for agent in dict.fromkeys(settings.agent):
         try:
@@ -289,7 +289,7 @@ def listed_state(output: str) -> tuple[str, str]:
     words after the state on that line (why it failed), without colours or control characters."""
     import re
 
-    from openab.core.agents.config import SERVER_NAME
+    from openab_browser.core.agents.config import SERVER_NAME
 
     text = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", output)
     line = next((ln for ln in text.splitlines() if re.search(rf"\b{SERVER_NAME}\b", ln)), None)
@@ -313,8 +313,8 @@ def _check_listed(agent: str, project: Path, report: Report) -> None:
     import shlex
     import shutil
 
-    from openab.core.agents.config import SERVER_NAME, folder_trust
-    from openab.core.agents.config.formats import check_command
+    from openab_browser.core.agents.config import SERVER_NAME, folder_trust
+    from openab_browser.core.agents.config.formats import check_command
 
     check = check_command(agent)
     if not check:
@@ -435,7 +435,7 @@ def _check_state(settings: Settings, report: Report) -> None:
 
 def _check_pod(settings: Settings, report: Report) -> RunningPod | None:
     """The pod running on this state dir, as its ``pod.json`` says, when its process is alive."""
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .pod_file import POD_FILE, read_pod_file
 
@@ -460,8 +460,8 @@ def _check_pod(settings: Settings, report: Report) -> RunningPod | None:
 
 
 def _check_tls(settings: Settings, report: Report) -> None:
-    from openab.core.addresses import is_loopback
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.addresses import is_loopback
+    from openab_browser.core.errors import ConfigurationError
 
     if settings.tls_cert is None or settings.tls_key is None:
         if is_loopback(settings.host):

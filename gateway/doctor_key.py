@@ -12,7 +12,7 @@ import stat
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .acp_key import KeyVerifier
 
@@ -30,8 +30,8 @@ class Report(Protocol):
 
 def check_key(settings: Settings, report: Report) -> str | None:
     """The key `openab run` would take, checked and returned when the doctor knows it (given, or in a file)."""
-    from openab.core.addresses import is_loopback
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.addresses import is_loopback
+    from openab_browser.core.errors import ConfigurationError
 
     from .pairing import MIN_KEY_CHARS, read_key_file
 
@@ -75,7 +75,7 @@ def check_key(settings: Settings, report: Report) -> str | None:
 
 
 def _kept_verifier(settings: Settings) -> KeyVerifier | None:
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .acp_key import read_verifier, verifier_path
 
@@ -106,8 +106,8 @@ def _compare_with_kept(settings: Settings, key: str, report: Report) -> None:
 def _check_kept(settings: Settings, report: Report) -> tuple[str, str] | None:
     """The verifier of the key the pod made: its file's mode and form; and a plain key an earlier openab kept,
     returned with its file's name to be checked as a given key is."""
-    from openab.core.errors import ConfigurationError
-    from openab.core.statedir import KEYS_DIR, read_private_file
+    from openab_browser.core.errors import ConfigurationError
+    from openab_browser.core.statedir import KEYS_DIR, read_private_file
 
     from .acp_key import LEGACY_KEY_FILE, REMEDY, read_verifier, verifier_path
 
@@ -145,7 +145,7 @@ def check_metrics_key(settings: Settings, key: str | None, report: Report) -> No
     """The metrics key read as `openab run` reads it, compared with the ``/acp`` ``key`` and the kept verifier."""
     from pydantic import SecretStr
 
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .metrics import resolve_metrics_key
 

@@ -1,6 +1,7 @@
 """`openab extension path|pack`: the side panel's own files, as this installation carries them.
 
-The wheel installs the extension as ``openab/extension`` beside ``openab/gateway``; in a checkout it is the
+The wheel installs the extension as ``openab_browser/extension`` beside ``openab_browser/gateway``; in a checkout it is
+the
 ``extension/`` folder beside ``gateway/``. Either way it is this module's grandparent's ``extension`` folder, so
 both commands hand a person exactly the extension that matches the pod's version of the wire contract.
 

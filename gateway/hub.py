@@ -12,7 +12,7 @@ whose scopes leave out the server, or a revoked one (once its cached answer expi
 
 :class:`ActivityReporter` tells the hub the pod is in use (an open ``/acp`` socket or a turn running), as
 jupyterhub-singleuser does (``POST users/<name>/activity``), so ``jupyterhub-idle-culler`` stops only idle pods.
-The ``jupyterhub`` package is imported only here and only in that mode: ``pip install openab[hub]``.
+The ``jupyterhub`` package is imported only here and only in that mode: ``pip install openab-browser[hub]``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, PlainTextResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from openab.core.errors import ConfigurationError
+from openab_browser.core.errors import ConfigurationError
 
 from .auth import Admitted, Refused, _counted, _offered_subprotocols, _presented_key, admit_connection, admit_scrape
 

@@ -33,7 +33,7 @@ def register(commands: Any) -> None:
 
 
 def _rotate(args: argparse.Namespace) -> int:
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .acp_key import rotate_key
     from .pairing import gateway_url, make_private_dir

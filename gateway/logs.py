@@ -8,7 +8,7 @@ and handler it goes to, and the pod's own keys are redacted wherever they appear
 
 ``--log-format json`` (``OPENAB_LOG_FORMAT=json``) writes one JSON object a line for a log collector: ``time``
 (UTC), ``level``, ``logger``, ``message``, and ``session`` (the session's tag) and ``request`` (the ACP request's
-id) where the record was made in a session's work (:mod:`openab.core.acp.logcontext`); ``exception`` holds a
+id) where the record was made in a session's work (:mod:`openab_browser.core.acp.logcontext`); ``exception`` holds a
 traceback. The same factory made the record, so the same redaction applies.
 """
 
@@ -24,8 +24,8 @@ from typing import Any, Final
 
 import orjson
 
-from openab.core.acp.logcontext import REQUEST_ID, SESSION_TAG
-from openab.core.session_naming import SessionNaming
+from openab_browser.core.acp.logcontext import REQUEST_ID, SESSION_TAG
+from openab_browser.core.session_naming import SessionNaming
 
 __all__ = [
     "LOG_FORMATS", "TRACE", "JsonFormatter", "add_secret", "configure_logging", "json_logging", "name_sessions",

@@ -30,11 +30,11 @@ from pydantic import SecretStr
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 
-from openab.core.agents.runtime import AgentRuntime
-from openab.core.mcp.audit import CALL_SECONDS_BUCKETS, AuditLog
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEvent
+from openab_browser.core.agents.runtime import AgentRuntime
+from openab_browser.core.mcp.audit import CALL_SECONDS_BUCKETS, AuditLog
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.core.tunnel.registry import TunnelAttached, TunnelDetached, TunnelEvent
 
 from .auth import Admitted
 from .hub import admit_metrics
@@ -150,7 +150,7 @@ def resolve_metrics_key(settings: Settings, kept: KeptVerifier | KeyVerifier | N
     """Read the metrics key from ``metrics_token_file`` (as the ``/acp`` key's file is read: a plain 0600 file or
     a Kubernetes Secret's) unless it was given itself; refuse one equal to the ``/acp`` key (or matching the
     ``kept`` key's verifier), which it would then open."""
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .pairing import read_key_file
 

@@ -39,7 +39,7 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, JSONResponse, Response
 
-from openab.core.addresses import is_loopback_host
+from openab_browser.core.addresses import is_loopback_host
 
 __all__ = [
     "ADDRESS_FAILURES", "CODE_BYTES", "CODE_TTL", "MAX_ADDRESSES", "MAX_BODY", "MAX_CODES", "WINDOW", "Claimed",

@@ -16,16 +16,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 from urllib.parse import urlsplit
 
-from openab.core.addresses import is_loopback
-from openab.core.errors import ConfigurationError
-from openab.core.statedir import make_private_dir, read_secret_file
+from openab_browser.core.addresses import is_loopback
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.statedir import make_private_dir, read_secret_file
 
 from .acp_key import KeptVerifier, settle_kept_key
 
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .pair_link import PairCodes
 

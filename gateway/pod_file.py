@@ -24,8 +24,8 @@ from typing import Any, Final
 import orjson
 import uvicorn
 
-from openab.core.errors import ConfigurationError
-from openab.core.statedir import read_private_file
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.statedir import read_private_file
 
 from .server import DrainingServer
 

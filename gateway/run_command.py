@@ -10,11 +10,11 @@ import argparse
 import sys
 from typing import TYPE_CHECKING, Any
 
-from openab.core.agent_names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
+from openab_browser.core.agent_names import AGENT_ALIASES, AGENT_CHOICES, AGENT_NAMES
 
 if TYPE_CHECKING:  # the CLI imports nothing heavy at module level (see gateway/cli.py)
-    from openab.core.pod import Pod
-    from openab.core.settings import Settings
+    from openab_browser.core.pod import Pod
+    from openab_browser.core.settings import Settings
 
     from .hub import HubEnvironment
     from .pair_link import PairCodes
@@ -166,7 +166,7 @@ def agent_commands(entries: list[str] | None) -> tuple[str | None, dict[str, str
         else:
             plain.append(entry)
     if len(plain) > 1:
-        from openab.core.errors import ConfigurationError
+        from openab_browser.core.errors import ConfigurationError
 
         raise ConfigurationError("--agent-cmd COMMAND was given twice: give NAME=COMMAND for each agent")
     return (plain[0] if plain else None), (named or None)
@@ -205,7 +205,7 @@ def _run(args: argparse.Namespace) -> int:
     import asyncio
     import os
 
-    from openab.core.settings import Settings
+    from openab_browser.core.settings import Settings
 
     from .app import create_app
     from .assemble import assemble
@@ -268,7 +268,7 @@ def _hub_environment(settings: Settings, args: argparse.Namespace) -> HubEnviron
     and which overrides ``OPENAB_HOST``/``OPENAB_PORT``, the image's defaults), the pod's hub token redacted."""
     import os
 
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .hub import HubEnvironment
     from .logs import add_secret
@@ -326,7 +326,7 @@ def resolve_key(settings: Settings) -> KeptKey | None:
     """
     from pydantic import SecretStr
 
-    from openab.core.errors import ConfigurationError
+    from openab_browser.core.errors import ConfigurationError
 
     from .pairing import keep_key, make_private_dir, read_key_file
 
@@ -353,7 +353,7 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
     import logging
     import signal
 
-    from openab.core.errors import BridgeError
+    from openab_browser.core.errors import BridgeError
 
     from .app import drainer
     from .pod_file import AnnouncedServer

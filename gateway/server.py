@@ -34,10 +34,10 @@ import uvicorn
 from starlette.types import ASGIApp
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
-from openab.core.addresses import is_loopback
-from openab.core.errors import ConfigurationError
-from openab.core.settings import Settings
-from openab.core.sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
+from openab_browser.core.addresses import is_loopback
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.settings import Settings
+from openab_browser.core.sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
 
 from .logs import json_logging
 
@@ -391,7 +391,7 @@ def uvicorn_config(
 ) -> uvicorn.Config:
     """uvicorn's settings for the gateway. ``proxies``: the only peers whose ``X-Forwarded-For`` and
     ``X-Forwarded-Proto`` are believed (none: the headers are ignored from everyone). ``ws_deflate``: accept
-    permessage-deflate when the client offers it (:attr:`~openab.core.settings.Settings.ws_deflate`)."""
+    permessage-deflate when the client offers it (:attr:`~openab_browser.core.settings.Settings.ws_deflate`)."""
     if guard is None:  # not `or`: a guard holding no socket has length 0
         # The app's own (create_app makes it from the settings, and /metrics reads it), else a default one.
         guard = getattr(getattr(app, "state", None), "guard", None)

@@ -7,7 +7,7 @@ It connects as a client would (and, for the tunnel checks, as a mock side-panel 
 PASS/FAIL/SKIP line per check, a summary per section and ``RESULT: p/t checks passed``. Exit code: 0 when every
 check that ran passed, 2 when any failed, 3 when it could not start (no key, a bad URL or CA file).
 
-It needs only what ``pip install openab`` brings (``websockets``) and imports nothing of openab's own, so it
+It needs only what ``pip install openab-browser`` brings (``websockets``) and imports nothing of openab's own, so it
 judges the gateway against the wire contract (docs/mcp-over-acp-tunnel-contract.md, docs/architecture.md) and not
 against the code it tests. Prompts reach the pod's agent: a few checks need an agent that follows simple
 instructions (a long reply, an exact echo, a long count to cancel): they say SKIP by themselves when the pod's

@@ -37,14 +37,20 @@ fi
 stamp=".venv/.openab-installed"
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ constraints.txt -nt "$stamp" ]; then
   python -m pip install -q --disable-pip-version-check --upgrade pip
+  # This checkout installed as `openab` before the project took its own name on the index (openab-browser): that
+  # older editable install holds the `openab` command and would be taken for the index's other project.
+  if python -m pip show openab 2>/dev/null | grep -qx "Editable project location: $PWD"; then
+    python -m pip uninstall -q -y openab
+  fi
   python -m pip install -q --disable-pip-version-check -c constraints.txt -e ".[dev,hub]"
   touch "$stamp"
 fi
 
 # mypy cannot follow setuptools' editable import hook, so it reads the
 # namespace through this link farm (openab/<hop> -> <hop>/).
-mkdir -p .dev/openab
-for hop in gateway core bridge; do ln -sfn "../../$hop" ".dev/openab/$hop"; done
+rm -rf .dev/openab  # the namespace's name before it was openab_browser
+mkdir -p .dev/openab_browser
+for hop in gateway core bridge; do ln -sfn "../../$hop" ".dev/openab_browser/$hop"; done
 
 # The Python MCP clients of the older revisions (tests/test_mcp_clients.py): one `mcp` 1.x release per venv in
 # .venv-mcp/<version>, as tests/mcp_clients/python/mcp-<version>.txt locks it (the suite's own venv has mcp 2.x).

@@ -34,10 +34,10 @@ from gateway_harness import RunningGateway, run_gateway
 from mcp import StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from openab.bridge.server import BridgeServer
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV
-from openab.core.pod import Pod
-from openab.core.sessions import Session
+from openab_browser.bridge.server import BridgeServer
+from openab_browser.core.mcp.access import BROWSER_CHANNEL_ENV
+from openab_browser.core.pod import Pod
+from openab_browser.core.sessions import Session
 
 OPENAB = str(Path(sys.executable).parent / "openab")
 SOCKET_ENV = "OPENAB_BROWSER_SOCKET"

@@ -12,12 +12,12 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from openab.core.acp.backend import AgentBackend, NoAgentBackend
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import ConnectionGuard, running_server
+from openab_browser.core.acp.backend import AgentBackend, NoAgentBackend
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import ConnectionGuard, running_server
 
 
 @dataclass

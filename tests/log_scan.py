@@ -1,6 +1,6 @@
 """The suite's secrets scan: every secret the suite mints, looked for in every log record the pod's logging makes.
 
-`openab run` installs :func:`openab.gateway.logs.configure_logging`; :func:`install` does the same for the test
+`openab run` installs :func:`openab_browser.gateway.logs.configure_logging`; :func:`install` does the same for the test
 process at ``level`` (uvicorn's loggers too, which uvicorn resets at each server start), then wraps the record
 factory that configuration installs, so each record is scanned once redacted, as a handler would write it,
 whichever logger and handler it goes to. Secrets are what ``secrets.token_urlsafe``/``token_hex``/``token_bytes``
@@ -23,7 +23,7 @@ from typing import Any, Final
 
 import uvicorn
 
-from openab.gateway.logs import TRACE, configure_logging
+from openab_browser.gateway.logs import TRACE, configure_logging
 
 __all__ = ["CLIENT_LOGGERS", "MIN_CHARS", "LogScan", "install", "scanning"]
 

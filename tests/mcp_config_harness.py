@@ -10,7 +10,7 @@ from typing import Any, TypedDict
 
 import pytest
 
-from openab.core.agents.config import (
+from openab_browser.core.agents.config import (
     HttpEndpoint,
     StdioCommand,
     config_files,

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.sessions import Session
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.sessions import Session
 
 # A test's own turn: gets the turn and the prompt's whole text, returns the stopReason.
 Script = Callable[[PromptTurn, str], Awaitable[str]]

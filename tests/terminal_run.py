@@ -25,7 +25,7 @@ def terminal_run(state: Path) -> Iterator[str]:
     terminal showed until it said it was running. Stopped (SIGTERM) on the way out."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAB_ACP_AUTH_KEY", "OPENAB_PUBLIC_URL"))}
     reader, writer = os.openpty()
-    process = subprocess.Popen([sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(free_port()),
+    process = subprocess.Popen([sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", str(free_port()),
                                 "--state-dir", str(state)], env=env, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=writer, start_new_session=True)
     os.close(writer)

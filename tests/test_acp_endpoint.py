@@ -19,11 +19,11 @@ from pydantic import SecretStr
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.acp.backend import NoAgentBackend, PromptTurn
-from openab.core.errors import ConfigurationError
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
+from openab_browser.core.acp.backend import NoAgentBackend, PromptTurn
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
 
 pytestmark = pytest.mark.anyio
 
@@ -503,7 +503,7 @@ async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reas
 async def test_a_client_that_never_reads_again_loses_its_socket_once_the_close_frame_cannot_go(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    import openab.gateway.acp_endpoint as endpoint
+    import openab_browser.gateway.acp_endpoint as endpoint
 
     monkeypatch.setattr(endpoint, "CLOSE_TIMEOUT", 1.0)
     agent = flooding_agent()

@@ -30,9 +30,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus
 from websockets.typing import Subprotocol
 
-from openab.core.errors import ConfigurationError
-from openab.core.statedir import KEYS_DIR
-from openab.gateway.acp_key import (
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.statedir import KEYS_DIR
+from openab_browser.gateway.acp_key import (
     ITERATIONS,
     LEGACY_KEY_FILE,
     KeptVerifier,
@@ -43,7 +43,7 @@ from openab.gateway.acp_key import (
     verifier_path,
 )
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 def _env() -> dict[str, str]:
@@ -154,9 +154,9 @@ async def test_a_copy_of_the_state_dir_opens_nothing_the_shown_key_does(made: tu
 async def test_conversations_json_names_no_session_id(tmp_path: Path) -> None:
     """What `conversations.json` keeps is keyed by each session's channel (an HMAC under the naming secret), so a
     copy of it hands out no id to resume; an agent's own conversation id in it opens nothing at `/acp` either."""
-    from openab.core.agents.conversations import Conversations
-    from openab.core.session_naming import SessionNaming
-    from openab.core.sessions import new_session_id
+    from openab_browser.core.agents.conversations import Conversations
+    from openab_browser.core.session_naming import SessionNaming
+    from openab_browser.core.sessions import new_session_id
 
     session = new_session_id()
     naming = SessionNaming(secrets.token_bytes(32))
@@ -249,9 +249,9 @@ def test_the_journal_audit_and_keys_are_where_no_confined_agent_reaches(tmp_path
     state dir, and a session's Landlock policy allows of the state dir only that session's own two folders: no
     rule reaches the files the pod alone writes (the kernel's refusal itself: tests/test_confinement.py; what a
     record read back cannot say: tests/test_recorded_words.py)."""
-    from openab.core.agents.confinement import READ_WRITE, agent_policy
-    from openab.core.mcp.audit import AuditLog
-    from openab.core.session_naming import SessionNaming
+    from openab_browser.core.agents.confinement import READ_WRITE, agent_policy
+    from openab_browser.core.mcp.audit import AuditLog
+    from openab_browser.core.session_naming import SessionNaming
 
     state = tmp_path / "state"
     settle_kept_key(state, strong=32)

@@ -23,8 +23,8 @@ from gateway_harness import RunningGateway, run_gateway
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.jsonrpc import RpcError
-from openab.core.tunnel.tunnel import TunnelError
+from openab_browser.core.jsonrpc import RpcError
+from openab_browser.core.tunnel.tunnel import TunnelError
 
 pytestmark = pytest.mark.anyio
 

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.settings import Settings
-from openab.gateway.assemble import assemble
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.assemble import assemble
 
 scalars = st.none() | st.booleans() | st.integers(-5, 5) | st.text(max_size=8)
 values = st.recursive(

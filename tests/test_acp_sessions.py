@@ -11,7 +11,7 @@ from gateway_harness import run_gateway
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.sessions import SessionStore
+from openab_browser.core.sessions import SessionStore
 
 pytestmark = pytest.mark.anyio
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from test_doctor import OPENAB, clean_env, doctor, private_state
 
-from openab.core.agent_names import CONFIG_NAMES
-from openab.core.agents.config import AGENTS, ConfigError
-from openab.core.agents.config.trust import check_trustable
+from openab_browser.core.agent_names import CONFIG_NAMES
+from openab_browser.core.agents.config import AGENTS, ConfigError
+from openab_browser.core.agents.config.trust import check_trustable
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
 from test_runtime_pod import FakeBrowser, Turn, open_session, prompt, run_pod
 
-from openab.core.agents.recipes import RECIPES, recipe_for
-from openab.core.agents.session_agent import OfferedAgent, named_itself
+from openab_browser.core.agents.recipes import RECIPES, recipe_for
+from openab_browser.core.agents.session_agent import OfferedAgent, named_itself
 
 pytestmark = pytest.mark.anyio
 

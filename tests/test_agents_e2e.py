@@ -43,8 +43,8 @@ from test_runtime_pod import (
 )
 from waits import eventually
 
-from openab.core.agents.config import HttpEndpoint, config_files, write
-from openab.core.agents.recipes import RECIPES
+from openab_browser.core.agents.config import HttpEndpoint, config_files, write
+from openab_browser.core.agents.recipes import RECIPES
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 

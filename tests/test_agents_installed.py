@@ -17,7 +17,7 @@ from fake_extension import RemoteError
 from test_runtime_pod import run_pod
 from test_runtime_run_command import OPENAB
 
-from openab.core.agents.recipes import RECIPES
+from openab_browser.core.agents.recipes import RECIPES
 
 pytestmark = pytest.mark.anyio
 
@@ -37,7 +37,7 @@ def bin_dir(tmp_path: Path, *programs: str) -> Path:
     folder.mkdir(exist_ok=True)
     for name in programs:
         program = folder / name
-        program.write_text(f"#!/bin/sh\nexec {sys.executable} -m openab.core.agents.builtin\n")
+        program.write_text(f"#!/bin/sh\nexec {sys.executable} -m openab_browser.core.agents.builtin\n")
         program.chmod(0o755)
     return folder
 

@@ -30,11 +30,11 @@ from mcp.shared.exceptions import MCPError
 from test_proxy import endpoint, extension, first_text, mcp_client, open_session
 from waits import eventually
 
-from openab.core.mcp.audit import AUDIT_FILE, AuditLog, call_record, read_records
-from openab.core.mcp.proxy import BrowserProxy
-from openab.core.session_naming import SessionNaming
-from openab.core.statedir import naming_secret
-from openab.gateway.cli import main
+from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, call_record, read_records
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.statedir import naming_secret
+from openab_browser.gateway.cli import main
 
 pytestmark = pytest.mark.anyio
 
@@ -206,7 +206,7 @@ async def test_a_link_planted_at_the_log_is_not_followed_and_calls_still_work(
     target = tmp_path / "elsewhere"
     target.write_bytes(b"")
     (tmp_path / AUDIT_FILE).symlink_to(target)
-    caplog.set_level(logging.ERROR, logger="openab.core.mcp.audit")
+    caplog.set_level(logging.ERROR, logger="openab_browser.core.mcp.audit")
     async with proxied_session(tmp_path, {"browser_type": typed}) as (gateway, _ext, session_id):
         assert isinstance(gateway.pod.browser, BrowserProxy)
         async with mcp_client(*await endpoint(gateway, gateway.pod.browser, session_id)) as client:
@@ -216,7 +216,7 @@ async def test_a_link_planted_at_the_log_is_not_followed_and_calls_still_work(
             assert target.read_bytes() == b""
             assert (tmp_path / AUDIT_FILE).is_symlink()
             # Said once, with what to do, not once per call.
-            said = [r.getMessage() for r in caplog.records if r.name == "openab.core.mcp.audit"]
+            said = [r.getMessage() for r in caplog.records if r.name == "openab_browser.core.mcp.audit"]
             assert len(said) == 1 and "symbolic link" in said[0] and "remove it" in said[0], said
             # Once the operator removes the link, the next call is recorded, in a file of its own.
             (tmp_path / AUDIT_FILE).unlink()

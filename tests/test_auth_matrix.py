@@ -34,15 +34,15 @@ from test_bridge import other_user  # noqa: F401 - the fixture that makes a seco
 from test_bridge_attacks import Agent, attack_pod
 from test_proxy import ACCEPT, INIT, endpoint, first_text, proxied
 
-from openab.bridge.framing import BRIDGE_REFUSED, READY_METHOD
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.errors import ConfigurationError
-from openab.core.settings import Settings
-from openab.gateway.acp_key import KeptVerifier, settle_kept_key, verifier_path
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.pairing import KeptKey
-from openab.gateway.server import running_server
+from openab_browser.bridge.framing import BRIDGE_REFUSED, READY_METHOD
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.acp_key import KeptVerifier, settle_kept_key, verifier_path
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.pairing import KeptKey
+from openab_browser.gateway.server import running_server
 
 pytestmark = pytest.mark.anyio
 

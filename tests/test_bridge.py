@@ -38,14 +38,14 @@ from fake_extension import connect_extension, text_result
 from mcp import Client
 from mcp.shared.subscriptions import ToolsListChanged
 
-from openab.bridge.ancestry import AncestryError, ProcessIdentity, descends_from, resolve_channel
-from openab.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
-from openab.core.agents.config import entry
-from openab.core.agents.provision import acp_server_entry
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
-from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.session_naming import SessionNaming
-from openab.core.sessions import new_session_id
+from openab_browser.bridge.ancestry import AncestryError, ProcessIdentity, descends_from, resolve_channel
+from openab_browser.bridge.framing import BRIDGE_REFUSED, MAX_FRAME_BYTES, READY_METHOD
+from openab_browser.core.agents.config import entry
+from openab_browser.core.agents.provision import acp_server_entry
+from openab_browser.core.mcp.access import BROWSER_CHANNEL_ENV, StdioCommand
+from openab_browser.core.mcp.tools import BROWSER_TOOLS
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.sessions import new_session_id
 
 pytestmark = pytest.mark.anyio
 

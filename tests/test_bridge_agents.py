@@ -21,13 +21,13 @@ from agents.harness import ACP_COMMANDS, agent_env, require
 from pydantic import SecretStr
 from test_runtime_pod import FakeBrowser, RunningPod, open_session, prompt
 
-from openab.bridge.server import BridgeServer
-from openab.core.agents.recipes import RECIPES
-from openab.core.agents.runtime import AgentRuntime
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab_browser.bridge.server import BridgeServer
+from openab_browser.core.agents.recipes import RECIPES
+from openab_browser.core.agents.runtime import AgentRuntime
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import running_server
 
 pytestmark = [pytest.mark.agents, pytest.mark.anyio]
 

@@ -28,10 +28,10 @@ from fake_extension import FakeExtension, connect_extension, text_result
 from gateway_harness import RunningGateway, run_gateway
 from waits import eventually
 
-from openab.bridge.ancestry import process_identity
-from openab.bridge.framing import BRIDGE_REFUSED, READY_METHOD
-from openab.bridge.server import BridgeServer
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV
+from openab_browser.bridge.ancestry import process_identity
+from openab_browser.bridge.framing import BRIDGE_REFUSED, READY_METHOD
+from openab_browser.bridge.server import BridgeServer
+from openab_browser.core.mcp.access import BROWSER_CHANNEL_ENV
 
 pytestmark = pytest.mark.anyio
 

@@ -38,14 +38,14 @@ from mcp.shared.exceptions import MCPError
 from pydantic import SecretStr
 from waits import eventually
 
-from openab.bridge.server import BridgeError, BridgeServer
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.session_naming import SessionNaming
-from openab.core.sessions import new_session_id
-from openab.core.settings import Settings
-from openab.core.statedir import naming_secret
-from openab.gateway.assemble import assemble
+from openab_browser.bridge.server import BridgeError, BridgeServer
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.mcp.tools import BROWSER_TOOLS
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.sessions import new_session_id
+from openab_browser.core.settings import Settings
+from openab_browser.core.statedir import naming_secret
+from openab_browser.gateway.assemble import assemble
 
 pytestmark = pytest.mark.anyio
 

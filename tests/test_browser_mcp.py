@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from openab.core.jsonrpc import ConnectionClosed, LocalRpcError, RequestTimeout, TooManyPendingRequests
-from openab.core.mcp.server import BrowserMcp, Limits, bound_result
-from openab.core.mcp.tools import BROWSER_TOOLS, exposed_name
-from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
-from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the scripted browser speaks the connection form
-from openab.core.tunnel.tunnel import TunnelOwner
+from openab_browser.core.jsonrpc import ConnectionClosed, LocalRpcError, RequestTimeout, TooManyPendingRequests
+from openab_browser.core.mcp.server import BrowserMcp, Limits, bound_result
+from openab_browser.core.mcp.tools import BROWSER_TOOLS, exposed_name
+from openab_browser.core.tunnel.registry import BROWSER_NOT_CONNECTED, TunnelRegistry
+from openab_browser.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the scripted browser's form
+from openab_browser.core.tunnel.tunnel import TunnelOwner
 
 pytestmark = pytest.mark.anyio
 

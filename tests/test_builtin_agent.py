@@ -10,7 +10,7 @@ import pytest
 from test_runtime_pod import FakeBrowser, browser_session, open_session, prompt, run_pod
 from waits import eventually
 
-from openab.core.agents.builtin.planner import find_ref, for_person, plan_steps, said_failure
+from openab_browser.core.agents.builtin.planner import find_ref, for_person, plan_steps, said_failure
 
 pytestmark = pytest.mark.anyio
 
@@ -147,7 +147,7 @@ async def test_builtin_mcp_client_speaks_to_the_official_sdk_server() -> None:
     # An independent reading of Streamable HTTP (the SDK answers in SSE), behind a bearer gate.
     from agents.mcp_peer import browser_peer
 
-    from openab.core.agents.builtin.mcp_client import McpError, connect_mcp
+    from openab_browser.core.agents.builtin.mcp_client import McpError, connect_mcp
 
     with browser_peer("sdk-token") as peer:
         server = {"type": "http", "name": "openab_browser", "url": peer.url,

@@ -26,8 +26,8 @@ from agents.harness import ACP_COMMANDS, agent_env, require
 from fake_extension import FakeExtension
 from test_runtime_pod import FakeBrowser, RunningPod, Turn, open_session, prompt, run_pod
 
-from openab.core.agents.confine import probe as kernel_probe
-from openab.core.agents.confinement import (
+from openab_browser.core.agents.confine import probe as kernel_probe
+from openab_browser.core.agents.confinement import (
     READ_WRITE,
     Launch,
     Support,
@@ -36,8 +36,8 @@ from openab.core.agents.confinement import (
     handled_access,
     launcher_argv,
 )
-from openab.core.agents.recipes import RECIPES, Recipe
-from openab.core.errors import ConfigurationError
+from openab_browser.core.agents.recipes import RECIPES, Recipe
+from openab_browser.core.errors import ConfigurationError
 
 pytestmark = pytest.mark.anyio
 
@@ -264,7 +264,7 @@ def test_the_kernel_support_says_what_a_confined_agent_could_still_do() -> None:
 def test_the_launcher_fails_closed_when_the_kernel_refuses_the_policy(tmp_path: Path) -> None:
     import subprocess
 
-    from openab.core.agents import confine
+    from openab_browser.core.agents import confine
 
     policy = agent_policy(LANDLOCK, workdir=str(tmp_path / "w"), tmpdir=str(tmp_path / "t"), state_dir="/nowhere")
     broken = policy.to_json().replace('"handled":', '"handled":1099511627776,"x":')  # a right no kernel has
@@ -329,7 +329,7 @@ def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined:
     import subprocess
     import tempfile
 
-    from openab.core.agents import confine
+    from openab_browser.core.agents import confine
 
     if confined and LANDLOCK < 6:
         pytest.skip(f"this kernel's Landlock ABI is {LANDLOCK}, not 6 or more")
@@ -383,8 +383,8 @@ def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined:
 def test_doctor_says_what_the_kernel_confines(
     tmp_path: Path, agents: list[str], abi: int, unconfined: bool, status: str, words: str
 ) -> None:
-    from openab.core.settings import Settings
-    from openab.gateway.doctor_command import Report, _check_confinement
+    from openab_browser.core.settings import Settings
+    from openab_browser.gateway.doctor_command import Report, _check_confinement
 
     report = Report()
     settings = Settings(state_dir=tmp_path / "state", agent=agents, unconfined_agents=unconfined)
@@ -394,8 +394,8 @@ def test_doctor_says_what_the_kernel_confines(
 
 
 def test_doctor_fails_a_state_dir_an_agent_could_reach(tmp_path: Path) -> None:
-    from openab.core.settings import Settings
-    from openab.gateway.doctor_command import Report, _check_confinement
+    from openab_browser.core.settings import Settings
+    from openab_browser.gateway.doctor_command import Report, _check_confinement
 
     report = Report()
     home = os.environ.get("HOME", "/root")
@@ -410,7 +410,7 @@ def test_doctor_fails_a_state_dir_an_agent_could_reach(tmp_path: Path) -> None:
 def test_the_launcher_ends_as_its_agent_ends(tmp_path: Path, private_pids: bool) -> None:
     import subprocess
 
-    from openab.core.agents import confine
+    from openab_browser.core.agents import confine
 
     policy = agent_policy(LANDLOCK, workdir=str(tmp_path / "w"), tmpdir=str(tmp_path / "t"), state_dir="/nowhere",
                           path="/usr/bin:/bin", private_pids=private_pids)

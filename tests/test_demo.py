@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from openab.gateway.demo_browser import chromium_path
+from openab_browser.gateway.demo_browser import chromium_path
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 @pytest.mark.skipif(chromium_path() is None, reason="Chromium is not installed (apt-get install chromium)")

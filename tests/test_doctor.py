@@ -21,13 +21,13 @@ from gateway_harness import run_gateway
 from test_request_log import openab_run
 from waits import eventually
 
-from openab.core.mcp.audit import AuditLog
-from openab.core.session_naming import SessionNaming
-from openab.core.statedir import naming_secret
+from openab_browser.core.mcp.audit import AuditLog
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 AGENT_BIN = Path(__file__).resolve().parent / "agents" / "node_modules" / ".bin"
 
 
@@ -328,7 +328,7 @@ async def test_each_clis_own_mcp_list_says_what_it_makes_of_our_entry_and_the_fi
     from agents.mcp_peer import browser_peer
     from agents.offline import HostRelay, can_unshare
 
-    from openab.core.agents.config import HttpEndpoint, trust_folder, write
+    from openab_browser.core.agents.config import HttpEndpoint, trust_folder, write
 
     require("claude")
     require("gemini")
@@ -379,7 +379,7 @@ async def test_each_clis_own_mcp_list_says_what_it_makes_of_our_entry_and_the_fi
 
 
 async def test_the_kept_verifier_is_checked_and_a_given_key_compared_with_it(tmp_path: Path) -> None:
-    from openab.gateway.acp_key import settle_kept_key, verifier_path
+    from openab_browser.gateway.acp_key import settle_kept_key, verifier_path
 
     state = tmp_path / "state"
     key = settle_kept_key(state, strong=32).key

@@ -37,8 +37,8 @@ from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, open_sessi
 from test_runtime_run_command import read_log, start_pod
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
 
@@ -309,8 +309,8 @@ _CONFIG_FILE_AGENT = """
 import json
 from pathlib import Path
 
-from openab.core.agents.builtin.agent import BuiltinAgent
-from openab.core.agents.builtin.stdio import main
+from openab_browser.core.agents.builtin.agent import BuiltinAgent
+from openab_browser.core.agents.builtin.stdio import main
 
 _handle = BuiltinAgent.handle_request
 

@@ -23,8 +23,8 @@ import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from test_runtime_pod import first_run, prompt
 
-from openab.core.agents.recipes import RECIPES, Recipe
-from openab.core.settings import Settings
+from openab_browser.core.agents.recipes import RECIPES, Recipe
+from openab_browser.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.errors import FileRefused, TransferInvalid
-from openab.core.files import CHUNK, FileLimits, Transfers
-from openab.core.files.paths import TEMP_PREFIX, safe_name
-from openab.core.settings import Settings
+from openab_browser.core.errors import FileRefused, TransferInvalid
+from openab_browser.core.files import CHUNK, FileLimits, Transfers
+from openab_browser.core.files.paths import TEMP_PREFIX, safe_name
+from openab_browser.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 

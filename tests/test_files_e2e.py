@@ -25,12 +25,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult
 from waits import eventually
 
-from openab.core.files import CHUNK
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.audit import read_records
-from openab.core.pod import Pod
-from openab.core.statedir import session_workdir
-from openab.gateway.cli import main
+from openab_browser.core.files import CHUNK
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.pod import Pod
+from openab_browser.core.statedir import session_workdir
+from openab_browser.gateway.cli import main
 
 pytestmark = pytest.mark.anyio
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.errors import FileRefused
-from openab.core.files import FileLimits, Placed, Transfers
-from openab.core.files.paths import (
+from openab_browser.core.errors import FileRefused
+from openab_browser.core.files import FileLimits, Placed, Transfers
+from openab_browser.core.files.paths import (
     DOWNLOADS_FOLDER,
     MAX_NAME_BYTES,
     READ_AS_INSTRUCTIONS,

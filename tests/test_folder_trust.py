@@ -17,8 +17,8 @@ import pytest
 from mcp_config_harness import Dirs, dirs_fixture  # noqa: F401 - the fixture of the writers' folders
 from test_mcp_config_refusals import NOBODY, as_root, plant_link, snapshot  # noqa: F401 - as_root: a fixture
 
-from openab.core.agents.config import ConfigError, config_write, folder_trust, trust_folder
-from openab.core.agents.config.files import MAX_FILE_BYTES
+from openab_browser.core.agents.config import ConfigError, config_write, folder_trust, trust_folder
+from openab_browser.core.agents.config.files import MAX_FILE_BYTES
 
 TRUSTING = ["claude", "gemini"]
 

@@ -18,20 +18,20 @@ from gateway_harness import run_gateway
 from pydantic import SecretStr
 from waits import eventually
 
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.errors import ConfigurationError
-from openab.core.session_naming import CHANNEL_PATTERN, SessionNaming
-from openab.core.sessions import new_session_id
-from openab.core.settings import Settings
-from openab.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
-from openab.gateway.acp_key import LEGACY_KEY_FILE, VERIFIER_FILE, read_verifier
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.pairing import keep_key, make_private_dir, read_key_file
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.session_naming import CHANNEL_PATTERN, SessionNaming
+from openab_browser.core.sessions import new_session_id
+from openab_browser.core.settings import Settings
+from openab_browser.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
+from openab_browser.gateway.acp_key import LEGACY_KEY_FILE, VERIFIER_FILE, read_verifier
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.pairing import keep_key, make_private_dir, read_key_file
 
 pytestmark = pytest.mark.anyio
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 def _env_without_key() -> dict[str, str]:

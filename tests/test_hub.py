@@ -210,8 +210,8 @@ def test_the_z2jh_values_example_runs_the_pod_as_the_test_does() -> None:
     fits the grace period, activity reported well inside the culler's timeout, Prometheus's scope the pod's."""
     import yaml  # type: ignore[import-untyped]
 
-    from openab.core.settings import ENV_VARS, Settings
-    from openab.gateway.hub import METRICS_SCOPE
+    from openab_browser.core.settings import ENV_VARS, Settings
+    from openab_browser.gateway.hub import METRICS_SCOPE
 
     values = yaml.safe_load((Path(__file__).parent.parent / "docker" / "jupyterhub" / "values.yaml").read_text())
     single = values["singleuser"]
@@ -234,8 +234,8 @@ async def test_a_hub_that_does_not_answer_admits_nobody() -> None:
     admission; the token is never taken on trust."""
     import socket
 
-    from openab.gateway.auth import Refused
-    from openab.gateway.hub import HubDoor, HubEnvironment
+    from openab_browser.gateway.auth import Refused
+    from openab_browser.gateway.hub import HubDoor, HubEnvironment
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -254,7 +254,7 @@ async def test_a_socket_just_opened_is_told_to_the_hub_at_once_and_a_flood_of_th
     """With the pod's hourly tick, a person who opens the panel must not wait an hour to count as activity: a
     culler looking in between would stop the pod they have just opened. The admission is told at once; a hundred
     admissions at once make one post a second, not a hundred."""
-    from openab.gateway.hub import NUDGE_SPACING, ActivityReporter, HubEnvironment
+    from openab_browser.gateway.hub import NUDGE_SPACING, ActivityReporter, HubEnvironment
 
     environment = HubEnvironment.from_env({
         "JUPYTERHUB_API_URL": "http://127.0.0.1:9/hub/api", "JUPYTERHUB_API_TOKEN": "pod-token",

@@ -25,11 +25,11 @@ from image.constraints import canonical, unpinned
 from pydantic import SecretStr
 from waits import eventually
 
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.settings import Settings
-from openab.gateway.app import create_app, drainer
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app, drainer
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import running_server
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
@@ -96,7 +96,8 @@ def test_the_install_step_yields_openab_from_the_declared_files_and_nothing_else
     # Imported from the venv, not from this checkout.
     where = subprocess.run(
         [str(image_venv / "bin" / "python"), "-c",
-         "import openab.gateway.run_command as m, openab.bridge, openab.core.agents.builtin as b; print(m.__file__)"],
+         "import openab_browser.gateway.run_command as m, openab_browser.bridge, "
+         "openab_browser.core.agents.builtin as b; print(m.__file__)"],
         capture_output=True, text=True, timeout=60, cwd="/",
     )
     assert where.returncode == 0, where.stderr

@@ -19,9 +19,9 @@ from fake_extension import FakeExtension, RemoteError, connect_extension
 from gateway_harness import RunningGateway, run_gateway
 from test_proxy import BROWSER, endpoint, mcp_client
 
-from openab.core.mcp.audit import read_records
-from openab.core.mcp.proxy import BrowserProxy
-from openab.gateway.audit_command import fold_steps
+from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.gateway.audit_command import fold_steps
 
 pytestmark = pytest.mark.anyio
 

@@ -36,9 +36,9 @@ from test_runtime_pod import BROWSER_SERVER, FakeBrowser, prompt
 from test_runtime_run_command import Pod, start_pod
 from waits import eventually
 
-from openab.core.mcp.audit import read_records, unended_steps_keyed
-from openab.core.mcp.journal import ActionJournal
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.audit import read_records, unended_steps_keyed
+from openab_browser.core.mcp.journal import ActionJournal
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from openab.core.jsonrpc import (
+from openab_browser.core.jsonrpc import (
     Notification,
     Peer,
     Request,
@@ -16,7 +16,7 @@ from openab.core.jsonrpc import (
     RpcError,
     TooManyPendingRequests,
 )
-from openab.core.jsonrpc.protocol import too_deep
+from openab_browser.core.jsonrpc.protocol import too_deep
 
 
 def sent(peer: Peer) -> list[dict[str, Any]]:

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from openab.core.jsonrpc import PassThrough, Peer, Response
-from openab.core.jsonrpc import passthrough as passthrough_module
-from openab.core.jsonrpc.passthrough import loads
+from openab_browser.core.jsonrpc import PassThrough, Peer, Response
+from openab_browser.core.jsonrpc import passthrough as passthrough_module
+from openab_browser.core.jsonrpc.passthrough import loads
 
 RULE = PassThrough(min_chars=1024)
 IMAGE = base64.b64encode(random.Random(5).randbytes(48 << 10)).decode()  # 64 KiB of base64

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from openab.core.jsonrpc import LocalRpcError, Notification, Peer, Request
+from openab_browser.core.jsonrpc import LocalRpcError, Notification, Peer, Request
 
 json_scalars = (
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20)

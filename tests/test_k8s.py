@@ -20,8 +20,8 @@ import kubernetes_validate  # type: ignore[import-untyped]
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from openab.core.settings import Settings
-from openab.gateway.server import check_transport
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.server import check_transport
 
 K8S = Path(__file__).resolve().parent.parent / "docker" / "k8s"
 KUBERNETES_VERSION = "1.30.0"  # the oldest release still supported upstream when this was written

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from fake_extension import connect_extension
 
-from openab.core.errors import ConfigurationError
-from openab.core.statedir import read_secret_file
-from openab.gateway.pairing import read_key_file
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.statedir import read_secret_file
+from openab_browser.gateway.pairing import read_key_file
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="builds root-owned files as the kubelet does")
 
@@ -102,7 +102,7 @@ def as_uid(uid: int, *, groups: tuple[int, ...] = ()) -> list[str] | None:
         return None
     site = next(p for p in sys.path if p.endswith("site-packages"))
     boot = (f"import runpy, site, sys; site.addsitedir({site!r}); sys.argv[0] = 'openab'; "
-            "runpy.run_module('openab.gateway.cli', run_name='__main__')")
+            "runpy.run_module('openab_browser.gateway.cli', run_name='__main__')")
     group_flag = f"--groups={','.join(map(str, groups))}" if groups else "--clear-groups"
     return ["setpriv", f"--reuid={uid}", f"--regid={uid}", group_flag, str(system), "-c", boot]
 

@@ -19,7 +19,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 # Where each installed package's source lives in the tree (pyproject's package-dir).
-PACKAGES: Mapping[str, str] = {"openab.core": "core", "openab.gateway": "gateway", "openab.bridge": "bridge"}
+PACKAGES: Mapping[str, str] = {"openab_browser.core": "core", "openab_browser.gateway": "gateway",
+                               "openab_browser.bridge": "bridge"}
 PACKAGE_ITSELF = ".__init__"  # how the table names a package's own module, not its submodules
 
 
@@ -181,15 +182,16 @@ def test_no_module_imports_itself_round_a_cycle(graph: list[Import]) -> None:
 
 def test_the_checks_see_what_they_must(tmp_path: Path) -> None:
     """The reader catches each kind of import the contract counts, and the cycle finder a cycle."""
-    known = {f"openab.core.{name}": Path() for name in ("a", "b", "c", "pkg", "pkg.sub")}
+    known = {f"openab_browser.core.{name}": Path() for name in ("a", "b", "c", "pkg", "pkg.sub")}
     source = (
-        "from __future__ import annotations\nfrom typing import TYPE_CHECKING\nimport openab.core.c\n"
+        "from __future__ import annotations\nfrom typing import TYPE_CHECKING\nimport openab_browser.core.c\n"
         "if TYPE_CHECKING:\n    from .a import X\ndef f():\n    from . import b\n    from .pkg import sub, Y\n"
     )
     probe = tmp_path / "x.py"
     probe.write_text(source)
-    found = {edge.target for edge in imports("openab.core.x", probe, known)}
-    assert found == {"openab.core.a", "openab.core.b", "openab.core.c", "openab.core.pkg", "openab.core.pkg.sub"}
+    found = {edge.target for edge in imports("openab_browser.core.x", probe, known)}
+    assert found == {"openab_browser.core.a", "openab_browser.core.b", "openab_browser.core.c",
+                     "openab_browser.core.pkg", "openab_browser.core.pkg.sub"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     contract = read_contract("\n## Layers\n| layer | modules |\n|---|---|\n| top | `openab.t` |\n"
                              "| base | `openab.t.__init__`, `openab.t.low` |\nNot yet mapped: `openab.x`\n## Next\n")

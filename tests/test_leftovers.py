@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.agents.tree import TREE_MARK_ENV, this_run
-from openab.core.leftovers import LOCK_FILE, StateDirLock
-from openab.core.procfs import read_stat
+from openab_browser.core.agents.tree import TREE_MARK_ENV, this_run
+from openab_browser.core.leftovers import LOCK_FILE, StateDirLock
+from openab_browser.core.procfs import read_stat
 
 pytestmark = pytest.mark.anyio
 
@@ -102,7 +102,7 @@ async def test_a_state_dir_another_live_pod_holds_is_not_swept(
     await running.take()
     try:
         (state / "sessions" / "s-0003").mkdir()  # a session of the running pod
-        with caplog.at_level(logging.WARNING, logger="openab.core.leftovers"):
+        with caplog.at_level(logging.WARNING, logger="openab_browser.core.leftovers"):
             await StateDirLock(state).take()
         assert "held by another running pod" in caplog.text
         assert (state / "sessions" / "s-0003").is_dir()

@@ -31,7 +31,7 @@ from mcp import Client
 from test_proxy import endpoint, first_text, mcp_client
 from waits import eventually
 
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
 

@@ -27,8 +27,8 @@ from log_scan import scanning
 from test_runtime_pod import first_run, prompt
 from waits import eventually_sync
 
-from openab.core.settings import Settings
-from openab.gateway.logs import JsonFormatter
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.logs import JsonFormatter
 
 pytestmark = pytest.mark.anyio
 
@@ -92,7 +92,7 @@ def test_openab_run_writes_json_lines_and_refuses_an_unknown_format(state: Path)
     env = {**os.environ, "OPENAB_ACP_AUTH_KEY": key, "OPENAB_LOG_FORMAT": "json", "OPENAB_STATE_DIR": str(state)}
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), "--insecure-no-tls"],
+        [sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", str(port), "--insecure-no-tls"],
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
 
@@ -115,10 +115,10 @@ def test_openab_run_writes_json_lines_and_refuses_an_unknown_format(state: Path)
     loggers = {r["logger"] for r in records}
     assert "uvicorn.error" in loggers and "openab.run" in loggers, loggers
     assert key not in err and key[::-1] not in err
-    bad = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "run", "--log-format", "xml"],
+    bad = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "run", "--log-format", "xml"],
                          env=env, capture_output=True, text=True, timeout=60, check=False)
     assert bad.returncode == 2 and "invalid choice: 'xml'" in bad.stderr
-    unknown_env = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "run"],
+    unknown_env = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "run"],
                                  env={**env, "OPENAB_LOG_FORMAT": "xml"}, capture_output=True, text=True, timeout=60,
                                  check=False)
     assert unknown_env.returncode == 2 and "give text or json" in unknown_env.stderr

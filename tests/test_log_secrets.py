@@ -21,9 +21,9 @@ from log_scan import scanning
 from test_runtime_pod import first_run, prompt
 from uvicorn.logging import AccessFormatter
 
-from openab.core.mcp.proxy import BrowserProxy
-from openab.core.settings import Settings
-from openab.gateway.logs import add_secret
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.logs import add_secret
 
 pytestmark = pytest.mark.anyio
 

@@ -36,8 +36,8 @@ from fake_extension import FakeExtension, ToolFunction, connect_extension, text_
 from gateway_harness import RunningGateway, run_gateway
 from test_proxy import BROWSER
 
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
 

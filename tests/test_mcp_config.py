@@ -26,8 +26,8 @@ from mcp_config_harness import (
     servers,
 )
 
-from openab.core.agents import config as mcp_config
-from openab.core.agents.config import (
+from openab_browser.core.agents import config as mcp_config
+from openab_browser.core.agents.config import (
     AGENTS,
     SERVER_NAME,
     ConfigError,

@@ -22,8 +22,8 @@ from mcp_config_harness import (
     seed,
 )
 
-from openab.core.agents import config as mcp_config
-from openab.core.agents.config import (
+from openab_browser.core.agents import config as mcp_config
+from openab_browser.core.agents.config import (
     AGENTS,
     SERVER_NAME,
     ConfigError,
@@ -101,7 +101,7 @@ def test_our_own_link_to_a_file_of_another_user_is_not_written_through(dirs: Dir
 @pytest.mark.usefixtures("as_root")
 def test_the_runtimes_writer_refuses_a_planted_link_too(dirs: Dirs, tmp_path: Path) -> None:
     # What the agent runtime calls for an agent that reads its config file (core/agents/provision.py).
-    from openab.core.agents.config.claims import ConfigClaims
+    from openab_browser.core.agents.config.claims import ConfigClaims
 
     victim = tmp_path / "victim.toml"
     seed(victim, "# the user's\n")

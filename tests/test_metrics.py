@@ -30,8 +30,8 @@ from test_request_log import openab_run
 from test_runtime_pod import first_run, prompt
 from waits import eventually
 
-from openab.core.mcp.tools import STATIC_NAMES
-from openab.core.settings import Settings
+from openab_browser.core.mcp.tools import STATIC_NAMES
+from openab_browser.core.settings import Settings
 
 pytestmark = pytest.mark.anyio
 
@@ -256,7 +256,7 @@ def test_openab_run_reads_the_metrics_key_from_a_secret_volume_and_refuses_the_a
     assert metrics_key not in text and acp_key not in text
     # The /acp key given as the metrics key would open /acp for the scraper: refused at start, in one line.
     same = subprocess.run(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0"],
+        [sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", "0"],
         env={**os.environ, "OPENAB_STATE_DIR": str(tmp_path / "state"), "OPENAB_ACP_AUTH_KEY": acp_key,
              "OPENAB_METRICS_KEY": acp_key}, capture_output=True, text=True, timeout=60, check=False)
     assert same.returncode == 2 and "give /metrics a key of its own" in same.stderr and acp_key not in same.stderr
@@ -264,7 +264,7 @@ def test_openab_run_reads_the_metrics_key_from_a_secret_volume_and_refuses_the_a
     (volume / "metrics-key").unlink()
     (volume / "metrics-key").symlink_to(tmp_path / "elsewhere")
     planted = subprocess.run(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--metrics-key-file",
+        [sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", "0", "--metrics-key-file",
          str(volume / "metrics-key")],
         env={**os.environ, "OPENAB_STATE_DIR": str(tmp_path / "state"), "OPENAB_ACP_AUTH_KEY": acp_key},
         capture_output=True, text=True, timeout=60, check=False)

@@ -1,5 +1,6 @@
 """The wheel as `pip install` builds it: quiet (setuptools warns of nothing in it) and carrying every file of the
-extension under ``openab/extension``. The wheel loaded into Chromium is tests/browser/test_extension_package.py's."""
+extension under ``openab_browser/extension``. The wheel loaded into Chromium is
+tests/browser/test_extension_package.py's."""
 
 from __future__ import annotations
 
@@ -26,15 +27,15 @@ def test_the_wheel_builds_without_setuptools_warnings_and_ships_the_whole_extens
     # A subfolder of extension/ that is not a listed package makes setuptools print a dozen-line warning for it.
     assert "Package would be ignored" not in said, said
     assert "SetuptoolsDeprecationWarning" not in said, said
-    wheel = next(tmp_path.glob("openab-*.whl"))
-    shipped = {name.removeprefix("openab/extension/") for name in zipfile.ZipFile(wheel).namelist()
-               if name.startswith("openab/extension/")}
+    wheel = next(tmp_path.glob("openab_browser-*.whl"))
+    shipped = {name.removeprefix("openab_browser/extension/") for name in zipfile.ZipFile(wheel).namelist()
+               if name.startswith("openab_browser/extension/")}
     assert {"manifest.json", "background.js", "panel/sidepanel.html", "lib/mcp.js", "icons/icon128.png",
             "page/agent.js"} <= shipped
     assert shipped == extension_files(REPO / "extension"), "the wheel's extension differs from extension/"
     # Every module of the three hops is in the wheel: a subpackage missing from pyproject.toml's list installs
-    # without a word and fails only when the pod imports it (the image's pod did, for openab.core.files).
+    # without a word and fails only when the pod imports it (the image's pod did, for openab_browser.core.files).
     modules = {name for name in zipfile.ZipFile(wheel).namelist() if name.endswith(".py")}
     for hop in ("core", "gateway", "bridge"):
-        here = {f"openab/{hop}/{p.relative_to(REPO / hop).as_posix()}" for p in (REPO / hop).rglob("*.py")}
+        here = {f"openab_browser/{hop}/{p.relative_to(REPO / hop).as_posix()}" for p in (REPO / hop).rglob("*.py")}
         assert here <= modules, f"not in the wheel: {sorted(here - modules)}"

@@ -25,13 +25,13 @@ from pydantic import SecretStr
 from terminal_run import terminal_run
 from test_log_format import free_port
 
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.pair_link import MAX_ADDRESSES, Claimed, Limited, PairCodes, Wrong, WrongCodes, address_key
-from openab.gateway.pairing import pair_link
-from openab.gateway.server import running_server
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.pair_link import MAX_ADDRESSES, Claimed, Limited, PairCodes, Wrong, WrongCodes, address_key
+from openab_browser.gateway.pairing import pair_link
+from openab_browser.gateway.server import running_server
 
 pytestmark = pytest.mark.anyio
 
@@ -302,8 +302,9 @@ async def test_a_link_printed_before_a_rotation_claims_no_key(state: Path) -> No
     with terminal_run(state) as shown:
         found = re.search(r": (http://127\.0\.0\.1:\d+)/pair#code=([A-Za-z0-9_-]{24})\n", shown)
         assert found is not None, shown
-        rotate = await asyncio.create_subprocess_exec(sys.executable, "-m", "openab.gateway.cli", "key", "rotate",
-                                                      "--state-dir", str(state), stdout=asyncio.subprocess.DEVNULL)
+        rotate = await asyncio.create_subprocess_exec(sys.executable, "-m", "openab_browser.gateway.cli", "key",
+                                                      "rotate", "--state-dir", str(state),
+                                                      stdout=asyncio.subprocess.DEVNULL)
         async with asyncio.timeout(60):
             assert await rotate.wait() == 0
         async with httpx.AsyncClient() as http:

@@ -24,11 +24,11 @@ from pydantic import ValidationError
 from test_log_format import free_port
 from test_tls import Ca
 
-from openab.core.settings import Settings
-from openab.gateway.acp_key import read_verifier, verifier_path
-from openab.gateway.pairing import INGRESS_URL, gateway_url
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.acp_key import read_verifier, verifier_path
+from openab_browser.gateway.pairing import INGRESS_URL, gateway_url
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 def _env(**extra: str) -> dict[str, str]:

@@ -22,9 +22,9 @@ from gateway_harness import run_gateway
 from scripted_agent import Script, ScriptedAgent, chunk
 from test_runtime_pod import FakeBrowser, Turn, open_session, prompt, run_pod
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.errors import TunnelError
-from openab.core.tunnel.registry import TunnelRegistry
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.errors import TunnelError
+from openab_browser.core.tunnel.registry import TunnelRegistry
 
 pytestmark = pytest.mark.anyio
 

@@ -25,12 +25,12 @@ from fake_extension import connect_extension, text_result
 from gateway_harness import RunningGateway, run_gateway
 from websockets.asyncio.client import ClientConnection
 
-from openab.bridge.framing import READY_METHOD
-from openab.bridge.relay_loop import run_relay
-from openab.core.jsonrpc import Later, Notification, Request, RequestTimeout, RpcConnection
-from openab.core.jsonrpc.protocol import MAX_DEPTH, Peer
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.bridge.framing import READY_METHOD
+from openab_browser.bridge.relay_loop import run_relay
+from openab_browser.core.jsonrpc import Later, Notification, Request, RequestTimeout, RpcConnection
+from openab_browser.core.jsonrpc.protocol import MAX_DEPTH, Peer
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
 
@@ -350,7 +350,7 @@ async def test_a_flood_of_tool_calls_over_the_bound_is_refused_and_the_browser_s
         await ext.initialize()
         session_id = await ext.new_session([{"type": "acp", "name": "browser", "id": "srv"}])
         await gw.pod.tunnels.wait_attached(session_id, timeout=5)
-        from openab.core.mcp.server import BrowserMcp, Limits
+        from openab_browser.core.mcp.server import BrowserMcp, Limits
 
         mcp = BrowserMcp(gw.pod.tunnels, session_id, limits=Limits(max_running_calls=16))
         calls = [

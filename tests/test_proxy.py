@@ -26,13 +26,13 @@ from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, TextContent
 from waits import eventually
 
-from openab.core.agents.config.claims import ConfigClaims
-from openab.core.agents.provision import acp_server_entry
-from openab.core.errors import ConfigConflict
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
-from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.tunnel.registry import BROWSER_NOT_CONNECTED
+from openab_browser.core.agents.config.claims import ConfigClaims
+from openab_browser.core.agents.provision import acp_server_entry
+from openab_browser.core.errors import ConfigConflict
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.tools import BROWSER_TOOLS
+from openab_browser.core.tunnel.registry import BROWSER_NOT_CONNECTED
 
 pytestmark = pytest.mark.anyio
 

@@ -20,7 +20,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from test_proxy import ACCEPT, INIT, endpoint, extension, first_text, mcp_client, open_session, proxied
 
-from openab.core.mcp.proxy import BrowserProxy, ProxyEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy, ProxyEndpoint
 
 pytestmark = pytest.mark.anyio
 

@@ -95,7 +95,7 @@ def test_the_users_own_link_is_followed_and_the_real_path_printed(tmp_path: Path
 
 
 def test_the_command_module_imports_nothing_heavy() -> None:
-    code = ("import sys, openab.gateway.config_command as c; "
-            "print(sorted(m for m in sys.modules if m.startswith(('openab.core', 'tomlkit', 'starlette'))))")
+    code = ("import sys, openab_browser.gateway.config_command as c; "
+            "print(sorted(m for m in sys.modules if m.startswith(('openab_browser.core', 'tomlkit', 'starlette'))))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     assert done.stdout.strip() == "[]"

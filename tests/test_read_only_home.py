@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from test_key_files import as_uid
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 NO_PASSWD_UID = 4242
 
 

@@ -18,8 +18,8 @@ import pytest
 from test_runtime_pod import run_pod
 from test_runtime_run_command import OPENAB
 
-from openab.core.acp.schema import AGENTS_UNAVAILABLE_META
-from openab.core.agents.availability import AgentAvailability
+from openab_browser.core.acp.schema import AGENTS_UNAVAILABLE_META
+from openab_browser.core.agents.availability import AgentAvailability
 
 pytestmark = pytest.mark.anyio
 

@@ -11,11 +11,11 @@ from pathlib import Path
 import orjson
 import pytest
 
-from openab.core.journal import printable, untrusted
-from openab.core.mcp.audit import AUDIT_FILE, AuditLog, read_records, unended_steps
-from openab.core.mcp.journal import ActionJournal
-from openab.core.session_naming import SessionNaming
-from openab.gateway.audit_command import fold_steps
+from openab_browser.core.journal import printable, untrusted
+from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, read_records, unended_steps
+from openab_browser.core.mcp.journal import ActionJournal
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.gateway.audit_command import fold_steps
 
 NAMING = SessionNaming(b"k" * 32)
 SESSION = "sess_a"

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from openab.bridge.framing import BRIDGE_REFUSED, READY_METHOD, TOO_LARGE, LineSplitter
-from openab.bridge.relay import Relay
+from openab_browser.bridge.framing import BRIDGE_REFUSED, READY_METHOD, TOO_LARGE, LineSplitter
+from openab_browser.bridge.relay import Relay
 
 PATH = "/run/pod/browser.sock"
 

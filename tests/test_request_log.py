@@ -72,7 +72,7 @@ def openab_run(state: Path | None, env: dict[str, str], *args: str) -> Iterator[
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("OPENAB_")},
            **({"OPENAB_STATE_DIR": str(state)} if state is not None else {}), **env}
     process = subprocess.Popen(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), *args],
+        [sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", str(port), *args],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     assert process.stdout is not None

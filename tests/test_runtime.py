@@ -23,8 +23,8 @@ from test_runtime_pod import (
 )
 from waits import eventually
 
-from openab.core.agents.recipes import RECIPES
-from openab.core.mcp.access import HttpEndpoint
+from openab_browser.core.agents.recipes import RECIPES
+from openab_browser.core.mcp.access import HttpEndpoint
 
 pytestmark = pytest.mark.anyio
 

@@ -23,12 +23,12 @@ from fake_extension import RemoteError, connect_extension
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, prompt, run_pod
 from waits import eventually
 
-from openab.core.agents.process import AgentProcess, find_program
-from openab.core.agents.tree import HOLDING_SHELL, RELEASE_LINE, Tree, own_cgroup
-from openab.core.errors import ConnectionClosed
-from openab.core.jsonrpc import SERVER_OVERLOADED
-from openab.core.settings import Settings
-from openab.gateway.run_command import register, runtime_overrides
+from openab_browser.core.agents.process import AgentProcess, find_program
+from openab_browser.core.agents.tree import HOLDING_SHELL, RELEASE_LINE, Tree, own_cgroup
+from openab_browser.core.errors import ConnectionClosed
+from openab_browser.core.jsonrpc import SERVER_OVERLOADED
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.run_command import register, runtime_overrides
 
 pytestmark = pytest.mark.anyio
 
@@ -361,7 +361,8 @@ async def pid_1_pod(tmp_path: Path, agent_cmd: list[str]) -> tuple[asyncio.subpr
     token = secrets.token_urlsafe(24)
     process = await asyncio.create_subprocess_exec(
         "unshare", "--pid", "--fork", "--mount-proc", "--kill-child",
-        sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--state-dir", str(tmp_path / "state"),
+        sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", "0",
+        "--state-dir", str(tmp_path / "state"),
         "--agent", "custom", "--agent-cmd", " ".join(agent_cmd),
         env={**os.environ, "OPENAB_ACP_AUTH_KEY": token}, stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,

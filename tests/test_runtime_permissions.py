@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from openab.core.agents.permissions import Policy, decide, decide_ours
-from openab.core.agents.recipes import RECIPES
+from openab_browser.core.agents.permissions import Policy, decide, decide_ours
+from openab_browser.core.agents.recipes import RECIPES
 
 BROWSER_TOOLS = {"browser_navigate", "browser_click", "browser_snapshot"}
 

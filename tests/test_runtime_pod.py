@@ -23,13 +23,13 @@ from fake_extension import FakeExtension, connect_extension, text_result
 from gateway_harness import run_gateway
 from pydantic import SecretStr
 
-from openab.core.agents.recipes import Recipe
-from openab.core.agents.runtime import AgentRuntime
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.gateway.acp_key import rotate_key
-from openab.gateway.assemble import assemble
-from openab.gateway.run_command import resolve_key
+from openab_browser.core.agents.recipes import Recipe
+from openab_browser.core.agents.runtime import AgentRuntime
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.acp_key import rotate_key
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.run_command import resolve_key
 
 BROWSER_SERVER = {"type": "acp", "id": "browser-1", "name": "openab_browser"}
 # A real 1x1 JPEG, so whatever decodes the screenshot gets an image.

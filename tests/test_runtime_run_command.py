@@ -19,13 +19,13 @@ from test_runtime_limits import cgroup_modes, escapee_pids, escaping_agent
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, live_group, prompt
 from waits import eventually
 
-from openab.core.procfs import read_stat
-from openab.core.session_naming import SessionNaming
-from openab.core.statedir import naming_secret
+from openab_browser.core.procfs import read_stat
+from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.statedir import naming_secret
 
 pytestmark = pytest.mark.anyio
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 class Pod:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from openab.core.agents.recipes import recipe_for
-from openab.core.settings import Settings
+from openab_browser.core.agents.recipes import recipe_for
+from openab_browser.core.settings import Settings
 
 
 def test_runtime_settings_come_from_openab_variables_and_flags_win() -> None:
@@ -46,8 +46,8 @@ def test_a_wrong_policy_or_an_unknown_agent_is_refused_saying_what_to_choose() -
 
 @pytest.mark.parametrize("source", ["flag", "env"])
 def test_agent_aliases_work_the_same_through_the_flag_and_the_variable(source: str) -> None:
-    from openab.gateway.cli import build_parser
-    from openab.gateway.run_command import runtime_overrides
+    from openab_browser.gateway.cli import build_parser
+    from openab_browser.gateway.run_command import runtime_overrides
 
     by_flag = source == "flag"
     args = build_parser().parse_args(["run", "--agent", "claude-code"] if by_flag else ["run"])
@@ -60,8 +60,8 @@ def test_agent_aliases_work_the_same_through_the_flag_and_the_variable(source: s
 def test_openab_version_prints_the_installed_version() -> None:
     from importlib.metadata import version
 
-    done = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "--version"], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "--version"], capture_output=True,
+                          text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"openab {version('openab')}\n"
 
@@ -95,8 +95,8 @@ def test_a_running_pods_limits_are_checked_again_when_one_is_changed() -> None:
 
 
 def test_the_defaults_keep_each_limit_inside_the_one_around_it() -> None:
-    from openab.core.mcp.tools import BROWSER_TOOLS
-    from openab.core.settings import PANEL_PROMPT_WAIT
+    from openab_browser.core.mcp.tools import BROWSER_TOOLS
+    from openab_browser.core.settings import PANEL_PROMPT_WAIT
 
     settings = Settings.from_env({})
     handoff = next(t for t in BROWSER_TOOLS if t["name"] == "browser_handoff")
@@ -108,8 +108,8 @@ def test_the_defaults_keep_each_limit_inside_the_one_around_it() -> None:
 
 
 def test_the_idle_timeout_from_the_environment_is_refused_under_the_flags_too(tmp_path: Path) -> None:
-    from openab.gateway.cli import build_parser
-    from openab.gateway.run_command import runtime_overrides
+    from openab_browser.gateway.cli import build_parser
+    from openab_browser.gateway.run_command import runtime_overrides
 
     env = {"OPENAB_ACP_IDLE_TIMEOUT_SECS": "1700"}
     args = build_parser().parse_args(["run", "--agent-silence-timeout", "60"])
@@ -118,8 +118,9 @@ def test_the_idle_timeout_from_the_environment_is_refused_under_the_flags_too(tm
     fits = Settings.from_env({"OPENAB_ACP_IDLE_TIMEOUT_SECS": "600"}, **runtime_overrides(args))
     assert (fits.prompt_idle_timeout, fits.agent_silence_timeout) == (600, 60)
     # What an operator sees: `openab run` says which settings and what to change, and starts nothing.
-    done = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "run", "--state-dir", str(tmp_path / "state"),
-                           "--agent-silence-timeout", "60"], capture_output=True, text=True, timeout=60, check=False,
+    done = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "run",
+                           "--state-dir", str(tmp_path / "state"), "--agent-silence-timeout", "60"],
+                          capture_output=True, text=True, timeout=60, check=False,
                           env={**os.environ, **env})
     assert done.returncode == 2, done.stderr
     assert PANEL_WAIT_WORDS in done.stderr and "lower one of them" in done.stderr

@@ -13,16 +13,16 @@ from gateway_harness import run_gateway
 from scripted_agent import ScriptedAgent
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, environ, open_session, prompt, run_pod
 
-from openab.core.errors import ConfigurationError
-from openab.core.settings import Settings
-from openab.gateway.cli import build_parser
-from openab.gateway.run_command import runtime_overrides
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.cli import build_parser
+from openab_browser.gateway.run_command import runtime_overrides
 
 pytestmark = pytest.mark.anyio
 
 AGENTS = "dev.openab/agents"
 AGENT = "dev.openab/agent"
-BUILTIN = shlex.join([sys.executable, "-m", "openab.core.agents.builtin"])
+BUILTIN = shlex.join([sys.executable, "-m", "openab_browser.core.agents.builtin"])
 
 
 def from_flags(*flags: str, env: dict[str, str] | None = None) -> Settings:

@@ -15,8 +15,8 @@ from gateway_harness import run_gateway
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.acp.schema import STOPPED_META, STOPPED_SHUTDOWN
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.acp.schema import STOPPED_META, STOPPED_SHUTDOWN
 
 pytestmark = pytest.mark.anyio
 

@@ -22,11 +22,11 @@ from gateway_harness import RunningGateway, run_gateway
 from pydantic import SecretStr
 from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import ReloadingTls, guard_for, running_server
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import ReloadingTls, guard_for, running_server
 
 pytestmark = pytest.mark.anyio
 

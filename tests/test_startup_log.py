@@ -31,7 +31,7 @@ def test_each_start_up_line_is_logged_once(tmp_path: Path) -> None:
     env.update(OPENAB_LOG_FORMAT="json", OPENAB_STATE_DIR=str(state))
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "openab.gateway.cli", "run", "--port", str(port), "--insecure-no-key"],
+        [sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", str(port), "--insecure-no-key"],
         env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
 

@@ -36,16 +36,16 @@ from fake_extension import FakeExtension, connect_extension
 from pydantic import SecretStr
 from test_doctor import clean_env, doctor, private_state
 
-from openab.core.acp.backend import NoAgentBackend
-from openab.core.settings import Settings
-from openab.gateway.app import create_app, drainer
-from openab.gateway.assemble import assemble
-from openab.gateway.certificates import CertificateError, Validity, read_validity
-from openab.gateway.server import ConnectionGuard, ReloadingTls, guard_for, running_server
+from openab_browser.core.acp.backend import NoAgentBackend
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app, drainer
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.certificates import CertificateError, Validity, read_validity
+from openab_browser.gateway.server import ConnectionGuard, ReloadingTls, guard_for, running_server
 
 pytestmark = pytest.mark.anyio
 
-OPENAB = [sys.executable, "-m", "openab.gateway.cli"]
+OPENAB = [sys.executable, "-m", "openab_browser.gateway.cli"]
 
 
 # -- a throwaway CA ---------------------------------------------------------------------------------------------
@@ -293,7 +293,7 @@ async def gateway(
 
 async def opened_from(caplog: pytest.LogCaptureFixture, url: str, token: str, forwarded_for: str) -> str:
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="openab.gateway.acp_endpoint"):
+    with caplog.at_level(logging.INFO, logger="openab_browser.gateway.acp_endpoint"):
         async with connect_extension("ws" + url.removeprefix("http") + "/acp", token,
                                      extra_headers={"X-Forwarded-For": forwarded_for}) as ext:
             await ext.request("initialize", {"protocolVersion": 1})
@@ -377,7 +377,7 @@ async def test_tls_and_the_proxy_rules_together_an_ingress_that_re_encrypts(
     async with gateway(["127.0.0.1"], tls=ReloadingTls(cert, key)) as (url, token, _guard):
         assert url.startswith("https://")
         caplog.clear()
-        with caplog.at_level(logging.INFO, logger="openab.gateway.acp_endpoint"):
+        with caplog.at_level(logging.INFO, logger="openab_browser.gateway.acp_endpoint"):
             async with connect_wss(wss(url), token, ca.client_context(), {"X-Forwarded-For": "203.0.113.7"}) as ext:
                 await ext.request("initialize", {"protocolVersion": 1})
         assert any("opened from 203.0.113.7" in r.getMessage() for r in caplog.records)

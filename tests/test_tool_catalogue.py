@@ -20,12 +20,12 @@ import pytest
 from jsonschema import Draft202012Validator
 from test_browser_mcp import attach, request, server
 
-from openab.core.catalogue import CATALOGUE_PATH, DIALOG_WAYS, GUARD_FACETS, RECEIPTS, catalogue, parse
-from openab.core.jsonrpc import ConnectionClosed
-from openab.core.mcp.tools import BROWSER_TOOLS, TOOL_NAME
-from openab.core.mcp_vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION, STATELESS_VERSION
-from openab.core.settings import Settings
-from openab.core.tunnel.registry import TunnelRegistry
+from openab_browser.core.catalogue import CATALOGUE_PATH, DIALOG_WAYS, GUARD_FACETS, RECEIPTS, catalogue, parse
+from openab_browser.core.jsonrpc import ConnectionClosed
+from openab_browser.core.mcp.tools import BROWSER_TOOLS, TOOL_NAME
+from openab_browser.core.mcp_vocabulary import HANDSHAKE_VERSIONS, REQUESTED_HANDSHAKE_VERSION, STATELESS_VERSION
+from openab_browser.core.settings import Settings
+from openab_browser.core.tunnel.registry import TunnelRegistry
 
 pytestmark = pytest.mark.anyio
 

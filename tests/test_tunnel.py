@@ -14,9 +14,9 @@ from fake_extension import FakeExtension, RemoteError, connect_extension, text_r
 from gateway_harness import RunningGateway, run_gateway
 from waits import eventually
 
-from openab.core.jsonrpc import RpcError
-from openab.core.mcp.server import BrowserMcp
-from openab.core.tunnel.registry import (
+from openab_browser.core.jsonrpc import RpcError
+from openab_browser.core.mcp.server import BrowserMcp
+from openab_browser.core.tunnel.registry import (
     BrowserNotConnected,
     ToolsChanged,
     TunnelAttached,
@@ -24,7 +24,7 @@ from openab.core.tunnel.registry import (
     TunnelEvent,
     TunnelRegistry,
 )
-from openab.core.tunnel.tunnel import TunnelError
+from openab_browser.core.tunnel.tunnel import TunnelError
 
 pytestmark = pytest.mark.anyio
 

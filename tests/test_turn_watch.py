@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from openab.core.settings import PANEL_PROMPT_WAIT, Settings
-from openab.core.turn_watch import CALL, IDLE, PERSON, SILENCE, Clock, Person, TurnClock, TurnWatch
+from openab_browser.core.settings import PANEL_PROMPT_WAIT, Settings
+from openab_browser.core.turn_watch import CALL, IDLE, PERSON, SILENCE, Clock, Person, TurnClock, TurnWatch
 
 
 def watch_at(now: float = 0.0, *, idle: float = 180.0, silence: float | None = None) -> TurnWatch:

@@ -2,7 +2,7 @@
 
 The ACP server sets these where a request is handled and where a session's turn runs; every log record made
 in that work (and in the tasks it starts, which copy the context) carries them. The session is its tag
-(:meth:`~openab.core.session_naming.SessionNaming.tag`), never its id: the id resumes the session.
+(:meth:`~openab_browser.core.session_naming.SessionNaming.tag`), never its id: the id resumes the session.
 """
 
 from __future__ import annotations

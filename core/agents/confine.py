@@ -1,7 +1,7 @@
 """The launcher that confines an agent: applies a Landlock policy to itself, then execs the agent in its place.
 
-``python -I -S confine.py --policy JSON -- PROGRAM ARGS...`` (or ``python -m openab.core.agents.confine``): the
-policy is what :mod:`openab.core.agents.confinement` decided. It sets ``no_new_privs``, makes the folders the
+``python -I -S confine.py --policy JSON -- PROGRAM ARGS...`` (or ``python -m openab_browser.core.agents.confine``): the
+policy is what :mod:`openab_browser.core.agents.confinement` decided. It sets ``no_new_privs``, makes the folders the
 policy says to make, builds the ruleset (one rule per folder that exists, opened ``O_PATH``), restricts itself and
 execs PROGRAM: the agent and everything it starts run inside that domain, which nothing in it can leave.
 

@@ -10,7 +10,7 @@ own tree. Landlock's ptrace rule also keeps the agent out of ``/proc/<pid>`` of 
 
 This module only decides: :func:`agent_policy` makes the policy from plain facts (folders, the agent's
 environment, the kernel's Landlock ABI), :func:`launcher_argv` wraps the agent's command in the launcher
-(:mod:`openab.core.agents.confine`, the thin side that makes the system calls and then execs the agent), and
+(:mod:`openab_browser.core.agents.confine`, the thin side that makes the system calls and then execs the agent), and
 :class:`Support` says what a kernel can and cannot confine, for the pod's start, ``openab doctor`` and the
 refusal to run an agent CLI unconfined.
 """

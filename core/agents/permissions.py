@@ -2,7 +2,7 @@
 everything else when the person cannot be asked.
 
 A request for a tool of our ``openab_browser`` server (as the agent's runtime identifies it, see
-:mod:`openab.core.agents.recipes`) is decided here by the policy and never becomes a card in the panel: the
+:mod:`openab_browser.core.agents.recipes`) is decided here by the policy and never becomes a card in the panel: the
 browser's guard is what stops a risky action, with its own card. Only requests for anything else (shell, file
 edits, other MCP servers) go to the person, with every option the agent offers.
 
@@ -11,7 +11,7 @@ Three policies (``--permissions``):
 * ``auto``: approve like upstream openab: ``allow_always``, else ``allow_once``, else the first option that is
   not a reject, else ``cancelled``;
 * ``browser-only``: approve only a tool of our own ``openab_browser`` server that the browser currently
-  offers, as identified by fields the agent's *runtime* sets (see :mod:`openab.core.agent_recipes`); reject
+  offers, as identified by fields the agent's *runtime* sets (see :mod:`openab_browser.core.agent_recipes`); reject
   everything else;
 * ``deny``: reject everything.
 

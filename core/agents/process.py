@@ -3,8 +3,8 @@
 The process runs in its own process group (``start_new_session``), so stopping it kills the npm launcher *and*
 the native binary it spawned *and* the stdio MCP servers those started: signalling only the leader orphans them
 (codex-acp and ``gemini --acp`` also ignore stdin EOF). A process that calls ``setsid`` leaves that group, so
-each agent also gets a tree that nothing leaves (:mod:`openab.core.agents.tree`). Its stdout is read in bounded
-lines and fed to an :class:`openab.core.jsonrpc.RpcConnection`; its stderr is drained to the log, so a chatty
+each agent also gets a tree that nothing leaves (:mod:`openab_browser.core.agents.tree`). Its stdout is read in bounded
+lines and fed to an :class:`openab_browser.core.jsonrpc.RpcConnection`; its stderr is drained to the log, so a chatty
 agent can never block on a full pipe.
 """
 
@@ -88,7 +88,7 @@ class AgentProcess:
 
     ``cgroups``: the pod's own cgroup v2 directory (:func:`own_cgroup`), for a cgroup per agent; ``None``
     tracks the tree through ``/proc`` instead. ``wrap``: what the command becomes, its program resolved on the
-    agent's PATH (the confinement's launcher, :mod:`openab.core.agents.confinement`).
+    agent's PATH (the confinement's launcher, :mod:`openab_browser.core.agents.confinement`).
     """
 
     def __init__(

@@ -1,7 +1,7 @@
 """How a session's agent CLI is given its browser: in ACP ``session/new``, in the CLI's own config file, or in a
 file of its own named on its command line.
 
-The browser access mode (:mod:`openab.core.mcp.access`) says *what* the agent needs (a URL and bearer token,
+The browser access mode (:mod:`openab_browser.core.mcp.access`) says *what* the agent needs (a URL and bearer token,
 or the relay command); the agent's recipe says *how* that CLI takes it: CLIs that honour ``mcpServers`` in
 ``session/new`` get it there; those that ignore it read it from their config file, which we write for the
 session's agent and strip when it stops; and those that let their own config file win over ``mcpServers``

@@ -28,7 +28,7 @@ A recipe holds what differs between agent CLIs, and nothing else:
   the policy is ``deny``;
 * ``writes``: the folders of its own the CLI writes outside its working folder (sessions, caches, logins), as
   ``~/.codex`` or ``${CODEX_HOME:-~/.codex}`` (the variable's value when the agent's environment sets it):
-  a confined agent (:mod:`openab.core.agents.confinement`) may read and write those and no other folder of
+  a confined agent (:mod:`openab_browser.core.agents.confinement`) may read and write those and no other folder of
   HOME; ``rewrites``: files of HOME it reads and rewrites in place (``~/.claude.json``), when they exist;
   ``reads_env``: variables naming a file or folder it only reads (``OPENCODE_CONFIG``).
 
@@ -172,7 +172,7 @@ _OPENCODE_ASK = {"*": "ask", "read": "allow", "list": "allow", "glob": "allow", 
 class Recipe:
     """What differs in running one agent CLI in the pod (the module docstring says what each field means).
 
-    Data only: the runtime (:mod:`openab.core.agents.runtime`) starts the process, writes the config file
+    Data only: the runtime (:mod:`openab_browser.core.agents.runtime`) starts the process, writes the config file
     and answers permissions from it.
     """
 
@@ -181,7 +181,7 @@ class Recipe:
     argv: tuple[str, ...]
     flags: tuple[str, ...] = ()
     browser_via: Literal["acp", "config", "flag"] = "acp"
-    config_agent: str | None = None  # the openab.core.agents.config writer for browser_via="config" or "flag"
+    config_agent: str | None = None  # the openab_browser.core.agents.config writer for browser_via="config" or "flag"
     browser_flag: tuple[str, ...] = ()  # for browser_via="flag": the arguments naming the file, "{file}" its path
     env: Mapping[str, str] = field(default_factory=dict)
     identify: Identify = _unverified
@@ -208,7 +208,7 @@ class Recipe:
 
 
 def _builtin_argv() -> tuple[str, ...]:
-    return (sys.executable, "-m", "openab.core.agents.builtin")
+    return (sys.executable, "-m", "openab_browser.core.agents.builtin")
 
 
 RECIPES: dict[str, Recipe] = {

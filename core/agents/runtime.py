@@ -1,9 +1,9 @@
 """The agent runtime: one agent CLI per ACP session, behind the :class:`AgentBackend` seam.
 
-For each session it starts the configured agent (:mod:`openab.core.agents.recipes`) as a child speaking ACP
-on stdio (:mod:`openab.core.agents.process`), in the session's own working directory under the state dir, with
+For each session it starts the configured agent (:mod:`openab_browser.core.agents.recipes`) as a child speaking ACP
+on stdio (:mod:`openab_browser.core.agents.process`), in the session's own working directory under the state dir, with
 a scrubbed environment and ``OPENAB_BROWSER_CHANNEL`` set, and hands it the session's browser endpoint
-(:mod:`openab.core.agents.provision`). The
+(:mod:`openab_browser.core.agents.provision`). The
 agent is started by the session's first prompt (not when it opens: an idle CLI costs tens of MB, and a page can
 open sessions at will), kept across prompts and across ``session/resume`` (the session id is the key, whatever
 socket holds it), and stopped, with its whole process tree, when its session is evicted or after it has been
@@ -13,7 +13,7 @@ agent idle the longest, and fails saying so when every agent is in a turn.
 A turn relays ``session/prompt`` to the agent and every ``session/update`` back as it comes; ``session/cancel``
 is sent on to the agent; a crash, or an agent that says nothing for ``agent_silence_timeout``, ends the prompt
 with an error that says what happened, and the next prompt starts a fresh agent. Permission requests go to
-the person when the extension can ask, else to the policy (:mod:`openab.core.agents.permissions`).
+the person when the extension can ask, else to the policy (:mod:`openab_browser.core.agents.permissions`).
 """
 
 from __future__ import annotations
@@ -486,7 +486,7 @@ def _runtimes() -> tuple[str, ...]:
 
     found = {sys.prefix, sys.base_prefix, sys.exec_prefix,
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    for name in ("openab.core", "openab.bridge", "openab.gateway"):
+    for name in ("openab_browser.core", "openab_browser.bridge", "openab_browser.gateway"):
         spec = importlib.util.find_spec(name)
         found.update(spec.submodule_search_locations or () if spec else ())
     found.add(str(CATALOGUE_PATH.parent))

@@ -2,7 +2,8 @@
 silence watchdog and permission requests (to the person when the extension can ask, else to the policy).
 
 It gets what it uses of the pod as an :class:`AgentContext`, built by the agent runtime, and never the runtime
-itself; the watchdog and the cancel grace run on the turn's own clock (:class:`~openab.core.turn_watch.TurnClock`).
+itself; the watchdog and the cancel grace run on the turn's own clock
+(:class:`~openab_browser.core.turn_watch.TurnClock`).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A ``browser_upload`` or ``browser_download`` call as the pod's MCP server runs it (docs/files.md).
 
-:class:`FileCall` is what :class:`openab.core.mcp.server.BrowserMcp` hands such a call to: it checks the agent's
+:class:`FileCall` is what :class:`openab_browser.core.mcp.server.BrowserMcp` hands such a call to: it checks the agent's
 arguments, opens the transfer, rewrites the arguments the browser gets (the pod's ``file`` object in, the agent's
 ``path`` and any ``file`` of its own out), sends the call through the function it is given, and finishes it: an
 upload's result passes as the browser gave it; a download is checked against the browser's word and moved into

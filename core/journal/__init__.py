@@ -1,6 +1,7 @@
 """The action journal (issue 25, docs/journal.md), sans-I/O: every state-changing step of a session, its state and
 the de-duplication of re-issued calls. The asyncio side (running a step, joining it, telling the panel) is
-:mod:`openab.core.mcp.journal`; the records on disk are the audit log's (:mod:`openab.core.mcp.audit`)."""
+:mod:`openab_browser.core.mcp.journal`; the records on disk are the audit log's
+(:mod:`openab_browser.core.mcp.audit`)."""
 
 from typing import Final
 

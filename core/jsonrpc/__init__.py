@@ -2,7 +2,7 @@
 
 ``protocol`` knows nothing of sockets: it is fed whole messages and a clock and returns events and bytes.
 ``connection`` runs a peer over anything that sends and receives whole messages (a WebSocket, stdio lines,
-a Unix socket). Both are re-exported here, so callers import from ``openab.core.jsonrpc``.
+a Unix socket). Both are re-exported here, so callers import from ``openab_browser.core.jsonrpc``.
 
 The adapter loads on first use, not with the package: ``openab browser-bridge`` runs the peer without asyncio,
 whose import is most of a relay's start-up (docs/benchmarks.md).

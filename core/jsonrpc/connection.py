@@ -1,4 +1,4 @@
-"""The asyncio adapter around :class:`openab.core.jsonrpc.Peer`.
+"""The asyncio adapter around :class:`openab_browser.core.jsonrpc.Peer`.
 
 A transport (a WebSocket, a child's stdio, a Unix socket) reads whole messages and calls :meth:`feed`, and
 runs :meth:`RpcConnection.run` with a coroutine that writes one message. Everything else is here once:

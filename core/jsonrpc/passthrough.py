@@ -40,7 +40,7 @@ _MARK: Final = f"openab-lifted-{os.urandom(16).hex()}:"
 
 @dataclass(frozen=True, slots=True)
 class PassThrough:
-    """Which strings of an answer a :class:`~openab.core.jsonrpc.protocol.Peer` keeps as raw JSON.
+    """Which strings of an answer a :class:`~openab_browser.core.jsonrpc.protocol.Peer` keeps as raw JSON.
 
     ``keys``: the object keys whose string values may be lifted (MCP's ``data`` of an image or audio block and
     ``blob`` of a resource: base64, never read by a hop). ``min_chars``: shorter strings are parsed, as
@@ -144,7 +144,7 @@ def _skeleton(data: bytes | str, spans: list[tuple[int, int]]) -> bytes | str:
 
 def is_answer(message: Any) -> bool:
     """Whether a message is shaped as an answer (``id`` with ``result`` or ``error``, no ``method``): the rule
-    :func:`~openab.core.jsonrpc.protocol.classify` reads answers by, kept here once because this module needs it
+    :func:`~openab_browser.core.jsonrpc.protocol.classify` reads answers by, kept here once because this module needs it
     before anything is classified."""
     return isinstance(message, dict) and "id" in message and "method" not in message and (
         "result" in message or "error" in message

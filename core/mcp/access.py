@@ -1,11 +1,11 @@
 """How a session's agent reaches that session's browser: the seam between browser access and the agents.
 
 Two implementations stand side by side, one per ``OPENAB_BROWSER_MODE``: the proxy (a per-session loopback
-Streamable HTTP MCP server, :class:`openab.core.mcp.proxy.BrowserProxy`) and the bridge (the per-pod Unix
-socket that ``openab browser-bridge`` relays to, :class:`openab.bridge.server.BridgeServer`). Each gives a
+Streamable HTTP MCP server, :class:`openab_browser.core.mcp.proxy.BrowserProxy`) and the bridge (the per-pod Unix
+socket that ``openab browser-bridge`` relays to, :class:`openab_browser.bridge.server.BridgeServer`). Each gives a
 session an :class:`Entry`: a URL and a bearer token, or the relay command to spawn. How the entry reaches
 the agent CLI (ACP ``session/new`` injection, or the CLI's own config file) is the agents' decision
-(:mod:`openab.core.agents`), so the dependency points one way: agents -> access.
+(:mod:`openab_browser.core.agents`), so the dependency points one way: agents -> access.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ extension's guard decided, and a digest of its arguments::
     {"time": "2026-11-30T23:40:01.123Z", "session": "s-3f9a0c12be", "tool": "browser_type",
      "outcome": "ok", "ms": 41.7, "guard": "asked-allowed", "args": "9c0d5e1f2a3b4c5d"}
 
-The session is its tag (:class:`~openab.core.session_naming.SessionNaming`), never its id: the id is the
+The session is its tag (:class:`~openab_browser.core.session_naming.SessionNaming`), never its id: the id is the
 capability to resume the session, and with it the person's browser. The arguments are a digest only (what
 the agent typed may be a password): it tells two calls apart and matches a call the agent's own log shows,
 and reveals nothing else. A file call (``browser_upload``, ``browser_download``) adds ``"file": {"name", "size",

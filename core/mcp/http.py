@@ -1,6 +1,6 @@
 """The Streamable HTTP transport of MCP (both eras) for one ACP session's browser server, as a plain ASGI app.
 
-What the messages mean is :class:`openab.core.mcp.server.BrowserMcp`'s business; this module owns the HTTP:
+What the messages mean is :class:`openab_browser.core.mcp.server.BrowserMcp`'s business; this module owns the HTTP:
 checks, in order: ``Host`` must be loopback, and an ``Origin``, if present, must be this very endpoint (``http``,
 a loopback host, its own port; anything else is 403: DNS rebinding and other web pages), path ``/mcp`` (404),
 bearer token (401), method (405), then per method the media types (415, 406), body size (413) and the MCP

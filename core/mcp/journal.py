@@ -1,6 +1,7 @@
 """The action journal's asyncio side (docs/journal.md): one per pod, shared by every MCP session of a session.
 
-:class:`ActionJournal` runs each state-changing ``tools/call`` as a step of :class:`openab.core.journal.Journal`:
+:class:`ActionJournal` runs each state-changing ``tools/call`` as a step of
+:class:`openab_browser.core.journal.Journal`:
 the step runs in a task of its own, so a caller whose HTTP stream broke (or whose relay died) leaves it running
 for up to the window, and the client's re-issue of the same call (MCP 2026-07-28: a new id) joins it and gets its
 real outcome; a step nobody waits for any more is cancelled when the window passes. An explicit
@@ -50,7 +51,7 @@ REPEAT: Final = "repeat"
 
 StepRunner = Callable[[JsonObject, str, JsonObject | None], Coroutine[Any, Any, tuple[JsonObject, Ended]]]
 """Runs one call's ``params`` as the step with this action id (and, for a ``repeat`` over a step that may already
-have happened, that step's :data:`~openab.core.mcp_vocabulary.META_EARLIER`); returns its result and how it
+have happened, that step's :data:`~openab_browser.core.mcp_vocabulary.META_EARLIER`); returns its result and how it
 ended."""
 Listener = Callable[[str, list[dict[str, Any]]], None]
 """Takes a session id and the steps (their panel views) that changed state; must not block."""
@@ -216,7 +217,8 @@ class ActionJournal:
 
         An ``isError`` result: what was asked was not done by this call, and the agent must look before it acts.
         The step's tool is one of the catalogue's and its action id of its fixed shape (a recovered step's were
-        checked as it was read back, :func:`~openab.core.mcp.audit.unended_steps_keyed`), so they may be named in
+        checked as it was read back, :func:`~openab_browser.core.mcp.audit.unended_steps_keyed`), so they may be named
+        in
         our own words; its time is the pod's own formatting of a number."""
         self.core.ended_like(session_id, call, step)
         ago = self.core.since_start(step)

@@ -1,11 +1,11 @@
 """Proxy mode: each ACP session's browser as a loopback Streamable HTTP MCP server, for that session's agent.
 
-:class:`BrowserProxy` is the pod's :class:`openab.core.mcp.access.BrowserAccess` for
+:class:`BrowserProxy` is the pod's :class:`openab_browser.core.mcp.access.BrowserAccess` for
 ``OPENAB_BROWSER_MODE=proxy``. Each session gets its own listener at ``http://127.0.0.1:<os port>/mcp``
 with its own 256-bit bearer token; the listener lives exactly as long as the session (opened on the first
 :meth:`BrowserProxy.open`, closed on :meth:`BrowserProxy.close`), so one session's token never reaches
 another session's browser and an evicted session leaves no port behind. The HTTP itself is
-:class:`openab.core.mcp.http.McpHttpApp`'s.
+:class:`openab_browser.core.mcp.http.McpHttpApp`'s.
 
 Before a socket has shown the token it is anyone's: every process on the pod can connect. :class:`_Gate` keeps
 such sockets from crowding out the agent's (they are bounded pod-wide and the oldest gives way to a newer one)

@@ -1,7 +1,7 @@
 """The browser tools' MCP server, once, without a transport.
 
 The agent's MCP client reaches a session's browser either through the proxy (Streamable HTTP,
-``openab.core.proxy``) or through the bridge (stdio relay and Unix socket, ``openab.bridge``). Both hand
+``openab_browser.core.proxy``) or through the bridge (stdio relay and Unix socket, ``openab_browser.bridge``). Both hand
 each decoded JSON-RPC message to :meth:`BrowserMcp.handle` and write back what it returns; everything
 MCP means lives here:
 
@@ -18,14 +18,14 @@ MCP means lives here:
   MCP errors stay JSON-RPC errors. A call whose answer was lost (the socket dropped, the call timed out) may
   have run: the result says its outcome is unknown and to look at the page before acting again, and nothing
   here ever sends it again;
-* a request nested past :data:`~openab.core.jsonrpc.protocol.MAX_DEPTH` gets -32600, whichever hop parsed it;
+* a request nested past :data:`~openab_browser.core.jsonrpc.protocol.MAX_DEPTH` gets -32600, whichever hop parsed it;
 * text results over ``max_text_chars`` are cut with a marker that says how to ask for less; images pass;
 * ``notifications/tools/list_changed`` when a browser attaches, detaches or changes its tools;
 * ``browser_upload`` and ``browser_download`` carry a file across the gap (docs/files.md): the call is handed to
-  :class:`openab.core.files.FileCall`, which checks the path, opens the transfer, rewrites the arguments and
+  :class:`openab_browser.core.files.FileCall`, which checks the path, opens the transfer, rewrites the arguments and
   finishes the call; the audit record names the file;
 * a state-changing call (not read-only in the catalogue) is a step of the pod's action journal (docs/journal.md,
-  :class:`~openab.core.mcp.journal.ActionJournal`): it carries its action id to the browser, a re-issue of it
+  :class:`~openab_browser.core.mcp.journal.ActionJournal`): it carries its action id to the browser, a re-issue of it
   joins it or is answered from it, and the steps an earlier run of the pod left unfinished open the session's
   next result.
 

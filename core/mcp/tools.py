@@ -2,7 +2,7 @@
 
 While no browser is attached an agent still lists these tools (calls then answer "browser not connected"), so
 an agent started before the person opened the side panel knows what it will be able to do. They are the
-extension's own ``catalogue.json`` (read by :mod:`openab.core.catalogue`), annotations included: a tool is added
+extension's own ``catalogue.json`` (read by :mod:`openab_browser.core.catalogue`), annotations included: a tool is added
 there and in the extension, never here.
 """
 

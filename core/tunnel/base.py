@@ -74,8 +74,8 @@ class Tunnel(abc.ABC):
     it), nor decide which tunnel serves a session (:class:`.registry.TunnelRegistry` does): the registry
     marks a retired tunnel ``closed``, after which every request fails at once with ``browser disconnected``.
 
-    :meth:`request` returns the inner MCP result; it raises :class:`~openab.core.jsonrpc.RpcError` for an
-    MCP error the browser sent, and :class:`~openab.core.errors.TunnelError` (a ``TimeoutError`` or
+    :meth:`request` returns the inner MCP result; it raises :class:`~openab_browser.core.jsonrpc.RpcError` for an
+    MCP error the browser sent, and :class:`~openab_browser.core.errors.TunnelError` (a ``TimeoutError`` or
     ``ConnectionError`` where it is one) when the tunnel could not carry the call. Every ``TunnelError``
     names the server and the session, so an operator can tell which browser went away.
 

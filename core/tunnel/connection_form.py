@@ -31,7 +31,7 @@ class ConnectionTunnel(Tunnel):
     back as the outer error and is raised as :class:`RemoteRpcError` unchanged.
 
     It speaks only the handshake-era MCP revisions in
-    :data:`~openab.core.mcp_vocabulary.HANDSHAKE_VERSIONS`; a server that answers ``initialize`` with any
+    :data:`~openab_browser.core.mcp_vocabulary.HANDSHAKE_VERSIONS`; a server that answers ``initialize`` with any
     other is refused and disconnected.
 
     Args:

@@ -258,7 +258,7 @@ class TunnelRegistry:
     ) -> Any:
         """Run one tool in the session's browser; returns the browser's ``CallToolResult`` as sent.
 
-        Raises :class:`openab.core.jsonrpc.RpcError` for an MCP error from the browser and
+        Raises :class:`openab_browser.core.jsonrpc.RpcError` for an MCP error from the browser and
         :class:`TunnelError` (or :class:`BrowserNotConnected`) when the call could not be carried.
         """
         if self._draining:

@@ -32,7 +32,7 @@ class StatelessTunnel(Tunnel):
     It owns the carrier: it stamps each request with the MCP revision, capabilities and client info (unless
     the caller set them), gives it a fresh ``requestId``, and unwraps the ``{result}`` / ``{error}`` answer.
     An outer JSON-RPC error is a failure of the ACP binding, not of MCP, and is raised as
-    :class:`~openab.core.errors.TunnelError`; an inner ``{error}`` is raised as :class:`RpcError`.
+    :class:`~openab_browser.core.errors.TunnelError`; an inner ``{error}`` is raised as :class:`RpcError`.
 
     There is no connection to open or close: :meth:`open` only asks ``server/discover``, and retiring the
     tunnel says nothing on the wire. The browser cannot be sent notifications in this form.

@@ -8,7 +8,7 @@ Two wire forms are spoken, chosen per server by :func:`establish`:
   -32601; each request carries its own ``_meta``.
 
 Callers hold a :class:`.base.Tunnel` and need not know which: :meth:`Tunnel.request` returns the inner MCP
-result, raises :class:`~openab.core.jsonrpc.RpcError` for an inner MCP error and :class:`TunnelError` when the
+result, raises :class:`~openab_browser.core.jsonrpc.RpcError` for an inner MCP error and :class:`TunnelError` when the
 tunnel itself failed (timeout, socket gone), naming the server and session.
 
 This module is also where the tunnel's public names are imported from.

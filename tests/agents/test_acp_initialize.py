@@ -12,7 +12,7 @@ import pytest
 from acp import PROTOCOL_VERSION, RequestError
 from acp.schema import ClientCapabilities, Implementation
 
-from openab.core.agents.recipes import RECIPES, recipe_reported
+from openab_browser.core.agents.recipes import RECIPES, recipe_reported
 
 from .harness import ACP_STARTS, AgentEnv, acp_agent, require
 from .offline import HostRelay

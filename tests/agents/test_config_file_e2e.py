@@ -13,10 +13,10 @@ import tomlkit
 from acp import text_block
 from acp.schema import HttpMcpServer
 
-from openab.core.agents.config import HttpEndpoint, write
-from openab.core.agents.provision import BrowserProvision
-from openab.core.agents.recipes import RECIPES
-from openab.core.mcp.access import BrowserEndpoint
+from openab_browser.core.agents.config import HttpEndpoint, write
+from openab_browser.core.agents.provision import BrowserProvision
+from openab_browser.core.agents.recipes import RECIPES
+from openab_browser.core.mcp.access import BrowserEndpoint
 
 from .harness import AgentEnv, acp_agent, require
 from .mcp_peer import BrowserPeer, browser_peer

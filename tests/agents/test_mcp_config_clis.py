@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.agents.config import HttpEndpoint, StdioCommand, strip, trust_folder, write
+from openab_browser.core.agents.config import HttpEndpoint, StdioCommand, strip, trust_folder, write
 
 from .harness import AgentEnv, require
 from .mcp_peer import BrowserPeer
@@ -43,7 +43,7 @@ def trust_project(agent: AgentEnv) -> None:
 
 def openab_config_write(agent: AgentEnv, *args: str) -> subprocess.CompletedProcess[str]:
     """`openab config write` as a person runs it, in the CLI's environment (its HOME and CLAUDE_CONFIG_DIR)."""
-    done = subprocess.run([sys.executable, "-m", "openab.gateway.cli", "config", "write", "--agent", agent.cli,
+    done = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "config", "write", "--agent", agent.cli,
                            "--dir", str(agent.cwd), *args], env=agent.env, capture_output=True, text=True,
                           timeout=60)
     assert done.returncode == 0, done.stderr

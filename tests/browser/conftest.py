@@ -14,12 +14,12 @@ from playwright.async_api import BrowserContext, Page, expect
 from pydantic import SecretStr
 from scripted_agent import ScriptedAgent
 
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.core.tunnel.tunnel import Tunnel
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.core.tunnel.tunnel import Tunnel
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import running_server
 
 from .harness import (
     CHROMIUM,

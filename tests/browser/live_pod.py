@@ -1,7 +1,7 @@
-"""The real pod side for the extension's tests: `openab.gateway` on a real uvicorn, its proxy, and a tap.
+"""The real pod side for the extension's tests: `openab_browser.gateway` on a real uvicorn, its proxy, and a tap.
 
-The gateway, the pod and the per-session MCP proxy are the product's own (`openab.core`,
-`openab.gateway`); only the agent is scripted (tests/scripted_agent.py). The `Tap` is a transparent
+The gateway, the pod and the per-session MCP proxy are the product's own (`openab_browser.core`,
+`openab_browser.gateway`); only the agent is scripted (tests/scripted_agent.py). The `Tap` is a transparent
 ASGI wrapper around the real app: it passes every message through unchanged and keeps a copy, so a
 test can check what the extension put on the wire (its subprotocols, its handshake, its pings),
 drop a socket as a network failure would, or push a raw frame the gateway itself would never send.
@@ -24,15 +24,15 @@ from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from waits import eventually
 
-from openab.core.acp.backend import AgentBackend, NoAgentBackend
-from openab.core.mcp.access import HttpEndpoint
-from openab.core.mcp.proxy import BrowserProxy
-from openab.core.pod import Pod
-from openab.core.settings import Settings
-from openab.core.tunnel.tunnel import Tunnel
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import ReloadingTls, running_server
+from openab_browser.core.acp.backend import AgentBackend, NoAgentBackend
+from openab_browser.core.mcp.access import HttpEndpoint
+from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.pod import Pod
+from openab_browser.core.settings import Settings
+from openab_browser.core.tunnel.tunnel import Tunnel
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import ReloadingTls, running_server
 
 from .harness import extension_id
 

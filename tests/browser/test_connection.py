@@ -11,7 +11,7 @@ import pytest
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .harness import extension_id
 from .live_pod import KEY, LiveGateway, TappedSocket, call

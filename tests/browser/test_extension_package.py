@@ -35,13 +35,13 @@ def extension_files(folder: Path) -> set[str]:
 async def test_the_wheel_carries_the_extension_and_the_packed_zip_loads_in_chromium(tmp_path: Path) -> None:
     await asyncio.to_thread(run, sys.executable, "-m", "pip", "wheel", REPO, "-w", tmp_path / "dist", "--no-deps",
                             "-q")
-    wheel = next((tmp_path / "dist").glob("openab-*.whl"))
-    shipped = {name.removeprefix("openab/extension/") for name in zipfile.ZipFile(wheel).namelist()
-               if name.startswith("openab/extension/")}
+    wheel = next((tmp_path / "dist").glob("openab_browser-*.whl"))
+    shipped = {name.removeprefix("openab_browser/extension/") for name in zipfile.ZipFile(wheel).namelist()
+               if name.startswith("openab_browser/extension/")}
     assert {"manifest.json", "background.js", "panel/sidepanel.html", "lib/mcp.js", "icons/icon128.png"} <= shipped
     assert shipped == extension_files(REPO / "extension"), "the wheel's extension differs from extension/"
 
-    # A fresh venv holding only the wheel: what `pip install openab` gives a person, minus the network.
+    # A fresh venv holding only the wheel: what `pip install openab-browser` gives a person, minus the network.
     env_dir = tmp_path / "venv"
     await asyncio.to_thread(venv.create, env_dir, with_pip=True)
     await asyncio.to_thread(run, env_dir / "bin" / "python", "-m", "pip", "install", "-q", "--no-deps", "--no-index",

@@ -27,8 +27,8 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.statedir import session_workdir
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.statedir import session_workdir
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
 from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, serving, stage_extension

@@ -18,9 +18,9 @@ from mcp import Client
 from playwright.async_api import BrowserContext, expect
 from scripted_agent import ScriptedAgent
 
-from openab.bridge.server import BridgeServer
-from openab.core.statedir import session_workdir
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.bridge.server import BridgeServer
+from openab_browser.core.statedir import session_workdir
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
 from .harness import PRIVATE_REPORT, page_at, playwright_browser, stage_extension

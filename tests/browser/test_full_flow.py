@@ -1,6 +1,6 @@
 """The whole product, once: a person types in the panel, a real agent in the pod uses their browser.
 
-Real gateway (`openab.gateway`) with the agent runtime and the proxy; the agent is the built-in
+Real gateway (`openab_browser.gateway`) with the agent runtime and the proxy; the agent is the built-in
 ACP agent process (it follows plain instructions without a model); the browser is Debian Chromium
 with the real extension, its panel driven by Playwright. The test checks the effect in the page,
 not the agent's words about it.
@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Page, expect
 from playwright.async_api import TimeoutError as PlaywrightTimeoutError
 from waits import eventually
 
-from openab.core.tunnel.registry import TunnelAttached, TunnelEvent
+from openab_browser.core.tunnel.registry import TunnelAttached, TunnelEvent
 
 from .conftest import KEY, BuiltinGateway, builtin_agent_browser
 from .harness import page_at, screenshot_dir

@@ -1,4 +1,4 @@
-"""The extension against the real gateway (`openab.gateway` on a real uvicorn), end to end.
+"""The extension against the real gateway (`openab_browser.gateway` on a real uvicorn), end to end.
 
 On the pod side the official MCP SDK client talks to the session's proxy endpoint (loopback
 Streamable HTTP with its own bearer token), exactly as an agent CLI in the pod would.
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .harness import jpeg_size
 from .live_pod import LiveGateway, call

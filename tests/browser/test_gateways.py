@@ -16,7 +16,7 @@ from playwright.async_api import Page, expect
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
+from openab_browser.core.acp.backend import PromptTurn
 
 from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
 

@@ -17,7 +17,7 @@ import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 
-from openab.core.catalogue import CATALOGUE_PATH
+from openab_browser.core.catalogue import CATALOGUE_PATH
 
 from .conftest import person_browser
 from .live_pod import call

@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, expect
 
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .harness import open_panel, page_at, panel_browser, service_worker_url
 from .live_pod import KEY, LiveGateway, call

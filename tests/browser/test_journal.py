@@ -24,8 +24,8 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
 
 from .conftest import person_browser
 from .harness import page_at, snap

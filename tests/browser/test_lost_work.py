@@ -17,7 +17,7 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import person_browser
 from .harness import open_panel, service_worker_url, snap

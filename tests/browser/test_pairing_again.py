@@ -16,7 +16,7 @@ import pytest
 from playwright.async_api import BrowserContext, Page, ViewportSize, expect
 from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.acp.backend import PromptTurn
+from openab_browser.core.acp.backend import PromptTurn
 
 from .conftest import person_browser
 from .harness import extension_id, snap

@@ -21,11 +21,11 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.jsonrpc import RpcError
-from openab.core.mcp.audit import read_records
-from openab.core.mcp_vocabulary import META_GUARD
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.jsonrpc import RpcError
+from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp_vocabulary import META_GUARD
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import person_browser
 from .harness import (

@@ -17,7 +17,7 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, ViewportSize, expect
 from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.acp.backend import PromptTurn
+from openab_browser.core.acp.backend import PromptTurn
 
 from .conftest import person_browser
 from .harness import open_panel, snap

@@ -19,8 +19,8 @@ from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 from waits import eventually
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import person_browser
 from .harness import open_panel, screenshot_dir, snap

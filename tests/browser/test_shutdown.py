@@ -46,10 +46,10 @@ async def pod(model: FakeModel, tmp_path_factory: pytest.TempPathFactory) -> Asy
     state = tmp_path_factory.mktemp("shutdown-pod")
     # Codex "installed" (an ACP agent under its command's name on PATH), Gemini not.
     programs = tmp_path_factory.mktemp("bin")
-    (programs / "codex-acp").write_text(f"#!/bin/sh\nexec {sys.executable} -m openab.core.agents.builtin\n")
+    (programs / "codex-acp").write_text(f"#!/bin/sh\nexec {sys.executable} -m openab_browser.core.agents.builtin\n")
     (programs / "codex-acp").chmod(0o755)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "openab.gateway.cli", "run", "--port", "0", "--state-dir", str(state),
+        sys.executable, "-m", "openab_browser.gateway.cli", "run", "--port", "0", "--state-dir", str(state),
         "--model-url", f"{model.url}/v1", "--model", "scripted", "--agent", "builtin,codex,gemini",
         env={**os.environ, "OPENAB_ACP_AUTH_KEY": KEY, "OPENAB_DRAIN_TIMEOUT": "0.5",
              "PATH": f"{programs}:/usr/bin:/bin"},

@@ -15,8 +15,8 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from scripted_agent import ScriptedAgent, chunk
 
-from openab.core.acp.backend import PromptTurn
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.acp.backend import PromptTurn
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import chrome_side_panel
 from .harness import (

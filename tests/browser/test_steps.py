@@ -17,10 +17,10 @@ from playwright.async_api import Page, expect
 from pydantic import SecretStr
 from waits import eventually
 
-from openab.core.settings import Settings
-from openab.gateway.app import create_app
-from openab.gateway.assemble import assemble
-from openab.gateway.server import running_server
+from openab_browser.core.settings import Settings
+from openab_browser.gateway.app import create_app
+from openab_browser.gateway.assemble import assemble
+from openab_browser.gateway.server import running_server
 
 from .conftest import KEY, BuiltinGateway, builtin_agent_browser
 from .harness import open_panel, playwright_browser, snap, stage_extension

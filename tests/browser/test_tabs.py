@@ -20,8 +20,8 @@ from playwright.async_api import BrowserContext, Locator, Page, expect
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab.core.jsonrpc import RpcError
-from openab.core.tunnel.tunnel import Tunnel
+from openab_browser.core.jsonrpc import RpcError
+from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import person_browser
 from .harness import page_at, screenshot_dir

@@ -17,9 +17,9 @@ import anyio
 import pytest
 from mcp import Client
 
-from openab.core.jsonrpc import RpcError
-from openab.core.mcp.tools import BROWSER_TOOLS
-from openab.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
+from openab_browser.core.jsonrpc import RpcError
+from openab_browser.core.mcp.tools import BROWSER_TOOLS
+from openab_browser.core.tunnel.tunnel import ConnectionTunnel as Tunnel  # the extension speaks the connection form
 
 from .live_pod import TIMEOUT, LiveGateway, call, without_receipt
 

@@ -24,7 +24,7 @@ from scripted_agent import ScriptedAgent
 from test_tls import Ca
 from waits import eventually
 
-from openab.gateway.server import ReloadingTls
+from openab_browser.gateway.server import ReloadingTls
 
 from .harness import open_panel, playwright_browser, screenshot_dir, stage_extension
 from .live_pod import KEY, LiveGateway, call

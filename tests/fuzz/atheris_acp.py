@@ -21,12 +21,13 @@ from fuzz.atheris_support import LogTrap, check_answer, run
 
 # Everything of openab is imported in here, the scripted agent's imports too: a module imported before is
 # not instrumented, and its branches would be invisible to the fuzzer.
-with atheris.instrument_imports(include=["openab.core.acp", "openab.core.tunnel", "openab.core.jsonrpc"]):
+with atheris.instrument_imports(include=["openab_browser.core.acp", "openab_browser.core.tunnel",
+                                         "openab_browser.core.jsonrpc"]):
     from scripted_agent import ScriptedAgent
 
-    from openab.core.acp.server import AcpServerConnection
-    from openab.core.settings import Settings
-    from openab.gateway.assemble import assemble
+    from openab_browser.core.acp.server import AcpServerConnection
+    from openab_browser.core.settings import Settings
+    from openab_browser.gateway.assemble import assemble
 
 INPUTS_PER_CONNECTION = 500
 STEPS = 8  # loop turns per input: enough for an inline answer, a task's answer, a tunnel's first request

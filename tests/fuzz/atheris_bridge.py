@@ -24,12 +24,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from fuzz.atheris_support import LogTrap, check_answer, run
 from fuzz.oracles import next_line
 
-with atheris.instrument_imports(include=["openab.bridge", "openab.core.mcp", "openab.core.jsonrpc"]):
+with atheris.instrument_imports(include=["openab_browser.bridge", "openab_browser.core.mcp",
+                                         "openab_browser.core.jsonrpc"]):
     from fuzz.dialler import Dialler
-    from openab.bridge.framing import CHANNEL_CLAIM
-    from openab.bridge.server import BridgeServer
-    from openab.core.sessions import SessionStore
-    from openab.core.tunnel.registry import TunnelRegistry
+    from openab_browser.bridge.framing import CHANNEL_CLAIM
+    from openab_browser.bridge.server import BridgeServer
+    from openab_browser.core.sessions import SessionStore
+    from openab_browser.core.tunnel.registry import TunnelRegistry
 
 DEADLINE = 5.0
 SENTINEL = b'{"jsonrpc":"2.0","id":"openab-fuzz-sentinel","method":"ping"}\n'

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuzz.atheris_support import LogTrap, check_answer, run
 
-with atheris.instrument_imports(include=["openab.core.mcp", "openab.core.jsonrpc"]):
-    from openab.core.mcp.http import McpHttpApp
-    from openab.core.mcp.server import BrowserMcp
-    from openab.core.tunnel.registry import TunnelRegistry
+with atheris.instrument_imports(include=["openab_browser.core.mcp", "openab_browser.core.jsonrpc"]):
+    from openab_browser.core.mcp.http import McpHttpApp
+    from openab_browser.core.mcp.server import BrowserMcp
+    from openab_browser.core.tunnel.registry import TunnelRegistry
 
 DEADLINE = 5.0
 TOKEN = "t" * 43

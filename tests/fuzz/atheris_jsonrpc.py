@@ -16,8 +16,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from fuzz.atheris_support import check_answer, run
 
-with atheris.instrument_imports(include=["openab.core.jsonrpc"]):
-    from openab.core.jsonrpc import LocalRpcError, Peer, Request
+with atheris.instrument_imports(include=["openab_browser.core.jsonrpc"]):
+    from openab_browser.core.jsonrpc import LocalRpcError, Peer, Request
 
 
 def answers(data: bytes | str) -> list[bytes]:

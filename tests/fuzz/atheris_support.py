@@ -13,7 +13,7 @@ import atheris
 import orjson
 
 from fuzz.oracles import log_failures, malformed
-from openab.gateway.logs import configure_logging
+from openab_browser.gateway.logs import configure_logging
 
 
 class LogTrap(logging.Handler):

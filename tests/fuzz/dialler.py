@@ -11,7 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from openab.core.mcp.access import BROWSER_CHANNEL_ENV
+from openab_browser.core.mcp.access import BROWSER_CHANNEL_ENV
 
 # Dials the socket once per line on its stdin, passing each connection back on the descriptor in argv[1].
 DIALLER = r"""

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_proxy import BROWSER, endpoint, first_text, mcp_client
 
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 from .browser import serve_echo
 from .generators import Known, any_text, frame_bytes, frames, ids, short_text, values

@@ -27,8 +27,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_proxy import BROWSER
 
-from openab.bridge.framing import BRIDGE_REFUSED, CHANNEL_CLAIM, READY_METHOD
-from openab.bridge.server import BridgeServer
+from openab_browser.bridge.framing import BRIDGE_REFUSED, CHANNEL_CLAIM, READY_METHOD
+from openab_browser.bridge.server import BridgeServer
 
 from .browser import ECHO, serve_echo
 from .dialler import Dialler

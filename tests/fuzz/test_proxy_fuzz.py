@@ -25,8 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_proxy import endpoint, extension, open_session, proxied
 
-from openab.core.mcp.http import McpHttpApp
-from openab.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp.http import McpHttpApp
+from openab_browser.core.mcp.proxy import BrowserProxy
 
 from .browser import serve_echo
 from .generators import VERSIONS, Known, frame_bytes, mcp_frames, weighted

@@ -1,4 +1,5 @@
-"""The built-in agent: a real ACP agent on stdio (``python -m openab.core.agents.builtin``) that needs no account.
+"""The built-in agent: a real ACP agent on stdio (``python -m openab_browser.core.agents.builtin``) that needs no
+account.
 
 It runs as its own process, exactly like any agent CLI, so the runtime, permissions, cancel and the browser
 endpoint are exercised the same way whichever agent a pod runs. It drives the browser tools as an MCP client of

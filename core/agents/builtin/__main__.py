@@ -1,4 +1,4 @@
-"""``python -m openab.core.agents.builtin``: the built-in agent on stdio."""
+"""``python -m openab_browser.core.agents.builtin``: the built-in agent on stdio."""
 from .stdio import main
 
 main()

@@ -149,7 +149,7 @@ class StdioMcpClient:
         )
 
     async def start(self) -> None:
-        """Start the server process (raises :class:`~openab.core.errors.AgentNotFound` if not installed)."""
+        """Start the server process (raises :class:`~openab_browser.core.errors.AgentNotFound` if not installed)."""
         await self._process.start()
 
     async def request(self, method: str, params: JsonObject, *, timeout: float) -> Any:
@@ -168,7 +168,7 @@ class StdioMcpClient:
 
 
 def _channel_env() -> dict[str, str]:
-    # The bridge relay names its session and finds the pod's socket by these (see openab.bridge).
+    # The bridge relay names its session and finds the pod's socket by these (see openab_browser.bridge).
     names = ("OPENAB_BROWSER_CHANNEL", "OPENAB_BROWSER_SOCKET")
     return {name: os.environ[name] for name in names if os.environ.get(name)}
 

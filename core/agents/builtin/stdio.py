@@ -1,6 +1,6 @@
 """The built-in agent as a process: ACP over its own stdin/stdout, configured from the environment.
 
-``python -m openab.core.agents.builtin`` runs :func:`main`. With ``OPENAB_MODEL_URL`` (any OpenAI-compatible
+``python -m openab_browser.core.agents.builtin`` runs :func:`main`. With ``OPENAB_MODEL_URL`` (any OpenAI-compatible
 Chat Completions endpoint) it runs a real tool loop, capped at ``OPENAB_MAX_TOOL_CALLS`` tool calls per turn
 (default 25); without it, the scripted planner.
 """

@@ -1,7 +1,7 @@
 """The agent CLIs' own MCP config files: which file each CLI reads and our entry in its format (``formats``),
 merging it into what is there (``merge``, with Goose's YAML in ``goose_yaml``), writing it safely (``files``:
 lock, atomic replace, 0600), the folder trust Claude and Gemini ask for first (``trust``) and `openab config
-write` (``command``). Re-exported here: callers import from ``openab.core.agents.config``."""
+write` (``command``). Re-exported here: callers import from ``openab_browser.core.agents.config``."""
 
 from ...errors import ConfigError
 from ...mcp.access import Entry as Endpoint

@@ -2,7 +2,7 @@
 
 Two agents reading one file would each see the other's browser (or each strip the other's entry on close):
 a claim is taken when a session's entry is written and given up when it is stripped, and a write into a file
-another session holds is refused with :class:`openab.core.errors.ConfigConflict`.
+another session holds is refused with :class:`openab_browser.core.errors.ConfigConflict`.
 """
 
 from __future__ import annotations

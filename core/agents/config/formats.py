@@ -3,7 +3,7 @@ reads (project or user, and the variable that moves them) and their format.
 
 What differs between CLIs lives here and only here; merging our entry into a file is :mod:`.merge`, and
 reading, locking and writing the files is :mod:`.files`. Names and aliases resolve through
-:mod:`openab.core.agent_names`; this table adds the config *formats*, including clients the pod does not
+:mod:`openab_browser.core.agent_names`; this table adds the config *formats*, including clients the pod does not
 run (VS Code, Windsurf). The shapes come from each CLI's docs; see docs/agents.md.
 """
 
