@@ -102,7 +102,7 @@ def test_the_install_step_yields_openab_from_the_declared_files_and_nothing_else
     )
     assert where.returncode == 0, where.stderr
     assert where.stdout.startswith(str(image_venv)), where.stdout
-    site = next((image_venv / "lib").glob("python3*/site-packages/openab"))
+    site = next((image_venv / "lib").glob("python3*/site-packages/openab_browser"))
     shipped = {p.relative_to(site).parts[0] for p in site.iterdir()}
     assert shipped == {"gateway", "core", "bridge", "extension"}, "tests, bench and scripts stay out of the image"
 
@@ -113,7 +113,7 @@ def test_the_install_step_installs_only_what_constraints_txt_pins_at_its_version
                              "--disable-pip-version-check"], capture_output=True, text=True, timeout=120, cwd="/")
     assert listed.returncode == 0, listed.stderr
     installed = {d["name"]: d["version"] for d in json.loads(listed.stdout)}
-    assert "openab" in installed and unpinned(installed) == {}
+    assert "openab-browser" in installed and unpinned(installed) == {}
     # And what this checkout's venv (the suite's) runs on is the same file: bootstrap.sh installs with it.
     here = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable", "--disable-pip-version-check"],
                           capture_output=True, text=True, timeout=120)

@@ -29,4 +29,4 @@ def unpinned(installed: dict[str, str]) -> dict[str, str]:
     (pip, setuptools, from Python's ensurepip) and openab itself are not dependencies."""
     pinned = pins()
     return {name: version for name, version in ((canonical(n), v) for n, v in installed.items())
-            if name not in {"openab", "pip", "setuptools"} and pinned.get(name) != version}
+            if name not in {"openab-browser", "pip", "setuptools"} and pinned.get(name) != version}
