@@ -114,7 +114,7 @@ export class AcpClient {
   _followSession() {
     const link = this.link;
     const gateway = link.settings ? link.settings.id || link.settings.url : '';
-    this.transcript.follow(gateway, link.connected ? link.sessionId : null);
+    this.transcript.follow(gateway, link.connected ? link.sessionId : null, link.agent);
   }
 
   /** The gateway relays the agent's own permission question; the user answers on a card. */

@@ -79,6 +79,8 @@ const SAVED_IMAGES = 4;
 // leave room for the rest.
 const SAVED_CHARS = 2_500_000;
 const SAVE_DELAY_MS = 500;
+// A saved conversation's title in the Past chats list: the person's first message, one line's worth.
+const TITLE_CHARS = 120;
 
 const GUARD_META = 'dev.openab/guard';
 const UNFINISHED = new Set(['pending', 'in_progress']);
@@ -142,6 +144,12 @@ export function savedItems(items) {
   return out.reverse();
 }
 
+/** A conversation's title: the person's first message, on one line, bounded; '' before they said anything. */
+function titleOf(items) {
+  const first = items.find((i) => i.kind === 'user' && typeof i.text === 'string' && i.text.trim());
+  return first ? first.text.replace(/\s+/g, ' ').trim().slice(0, TITLE_CHARS) : '';
+}
+
 function dropped(image) {
   return image.data ? { mimeType: image.mimeType, dropped: 'an older screenshot, no longer kept' } : image;
 }
@@ -156,7 +164,9 @@ export class Transcript {
     this.onReset = onReset;
     this.items = [];
     this.key = null; // `${gateway}#${sessionId}` of the conversation on screen; null: none yet
-    this._index = []; // saved conversations, newest first: [{key, at}]
+    this._index = []; // saved conversations, newest first: [{key, at, title, agent}]
+    this._keep = null; // the key of the conversation a switch on its gateway keeps (lib/panels.js, keepCurrent)
+    this.agent = ''; // the agent of the conversation on screen, kept with it for the Past chats list
     this._next = 1;
     this._toolIds = new Map(); // toolCallKey(turn, toolCallId) -> item
     this._steps = new Map(); // journalKey(step) -> the item that shows it
@@ -175,7 +185,8 @@ export class Transcript {
   async restore() {
     const index = (await storage().get(INDEX))[INDEX];
     if (!index || !Array.isArray(index.keys)) return;
-    this._index = index.keys.filter((k) => k && typeof k.key === 'string').slice(0, SAVED_CONVERSATIONS);
+    this._index = index.keys.filter((k) => k && typeof k.key === 'string').slice(0, SAVED_CONVERSATIONS)
+      .map((k) => ({ key: k.key, at: Number(k.at) || 0, title: bounded(k.title, TITLE_CHARS), agent: bounded(k.agent, 64) }));
     if (typeof index.current !== 'string' || this.key !== null || this.items.length) return;
     const items = await this._load(index.current);
     if (this.key !== null || this.items.length) return; // the socket was quicker
@@ -207,12 +218,13 @@ export class Transcript {
   /**
    * Shows the conversation of `sessionId` on `gateway`. `sessionId` null means none is held yet:
    * the conversation on screen stays while that gateway reconnects, and goes if it is another one.
-   * Another session on the same gateway replaces the previous one (New chat, or a gateway that no
-   * longer had it): the previous conversation is forgotten. Resolves once a saved conversation
-   * being switched to is on screen.
+   * Another session on the same gateway replaces the previous one: the previous conversation is kept
+   * when the person asked for the change (New chat, Past chats: keepCurrent), else forgotten (a gateway
+   * that no longer had it). Resolves once a saved conversation being switched to is on screen.
    */
-  async follow(gateway, sessionId) {
+  async follow(gateway, sessionId, agent = '') {
     if (!gateway) return;
+    if (sessionId && typeof agent === 'string' && agent) this.agent = agent.slice(0, 64);
     if (!sessionId) {
       if (this.key !== null && gatewayOf(this.key) !== gateway) await this._switch(null);
       return;
@@ -229,7 +241,9 @@ export class Transcript {
 
   async _switch(key) {
     const previous = this.key;
-    if (previous !== null && key !== null && gatewayOf(previous) === gatewayOf(key)) this._forget(previous);
+    const kept = previous !== null && previous === this._keep;
+    this._keep = null;
+    if (!kept && previous !== null && key !== null && gatewayOf(previous) === gatewayOf(key)) this._forget(previous);
     else this.flush();
     this.key = key;
     this._show([]);
@@ -245,6 +259,42 @@ export class Transcript {
     }
   }
 
+  /**
+   * The conversation on screen stays saved when the next one on its gateway replaces it (New chat, or going back to
+   * a past chat): it is then one of the Past chats. A replacement nobody asked for (the gateway took a session
+   * up afresh) still forgets it.
+   */
+  keepCurrent(keep = true) {
+    this._keep = keep ? this.key : null;
+  }
+
+  /**
+   * The saved conversations of `gateway`, newest first, as the Past chats list shows them: its session, its title
+   * (the person's first message), when it was last used, and whether it is the one on screen. Bounded by
+   * SAVED_CONVERSATIONS; the titles are the person's words, only ever shown as text.
+   */
+  past(gateway) {
+    return this._index.filter((k) => gatewayOf(k.key) === gateway).map((k) => ({
+      key: k.key, sessionId: k.key.slice(k.key.lastIndexOf('#') + 1), at: k.at || 0,
+      title: k.title || (k.key === this.key ? titleOf(this.items) : ''), agent: k.agent || '', current: k.key === this.key,
+    }));
+  }
+
+  /** A saved conversation's items (read-only: nothing on screen changes). */
+  async saved(key) {
+    if (!this._index.some((k) => k.key === key)) return [];
+    return (await this._load(key)).map((i, n) => ({ ...i, id: n + 1 }));
+  }
+
+  /** The current conversation's entry in the index, told its title and that it was used now. */
+  _describe() {
+    const entry = this._index.find((k) => k.key === this.key);
+    if (!entry) return;
+    entry.at = Date.now();
+    if (this.agent) entry.agent = this.agent;
+    if (!entry.title) entry.title = titleOf(this.items);
+  }
+
   _forget(key) {
     clearTimeout(this._saveTimer);
     this._saveTimer = null;
@@ -254,7 +304,8 @@ export class Transcript {
 
   _touch() {
     const dropped = [];
-    this._index = [{ key: this.key, at: Date.now() }, ...this._index.filter((k) => k.key !== this.key)];
+    const entry = this._index.find((k) => k.key === this.key) || { key: this.key, title: '', agent: '' };
+    this._index = [{ ...entry, at: Date.now() }, ...this._index.filter((k) => k.key !== this.key)];
     while (this._index.length > SAVED_CONVERSATIONS) dropped.push(STORE + this._index.pop().key);
     if (dropped.length) storage().remove(dropped).catch(() => {});
   }
@@ -268,6 +319,7 @@ export class Transcript {
   }
 
   async _write() {
+    if (this.key !== null) this._describe();
     const index = { current: this.key, keys: this._index };
     const data = { [INDEX]: index };
     if (this.key !== null) data[STORE + this.key] = { items: savedItems(this.items) };

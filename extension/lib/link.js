@@ -290,6 +290,35 @@ export class Link {
   }
 
   /**
+   * Takes an earlier chat of this gateway up again on the live socket (the panel's Past chats): `session/resume`
+   * with its id, naming its agent. Only once the pod took it is the chat on screen closed (as New chat closes it),
+   * so a refusal changes nothing here; the refusal is thrown, in the pod's words.
+   */
+  async resumeSession(sessionId, agent) {
+    if (!this.connected) throw new Error('Not connected to the gateway.');
+    const previous = this.moved ? null : this.sessionId;
+    const meta = { ...this.hooks.sessionMeta(), ...(agent ? { [AGENT_META]: agent } : {}) };
+    const res = await this.peer.request('session/resume', {
+      sessionId, cwd: '/', mcpServers: [this.declaration()], _meta: meta,
+    }, HANDSHAKE_MS);
+    if (previous && previous !== sessionId) {
+      try {
+        await this.peer.request('session/close', { sessionId: previous }, HANDSHAKE_MS);
+      } catch (e) {
+        console.info('openab: the gateway did not close the previous session:', e.message);
+      }
+    }
+    this.sessionId = sessionId;
+    this.agent = agentOf(res) || agent || '';
+    await chrome.storage.local.set({
+      [this.sessionKey]: { url: this.settings.url, sessionId, agent: this.agent },
+    });
+    this.moved = false;
+    this._setState({ detail: '', moved: false }); // the panel says it in the conversation, at its place in time
+    return sessionId;
+  }
+
+  /**
    * Another connection resumed our session (another window, another device, or someone holding
    * its id): the gateway has stopped serving it here. Forget it, so a reconnect does not take it
    * back behind the person's back; the panel says what happened and New chat starts afresh.

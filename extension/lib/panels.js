@@ -3,6 +3,7 @@
 // guard, the tabs and the settings.
 
 import { showTab } from './guard.js';
+import { RpcError, SESSION_BUSY } from './rpc.js';
 import { activeGateway, addGateway, checkKey, checkUrl, gatewayAt, normaliseOrigin, publicSettings, removeGateway, setGatewayKey,
   useGateway } from './settings.js';
 
@@ -136,7 +137,63 @@ export class Panels {
       agentTabs: [...this.tabs.owned.keys()],
       currentTab: this.tabs.current,
       tabList: this.tabs.view(),
+      pastChats: this.transcript.past(this._gatewayId()),
     };
+  }
+
+  /** The gateway whose conversations the transcript keeps under its id (lib/acp.js, _followSession). */
+  _gatewayId() {
+    const s = this.acp.link.settings;
+    return s ? s.id || s.url : '';
+  }
+
+  /**
+   * Past chats: the person chose an earlier chat of this gateway (`key`, one the list showed). The pod takes its
+   * session up again (the agent goes on with it) and the chat on screen stays in the list; tabs belong to a chat,
+   * as at New chat, and stay open as the person's. A chat the pod no longer takes is shown read-only to that panel,
+   * with the pod's reason, and nothing else changes.
+   */
+  async _pastChat(port, key) {
+    const chat = this.transcript.past(this._gatewayId()).find((c) => c.key === key);
+    if (!chat) return port.postMessage({ type: 'notice', level: 'error', text: 'That chat is no longer saved in this browser.' });
+    if (chat.current) return port.postMessage({ type: 'transcript', items: this.transcript.items });
+    if (this.acp.turn) {
+      return port.postMessage({ type: 'notice', level: 'error', text: 'The agent is still answering: wait, or press Stop, then go back to that chat.' });
+    }
+    const offline = this.acp.whyNotConnected();
+    if (offline && offline.reason !== 'moved') {
+      const items = await this.transcript.saved(key);
+      return port.postMessage({ type: 'past-chat', key, items, gone: `Not connected, so this chat cannot go on now: ${offline.why}` });
+    }
+    this.guard.cancelAll();
+    this.guard.plan?.end();
+    this.calls.endChat();
+    try {
+      await this.tabs.releaseAll();
+      this.transcript.keepCurrent();
+      try {
+        await this.acp.link.resumeSession(chat.sessionId, chat.agent);
+      } catch (e) {
+        this.transcript.keepCurrent(false); // nothing was replaced: the next switch decides afresh
+        if (e instanceof RpcError && e.code === SESSION_BUSY) {
+          return port.postMessage({ type: 'notice', level: 'error',
+            text: 'That chat is answering in another window or device now: go back to it once its answer ends.' });
+        }
+        const items = await this.transcript.saved(key);
+        // The pod's reason is written for a client and an operator: its first clause is what the person reads.
+        const said = String(e.message || e).split(/[:;]/)[0].trim().slice(0, 200);
+        return port.postMessage({ type: 'past-chat', key, items,
+          gone: 'The gateway no longer has this chat, so the agent cannot go on with it. '
+            + 'Its messages as this browser saved them are below, read-only. Start a new chat to go on.',
+          why: said ? `The gateway said: ${said}.` : '' });
+      }
+      this._spokeAfter = null;
+      this.transcript.add('event', { text: 'Back to this chat' });
+      return undefined;
+    } finally {
+      this.calls.chatOpened();
+      this.pushState();
+    }
   }
 
   /** The agent's tab on `site` (a host), the newest first, else its current tab; null when it has none. */
@@ -265,6 +322,10 @@ export class Panels {
         if (wasCurrent) this.calls.tabTakenBack();
         return port.postMessage({ type: 'notice', level: 'ok', text: `The agent can no longer use "${title || 'that tab'}".` });
       }
+      case 'past-chat':
+        return this._pastChat(port, String(msg.key || ''));
+      case 'current-chat':
+        return port.postMessage({ type: 'transcript', items: this.transcript.items });
       case 'reconnect':
         return acp.link.poke();
       case 'gateway-add':
@@ -304,6 +365,8 @@ export class Panels {
       // Read before the release, which forgets them: the agent's own tabs, never one the person shared.
       const opened = [...this.tabs.owned].filter(([, info]) => info.by === 'agent').map(([id]) => id);
       const { kept, unshared } = await this.tabs.releaseAll();
+      // The chat it replaces stays in Past chats (lib/chat.js, keepCurrent).
+      this.transcript.keepCurrent();
       await link.restartSession(agent);
       this._spokeAfter = null; // the new chat's greeting is news
       this.transcript.clear();
@@ -322,6 +385,7 @@ export class Panels {
       ].filter(Boolean);
       if (said.length) port.postMessage({ type: 'notice', level: 'ok', text: `New chat. ${said.join(' ')}` });
     } catch (e) {
+      this.transcript.keepCurrent(false);
       port.postMessage({ type: 'notice', level: 'error', text: e.message });
     } finally {
       this.calls.chatOpened();

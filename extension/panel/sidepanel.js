@@ -8,7 +8,7 @@ import { renderCards } from './cards.js';
 import { renderAgentTabs } from './tab-list.js';
 import { endAddingGateway, renderSettings, showFieldError, showSettings, wireSettings } from './settings-view.js';
 import { renderHeader } from './header.js';
-import { $ } from './dom.js';
+import { $, el } from './dom.js';
 
 const transcript = new TranscriptView($('log'), (msg) => send(msg));
 let port = null;
@@ -18,8 +18,9 @@ let windowId = null;
 function renderState(s) {
   state = s;
   renderHeader(s);
+  renderPastChats(s.pastChats || []);
   $('stop').disabled = !s.busy && !s.cards.length;
-  $('send').disabled = s.busy;
+  $('send').disabled = s.busy || readOnly;
 
   const cfg = s.settings;
   renderSettings(cfg, send);
@@ -108,6 +109,72 @@ function startNewChat(closeTabs) {
   send({ type: 'new-chat', closeTabs, ...(picker.hidden || !picker.value ? {} : { agent: picker.value }) });
 }
 
+// Past chats: this gateway's saved chats, newest first, each a button (its first message, when it was last used).
+// Their titles are the person's words: text nodes only.
+function whenUsed(ms) {
+  if (!ms) return '';
+  const d = new Date(ms);
+  const today = new Date().toDateString() === d.toDateString();
+  const time = d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  return today ? `today ${time}` : `${d.toLocaleDateString([], { day: 'numeric', month: 'short' })} ${time}`;
+}
+
+function renderPastChats(chats) {
+  const list = $('past-chat-list');
+  const focused = document.activeElement && list.contains(document.activeElement) ? document.activeElement.dataset.key : '';
+  list.replaceChildren(...chats.map((c) => {
+    const b = el('button', 'past-chat');
+    b.type = 'button';
+    b.dataset.key = c.key;
+    b.append(el('span', 'past-title', c.title || (c.current ? 'This chat (nothing said yet)' : 'A chat with nothing said')));
+    const used = whenUsed(c.at);
+    b.append(el('span', 'past-when', c.current ? `This chat${used ? ` · last used ${used}` : ''}` : `Last used ${used || 'earlier'}`));
+    if (c.current) b.setAttribute('aria-current', 'true');
+    b.addEventListener('click', () => openPastChat(c));
+    const li = el('li');
+    li.append(b);
+    return li;
+  }));
+  $('past-chats-empty').hidden = chats.some((c) => !c.current);
+  if (focused) list.querySelector(`[data-key="${CSS.escape(focused)}"]`)?.focus();
+}
+
+function showPastChats(open) {
+  $('past-chats').hidden = !open;
+  $('toggle-past').setAttribute('aria-expanded', String(open));
+  if (open) ($('past-chat-list').querySelector('button') || $('toggle-past')).focus();
+}
+
+function openPastChat(chat) {
+  showPastChats(false);
+  leaveReadOnly();
+  if (!chat.current) send({ type: 'past-chat', key: chat.key });
+  $('prompt').focus();
+}
+
+// A past chat the gateway no longer has: its saved messages, read-only, and why; New chat or back to the current one.
+let readOnly = false;
+function showGoneChat(msg) {
+  readOnly = true;
+  transcript.showAll(Array.isArray(msg.items) ? msg.items : []);
+  $('past-gone-why').textContent = String(msg.gone || '');
+  $('past-gone-said').textContent = String(msg.why || '');
+  $('past-gone-said').hidden = !msg.why;
+  $('past-gone').hidden = false;
+  $('prompt').disabled = true;
+  $('send').disabled = true;
+  $('past-gone-new').focus();
+}
+
+function leaveReadOnly() {
+  if (!readOnly) return;
+  readOnly = false;
+  $('past-gone').hidden = true;
+  $('prompt').disabled = false;
+  $('send').disabled = Boolean(state && state.busy);
+  send({ type: 'current-chat' });
+}
+
 let noticeTimer = null;
 function notice(text, level) {
   const n = $('notice');
@@ -133,8 +200,12 @@ function connect() {
   port = chrome.runtime.connect({ name: 'panel' });
   port.onMessage.addListener((msg) => {
     if (msg.type === 'state') renderState(msg);
+    // While the person reads a past chat the gateway no longer has, the worker's conversation waits behind it (it
+    // is asked for again as they leave it).
+    else if (readOnly && (msg.type === 'item' || msg.type === 'transcript')) return;
     else if (msg.type === 'item') transcript.show(msg.item);
     else if (msg.type === 'transcript') transcript.showAll(msg.items);
+    else if (msg.type === 'past-chat') showGoneChat(msg);
     // A notice about a settings box shows under that box.
     else if (msg.type === 'notice' && !(msg.field && showFieldError(msg.field, msg.text))) notice(msg.text, msg.level);
     else if (msg.type === 'prompt-accepted' || msg.type === 'prompt-refused') onPromptAnswer(msg);
@@ -169,6 +240,7 @@ $('retry-now').addEventListener('click', () => send({ type: 'reconnect' }));
 wireSettings(send);
 $('share-tab').addEventListener('click', () => send({ type: 'share-tab', windowId }));
 $('new-chat').addEventListener('click', () => {
+  leaveReadOnly(); // from a past chat the gateway no longer has: the question is about the chat on the gateway
   // Nothing to lose, or no connection to start one on (the worker says why): no question.
   if (!hasSomethingToLose() || !state || state.link.status !== 'connected') return startNewChat(false);
   $('new-chat-confirm').querySelector('input[value=keep]').checked = true;
@@ -180,6 +252,12 @@ $('new-chat-yes').addEventListener('click', () => {
   startNewChat(close);
 });
 $('new-chat-no').addEventListener('click', closeNewChatQuestion);
+$('toggle-past').addEventListener('click', () => showPastChats($('past-chats').hidden));
+$('past-gone-back').addEventListener('click', () => {
+  leaveReadOnly();
+  $('prompt').focus();
+});
+$('past-gone-new').addEventListener('click', () => $('new-chat').click());
 // Escape dismisses what is open over the panel (an enlarged screenshot, New chat's question) and nothing else:
 // it never stops the turn, in the message box or anywhere, since a key that means "never mind" everywhere must
 // not throw away the agent's work. Stop is the Stop button.
@@ -187,6 +265,10 @@ window.addEventListener('keydown', (e) => {
   if (e.key !== 'Escape') return;
   if (transcript.closeEnlarged()) e.stopPropagation();
   else if (!$('new-chat-confirm').hidden) closeNewChatQuestion();
+  else if (!$('past-chats').hidden) {
+    showPastChats(false);
+    $('toggle-past').focus();
+  }
 }, true);
 setInterval(() => state && state.link.status === 'retrying' && renderState(state), 1000);
 
