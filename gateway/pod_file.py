@@ -127,7 +127,7 @@ class AnnouncedServer(DrainingServer):
         try:
             write_pod_file(self._state_dir, host=str(bound[0]), port=int(bound[1]), tls=self._tls)
         except OSError as exc:  # the pod serves all the same; doctor then needs --url
-            logging.getLogger("openab.run").warning("could not write %s: %s", self._state_dir / POD_FILE,
+            logging.getLogger("openab_browser.run").warning("could not write %s: %s", self._state_dir / POD_FILE,
                                                     exc.strerror or exc)
 
     def _log_started_message(self, listeners: Any) -> None:

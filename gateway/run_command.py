@@ -300,7 +300,7 @@ def _announce_pairing(settings: Settings, kept: KeptKey | None, codes: PairCodes
 
         from .hub import HubEnvironment, hub_pairing_line
 
-        logging.getLogger("openab.run").info("pair the side panel: %s",
+        logging.getLogger("openab_browser.run").info("pair the side panel: %s",
                                              hub_pairing_line(HubEnvironment.from_env(os.environ)))
         return
 
@@ -312,7 +312,7 @@ def _announce_pairing(settings: Settings, kept: KeptKey | None, codes: PairCodes
               f"{block}\n", file=sys.stderr, flush=True)
     else:
         said = "; ".join(" ".join(line.split()) for line in lines)
-        logging.getLogger("openab.run").info("pair the side panel: %s", said)
+        logging.getLogger("openab_browser.run").info("pair the side panel: %s", said)
 
 
 def resolve_key(settings: Settings) -> KeptKey | None:
@@ -360,7 +360,7 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
     from .server import hangup_handler, uvicorn_config
 
     settings = pod.settings
-    log = logging.getLogger("openab.run")
+    log = logging.getLogger("openab_browser.run")
     loop = asyncio.get_running_loop()
     # From here on SIGHUP never stops the pod: it reloads the certificate (cert-manager, certbot renewed it) or,
     # without TLS, says there is nothing to reload.

@@ -463,7 +463,7 @@ async def test_a_client_that_stops_reading_is_closed_with_1008_and_the_true_reas
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     agent = flooding_agent()
-    caplog.set_level(logging.INFO, logger="openab")
+    caplog.set_level(logging.INFO, logger="openab_browser")
     async with run_gateway(backend=agent) as gw:
         # A raw client: it reads the handshake's answers, then nothing (a tiny queue, so it stops at once).
         # Uncompressed, as a screenshot would be: a MiB of "x" deflates to almost nothing on the wire.

@@ -64,7 +64,7 @@ async def run_turns(tmp_path: Path, agent: str, name: str, *relayed: bool) -> tu
 async def test_a_command_that_names_a_known_cli_runs_as_it_and_its_browser_call_needs_no_card(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="openab")
+    caplog.set_level(logging.INFO, logger="openab_browser")
     turns, counts = await run_turns(tmp_path, "custom", "codex-acp", True, True)
 
     for turn in turns:
@@ -79,7 +79,7 @@ async def test_a_command_that_names_a_known_cli_runs_as_it_and_its_browser_call_
 async def test_a_command_that_names_no_known_cli_gets_a_card_and_the_log_says_why(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.INFO, logger="openab")
+    caplog.set_level(logging.INFO, logger="openab_browser")
     # Where no person can be asked (the second session), the policy cannot tell the request from any other.
     (asked, unasked), counts = await run_turns(tmp_path, "custom", "acme-agent", True, False)
 
@@ -103,7 +103,7 @@ async def test_a_command_that_names_no_known_cli_gets_a_card_and_the_log_says_wh
 async def test_a_named_agent_with_its_command_replaced_runs_as_what_the_command_says_it_is(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, agent: str, name: str, card: bool, said: str
 ) -> None:
-    caplog.set_level(logging.INFO, logger="openab")
+    caplog.set_level(logging.INFO, logger="openab_browser")
     (turn,), _counts = await run_turns(tmp_path, agent, name, True)
 
     assert turn.error is None, turn.error

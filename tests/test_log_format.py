@@ -113,7 +113,7 @@ def test_openab_run_writes_json_lines_and_refuses_an_unknown_format(state: Path)
     lines = [line for line in err.splitlines() if line.strip()]
     records = [json.loads(line) for line in lines]
     loggers = {r["logger"] for r in records}
-    assert "uvicorn.error" in loggers and "openab.run" in loggers, loggers
+    assert "uvicorn.error" in loggers and "openab_browser.run" in loggers, loggers
     assert key not in err and key[::-1] not in err
     bad = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "run", "--log-format", "xml"],
                          env=env, capture_output=True, text=True, timeout=60, check=False)

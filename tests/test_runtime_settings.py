@@ -63,7 +63,7 @@ def test_openab_version_prints_the_installed_version() -> None:
     done = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", "--version"], capture_output=True,
                           text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"openab {version('openab')}\n"
+    assert done.stdout == f"openab {version('openab-browser')}\n"
 
 
 # -- the turn's limits that depend on each other -------------------------------------------------------------------

@@ -78,7 +78,7 @@ def logged(*fragments: str) -> Iterator[asyncio.Event]:
                 seen.set()
 
     handler = Watch()
-    logger = logging.getLogger("openab")
+    logger = logging.getLogger("openab_browser")
     logger.addHandler(handler)
     try:
         yield seen

@@ -82,7 +82,7 @@ async def test_the_whole_pairing_text_pasted_fills_url_and_key_and_connects(
 
 @pytest.mark.parametrize(("text", "expected"), [
     # The one log line a pod writes when stderr is no terminal: the URL, and no key to take.
-    ("INFO openab.run: pair the side panel: Gateway URL: wss://pod.example/acp; Key: not printed (stderr is "
+    ("INFO openab_browser.run: pair the side panel: Gateway URL: wss://pod.example/acp; Key: not printed (stderr is "
      "not a terminal, it may be a log) and not kept (only its verifier is, in /s/keys/acp.verifier): `openab key "
      "rotate --state-dir /s` makes a new one and prints it once",
      {"url": "wss://pod.example/acp", "key": ""}),
