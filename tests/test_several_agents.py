@@ -110,7 +110,10 @@ async def test_a_session_the_pod_forgot_comes_back_with_its_agent_while_offered(
         # After a pod restart: the extension names the agent it chose; one no longer offered falls to the default.
         kept = await ext.request("session/resume", {"sessionId": forgotten, "cwd": "/", "_meta": {AGENT: "codex"}})
         fell_back = await ext.request("session/resume", {"sessionId": gone, "cwd": "/", "_meta": {AGENT: "goose"}})
-        assert kept == {"_meta": {AGENT: "codex"}} and fell_back == {"_meta": {AGENT: "claude"}}
+        # Taken up afresh: the pod had no such session (the panel tells a person who went back to an old chat).
+        fresh = "dev.openab/fresh"
+        assert kept == {"_meta": {AGENT: "codex", fresh: True}}
+        assert fell_back == {"_meta": {AGENT: "claude", fresh: True}}
 
 
 # -- the runtime: each session's agent started from its own recipe ----------------------------------------------

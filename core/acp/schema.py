@@ -22,6 +22,7 @@ __all__ = [
     "AGENTS_UNAVAILABLE_META",
     "AGENT_META",
     "AUTH_REQUIRED",
+    "FRESH_META",
     "PERMISSION_RELAY_META",
     "PROTOCOL_VERSION",
     "AcpServerDeclaration",
@@ -53,6 +54,10 @@ AGENTS_META: Final = META_PREFIX + "agents"
 AGENTS_UNAVAILABLE_META: Final = META_PREFIX + "agentsUnavailable"
 # The one a session runs: chosen in session/new ``_meta``, said back in the session/new and resume results.
 AGENT_META: Final = META_PREFIX + "agent"
+# In a session/resume result: the pod did not have that session (it restarted, evicted it idle, or the client closed
+# it) and took the id up afresh; the agent's own memory of the conversation may carry on, the pod's steps and files
+# of it are gone. The panel says so when the person goes back to an old chat.
+FRESH_META: Final = META_PREFIX + "fresh"
 # Why a turn answered ``cancelled`` when the client did not cancel it, in the session/prompt result's ``_meta``:
 # STOPPED_SHUTDOWN, the gateway stopping (SIGTERM) cancelled it, so the panel does not say the person stopped it.
 STOPPED_META: Final = META_PREFIX + "stopped"

@@ -47,6 +47,7 @@ from .backend import AgentBackend, PermissionUnavailable
 from .logcontext import SESSION_TAG, log_context
 from .schema import (
     AGENT_META,
+    FRESH_META,
     PERMISSION_RELAY_META,
     STOPPED_META,
     STOPPED_SHUTDOWN,
@@ -383,9 +384,12 @@ class AcpServerConnection:
             retired = self.tunnels.withdraw(session.id, (s.server_id for s in servers), self.generation)
             self._disconnect(retired)
         self._open_tunnels(session, servers)
-        # Said back to a client that names its agent (a restarted pod may no longer offer it); a bare ACP client
-        # gets the bare ACP answer.
-        return {"_meta": {AGENT_META: session.agent}} if parsed.meta and AGENT_META in parsed.meta else {}
+        # Said back to a client that names its agent (a restarted pod may no longer offer it), and to one that speaks
+        # our _meta, whether the pod took the id up afresh; a bare ACP client gets the bare ACP answer.
+        meta: JsonObject = {AGENT_META: session.agent} if parsed.meta and AGENT_META in parsed.meta else {}
+        if existing is None and parsed.meta:
+            meta[FRESH_META] = True
+        return {"_meta": meta} if meta else {}
 
     def session_moved(self, session_id: str) -> None:
         """Another socket resumed this socket's session: say so, and stop serving that session's browser here.

@@ -315,7 +315,8 @@ export class Link {
     });
     this.moved = false;
     this._setState({ detail: '', moved: false }); // the panel says it in the conversation, at its place in time
-    return sessionId;
+    // Whether the pod had forgotten the session and took its id up afresh (core/acp/schema.py FRESH_META).
+    return { sessionId, fresh: Boolean(res && res._meta && res._meta['dev.openab/fresh'] === true) };
   }
 
   /**

@@ -171,8 +171,9 @@ export class Panels {
     try {
       await this.tabs.releaseAll();
       this.transcript.keepCurrent();
+      let resumed;
       try {
-        await this.acp.link.resumeSession(chat.sessionId, chat.agent);
+        resumed = await this.acp.link.resumeSession(chat.sessionId, chat.agent);
       } catch (e) {
         this.transcript.keepCurrent(false); // nothing was replaced: the next switch decides afresh
         if (e instanceof RpcError && e.code === SESSION_BUSY) {
@@ -189,6 +190,11 @@ export class Panels {
       }
       this._spokeAfter = null;
       this.transcript.add('event', { text: 'Back to this chat' });
+      if (resumed.fresh) {
+        this.transcript.add('system', { text: 'The gateway had forgotten this chat (it restarted, or the chat was closed ' +
+          'or idle too long), so it takes it up again afresh: the agent may still remember the conversation, but what ' +
+          'the gateway kept of it (its steps, its files) is gone.' });
+      }
       return undefined;
     } finally {
       this.calls.chatOpened();

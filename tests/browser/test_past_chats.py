@@ -96,6 +96,8 @@ async def test_going_back_to_an_earlier_chat_resumes_its_session(
     await expect(panel.locator(".msg.user")).to_have_text(["echo Find flights to Lisbon"])
     await expect(panel.locator(".msg.agent")).to_have_text(["Find flights to Lisbon"])
     await expect(panel.locator(".event").last).to_contain_text("Back to this chat")
+    # New chat closed it on the pod, which takes its id up afresh, and says so: the panel tells the person.
+    await expect(panel.locator(".msg.system").last).to_contain_text("The gateway had forgotten this chat")
     # ...and what the person writes next reaches the first chat's session on the pod.
     await ask(panel, "echo and back from Lisbon", "and back from Lisbon")
     assert last_session(agent) == first
