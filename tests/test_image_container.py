@@ -298,7 +298,7 @@ def test_the_images_python_is_exactly_what_constraints_txt_pins(image: str) -> N
                      "import importlib.metadata as m, json\n"
                      "print(json.dumps({d.metadata['Name']: d.version for d in m.distributions()}))")
     installed: dict[str, str] = json.loads(listing.stdout)
-    assert installed.get("openab") == "0.1.0"
+    assert installed.get("openab-browser") == "0.1.0"
     assert unpinned(installed) == {}, "in the image but not at constraints.txt's version"
 
 

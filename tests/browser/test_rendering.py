@@ -154,12 +154,14 @@ def held_session(gateway: LiveGateway) -> str:
 
 
 # True once session storage holds exactly one conversation, ending in arg[0], of at least arg[1] items.
-SAVED = """([suffix, least]) => chrome.storage.local.get(null).then((all) => {
+# Whether the conversations saved are those of the sessions named (key suffix: at least that many items), and no other.
+SAVED = """(wanted) => chrome.storage.local.get(null).then((all) => {
     const saved = Object.entries(all).filter(([k]) => k.startsWith('openab.transcript:'));
-    return saved.length === 1 && saved[0][0].endsWith(suffix) && saved[0][1].items.length >= least; })"""
+    return saved.length === wanted.length && wanted.every(([suffix, least]) =>
+      saved.some(([k, v]) => k.endsWith(suffix) && v.items.length >= least)); })"""
 
 
-async def test_the_history_is_there_after_reopening_and_new_chat_clears_it(
+async def test_the_history_is_there_after_reopening_and_new_chat_keeps_it_among_past_chats(
     context: BrowserContext, panel: Page, gateway: LiveGateway
 ) -> None:
     old = held_session(gateway)
@@ -170,14 +172,15 @@ async def test_the_history_is_there_after_reopening_and_new_chat_clears_it(
     await expect(again.locator(".msg.agent h3")).to_have_text("What I found")
     await expect(again.locator(".step", has_text="Took a screenshot").locator(".shots img")).to_be_visible()
     # It is saved (for a restarted service worker) for this gateway's session, and for it only.
-    await eventually(lambda: again.evaluate(SAVED, [f"#{old}", 5]), what="the conversation saved")
+    await eventually(lambda: again.evaluate(SAVED, [[f"#{old}", 5]]), what="the conversation saved")
 
     await new_chat(again)
     await expect(again.locator("#log > *")).to_have_count(0)
     await eventually(lambda: any(s.owner is not None for s in gateway.pod.sessions.all() if s.id != old), 30)
-    # The replaced conversation is gone from storage too; the new one is saved under its own session.
+    # The replaced conversation stays saved, for Past chats (issue 36, item 9); the new one under its own session.
     new = held_session(gateway)
-    await eventually(lambda: again.evaluate(SAVED, [f"#{new}", 0]), what="the new conversation saved alone")
+    await eventually(lambda: again.evaluate(SAVED, [[f"#{old}", 5], [f"#{new}", 0]]),
+                     what="the new conversation saved beside the old one")
     await again.close()
     fresh = await open_panel(context)
     await expect(fresh.locator("#pill-link")).to_have_text("connected")
