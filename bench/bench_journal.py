@@ -7,7 +7,9 @@ answered from the journal would be cheaper, not dearer. Both pods keep the audit
 a ``running`` record, the step's bookkeeping and the panel's notifications.
 
 - ``no journal``: the pod as before issue 25 (its proxy's MCP servers made with no journal);
-- ``journal``: the pod as shipped.
+- ``journal``: the pod as shipped, the browser answering at once;
+- ``journal, decision told``: the same, the browser telling the guard's decision before it answers, as the real
+  extension does on every journalled step (``_openab/step``, issue 34): the pod's second ``running`` record.
 
 Target (the issue): the journal's cost per call (the p50s' difference) under 5% of a click's p50 in the real
 browser (docs/benchmarks.md, issue 16's click a turn apart: 25.7 ms, the fastest click figure there; 5% is 1.29 ms).
@@ -33,8 +35,10 @@ from gateway_harness import run_gateway
 
 from bench.baselines import McpPoster
 from bench.common import arguments, interleaved, plot_latencies, summary, timed, write_result
+from openab_browser.core.acp.server import STEP_METHOD
 from openab_browser.core.mcp.access import HttpEndpoint
 from openab_browser.core.mcp.proxy import BrowserProxy
+from openab_browser.core.mcp_vocabulary import META_ACTION
 
 NAME = "journal"
 TOOL = "browser_click"
@@ -43,16 +47,22 @@ TARGET_SHARE = 0.05
 
 
 @contextlib.asynccontextmanager
-async def click_endpoint(*, journal: bool) -> AsyncIterator[HttpEndpoint]:
-    """A pod, a scripted extension's session in it with a click that answers at once, and its proxy endpoint."""
+async def click_endpoint(*, journal: bool, tell: bool = False) -> AsyncIterator[HttpEndpoint]:
+    """A pod, a scripted extension's session in it with a click that answers at once (with ``tell``, after telling
+    the pod the guard's decision, as the real extension does), and its proxy endpoint."""
+    told = {"session": ""}
 
     async def click(_arguments: dict[str, Any]) -> dict[str, Any]:
+        if tell:
+            inner = ext.server_requests[-1]["params"]["params"]
+            await ext.notify(STEP_METHOD, {"sessionId": told["session"], "action": inner["_meta"][META_ACTION],
+                                           "guard": "allowed", "rule": "routine"})
         return text_result("clicked")
 
     async with run_gateway() as gw, connect_extension(gw.ws_url, gw.token) as ext:
         ext.add_tool(TOOL, click)
         await ext.initialize()
-        session_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
+        session_id = told["session"] = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
         await gw.pod.tunnels.wait_attached(session_id, timeout=10)
         session = gw.pod.sessions.get(session_id)
         proxy = gw.pod.browser
@@ -69,13 +79,16 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
     async with contextlib.AsyncExitStack() as stack:
         plain = await stack.enter_async_context(click_endpoint(journal=False))
         shipped = await stack.enter_async_context(click_endpoint(journal=True))
+        telling = await stack.enter_async_context(click_endpoint(journal=True, tell=True))
         without = await stack.enter_async_context(McpPoster(plain.url, plain.token))
         with_journal = await stack.enter_async_context(McpPoster(shipped.url, shipped.token))
-        await without.initialize()
-        await with_journal.initialize()
+        with_told = await stack.enter_async_context(McpPoster(telling.url, telling.token))
+        for poster in (without, with_journal, with_told):
+            await poster.initialize()
         paths: dict[str, Callable[[], Awaitable[object]]] = {
             "no journal": lambda: without.call_tool(TOOL, {"n": next(counter)}),
             "journal": lambda: with_journal.call_tool(TOOL, {"n": next(counter)}),
+            "journal, decision told": lambda: with_told.call_tool(TOOL, {"n": next(counter)}),
         }
         for one in paths.values():
             for _ in range(warm):
@@ -91,6 +104,7 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
         "paths": stats,
         "journal_cost_p50_ms": cost_ms,
         "journal_cost_ratio": round(stats["journal"]["p50_ms"] / stats["no journal"]["p50_ms"], 3),
+        "decision_told_cost_p50_ms": round(stats["journal, decision told"]["p50_ms"] - stats["journal"]["p50_ms"], 4),
         "click_p50_ms": CLICK_P50_MS,
         "share_of_click_p50": share,
         "target": {"share_max": TARGET_SHARE, "met": share < TARGET_SHARE},
