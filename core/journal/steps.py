@@ -328,6 +328,11 @@ class Journal:
 
     # -- reading -----------------------------------------------------------------------------------------
 
+    def step(self, session_id: str, action: str) -> Step | None:
+        """The session's step of ``action``, if the journal still has it."""
+        session = self._sessions.get(session_id)
+        return session.steps.get(action) if session is not None else None
+
     def steps(self, session_id: str) -> list[Step]:
         session = self._sessions.get(session_id)
         return list(session.steps.values()) if session is not None else []

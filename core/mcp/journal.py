@@ -263,9 +263,8 @@ class ActionJournal:
         dropped."""
         if self.audit is None or guard not in GUARD_DECISIONS or not GUARD_RULE.fullmatch(rule):
             return
-        step = next((s for s in self._running if s.action == action and self._running[s].session_id == session_id),
-                    None)
-        if step is not None:
+        step = self.core.step(session_id, action)
+        if step is not None and step.state is State.RUNNING and step.deduplicated is None:
             self.audit.step_decided(session_id, step.tool, action, step.digest, guard, rule)
 
     def unknown(self, session_id: str) -> list[dict[str, Any]]:
