@@ -32,7 +32,7 @@ from openab_browser.core.pod import Pod
 from openab_browser.core.settings import Settings
 
 from .acp_endpoint import acp_http_endpoint, acp_websocket_endpoint
-from .hub import ActivityReporter, HubDoor, HubEnvironment, HubPrefix
+from .hub import ActivityReporter, HubDoor, HubEnvironment, HubPrefix, jupyterhub_version
 from .metrics import metrics_endpoint, metrics_registry
 from .pair_link import PairCodes, pair_claim_endpoint, pair_page_endpoint
 from .pairing import MIN_KEY_CHARS, KeptKey
@@ -188,7 +188,7 @@ def create_app(pod: Pod, hub: HubEnvironment | None = None, kept: KeptKey | None
         ],
         lifespan=lifespan,
         # Under a hub everything is served below its prefix, which its proxy keeps in the path.
-        middleware=[Middleware(HubPrefix, prefix=hub.prefix)] if hub is not None else [],
+        middleware=[Middleware(HubPrefix, prefix=hub.prefix, version=jupyterhub_version())] if hub is not None else [],
     )
     app.state.pod = pod
     app.state.readiness = readiness

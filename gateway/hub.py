@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.metadata
 import json
 import logging
 import math
@@ -33,7 +34,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, PlainTextResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from openab_browser.core.errors import ConfigurationError
 
@@ -41,7 +42,7 @@ from .auth import Admitted, Refused, _counted, _offered_subprotocols, _presented
 
 __all__ = [
     "METRICS_SCOPE", "ActivityReporter", "HubDoor", "HubEnvironment", "HubPrefix", "admit_acp", "admit_metrics",
-    "hub_pairing_line",
+    "hub_pairing_line", "jupyterhub_version",
 ]
 
 log = logging.getLogger(__name__)
@@ -190,17 +191,24 @@ class HubPrefix:
     """Serves the app under the hub's prefix (``/user/<name>/``), which the hub's proxy keeps in the path it
     forwards: ``/user/<name>/acp`` reaches ``/acp``. The probes and ``/metrics`` stay at the root too (a kubelet
     and a Prometheus that scrapes pods by address know no prefix); any other path is 404, and the prefix itself
-    says what is served here (the hub waits for it to answer)."""
+    says what is served here (the hub waits for it to answer).
 
-    def __init__(self, app: ASGIApp, prefix: str) -> None:
+    Every HTTP answer names the ``jupyterhub`` package the pod checks tokens with (``X-JupyterHub-Version``), as
+    jupyterhub-singleuser's do: the hub compares it with its own when the pod starts, and warns when it is
+    missing."""
+
+    def __init__(self, app: ASGIApp, prefix: str, version: str) -> None:
         self.app = app
         self.prefix = prefix
         self.root = prefix.rstrip("/")
+        self.version_header = (b"x-jupyterhub-version", version.encode("ascii"))
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self.app(scope, receive, send)
             return
+        if scope["type"] == "http":
+            send = self._versioned(send)
         path: str = scope["path"]
         if path in (self.root, self.prefix) and scope["type"] == "http":
             await JSONResponse({"service": "openab", "acp": self.prefix + "acp"})(scope, receive, send)
@@ -214,6 +222,19 @@ class HubPrefix:
             await receive()
             await send({"type": "websocket.http.response.start", "status": 404, "headers": []})
             await send({"type": "websocket.http.response.body", "body": b""})
+
+    def _versioned(self, send: Send) -> Send:
+        async def versioned(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", ()), self.version_header]}
+            await send(message)
+
+        return versioned
+
+
+def jupyterhub_version() -> str:
+    """The version of the ``jupyterhub`` package installed beside the pod (``openab-browser[hub]``)."""
+    return importlib.metadata.version("jupyterhub")
 
 
 class ActivityReporter:

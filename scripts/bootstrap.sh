@@ -1,7 +1,8 @@
 # Sourced by scripts/test and scripts/demo: make a fresh machine ready, idempotently.
 # Installs the Python venv (.venv) at the versions constraints.txt pins (the image's too) and, when we are root
 # and they are missing, Debian's chromium and the container tools the image test builds and runs the image with
-# (buildah, podman, runc, debootstrap: tests/test_image_container.py).
+# (buildah, podman, runc, debootstrap: tests/test_image_container.py), and adduser and Debian's python3-venv for
+# the one-machine JupyterHub recipe's tests.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -10,9 +11,12 @@ cd "$ROOT"
 # about as long as the other.
 debs=()
 if [ "${OPENAB_SKIP_CHROMIUM:-}" != "1" ] && ! command -v chromium >/dev/null 2>&1; then debs+=(chromium); fi
-for tool in buildah podman runc debootstrap; do
+for tool in buildah podman runc debootstrap adduser; do
   if ! command -v "$tool" >/dev/null 2>&1 && [ ! -x "/usr/sbin/$tool" ]; then debs+=("$tool"); fi
 done
+# The one-machine JupyterHub recipe's tests (tests/hub_harness.py) make the recipe's /opt/openab venv from a Python
+# every person can run: Debian's, with its venv module.
+if [ -x /usr/bin/python3 ] && ! /usr/bin/python3 -c "import ensurepip, venv" >/dev/null 2>&1; then debs+=(python3-venv); fi
 chromium_pid=""
 chromium_log="$(mktemp)"
 if [ "${#debs[@]}" != 0 ]; then

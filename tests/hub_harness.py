@@ -1,35 +1,46 @@
-"""A real JupyterHub on one machine for openab's hub mode: `jupyterhub` (the package openab[hub] installs) with
-configurable-http-proxy (tests/hub/package.json) as its proxy, SimpleLocalProcessSpawner starting each person's
-`openab run --jupyterhub` as a local process, and jupyterhub-idle-culler when a test asks for it.
+"""A real JupyterHub on one machine, run from openab's one-machine recipe as an admin installs it
+(``docker/jupyterhub/one-machine``, docs/deploy.md "A team on one machine"): the recipe's ``jupyterhub_config.py``
+with LocalProcessSpawner starting each person's ``openab run --jupyterhub`` as their own Unix user, PAM, the idle
+culler as a service of the hub with its four scopes, and configurable-http-proxy (tests/hub/package.json) started
+apart from the hub with the arguments of the recipe's own unit file, as systemd would.
 
-Everything listens on 127.0.0.1 (ports picked free), lives in one temporary folder and is stopped at the end:
-the hub stops its proxy and, with ``cleanup_servers``, every pod it started. Tokens are made through the hub's
-REST API with an admin service's token, as an operator's script would (a person makes theirs on /hub/token).
+What the test changes, appended below the recipe and nothing else (:func:`_machine_overlay`): its free ports and
+folder instead of 8000/8001/8081 and /srv, its people, two services of its own (an admin to make tokens, as an
+operator's script would, and Prometheus), shorter activity reports, optionally a short culler timeout, and a
+wrapper that makes a marked pod start slowly. The people are real Unix users made with ``adduser`` (the recipe's
+words), marked as the test's and removed at the end; so the hub needs root, as the recipe's unit runs it.
 
-With ``proxy_apart`` the test runs the proxy itself, as Zero to JupyterHub does (its own pod, the hub told
-``should_start = False``, and ``cleanup_servers = False`` so a hub that stops leaves the pods running), and the hub
-can be stopped and started again (:meth:`Hub.stop_hub`, :meth:`Hub.start_hub`) as ``helm upgrade`` replaces the
-hub pod; the test then stops the pods through the hub, and the proxy, itself.
+The hub and the pods run from a venv every person can read, as the recipe's ``/opt/openab`` (:func:`shared_install`):
+built once per checkout from a Python outside root's home, with this checkout installed in it editable.
+
+The hub can be stopped and started again (:meth:`Hub.stop_hub`, :meth:`Hub.start_hub`), as systemd restarts it:
+the proxy and the pods go on. Everything listens on 127.0.0.1 and is stopped at the end.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import functools
+import hashlib
 import json
 import os
+import pwd
 import secrets
 import shlex
+import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,20 +48,39 @@ import httpx
 from waits import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "docker" / "jupyterhub" / "one-machine"
 CHP = ROOT / "tests" / "hub" / "node_modules" / ".bin" / "configurable-http-proxy"
 PEOPLE = ("alice", "bob")
+# The GECOS field of the Unix users the harness makes: it removes only those, and refuses to touch a real account.
+PERSON_MARK = "openab hub test person"
 # How often each pod tells the hub it is in use, and how long it trusts the hub's answer about a token: short,
 # so the culler's and a revocation's effects come within the test's bound.
 ACTIVITY_INTERVAL = 1
 AUTH_CACHE_SECS = 2
 # Seconds a pod marked to start slowly (Hub.start_slowly) waits before it starts.
 SLOW_START = 4
+# Interpreters a shared venv can be made from, in order: one whose files every user can read.
+_BASE_PYTHONS = (Path(sys.base_prefix) / "bin" / "python3", Path("/usr/bin/python3"))
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _readable_by_all(path: Path) -> bool:
+    """Every folder on the way is searchable by others, and the file readable: a person's pod can run it."""
+    path = path.resolve()
+    return all(p.stat().st_mode & stat.S_IXOTH for p in path.parents) and bool(path.stat().st_mode & stat.S_IROTH)
+
+
+def _base_python() -> Path | None:
+    for python in _BASE_PYTHONS:
+        if python.exists() and _readable_by_all(python) and subprocess.run(
+                [str(python), "-c", "import ensurepip, venv"], capture_output=True, timeout=30).returncode == 0:
+            return python
+    return None
 
 
 def available() -> str | None:
@@ -62,7 +92,45 @@ def available() -> str | None:
         return "jupyterhub and jupyterhub-idle-culler are not installed (pip install -e '.[dev,hub]')"
     if not CHP.exists():
         return "configurable-http-proxy is not installed (npm ci in tests/hub)"
+    if sys.platform != "linux" or os.geteuid() != 0:
+        return "the one-machine recipe's hub runs as root (it starts each person's pod as their own Unix user)"
+    if shutil.which("adduser") is None or shutil.which("deluser") is None:
+        return "adduser and deluser are not installed (Debian's adduser package)"
+    if not _readable_by_all(ROOT / "pyproject.toml"):
+        return f"the checkout is not readable by other users, whose pods run its code: chmod o+rx {ROOT}"
+    if _base_python() is None:
+        return "no Python every user can run with venv (Debian: apt-get install python3-venv)"
     return None
+
+
+def shared_install() -> Path:
+    """The recipe's /opt/openab for this checkout: a venv every person can read, with ``openab-browser[hub]`` at
+    the versions of constraints.txt, this checkout installed editable (so the pods run the code under test). Made
+    once per checkout and dependency set, under a lock (two test runs may ask at once)."""
+    key = hashlib.sha256(b"\0".join([str(ROOT).encode(), (ROOT / "pyproject.toml").read_bytes(),
+                                     (ROOT / "constraints.txt").read_bytes()])).hexdigest()[:12]
+    venv = Path("/var/tmp") / f"openab-hub-{key}"
+    lock = Path("/var/tmp") / "openab-hub.lock"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not (venv / "bin" / "openab").exists():
+            python = _base_python()
+            assert python is not None, available()
+            shutil.rmtree(venv, ignore_errors=True)
+            # An install, like /opt: readable by everyone, written by root only.
+            old = os.umask(0o022)
+            try:
+                subprocess.run([str(python), "-m", "venv", str(venv)], check=True, capture_output=True, timeout=120)
+                made = subprocess.run(
+                    [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+                     "-c", str(ROOT / "constraints.txt"), "-e", f"{ROOT}[hub]"],
+                    capture_output=True, text=True, timeout=900)
+            finally:
+                os.umask(old)
+            if made.returncode != 0:
+                shutil.rmtree(venv, ignore_errors=True)
+                raise AssertionError(f"the shared install failed: {made.stderr[-2000:]}")
+    return venv
 
 
 @dataclass
@@ -76,18 +144,20 @@ class Hub:
     culler_token: str
     metrics_token: str
     process: subprocess.Popen[bytes]
-    proxy_api: str = ""
-    proxy_token: str = ""
+    proxy: subprocess.Popen[bytes]
+    proxy_api: str
+    proxy_token: str
+    command: list[str] = field(repr=False)  # the hub's command line, from the recipe's unit
+    env: Mapping[str, str] = field(repr=False)  # the hub's environment, as the unit gives it
+    people: tuple[str, ...] = PEOPLE
     culler: subprocess.Popen[bytes] | None = None
     minted: list[str] = field(default_factory=list)  # every token made, for the log scan
-    proxy: subprocess.Popen[bytes] | None = None  # the proxy the test runs apart from the hub (proxy_apart)
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # the hub's environment, for a restart
     pids: dict[str, int] = field(default_factory=dict)  # each pod's process, as the hub's state names it
 
     def start_hub(self) -> None:
         """Starts the hub process (the same config, database and environment as before) and waits for it to
         answer through the proxy."""
-        self.process = _launch_hub(self.folder, self.env)
+        self.process = _launch_hub(self.folder, self.command, self.env)
         self.wait_up()
 
     def wait_up(self) -> None:
@@ -98,16 +168,16 @@ class Hub:
             except httpx.HTTPError:
                 return False
 
-        eventually_sync(up, timeout=30, interval=0.1, what=lambda: f"the hub answering: {self.log_tail()}")
+        eventually_sync(up, timeout=60, interval=0.1, what=lambda: f"the hub answering: {self.log_tail()}")
 
     def stop_hub(self) -> None:
-        """Stops the hub process as Kubernetes stops its pod (SIGTERM); with ``proxy_apart`` the proxy and the pods
-        go on without it."""
+        """Stops the hub process as systemd stops its unit (SIGTERM to the hub alone): the proxy and the pods go
+        on without it."""
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.kill()
             self.process.wait(10)
 
     def client(self) -> httpx.Client:
@@ -128,13 +198,18 @@ class Hub:
         server = self.user(name).get("servers", {}).get("")
         return bool(server and server.get("ready"))
 
+    def last_activity(self, name: str) -> datetime | None:
+        """When ``name``'s pod last told the hub it was in use."""
+        stamp = self.user(name).get("servers", {}).get("", {}).get("last_activity")
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
+
     def stopped(self, name: str) -> bool:
         return "" not in self.user(name).get("servers", {})
 
-    def start(self, name: str) -> None:
+    def start(self, name: str, *, timeout: float = 60) -> None:
         response = self.request("POST", f"/users/{name}/server")
         assert response.status_code in (201, 202), response.text
-        eventually_sync(lambda: self.running(name), timeout=30, interval=0.1,
+        eventually_sync(lambda: self.running(name), timeout=timeout, interval=0.1,
                         what=lambda: f"{name}'s pod ready: {self.log_tail()}")
         self.pids[name] = self.pod_pid(name)
 
@@ -142,11 +217,12 @@ class Hub:
         """The process of ``name``'s pod, from the state the hub keeps in its database."""
         return int(self.user(name)["servers"][""]["state"]["pid"])
 
+    def home(self, name: str) -> Path:
+        return Path(pwd.getpwnam(name).pw_dir)
+
     def start_slowly(self, name: str) -> None:
         """``name``'s pod takes :data:`SLOW_START` seconds more to start from now on."""
-        home = self.folder / "home" / name
-        home.mkdir(mode=0o700, parents=True, exist_ok=True)
-        (home / "start-slowly").touch(mode=0o600)
+        (self.home(name) / "start-slowly").touch(mode=0o644)
 
     def token(self, name: str, scopes: list[str] | None = None) -> tuple[str, str]:
         """A new API token of ``name`` (its id, its value): with ``scopes`` only those, else what the hub gives a
@@ -168,6 +244,8 @@ class Hub:
         return self.public.replace("http", "ws", 1) + f"/user/{name}/acp"
 
     def start_culler(self, timeout: int, every: int) -> None:
+        """One more culler run by hand with the recipe's culler credential (its four scopes), as a one-off pass
+        an admin times; the recipe's own culler runs as the hub's service all along."""
         env = {**os.environ, "JUPYTERHUB_API_TOKEN": self.culler_token}
         log = (self.folder / "culler.log").open("ab")
         self.culler = subprocess.Popen(
@@ -192,78 +270,87 @@ class Hub:
         return "\n".join(text.splitlines()[-lines:])
 
     def logs(self) -> str:
-        """Every log the hub, its proxy, the culler and the pods wrote."""
+        """Every log the hub (its culler service and the pods it started included) and its proxy wrote."""
         return "\n".join(p.read_text(errors="replace") for p in self.folder.glob("*.log"))
 
 
-def _config(folder: Path, *, public_port: int, hub_port: int, proxy_api_port: int,
-            admin: str, culler: str, metrics: str, proxy_apart: bool) -> str:
-    openab = Path(sys.executable).parent / "openab"
-    start = (f'if [ -e "$HOME/start-slowly" ]; then sleep {SLOW_START}; fi; '
-             f"exec {shlex.quote(str(openab))} run --jupyterhub")
-    pod_env = {
-        "OPENAB_HUB_ACTIVITY_INTERVAL": str(ACTIVITY_INTERVAL),
-        "OPENAB_HUB_AUTH_CACHE_SECS": str(AUTH_CACHE_SECS),
-    }
-    apart = textwrap.dedent("""
-        # As Zero to JupyterHub runs it: the proxy is a process of its own, which the hub finds at api_url with the
-        # same CONFIGPROXY_AUTH_TOKEN, and a hub that stops leaves every pod running.
-        c.ConfigurableHTTPProxy.should_start = False
-        c.JupyterHub.cleanup_servers = False
-    """) if proxy_apart else ""
+def _unit(name: str) -> dict[str, str]:
+    """The [Service] settings of one of the recipe's unit files."""
+    settings: dict[str, str] = {}
+    for line in (RECIPE / name).read_text().splitlines():
+        key, equals, value = line.partition("=")
+        if equals and not line.startswith("#"):
+            settings[key.strip()] = value.strip()
+    return settings
+
+
+def _replaced(text: str, replacements: Mapping[str, str]) -> str:
+    """``text`` with each of ``replacements``, every one of which must occur: a recipe that moved a port or a
+    path fails here, not in a hub that listens somewhere else."""
+    for old, new in replacements.items():
+        assert old in text, f"the recipe no longer says {old!r}: update tests/hub_harness.py"
+        text = text.replace(old, new)
+    return text
+
+
+def _machine_overlay(folder: Path, ports: Mapping[str, int], people: Sequence[str], *, admin: str, culler: str,
+                     metrics: str, cull_timeout: int | None) -> str:
+    """What this test's machine sets after the recipe: nothing of how people are kept apart or of the culler's
+    scopes."""
+    culling = textwrap.dedent(f"""
+        # The culler's timeout shortened to the test's bound (the recipe: an hour, checked every 5 minutes).
+        for service in c.JupyterHub.services:
+            if service["name"] == "idle-culler":
+                service["command"] = [a for a in service["command"] if not a.startswith(("--timeout", "--cull"))]
+                service["command"] += ["--timeout={cull_timeout}", "--cull-every=1"]
+    """) if cull_timeout is not None else ""
     return textwrap.dedent(f"""
-        c = get_config()  # noqa: F821
-        c.JupyterHub.bind_url = "http://127.0.0.1:{public_port}"
-        c.JupyterHub.public_url = "http://127.0.0.1:{public_port}"
-        c.JupyterHub.hub_bind_url = "http://127.0.0.1:{hub_port}"
-        c.ConfigurableHTTPProxy.command = [{str(CHP)!r}]
-        c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{proxy_api_port}"
-        c.ConfigurableHTTPProxy.debug = False
-        c.JupyterHub.db_url = "sqlite:///{folder}/hub.sqlite"
-        c.JupyterHub.cookie_secret_file = "{folder}/cookie_secret"
-        c.JupyterHub.cleanup_servers = True
-        c.JupyterHub.authenticator_class = "dummy"
-        c.Authenticator.allowed_users = {set(PEOPLE)!r}
-        c.JupyterHub.spawner_class = "simple"
-        c.SimpleLocalProcessSpawner.home_dir_template = "{folder}/home/{{username}}"
-        # A pod whose home has start-slowly takes a few seconds more to start, as one on Kubernetes does (its image
-        # pulled, its volume attached): long enough for a panel to be seen saying so.
-        c.Spawner.cmd = ["/bin/sh", "-c", {start!r}]
-        c.Spawner.environment = {pod_env!r}
-        c.Spawner.start_timeout = 30
-        c.Spawner.http_timeout = 30
-        c.JupyterHub.services = [
-            {{"name": "test-admin", "api_token": {admin!r}}},
-            {{"name": "idle-culler", "api_token": {culler!r}}},
-            {{"name": "prometheus", "api_token": {metrics!r}}},
-        ]
+
+        # -- The test's machine (tests/hub_harness.py) ------------------------------------------------------------
+        c.JupyterHub.bind_url = "http://127.0.0.1:{ports["public"]}"
+        c.JupyterHub.public_url = "http://127.0.0.1:{ports["public"]}"
+        c.JupyterHub.hub_bind_url = "http://127.0.0.1:{ports["hub"]}"
+        c.ConfigurableHTTPProxy.api_url = "http://127.0.0.1:{ports["proxy_api"]}"
+        c.JupyterHub.db_url = "sqlite:///{folder}/jupyterhub.sqlite"
+        c.JupyterHub.cookie_secret_file = "{folder}/jupyterhub_cookie_secret"
+        c.Authenticator.allowed_users = {set(people)!r}
+        c.Spawner.environment = {{"OPENAB_HUB_ACTIVITY_INTERVAL": "{ACTIVITY_INTERVAL}",
+                                  "OPENAB_HUB_AUTH_CACHE_SECS": "{AUTH_CACHE_SECS}"}}
+        # A pod whose home has start-slowly takes a few seconds more to start, as one on Kubernetes does (its
+        # image pulled, its volume attached): long enough for a panel to be seen saying so.
+        c.Spawner.cmd = ["/bin/sh", "-c", 'if [ -e "$HOME/start-slowly" ]; then sleep {SLOW_START}; fi; exec "$@"',
+                         "sh", *c.Spawner.cmd]
+        # The culler's credential known to the test too, to time a pass of its own (Hub.start_culler).
+        for service in c.JupyterHub.services:
+            if service["name"] == "idle-culler":
+                service["api_token"] = {culler!r}
+        c.JupyterHub.services = [*c.JupyterHub.services,
+                                 {{"name": "test-admin", "api_token": {admin!r}}},
+                                 {{"name": "prometheus", "api_token": {metrics!r}}}]
         c.JupyterHub.load_roles = [
+            *c.JupyterHub.load_roles,
             {{"name": "test-admin", "services": ["test-admin"],
               "scopes": ["admin:users", "admin:servers", "admin:server_state", "tokens", "read:users"]}},
-            {{"name": "idle-culler", "services": ["idle-culler"],
-              "scopes": ["list:users", "read:users:activity", "read:servers", "delete:servers"]}},
             {{"name": "prometheus", "services": ["prometheus"], "scopes": ["read:metrics"]}},
         ]
-    """) + apart
+    """) + culling
 
 
-def _launch_hub(folder: Path, env: Mapping[str, str]) -> subprocess.Popen[bytes]:
+def _launch_hub(folder: Path, command: Sequence[str], env: Mapping[str, str]) -> subprocess.Popen[bytes]:
     with (folder / "hub.log").open("ab") as log:
-        return subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(folder / "jupyterhub_config.py")],
-                                cwd=folder, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+        return subprocess.Popen(list(command), cwd=folder, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
                                 start_new_session=True)
 
 
-def _start_proxy(folder: Path, env: Mapping[str, str], *, public_port: int, hub_port: int,
-                 proxy_api_port: int) -> subprocess.Popen[bytes]:
-    """configurable-http-proxy as Zero to JupyterHub's proxy pod runs it: every path it has no route for goes to
-    the hub, and its error pages too."""
-    hub = f"http://127.0.0.1:{hub_port}"
+def _start_proxy(folder: Path, env: Mapping[str, str], ports: Mapping[str, int]) -> subprocess.Popen[bytes]:
+    """configurable-http-proxy with the arguments of the recipe's unit, on the test's ports."""
+    line = _replaced(_unit("configurable-http-proxy.service")["ExecStart"], {
+        "/usr/local/bin/configurable-http-proxy": shlex.quote(str(CHP)),
+        "--port=8000": f"--port={ports['public']}", "--api-port=8001": f"--api-port={ports['proxy_api']}",
+        "http://127.0.0.1:8081": f"http://127.0.0.1:{ports['hub']}"})
     with (folder / "proxy.log").open("ab") as log:
-        return subprocess.Popen(
-            [str(CHP), "--ip=127.0.0.1", f"--port={public_port}", "--api-ip=127.0.0.1",
-             f"--api-port={proxy_api_port}", f"--default-target={hub}", f"--error-target={hub}/hub/error",
-             "--log-level=warn"], env=dict(env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(shlex.split(line), env=dict(env), stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
 
 
 def _wait_proxy(proxy: subprocess.Popen[bytes], api: str, token: str) -> None:
@@ -278,91 +365,142 @@ def _wait_proxy(proxy: subprocess.Popen[bytes], api: str, token: str) -> None:
 
 def _subreaper(on: bool) -> None:
     """While on, a process whose parent goes (a pod, once the hub that started it is stopped) becomes this one's
-    child, so it is reaped here when it stops: PID 1 of a container may reap nobody, and a zombie pod looks alive
-    to the hub, which would wait its whole kill timeout for it."""
-    if sys.platform == "linux":
-        set_child_subreaper = 36  # PR_SET_CHILD_SUBREAPER
-        ctypes.CDLL(None, use_errno=True).prctl(set_child_subreaper, int(on), 0, 0, 0)
+    child, so it is reaped here when it stops, as systemd reaps it: a zombie pod looks alive to the hub, which
+    would wait its whole kill timeout for it."""
+    set_child_subreaper = 36  # PR_SET_CHILD_SUBREAPER
+    ctypes.CDLL(None, use_errno=True).prctl(set_child_subreaper, int(on), 0, 0, 0)
 
 
 def _gone(pid: int) -> bool:
+    """``pid`` ended: reaped, or a zombie its parent (the hub) has not reaped yet."""
     with contextlib.suppress(ChildProcessError):  # not this process's child: its parent (the hub) reaps it
         os.waitpid(pid, os.WNOHANG)
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
         return True
-    return False
+    return stat_line.rpartition(")")[2].split()[0] == "Z"
+
+
+def _all_gone(pids: Sequence[int]) -> bool:
+    return all([_gone(pid) for pid in pids])  # each one reaped, not only the first alive
+
+
+def _processes_of(uid: int) -> list[int]:
+    """The live processes running as ``uid``."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError):
+            lines = status.read_text().splitlines()
+            state = next(line for line in lines if line.startswith("State:")).split()[1]
+            real_uid = int(next(line for line in lines if line.startswith("Uid:")).split()[1])
+            if real_uid == uid and state != "Z":
+                found.append(int(status.parent.name))
+    return found
 
 
 def _stop_pods(hub: Hub) -> None:
-    """Stops every pod through the hub (a hub started again stops the pods it picked up), else by its pid. The
-    hub's answer waits until the pod is gone, so the pods this process is the parent of are reaped meanwhile."""
-    for name, pid in hub.pids.items():
-        asked: threading.Thread | None = None
-        if hub.process.poll() is None:
+    """Stops every pod through the hub, as an admin would (each drains like a SIGTERM), then whatever a test
+    person still runs. The hub's answer waits until the pod is gone, so the pods this process is the parent of
+    are reaped meanwhile."""
+    asked = []
+    if hub.process.poll() is None:
+        for name in hub.people:
             def ask(name: str = name) -> None:
                 with contextlib.suppress(httpx.HTTPError):
                     hub.request("DELETE", f"/users/{name}/server")
 
-            asked = threading.Thread(target=ask, daemon=True)
-            asked.start()
-        gone = functools.partial(_gone, pid)
+            asked.append(threading.Thread(target=ask, daemon=True))
+            asked[-1].start()
+    for name in hub.people:
+        uid = pwd.getpwnam(name).pw_uid
+        all_gone = functools.partial(_all_gone, _processes_of(uid))
         with contextlib.suppress(TimeoutError):
-            eventually_sync(gone, timeout=15, interval=0.1, what=f"{name}'s pod stopped by the hub")
-        if asked is not None:
-            asked.join(15)
-        if not gone():
+            eventually_sync(all_gone, timeout=15, interval=0.1, what=f"{name}'s pod stopped by the hub")
+        left = _processes_of(uid)
+        for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            eventually_sync(gone, timeout=10, interval=0.1, what=f"{name}'s pod killed")
+        eventually_sync(functools.partial(_all_gone, left), timeout=10, interval=0.1,
+                        what=f"{name}'s processes killed")
+    for thread in asked:
+        thread.join(15)
 
 
 @contextlib.contextmanager
-def running_hub(folder: Path, *, proxy_apart: bool = False) -> Iterator[Hub]:
-    """A hub with its proxy on 127.0.0.1, both people created; stopped (pods and proxy with it) on exit. With
-    ``proxy_apart``, the proxy is the test's own process and the hub may be stopped and started again."""
-    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    (folder / "home").mkdir(mode=0o700, exist_ok=True)
-    public_port, hub_port, proxy_api_port = free_port(), free_port(), free_port()
-    admin, culler, metrics = (secrets.token_hex(32) for _ in range(3))
-    config = folder / "jupyterhub_config.py"
-    config.write_text(_config(folder, public_port=public_port, hub_port=hub_port, proxy_api_port=proxy_api_port,
-                              admin=admin, culler=culler, metrics=metrics, proxy_apart=proxy_apart))
-    config.chmod(0o600)
-    proxy_token = secrets.token_hex(32)
-    env = {**os.environ, "CONFIGPROXY_AUTH_TOKEN": proxy_token}
-    proxy: subprocess.Popen[bytes] | None = None
-    if proxy_apart:
-        _subreaper(True)
-        proxy = _start_proxy(folder, env, public_port=public_port, hub_port=hub_port, proxy_api_port=proxy_api_port)
-        try:
-            _wait_proxy(proxy, f"http://127.0.0.1:{proxy_api_port}", proxy_token)
-        except BaseException:
-            proxy.kill()
-            proxy.wait(10)
-            raise
-    hub = Hub(folder, f"http://127.0.0.1:{public_port}", f"http://127.0.0.1:{public_port}/hub/api",
-              admin, culler, metrics, _launch_hub(folder, env), proxy_api=f"http://127.0.0.1:{proxy_api_port}",
-              proxy_token=proxy_token, minted=[admin, culler, metrics, proxy_token], proxy=proxy, env=env)
+def unix_people(people: Sequence[str]) -> Iterator[None]:
+    """The people as Unix users, made as the recipe says (``adduser``), marked as the test's; those made here are
+    removed on exit with their homes. A real account of the same name is never touched."""
+    made = []
     try:
-        hub.wait_up()
-        for name in PEOPLE:
-            response = hub.request("POST", f"/users/{name}")
-            assert response.status_code in (201, 409), response.text
-        yield hub
+        for name in people:
+            try:
+                known = pwd.getpwnam(name)
+            except KeyError:
+                subprocess.run(["adduser", "--quiet", "--disabled-password", "--gecos", PERSON_MARK, name],
+                               check=True, capture_output=True, timeout=60)
+                made.append(name)
+            else:
+                assert known.pw_gecos.split(",")[0] == PERSON_MARK, (
+                    f"a Unix user {name!r} exists that the test did not make: not touching it")
+        yield
     finally:
-        hub.stop_culler()
+        for name in made:
+            subprocess.run(["deluser", "--quiet", "--remove-home", name], capture_output=True, timeout=60)
+
+
+@contextlib.contextmanager
+def running_hub(folder: Path, *, people: Sequence[str] = PEOPLE, cull_timeout: int | None = None) -> Iterator[Hub]:
+    """The recipe's hub and proxy on 127.0.0.1, ``people`` made Unix users and hub users; on exit every pod, the
+    hub and the proxy stopped and the people removed, and no token of anyone's (the people's, the pods' own or the
+    services') may have reached a log. With ``cull_timeout`` the recipe's culler stops a pod idle that many
+    seconds."""
+    checked = False
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    venv = shared_install()
+    ports = {"public": free_port(), "hub": free_port(), "proxy_api": free_port()}
+    admin, culler, metrics, proxy_token = (secrets.token_hex(32) for _ in range(4))
+    config = folder / "jupyterhub_config.py"
+    config.write_text((RECIPE / "jupyterhub_config.py").read_text() + _machine_overlay(
+        folder, ports, people, admin=admin, culler=culler, metrics=metrics, cull_timeout=cull_timeout))
+    config.chmod(0o600)
+    # The units' EnvironmentFile, as systemd reads it.
+    env_file = folder / "proxy.env"
+    env_file.write_text(f"CONFIGPROXY_AUTH_TOKEN={proxy_token}\n")
+    env_file.chmod(0o600)
+    hub_unit = _unit("jupyterhub.service")
+    env = {**os.environ, **dict(line.split("=", 1) for line in env_file.read_text().splitlines())}
+    command = shlex.split(_replaced(hub_unit["ExecStart"], {"/opt/openab": str(venv),
+                                                            "/etc/openab-hub": str(folder)}))
+    with unix_people(people):
+        _subreaper(True)
+        proxy = _start_proxy(folder, env, ports)
         try:
-            if proxy_apart:  # the hub stops no pod on its way out (cleanup_servers off): they are stopped first
-                _stop_pods(hub)
+            _wait_proxy(proxy, f"http://127.0.0.1:{ports['proxy_api']}", proxy_token)
+            hub = Hub(folder, f"http://127.0.0.1:{ports['public']}", f"http://127.0.0.1:{ports['public']}/hub/api",
+                      admin, culler, metrics, _launch_hub(folder, command, env), proxy,
+                      f"http://127.0.0.1:{ports['proxy_api']}", proxy_token, command, env, tuple(people),
+                      minted=[admin, culler, metrics, proxy_token])
+            try:
+                hub.wait_up()
+                for name in people:  # the hub made each allowed person its user at start
+                    hub.user(name)
+                yield hub
+                checked = True
+            finally:
+                hub.stop_culler()
+                try:
+                    _stop_pods(hub)
+                finally:
+                    if hub.process.poll() is None:
+                        hub.stop_hub()
         finally:
-            if hub.process.poll() is None:
-                hub.stop_hub()
-            if hub.proxy is not None:
-                _stop(hub.proxy)
-            if proxy_apart:
-                _subreaper(False)
+            _stop(proxy)
+            _subreaper(False)
+    if checked:
+        logs = hub.logs()
+        leaked = [t[:6] for t in hub.minted if t in logs]
+        assert not leaked, f"tokens in the logs (their first characters): {leaked}"
 
 
 def ws_handshake(url: str, token: str | None, *, extra: dict[str, str] | None = None,
@@ -415,12 +553,8 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 
 @contextlib.contextmanager
 def two_people(folder: Path) -> Iterator[Hub]:
-    """The hub with alice's and bob's pods started. On the way out, no token of anyone's (the people's, the pods'
-    own or the services') may have reached a log."""
+    """The hub with alice's and bob's pods started."""
     with running_hub(folder) as running:
         running.start("alice")
         running.start("bob")
         yield running
-        logs = running.logs()
-    leaked = [t[:6] for t in running.minted if t in logs]
-    assert not leaked, f"tokens in the logs (their first characters): {leaked}"

@@ -76,7 +76,7 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_install_line_names_our_distribution() -> None:
-    for doc in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docker").glob("*"))):
+    for doc in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docker").rglob("*"))):
         if doc.is_file():
             for name in INSTALL_LINE.findall(doc.read_text(errors="replace")):
                 assert name.split("[")[0] == OURS, f"{doc.name}: pip install {name}"

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import itertools
 import json
+import pwd
+import subprocess
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,9 +25,6 @@ from waits import eventually, eventually_sync
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
 
-# The culler's bound in the test: a pod with no activity reported for this long is stopped.
-CULL_TIMEOUT = 4
-NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +64,45 @@ async def test_each_person_opens_their_own_pod_through_the_hub(hub: Hub) -> None
             assert init["result"]["protocolVersion"] == 1
             new = await acp_request(ws, 2, "session/new", {"cwd": "/", "mcpServers": []})
             assert new["result"]["sessionId"].startswith("sess_")
+
+
+def _uid_of(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line for line in status.splitlines() if line.startswith("Uid:")).split()[1])
+
+
+def _as(person: str, *argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(argv, user=person, capture_output=True, text=True, timeout=30, cwd="/")
+
+
+def test_each_pod_runs_as_its_person_and_no_one_reads_anothers_state(hub: Hub) -> None:
+    """The recipe's spawner: each pod is its person's own Unix user, so what one person's agent runs (as that
+    user) cannot read the other's pod state, keys or home, by the kernel's word."""
+    for person in ("alice", "bob"):
+        uid = pwd.getpwnam(person).pw_uid
+        assert _uid_of(hub.pids[person]) == uid
+        # On a port of the person's own (the recipe's 20000 + uid), never a random one two starts could share.
+        assert hub.pod_address(person) == f"http://127.0.0.1:{20000 + uid}"
+    state = hub.home("bob") / ".local" / "state" / "openab"
+    files = [f for f in state.rglob("*") if f.is_file()]
+    assert files, f"bob's pod keeps its state in {state}"
+    for f in files:
+        refused = _as("alice", "cat", str(f))
+        assert refused.returncode != 0 and "Permission denied" in refused.stderr, (f, refused)
+    for folder in (hub.home("bob"), state):
+        listed = _as("alice", "ls", str(folder))
+        assert listed.returncode != 0 and "Permission denied" in listed.stderr, (folder, listed)
+    # The same commands work for the owner: the refusals above are the kernel's, not a wrong path.
+    own = next(f for f in (hub.home("alice") / ".local" / "state" / "openab").rglob("*") if f.is_file())
+    assert _as("alice", "cat", str(own)).returncode == 0
+
+
+def test_each_pod_tells_the_hub_its_jupyterhub_version(hub: Hub) -> None:
+    import jupyterhub
+
+    answer = httpx.get(f"{hub.public}/user/alice/", trust_env=False, timeout=15, follow_redirects=False)
+    assert answer.headers.get("X-JupyterHub-Version") == jupyterhub.__version__
+    assert "Single-user server has no version header" not in hub.logs()
 
 
 def test_each_pod_names_where_to_pair_its_panel(hub: Hub) -> None:
@@ -143,54 +180,6 @@ def test_the_hubs_prometheus_credential_scrapes_each_pod_and_a_persons_token_doe
         assert client.get(f"{pod}/acp").status_code == 404
         assert ws_handshake(f"{pod.replace('http', 'ws', 1)}/acp", alice)[0] == 404
         assert client.get(f"{pod}/user/bob/acp").status_code == 404
-
-
-def _last_activity(hub: Hub, person: str) -> datetime | None:
-    stamp = hub.user(person).get("servers", {}).get("", {}).get("last_activity")
-    return datetime.fromisoformat(stamp.replace("Z", "+00:00")) if stamp else None
-
-
-@pytest.mark.anyio
-async def test_the_culler_stops_only_the_idle_pod_and_the_hub_starts_it_again(hub: Hub) -> None:
-    _, alice = hub.token("alice")
-    _, bob = hub.token("bob")
-    opened = datetime.now(UTC).replace(microsecond=0)
-    async with connect(hub, "alice", alice) as ws:
-        await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        # The pod tells the hub of the socket at once, so the culler's first look already sees it in use.
-        await eventually(lambda: (_last_activity(hub, "alice") or NEVER) >= opened, timeout=5, interval=0.1,
-                         what=lambda: f"alice's socket told to the hub: {hub.user('alice')}")
-        hub.start_culler(timeout=CULL_TIMEOUT, every=1)
-        # bob's pod has no socket and reports nothing: the culler stops it.
-        await eventually(lambda: hub.stopped("bob"), timeout=CULL_TIMEOUT + 20,
-                         what=lambda: f"bob's idle pod culled: {hub.log_tail()}", interval=0.25)
-        culled = datetime.now(UTC)
-        # alice's socket is activity: her pod tells the hub, and it is still running a whole culler timeout
-        # (four of its rounds) after bob's was stopped.
-        await eventually(lambda: (_last_activity(hub, "alice") or culled) > culled + timedelta(seconds=CULL_TIMEOUT),
-                         timeout=CULL_TIMEOUT + 20, interval=0.25,
-                         what=lambda: f"alice's pod reporting activity: {hub.user('alice')}")
-        assert hub.running("alice")
-        answer = await acp_request(ws, 2, "session/new", {"cwd": "/", "mcpServers": []})
-        assert "result" in answer
-    hub.stop_culler()
-
-    # bob's panel asks for his pod: the hub answers for the stopped pod with 424, and a JSON message.
-    # The hub sends /user/bob/... on to /hub/user/bob/..., which a browser's fetch follows.
-    async with httpx.AsyncClient(timeout=15, trust_env=False, follow_redirects=True) as client:
-        http_url = hub.acp_url("bob").replace("ws", "http", 1)
-        stopped = await client.get(http_url, headers={"Authorization": f"Bearer {bob}"})
-        assert stopped.status_code == 424, stopped.text
-        asked_json = await client.get(http_url, headers={"Authorization": f"Bearer {bob}",
-                                                         "Accept": "application/json"})
-        assert asked_json.status_code == 424 and "no longer running" in asked_json.json()["message"]
-        # His own token may start it again, as the panel does.
-        started = await client.post(f"{hub.api}/users/bob/server", headers={"Authorization": f"token {bob}"})
-        assert started.status_code in (201, 202), started.text
-    await eventually(lambda: hub.running("bob"), timeout=30, interval=0.25, what="bob's pod started again")
-    async with connect(hub, "bob", bob) as ws:
-        init = await acp_request(ws, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
-        assert init["result"]["protocolVersion"] == 1
 
 
 def test_a_pod_without_the_hubs_environment_refuses_to_start(tmp_path: Path) -> None:
