@@ -380,7 +380,7 @@ async def turn(lane: Lane, number: int, tally: Tally, *, first: bool = False) ->
             take(lane.inbox.get_nowait())
         result = request.result()
     except RemoteError as exc:
-        tally.errors[f"turn refused: {exc.code}"] += 1
+        tally.errors[f"turn refused: {exc.code} {exc.message}"[:160]] += 1
         return True
     except TimeoutError:
         tally.errors["turn timed out"] += 1
