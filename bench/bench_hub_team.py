@@ -67,6 +67,8 @@ CALLS_PER_TURN = 4
 TURN_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 60.0
 PROBE_EVERY = 0.2
+# How often the hub's list of servers is read while pods start or stop: each read costs the hub a page of users.
+WATCH_EVERY = 1.0
 # Bounds of a start phase and of the stops: far past any start the recipe's own timeouts let through.
 START_BOUND = 900.0
 STOP_BOUND = 300.0
@@ -190,7 +192,7 @@ def start_pods(hub: Hub, people: Sequence[str], stagger: float, probe: HubProbe)
                     accepted.discard(name)
                     refusals["spawn failed"] += 1
                     pool.submit(ask, name)
-                time.sleep(0.25)
+                time.sleep(WATCH_EVERY)
 
         watching = pool.submit(watch)
         for number, name in enumerate(people):
@@ -215,7 +217,7 @@ def stop_pods(hub: Hub, people: Sequence[str]) -> dict[str, Any]:
     with ThreadPoolExecutor(max_workers=16) as pool:
         answers = list(pool.map(lambda name: hub.request("DELETE", f"/users/{name}/server").status_code, people))
     while servers(hub) and time.perf_counter() - began < STOP_BOUND:
-        time.sleep(0.25)
+        time.sleep(WATCH_EVERY)
     return {"all_stopped_s": round(time.perf_counter() - began, 1), "left": len(servers(hub)),
             "answers": dict(collections.Counter(str(a) for a in answers))}
 
@@ -271,12 +273,12 @@ def pod_memory(pods: dict[str, Pod]) -> dict[str, Any]:
             "gateway_pss_mib": spread(gateways), "per_agent_pss_mib": spread(agents)}
 
 
-def cpu_by_part(pods: dict[str, Pod]) -> dict[str, float]:
-    """CPU seconds so far of every process this run started, by part: the pods' gateways, their agents, the hub,
-    its proxy, the culler, and this process (the team's scripted browsers)."""
+def parts(pods: dict[str, Pod]) -> dict[str, list[int]]:
+    """Every process this run started, by part: the pods' gateways, their agents, the hub, its proxy, the culler,
+    and this process (the team's scripted browsers)."""
     kids = process_tree.children()
     pod_trees = {pid for pod in pods.values() for pid in process_tree.descendants(pod.pid, kids)}
-    parts: dict[str, float] = collections.defaultdict(float)
+    found: dict[str, list[int]] = collections.defaultdict(list)
     for pid in process_tree.descendants(os.getpid(), kids):
         command = process_tree.cmdline(pid)
         if pid == os.getpid():
@@ -291,8 +293,19 @@ def cpu_by_part(pods: dict[str, Pod]) -> dict[str, float]:
             part = "hub"
         else:
             part = "other"
-        parts[part] += process_tree.cpu_seconds(pid)
-    return dict(parts)
+        found[part].append(pid)
+    return found
+
+
+def cpu_by_part(pods: dict[str, Pod]) -> dict[str, float]:
+    """CPU seconds so far, by part."""
+    return {part: sum(process_tree.cpu_seconds(pid) for pid in pids) for part, pids in parts(pods).items()}
+
+
+def hub_memory(pods: dict[str, Pod]) -> dict[str, float]:
+    """What the hub and its proxy hold (RSS, MiB): they grow with the people, the pods do not share it."""
+    found = parts(pods)
+    return {part: round(sum(process_tree.rss_kib(pid) for pid in found[part]) / 1024, 1) for part in ("hub", "proxy")}
 
 
 # -- the team's load ----------------------------------------------------------------------------------------------
@@ -447,7 +460,7 @@ async def load_phase(people: dict[str, dict[str, Lane]], pods: dict[str, Pod], t
     running = [asyncio.ensure_future(person(i, lanes, deadline)) for i, lanes in enumerate(people.values())]
     await asyncio.sleep(duration / 2)
     busy = await asyncio.to_thread(pod_memory, pods)
-    available = process_tree.available_mib()
+    available, hub_rss = process_tree.available_mib(), hub_memory(pods)
     await asyncio.gather(*running)
     elapsed = time.perf_counter() - started
     cpu_after, machine_after = cpu_by_part(pods), process_tree.MachineCpu.now()
@@ -459,6 +472,7 @@ async def load_phase(people: dict[str, dict[str, Lane]], pods: dict[str, Pod], t
         "tool_call": paths_compared(tally.calls), "turn": paths_compared(tally.turns),
         "slowest_turn": {"s": round(tally.slowest[0], 2), "who": tally.slowest[1]},
         "busy_memory": busy, "machine_memory_available_mib": round(available),
+        "hub_and_proxy_rss_mib": hub_rss,
         "cpu_s": cpu, "cpu_ms_per_call": {part: round(s * 1000 / max(calls, 1), 2) for part, s in cpu.items()},
         "machine_cpu": machine_after.since(machine_before, elapsed), "hub_api_during": probe.between(started, deadline),
         "errors": dict(tally.errors),
@@ -542,7 +556,7 @@ def culler(hub: Hub, people: Sequence[str], closed: float) -> dict[str, Any]:
     began = time.perf_counter()
     every = cull_pass(hub, IDLE_BEFORE_CULL // 2)
     while servers(hub) and time.perf_counter() - began < STOP_BOUND:
-        time.sleep(0.25)
+        time.sleep(WATCH_EVERY)
     return {"users": len(people), "nothing_to_cull": nothing, "cull_all": every,
             "all_stopped_s": round(time.perf_counter() - began, 1), "left_running": len(servers(hub))}
 
