@@ -251,6 +251,52 @@ def test_a_torn_line_costs_only_its_own_record(tmp_path: Path) -> None:
     assert [record["tool"] for record in read_records(tmp_path)] == ["browser_back", "browser_tabs"]
 
 
+def test_the_open_log_moved_removed_or_replaced_by_a_link_is_never_written_through(tmp_path: Path) -> None:
+    """The file stays open between records: what an operator or an attacker does to its name meanwhile must
+    still count. A moved log is not written behind its new name; a removed one is started afresh; a link planted
+    in its place is not followed; a copy made readable by others is not written."""
+    log = AuditLog(tmp_path, tag=SessionNaming().tag)
+    path = tmp_path / AUDIT_FILE
+
+    def call(name: str) -> None:
+        log.tool_call("sess_x", {"name": name}, {"content": []}, 0.001)
+
+    call("browser_back")
+    moved = tmp_path / "audit-kept.jsonl"
+    path.rename(moved)
+    call("browser_snapshot")
+    assert [r["tool"] for r in map(json.loads, moved.read_text().splitlines())] == ["browser_back"]
+    assert [r["tool"] for r in read_records(tmp_path)] == ["browser_snapshot"]
+
+    path.unlink()
+    call("browser_tabs")
+    assert [r["tool"] for r in read_records(tmp_path)] == ["browser_tabs"]
+
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"")
+    path.unlink()
+    path.symlink_to(target)
+    call("browser_back")
+    assert target.read_bytes() == b"" and path.is_symlink()
+
+    path.unlink()
+    path.write_bytes(b"")
+    path.chmod(0o644)
+    call("browser_back")
+    assert path.read_bytes() == b""
+    log.close()
+
+
+def test_records_keep_their_order_and_count_across_a_close(tmp_path: Path) -> None:
+    log = AuditLog(tmp_path, tag=SessionNaming().tag)
+    for n in range(50):
+        log.tool_call("sess_x", {"name": "browser_back" if n % 2 else "browser_tabs"}, {"content": []}, 0.001)
+        if n == 25:
+            log.close()  # as a pod's shutdown does; a later record opens it again
+    assert len(list(read_records(tmp_path))) == 50
+    log.close()
+
+
 # -- `openab audit` ---------------------------------------------------------------------------------------------
 
 

@@ -32,9 +32,14 @@ down the tunnel (``"state": "running"`` and its ``"action"``, no outcome yet) an
 The same place counts each call for ``/metrics`` (:class:`CallStats`: by tool and outcome, and how long calls
 took), whether or not the records are kept (``keep=False``: the operator turned the audit file off).
 
-Writing never fails a tool call and never blocks the event loop for long: each record is one short
-``write`` on a file opened for it (so a log an operator moved or removed is started afresh); a failure is
-logged, at most once a minute, with how many records were lost.
+Writing never fails a tool call and never blocks the event loop for long: each record is one short ``write`` on
+the file, which stays open between records; before each record the name is checked to still be that file (one
+``lstat``), so a log an operator moved or removed, or a link planted in its place, is started afresh the next
+record. A failure is logged, at most once a minute, with how many records were lost.
+
+Durability: a record is in the kernel when the call's answer leaves the pod (``write`` returned), so it survives
+the pod's process being killed at any point, an OOM kill included; it is not ``fsync``ed, so a crash of the machine
+itself may lose the last seconds' records (as it would before the file was kept open).
 """
 
 from __future__ import annotations
@@ -281,6 +286,7 @@ class AuditLog:
         self._clock = clock
         self._lost = 0
         self._warned_at: float | None = None
+        self._file: _OpenFile | None = None
 
     def tool_call(
         self, session_id: str, params: Mapping[str, Any], ended: Ended, seconds: float, *,
@@ -346,31 +352,44 @@ class AuditLog:
         """Append one record; a failure is logged (rate-limited) and the record is lost, nothing is raised."""
         line = orjson.dumps(record) + b"\n"
         try:
-            fd, held = self._open_for(len(line))
+            file = self._file_for(len(line))
         except OSError as exc:
             self._lose(exc)
             return
         try:
             # A writer killed mid-record (a pod that was, or a disk that filled) left a line with no end: end it,
             # so only that record is lost and not this one too.
-            if held and os.pread(fd, 1, held - 1) != b"\n":
+            if not file.ended:
                 line = b"\n" + line
-            written = os.write(fd, line)
+            file.ended = False
+            written = os.write(file.fd, line)
+            file.size += written
             if written < len(line):
                 raise OSError(errno.ENOSPC, f"only {written} of {len(line)} bytes written")
+            file.ended = True
         except OSError as exc:
             self._lose(exc)
-        finally:
-            os.close(fd)
 
-    def _open_for(self, size: int) -> tuple[int, int]:
-        """The current file and its size, rotated first when ``size`` more bytes would take it past the bound."""
-        fd, held = _open_private(self.path)
-        if held == 0 or held + size <= self.max_bytes:
-            return fd, held
-        os.close(fd)
-        self._rotate()
-        return _open_private(self.path)
+    def close(self) -> None:
+        """Closes the file; the next record opens it again."""
+        if self._file is not None:
+            os.close(self._file.fd)
+            self._file = None
+
+    def _file_for(self, size: int) -> _OpenFile:
+        """The open file, still at its name (else opened afresh), rotated first when ``size`` more bytes would
+        take it past the bound."""
+        file = self._file
+        if file is not None and not file.still_at(self.path):
+            self.close()
+            file = None
+        if file is None:
+            file = self._file = _OpenFile.open(self.path)
+        if file.size and file.size + size > self.max_bytes:
+            self.close()
+            self._rotate()
+            file = self._file = _OpenFile.open(self.path)
+        return file
 
     def _rotate(self) -> None:
         # os.replace moves a name, never writes through it: a link planted at a rotated name is replaced too.
@@ -394,6 +413,44 @@ class AuditLog:
             "the next call tries again",
             self.path, exc.strerror or exc, self._lost,
         )
+
+
+@dataclass(slots=True)
+class _OpenFile:
+    """The audit file held open: its descriptor, which file it is, how much it holds, and whether its last line
+    ended."""
+
+    fd: int
+    device: int
+    inode: int
+    size: int
+    ended: bool
+
+    @classmethod
+    def open(cls, path: Path) -> _OpenFile:
+        fd, size = _open_private(path)
+        try:
+            st = os.fstat(fd)
+            ended = size == 0 or os.pread(fd, 1, size - 1) == b"\n"
+        except BaseException:
+            os.close(fd)
+            raise
+        return cls(fd, st.st_dev, st.st_ino, size, ended)
+
+    def still_at(self, path: Path) -> bool:
+        """``path`` still names this file (not moved, removed, or replaced by another file or a link). A file that
+        grew behind our back (a second writer, against the rule, or a test's) has its size and last line read
+        again."""
+        try:
+            st = os.lstat(path)
+        except OSError:
+            return False
+        if (st.st_dev, st.st_ino) != (self.device, self.inode):
+            return False
+        if st.st_size != self.size:
+            self.size = st.st_size
+            self.ended = st.st_size == 0 or os.pread(self.fd, 1, st.st_size - 1) == b"\n"
+        return True
 
 
 def _open_private(path: Path) -> tuple[int, int]:
