@@ -126,6 +126,19 @@ def extension() -> dict[str, Any]:
 # -- the file ---------------------------------------------------------------------------------------------------
 
 
+def plain_schema(prop: dict[str, Any], where: tuple[str, ...]) -> None:
+    """An argument every client takes: a scalar, a list that says what its items are (some clients, Gemini's, refuse
+    an array without its items), or an object that says its properties or that it takes any."""
+    assert prop.get("type") in {"string", "integer", "boolean", "array", "object"}, where
+    if prop["type"] == "array":
+        assert isinstance(prop.get("items"), dict), where
+        plain_schema(prop["items"], (*where, "items"))
+    if prop["type"] == "object":
+        assert "properties" in prop or prop.get("additionalProperties") is True, where
+        for inner, sub in prop.get("properties", {}).items():
+            plain_schema(sub, (*where, inner))
+
+
 def test_each_tool_is_an_mcp_tool_with_a_valid_schema_and_its_annotations() -> None:
     names = [tool["name"] for tool in FILE["tools"]]
     assert len(set(names)) == len(names), "tool names must be unique"
@@ -139,10 +152,7 @@ def test_each_tool_is_an_mcp_tool_with_a_valid_schema_and_its_annotations() -> N
         assert schema["type"] == "object" and isinstance(schema["properties"], dict), name
         assert set(schema.get("required", [])) <= set(schema["properties"]), name
         for argument, prop in schema["properties"].items():
-            assert prop.get("type") in {"string", "integer", "boolean", "array"}, (name, argument)
-            # A list is of strings, and says so: some clients (Gemini's) refuse an array without its items.
-            if prop["type"] == "array":
-                assert prop.get("items", {}).get("type") == "string", (name, argument)
+            plain_schema(prop, (name, argument))
         # Every hint said outright: MCP's defaults (destructive, not idempotent) are a client's guess, not ours.
         assert set(tool["annotations"]) == set(HINTS), name
         assert all(isinstance(tool["annotations"][hint], bool) for hint in HINTS), name

@@ -66,6 +66,7 @@ export class Dialogs {
     this.waiters = new Map(); // tabId -> Set<(dialog) => void>
     this.busy = new Map(); // tabId -> how many calls run there now
     this.lingering = new Map(); // tabId -> the timer that lets its session go
+    this.readers = new Set(); // others that read the same sessions (lib/devtools-capture.js)
     chrome.debugger.onEvent.addListener((source, method, params) => this._onEvent(source.tabId, method, params || {}));
     this.declined = false; // the person pressed Cancel on Chrome's debugging bar (kept across worker restarts)
     chrome.storage.session.get(DECLINED).then((got) => {
@@ -170,6 +171,8 @@ export class Dialogs {
         }
         try {
           await chrome.debugger.sendCommand({ tabId }, 'Page.enable');
+          // A reader's failure (a page that went meanwhile) leaves the dialogs watched all the same.
+          await Promise.all([...this.readers].map((r) => r.attached(tabId).catch(() => {})));
           return true;
         } catch {
           this.attached.delete(tabId);
@@ -183,6 +186,14 @@ export class Dialogs {
       timer = setTimeout(() => resolve(false), ATTACH_TIMEOUT_MS);
     });
     return Promise.race([attached, late]).finally(() => clearTimeout(timer));
+  }
+
+  /**
+   * Another reader of the agent tabs' sessions, which an extension cannot open twice: `attached(tabId)` once a
+   * session is up (awaited before the tab counts as watched), `event(tabId, method, params)` for each of its events.
+   */
+  addReader(reader) {
+    this.readers.add(reader);
   }
 
   /** Stops watching a tab (no longer the agent's, or quiet since its last call). */
@@ -258,6 +269,7 @@ export class Dialogs {
   }
 
   _onEvent(tabId, method, params) {
+    for (const r of this.readers) r.event(tabId, method, params);
     if (method === 'Page.javascriptDialogOpening') {
       const dialog = {
         type: String(params.type || 'alert'), message: String(params.message || ''),

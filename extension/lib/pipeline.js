@@ -38,6 +38,20 @@ export function actionPipeline({ maxQueue, onActivity, receipts, implementations
     exclusive(), //        2. nothing else while the person has the tab (facts.exclusive)
     toolErrors, //         3. a failure of any later stage as an isError result
     turn(onActivity), //   4. one call at a time, in order; the tab it runs in
+    ...stepStages(receipts, implementations),
+  ]);
+}
+
+/**
+ * The path of one step of a call that carries several (lib/tools-form.js), inside that call's turn: the stages
+ * after the turn, with its own errors and guard decision, so each step is taken as a call of its own would be.
+ */
+export function stepPipeline({ receipts, implementations }) {
+  return compose([resultMeta, toolErrors, ...stepStages(receipts, implementations)]);
+}
+
+function stepStages(receipts, implementations) {
+  return [
     planGate, //           5. Ask before acting: no acting step before an approved plan (facts.plan)
     receipt(receipts), //  6. the look before the step and its receipt after (facts.receipt)
     downloadsActivity, //  7. a download started meanwhile is the agent's
@@ -45,5 +59,5 @@ export function actionPipeline({ maxQueue, onActivity, receipts, implementations
     dialogs, //            9. a JavaScript dialog open or opening in the tab (facts.dialogs)
     again, //             10. a repeat of a step that may already have happened: the person decides first
     act(implementations), // 11. the implementation, which asks the guard through its ToolCall
-  ]);
+  ];
 }

@@ -21,7 +21,11 @@ import { PLAN_TOOLS } from './plan.js';
 import { FILE_TOOLS } from './tools-files.js';
 import { RealInput } from './input.js';
 import { Receipts } from './receipts.js';
-import { actionPipeline } from './pipeline.js';
+import { actionPipeline, stepPipeline } from './pipeline.js';
+import { DEV_TOOLS } from './tools-dev.js';
+import { DevCapture } from './devtools-capture.js';
+import { WEBMCP_TOOLS } from './webmcp.js';
+import { FORM_TOOLS } from './tools-form.js';
 
 export { TOOLS };
 
@@ -31,6 +35,8 @@ const ALLOWED = 'allowed'; // the guard let it run (no question, autopilot, a si
 const ASKED_ALLOWED = 'asked-allowed'; // the person was asked and said yes
 const DENIED = 'denied'; // a site rule or the person said no
 const AGAIN_RULE = 'person:again'; // the person's answer on the card of a step that may already have happened
+// Which decision a call of several steps reports: the gravest of its steps'.
+const GRAVITY = { [ALLOWED]: 0, [ASKED_ALLOWED]: 1, [DENIED]: 2 };
 
 /**
  * Each tool's implementation by its catalogue name, `(parts, args, call) => result`, from the tables of the
@@ -38,7 +44,8 @@ const AGAIN_RULE = 'person:again'; // the person's answer on the card of a step 
  */
 const IMPLEMENTATIONS = (() => {
   const all = new Map();
-  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS, FILE_TOOLS]) {
+  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS, FILE_TOOLS,
+    DEV_TOOLS, WEBMCP_TOOLS, FORM_TOOLS]) {
     for (const [name, run] of Object.entries(kind)) {
       if (all.has(name)) throw new Error(`the browser tool ${name} is implemented twice`);
       all.set(name, run);
@@ -144,6 +151,19 @@ class ToolCall {
     this._decide(ALLOWED, 'approved-step');
   }
 
+  /**
+   * One step of this call, when it carries several (lib/tools-form.js): a ToolCall of its own, judged by
+   * `wrap(guard)`, whose decisions this call keeps as its own, the gravest standing (a refusal over a yes).
+   */
+  step(wrap) {
+    return new ToolCall(wrap(this._guard), this.signal, {
+      decided: (decision, rule) => {
+        if (GRAVITY[decision] >= (GRAVITY[this.decision] ?? -1)) this._decide(decision, rule);
+      },
+      described: this._described,
+    });
+  }
+
   /** Whether the person was asked about this call and said yes. */
   get personAllowed() {
     return this.decision === ASKED_ALLOWED;
@@ -174,13 +194,16 @@ export class BrowserTools {
     this.dialogs = dialogs;
     this.loads = new Loads();
     this.page = new PageScript();
-    // What every implementation works with.
+    // What every implementation works with; `step(name, args, call)` takes one step of a call that carries several.
     this._parts = Object.freeze({
       tabs, guard, dialogs, passwords, files, page: this.page, loads: this.loads, input: new RealInput(dialogs),
+      capture: dialogs ? new DevCapture(dialogs) : null,
+      step: (name, args, call) => this._step({ name, args, facts: factsOf(name), call, parts: this._parts, tabId: tabs.current }),
     });
     this.receipts = new Receipts(this._parts);
     this._pipeline = actionPipeline({ maxQueue: MAX_QUEUE, onActivity, receipts: this.receipts,
       implementations: IMPLEMENTATIONS });
+    this._step = stepPipeline({ receipts: this.receipts, implementations: IMPLEMENTATIONS });
   }
 
   list() {

@@ -1,0 +1,282 @@
+// What a developer opens DevTools for, kept per agent tab: the page's console messages and uncaught errors, and its
+// requests (browser_console, browser_network: lib/tools-dev.js). Both come over the debugger session the tab already
+// has while the agent works there (lib/dialogs.js): a second session is not possible, and this one costs no new
+// bar. A session attached after the page loaded still gets the console's earlier messages (Runtime.enable replays
+// what the page kept), but not its earlier requests: the network list says from when it knows them.
+//
+// Each tab keeps a ring of each kind with a count of what it dropped, so a page that logs in a loop costs a bounded
+// amount of the worker's memory; a page load empties both (they are "since its page loaded"). Text is kept as the
+// page gave it, cut to its bound: redaction happens where it leaves the browser (lib/results.js, untrusted).
+
+const MAX_MESSAGES = 500;
+const MAX_REQUESTS = 500;
+const MAX_TEXT = 4_000;
+const MAX_STACK_FRAMES = 12;
+const MAX_HEADERS = 80;
+const MAX_HEADER_VALUE = 1_000;
+const MAX_URL = 2_000;
+// Whether capture runs: on unless this key of chrome.storage.local says false (bench/bench_devtools.py measures a
+// page load both ways in one run).
+const SWITCH = 'openab.devCapture';
+
+/** A bounded ring: the newest `max` entries, and how many older ones it dropped. */
+class Ring {
+  constructor(max) {
+    this.max = max;
+    this.items = [];
+    this.dropped = 0;
+  }
+
+  push(item) {
+    this.items.push(item);
+    if (this.items.length > this.max) {
+      this.items.shift();
+      this.dropped++;
+    }
+  }
+
+  clear() {
+    this.items = [];
+    this.dropped = 0;
+  }
+}
+
+const cut = (s, max = MAX_TEXT) => {
+  const t = String(s ?? '');
+  return t.length > max ? `${t.slice(0, max)}… [${t.length - max} more characters]` : t;
+};
+
+/** A console argument as the console prints it: a string bare, an object by its preview or its description. */
+function argText(arg) {
+  if (!arg) return '';
+  if (arg.type === 'string') return String(arg.value);
+  if ('value' in arg && arg.type !== 'object') return String(arg.value);
+  if (arg.unserializableValue) return String(arg.unserializableValue);
+  const p = arg.preview;
+  if (p && Array.isArray(p.properties)) {
+    const inner = p.properties.map((q) => (p.subtype === 'array' ? q.value : `${q.name}: ${q.type === 'string' ? JSON.stringify(q.value) : q.value}`));
+    const [open, close] = p.subtype === 'array' ? ['[', ']'] : ['{', '}'];
+    return `${open}${inner.join(', ')}${p.overflow ? ', …' : ''}${close}`;
+  }
+  return String(arg.description || arg.type || '');
+}
+
+/** `url:line` of a stack's frames (1-based lines, as DevTools shows them), bounded. */
+function frames(stackTrace) {
+  const calls = (stackTrace && Array.isArray(stackTrace.callFrames)) ? stackTrace.callFrames : [];
+  return calls.slice(0, MAX_STACK_FRAMES).map((f) => `${f.functionName || '(anonymous)'} ${cut(f.url, MAX_URL)}:${f.lineNumber + 1}:${f.columnNumber + 1}`);
+}
+
+const LEVELS = { error: 'error', assert: 'error', warning: 'warning', warn: 'warning', debug: 'debug', info: 'info' };
+
+// Headers whose values are credentials: never kept, whatever the redaction would make of them.
+const SECRET_HEADERS = new Set(['cookie', 'set-cookie', 'set-cookie2', 'authorization', 'proxy-authorization']);
+
+/** A request's or response's headers with the credentials left out (named as withheld), bounded. */
+function headersOf(raw) {
+  const out = [];
+  for (const [name, value] of Object.entries(raw || {}).slice(0, MAX_HEADERS)) {
+    const secret = SECRET_HEADERS.has(name.toLowerCase());
+    out.push([name, secret ? '[withheld]' : cut(value, MAX_HEADER_VALUE)]);
+  }
+  return out;
+}
+
+/** One tab's capture: its console ring, its request ring, and what it knows of its page. */
+class TabCapture {
+  constructor() {
+    this.messages = new Ring(MAX_MESSAGES);
+    this.requests = new Ring(MAX_REQUESTS);
+    this.byId = new Map(); // Chrome's requestId -> its newest entry in `requests`
+    this.bySeq = new Map(); // our request number -> its entry, in order
+    this.nextSeq = 1; // message numbers, for `since`
+    this.nextReq = 1; // request numbers: short, and never reused in the tab
+    this.mainFrame = ''; // the tab's top frame
+    this.loaderId = ''; // the top document's, to tell a new page from the one we knew
+    this.knownSince = 0; // when the request list starts: the page's load, or the session's attach after it
+    this.ignored = new Set(); // execution contexts that are not the page's own (extensions' isolated worlds)
+  }
+
+  newPage(loaderId, at) {
+    this.messages.clear();
+    this.requests.clear();
+    this.byId.clear();
+    this.bySeq.clear();
+    this.loaderId = loaderId;
+    this.knownSince = at;
+  }
+
+  addMessage(m) {
+    this.messages.push({ seq: this.nextSeq++, ...m });
+  }
+
+  addRequest(r) {
+    this.requests.push(r);
+    this.byId.set(r.cdpId, r);
+    this.bySeq.set(r.seq, r);
+    // What the ring dropped goes from the maps too.
+    while (this.bySeq.size > this.requests.items.length) {
+      const [seq, old] = this.bySeq.entries().next().value;
+      this.bySeq.delete(seq);
+      if (this.byId.get(old.cdpId) === old) this.byId.delete(old.cdpId);
+    }
+  }
+}
+
+export class DevCapture {
+  /** @param {import('./dialogs.js').Dialogs} dialogs  the agent tabs' debugger sessions */
+  constructor(dialogs) {
+    this.dialogs = dialogs;
+    this.tabs = new Map(); // tabId -> TabCapture
+    this.enabled = true;
+    this.limits = { messages: MAX_MESSAGES, requests: MAX_REQUESTS };
+    chrome.storage.local.get(SWITCH).then((got) => {
+      this.enabled = got[SWITCH] !== false;
+    }, () => {});
+    chrome.storage.onChanged.addListener((changes, area) => {
+      if (area === 'local' && changes[SWITCH]) this.enabled = changes[SWITCH].newValue !== false;
+    });
+    chrome.tabs.onRemoved.addListener((tabId) => this.tabs.delete(tabId));
+    dialogs.addReader(this);
+  }
+
+  tab(tabId) {
+    let t = this.tabs.get(tabId);
+    if (!t) this.tabs.set(tabId, (t = new TabCapture()));
+    return t;
+  }
+
+  /**
+   * The tab's session is up (lib/dialogs.js): the console and the network are read from now. The console's
+   * earlier messages come again on Runtime.enable, so what was kept of them is dropped first.
+   */
+  async attached(tabId) {
+    if (!this.enabled) return;
+    const t = this.tab(tabId);
+    const tree = await this.dialogs.send(tabId, 'Page.getFrameTree').catch(() => null);
+    const top = tree && tree.frameTree ? tree.frameTree.frame : {};
+    t.mainFrame = String(top.id || '');
+    const loaderId = String(top.loaderId || '');
+    if (loaderId !== t.loaderId) t.newPage(loaderId, Date.now());
+    t.messages.clear();
+    t.ignored.clear();
+    await Promise.all([
+      this.dialogs.send(tabId, 'Network.enable', { maxTotalBufferSize: 8_000_000, maxResourceBufferSize: 1_000_000 }),
+      this.dialogs.send(tabId, 'Runtime.enable'),
+    ]);
+  }
+
+  /** One event of a tab's session. */
+  event(tabId, method, params) {
+    if (!this.enabled || !this.tabs.has(tabId)) return;
+    const t = this.tabs.get(tabId);
+    switch (method) {
+      case 'Runtime.executionContextCreated': {
+        const c = params.context || {};
+        if (c.auxData && c.auxData.type && c.auxData.type !== 'default') t.ignored.add(c.id);
+        break;
+      }
+      case 'Runtime.consoleAPICalled':
+        if (t.ignored.has(params.executionContextId)) break;
+        t.addMessage(this._consoleMessage(params));
+        break;
+      case 'Runtime.exceptionThrown':
+        t.addMessage(this._uncaught(params.exceptionDetails || {}, params.timestamp));
+        break;
+      case 'Network.requestWillBeSent':
+        this._request(t, params);
+        break;
+      case 'Network.responseReceived': {
+        const r = t.byId.get(params.requestId);
+        if (!r) break;
+        const res = params.response || {};
+        Object.assign(r, { status: res.status, statusText: cut(res.statusText, 200), mimeType: String(res.mimeType || ''),
+          responseHeaders: headersOf(res.headers), type: String(params.type || r.type) });
+        break;
+      }
+      case 'Network.loadingFinished':
+      case 'Network.loadingFailed': {
+        const r = t.byId.get(params.requestId);
+        if (!r) break;
+        r.duration = Math.max(0, Math.round((params.timestamp - r.started) * 1000));
+        if (method === 'Network.loadingFinished') r.size = params.encodedDataLength;
+        else r.failed = cut(params.errorText || (params.canceled ? 'canceled' : 'failed'), 200);
+        break;
+      }
+      default:
+    }
+  }
+
+  _consoleMessage(p) {
+    const top = p.stackTrace && p.stackTrace.callFrames && p.stackTrace.callFrames[0];
+    return {
+      level: LEVELS[p.type] || 'log', text: cut((p.args || []).map(argText).join(' ')), time: Math.round(p.timestamp || Date.now()),
+      url: top ? cut(top.url, MAX_URL) : '', line: top ? top.lineNumber + 1 : 0,
+      ...(LEVELS[p.type] === 'error' && { stack: frames(p.stackTrace) }),
+    };
+  }
+
+  _uncaught(d, timestamp) {
+    const described = d.exception && d.exception.description;
+    // An Error's description is its message followed by its stack in the page's words: the stack is kept apart.
+    const first = described ? String(described).split('\n')[0] : '';
+    return {
+      level: 'error', uncaught: true, text: cut(first ? `${d.text || 'Uncaught'} ${first}` : d.text), time: Math.round(timestamp || Date.now()),
+      url: cut(d.url || '', MAX_URL), line: (d.lineNumber ?? -1) + 1, stack: frames(d.stackTrace),
+    };
+  }
+
+  _request(t, p) {
+    const req = p.request || {};
+    // A new top document is a new page: what was known of the last one goes.
+    if (p.type === 'Document' && p.frameId === t.mainFrame && !p.redirectResponse && p.loaderId !== t.loaderId) {
+      t.newPage(p.loaderId, Date.now());
+    }
+    const prior = t.byId.get(p.requestId);
+    if (prior && p.redirectResponse) {
+      // A redirect keeps Chrome's request id: the hop before stays a request of its own, ended by the redirect.
+      prior.status = p.redirectResponse.status;
+      prior.responseHeaders = headersOf(p.redirectResponse.headers);
+      prior.duration = Math.max(0, Math.round((p.timestamp - prior.started) * 1000));
+      prior.redirected = true;
+    }
+    t.addRequest({
+      seq: t.nextReq++, cdpId: String(p.requestId), method: String(req.method || 'GET'), url: cut(req.url, MAX_URL),
+      type: String(p.type || 'Other'), started: p.timestamp, time: Math.round((p.wallTime || Date.now() / 1000) * 1000),
+      requestHeaders: headersOf(req.headers), hasPostData: Boolean(req.hasPostData),
+    });
+  }
+
+  /** The console messages kept for the tab: `{messages, dropped}`. */
+  messages(tabId) {
+    const t = this.tabs.get(tabId);
+    return t ? { messages: t.messages.items, dropped: t.messages.dropped } : { messages: [], dropped: 0 };
+  }
+
+  /** The requests kept for the tab: `{requests, dropped, since}` (`since`: when the list starts, ms). */
+  requests(tabId) {
+    const t = this.tabs.get(tabId);
+    return t ? { requests: t.requests.items, dropped: t.requests.dropped, since: t.knownSince } : { requests: [], dropped: 0, since: 0 };
+  }
+
+  /** One request by its number, or null. */
+  request(tabId, seq) {
+    const t = this.tabs.get(tabId);
+    return (t && t.bySeq.get(Number(seq))) || null;
+  }
+
+  /**
+   * A request's response body as Chrome still holds it: `{body, base64}`, or null when it is gone (the session was
+   * attached again since, or Chrome let it go).
+   */
+  async body(tabId, seq) {
+    const r = this.request(tabId, seq);
+    if (!r || r.redirected) return null; // a redirect's hop has no body
+    try {
+      const got = await this.dialogs.send(tabId, 'Network.getResponseBody', { requestId: r.cdpId });
+      return { body: String(got.body || ''), base64: Boolean(got.base64Encoded) };
+    } catch {
+      return null;
+    }
+  }
+}
