@@ -72,14 +72,17 @@ class Catalogue:
     handshake_versions: tuple[str, ...]  # oldest first
     requested_handshake_version: str
     stateless_version: str
+    # The tools by what they do, looked up on every call (a set, not a scan of the list).
+    reading: frozenset[str]  # MCP's ``readOnlyHint``
+    acting: frozenset[str]  # the rest
 
     def read_only(self, name: str) -> bool:
         """Whether the tool only reads (MCP's ``readOnlyHint``), so that calling it again changes nothing."""
-        return any(tool["name"] == name and tool["annotations"].get("readOnlyHint") is True for tool in self.tools)
+        return name in self.reading
 
     def changes_state(self, name: str) -> bool:
         """Whether the tool is one of ours that acts on the page (not ``readOnlyHint``): what the journal keeps."""
-        return any(tool["name"] == name and tool["annotations"].get("readOnlyHint") is not True for tool in self.tools)
+        return name in self.acting
 
     def only_reads(self, name: str, arguments: object) -> bool:
         """Whether this call only reads: a ``readOnlyHint`` tool, or a call of an acting one that its
@@ -192,12 +195,15 @@ def parse(data: object) -> Catalogue:
         raise ValueError("the catalogue must be an object with a list `tools` and an object `mcp`")
     mcp = data["mcp"]
     tools = tuple(_tool(tool, index) for index, tool in enumerate(data["tools"]))
+    reading = frozenset(tool["name"] for tool in tools if tool["annotations"].get("readOnlyHint") is True)
     return Catalogue(
         tools=tuple(_advertised(tool) for tool in tools),
         facts={tool["name"]: _facts(tool) for tool in tools},
         handshake_versions=_strings(mcp.get("handshakeVersions"), "mcp.handshakeVersions"),
         requested_handshake_version=_string(mcp.get("requestedHandshakeVersion"), "mcp.requestedHandshakeVersion"),
         stateless_version=_string(mcp.get("statelessVersion"), "mcp.statelessVersion"),
+        reading=reading,
+        acting=frozenset(tool["name"] for tool in tools) - reading,
     )
 
 
@@ -209,4 +215,4 @@ def catalogue() -> Catalogue:
         return parse(json.loads(CATALOGUE_PATH.read_bytes()))
     except (OSError, ValueError) as exc:  # json.JSONDecodeError is a ValueError
         raise InstallationError(f"openab cannot read the browser tool catalogue {CATALOGUE_PATH}: {exc}; "
-                           "reinstall openab (`pip install --force-reinstall openab`)") from exc
+                           "reinstall openab (`pip install --force-reinstall openab-browser`)") from exc

@@ -51,7 +51,7 @@ def _folder() -> Path | None:
     folder = extension_dir()
     if not (folder / MANIFEST).is_file():
         print(f"openab: the extension is not at {folder} (no {MANIFEST}): reinstall openab "
-              "(`pip install --force-reinstall openab`)", file=sys.stderr)
+              "(`pip install --force-reinstall openab-browser`)", file=sys.stderr)
         return None
     return folder
 

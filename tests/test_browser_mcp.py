@@ -54,7 +54,7 @@ def attach(registry: TunnelRegistry, answer: Answer, *, tools: list[dict[str, An
     conn = ScriptedConnection(answer)
     tunnel = Tunnel(conn, session_id, f"{name}-id", name, TunnelOwner("conn-1", 1),  # type: ignore[arg-type]
                     registry.next_generation(), f"c-{name}")
-    tunnel.tools = tools if tools is not None else [{"name": "browser_click", "inputSchema": {"type": "object"}}]
+    tunnel.listed(tools if tools is not None else [{"name": "browser_click", "inputSchema": {"type": "object"}}])
     registry.install(tunnel)
     return tunnel, conn
 

@@ -76,7 +76,11 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_every_install_line_names_our_distribution() -> None:
-    for doc in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docker").rglob("*"))):
+    """In the docs, the recipes and the words the code says (an error telling how to reinstall)."""
+    code = [path for folder in ("gateway", "core", "bridge", "extension", "scripts")
+            for path in sorted((REPO / folder).rglob("*")) if path.suffix in (".py", ".js", ".html", ".sh")]
+    for doc in (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "docker").rglob("*")),
+                *code):
         if doc.is_file():
             for name in INSTALL_LINE.findall(doc.read_text(errors="replace")):
                 assert name.split("[")[0] == OURS, f"{doc.name}: pip install {name}"

@@ -99,6 +99,8 @@ class Tunnel(abc.ABC):
     protocol_version: str = field(default="", init=False)
     # The server's tools as last listed; None until asked.
     tools: list[JsonObject] | None = field(default=None, init=False)
+    # Their names, looked up on every call routed (TunnelRegistry): a set, not a scan of the list.
+    tool_names: frozenset[str] = field(default=frozenset(), init=False)
     closed: bool = field(default=False, init=False)
     _disconnected: bool = field(default=False, init=False, repr=False)
     _progress: dict[Any, ProgressCallback] = field(default_factory=dict, init=False, repr=False)
@@ -208,8 +210,13 @@ class Tunnel(abc.ABC):
             if not isinstance(next_cursor, str) or not next_cursor:
                 break
             cursor = next_cursor
-        self.tools = tools
+        self.listed(tools)
         return tools
+
+    def listed(self, tools: list[JsonObject]) -> None:
+        """Keeps the server's tools as it listed them (each an object with a string ``name``)."""
+        self.tools = tools
+        self.tool_names = frozenset(t["name"] for t in tools)
 
     # -- inbound --------------------------------------------------------------------------------------------
 

@@ -300,7 +300,7 @@ class TunnelRegistry:
         if not tunnels:
             raise _not_connected(session_id)
         for tunnel in tunnels:
-            if tunnel.tools and any(t.get("name") == tool_name for t in tunnel.tools):
+            if tool_name in tunnel.tool_names:
                 return tunnel
         # Unknown to every cache: let the newest browser answer (it says "unknown tool" itself).
         return tunnels[-1]
