@@ -78,6 +78,9 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_MAX_SESSIONS": "max_sessions",
     "OPENAB_MAX_SESSIONS_PER_CONNECTION": "max_sessions_per_connection",
     "OPENAB_HANDSHAKE_TIMEOUT": "handshake_timeout",
+    # Sockets in all and from one address (a hub's proxy or an ingress is one address for everyone behind it).
+    "OPENAB_MAX_CONNECTIONS": "max_connections",
+    "OPENAB_MAX_CONNECTIONS_PER_PEER": "max_connections_per_peer",
     "OPENAB_PUBLIC_URL": "public_url",
     # openab as a JupyterHub single-user server (docs/deploy.md, "A team on JupyterHub").
     "OPENAB_JUPYTERHUB": "jupyterhub",
@@ -240,6 +243,15 @@ class Settings(BaseModel):
     @classmethod
     def _empty_token_is_none(cls, value: Any) -> Any:
         return None if value in ("", None) else value
+
+    @field_validator("max_connections_per_peer")
+    @classmethod
+    def _per_peer_within_all(cls, value: int, info: ValidationInfo) -> int:
+        total = info.data.get("max_connections")
+        if total is not None and value > total:
+            raise ValueError(f"OPENAB_MAX_CONNECTIONS_PER_PEER ({value}) is more than OPENAB_MAX_CONNECTIONS "
+                             f"({total}): raise OPENAB_MAX_CONNECTIONS too")
+        return value
 
     @field_validator("tls_key")
     @classmethod
