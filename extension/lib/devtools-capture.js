@@ -61,10 +61,11 @@ function argText(arg) {
   return String(arg.description || arg.type || '');
 }
 
-/** `url:line` of a stack's frames (1-based lines, as DevTools shows them), bounded. */
+/** A stack's frames, the newest first: function, URL, line and column (1-based, as DevTools shows them), bounded. */
 function frames(stackTrace) {
   const calls = (stackTrace && Array.isArray(stackTrace.callFrames)) ? stackTrace.callFrames : [];
-  return calls.slice(0, MAX_STACK_FRAMES).map((f) => `${f.functionName || '(anonymous)'} ${cut(f.url, MAX_URL)}:${f.lineNumber + 1}:${f.columnNumber + 1}`);
+  return calls.slice(0, MAX_STACK_FRAMES).map((f) => ({ fn: cut(f.functionName || '(anonymous)', 200), url: cut(f.url, MAX_URL),
+    line: f.lineNumber + 1, column: f.columnNumber + 1 }));
 }
 
 const LEVELS = { error: 'error', assert: 'error', warning: 'warning', warn: 'warning', debug: 'debug', info: 'info' };
@@ -163,6 +164,8 @@ export class DevCapture {
     await Promise.all([
       this.dialogs.send(tabId, 'Network.enable', { maxTotalBufferSize: 8_000_000, maxResourceBufferSize: 1_000_000 }),
       this.dialogs.send(tabId, 'Runtime.enable'),
+      // The browser's own lines in the console: a resource that failed to load, a blocked request.
+      this.dialogs.send(tabId, 'Log.enable'),
     ]);
   }
 
@@ -180,6 +183,12 @@ export class DevCapture {
         if (t.ignored.has(params.executionContextId)) break;
         t.addMessage(this._consoleMessage(params));
         break;
+      case 'Log.entryAdded': {
+        const e = params.entry || {};
+        t.addMessage({ level: LEVELS[e.level] || (e.level === 'verbose' ? 'debug' : 'log'), text: cut(e.text),
+          time: Math.round(e.timestamp || Date.now()), url: cut(e.url || '', MAX_URL), line: e.lineNumber != null ? e.lineNumber + 1 : 0 });
+        break;
+      }
       case 'Runtime.exceptionThrown':
         t.addMessage(this._uncaught(params.exceptionDetails || {}, params.timestamp));
         break;

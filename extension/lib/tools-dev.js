@@ -57,7 +57,7 @@ async function consoleMessages(b, args, call) {
   const last = messages.length ? messages[messages.length - 1].seq : since;
   const lines = shown.map((m) => {
     const where = m.url ? ` ${short(m.url, origin)}${m.line ? `:${m.line}` : ''}` : '';
-    const stack = (m.stack || []).map((f) => `    at ${short(f, origin)}`);
+    const stack = (m.stack || []).map((f) => `    at ${f.fn} ${short(f.url, origin)}:${f.line}:${f.column}`);
     return [`#${m.seq} ${m.level}${where} ${m.text}`, ...stack].join('\n');
   });
   const filter = `${level !== 'debug' ? ` at level ${level} or above` : ''}${since ? ` after #${since}` : ''}`;
