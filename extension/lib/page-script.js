@@ -8,7 +8,7 @@ import {
 
 // Injected in this order into every frame a call reaches: the later files use what the earlier ones put in the
 // page script's namespace. A document that has them already keeps its first instance and its element ids.
-const PAGE_SCRIPTS = ['page/elements.js', 'page/read.js', 'page/agent.js', 'page/files.js'];
+const PAGE_SCRIPTS = ['page/elements.js', 'page/pointers.js', 'page/read.js', 'page/input.js', 'page/agent.js', 'page/files.js'];
 // What a document without the page script answers a call with (page/agent.js sets globalThis.__openab last).
 const MISSING = 'openab: no page script here';
 export const PAGE_ANSWER_MS = 20_000;

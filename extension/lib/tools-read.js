@@ -119,6 +119,9 @@ const OUTLINE_SHARE = 0.3;
 // browser_find: this many matches at most, each with the lines around it.
 const FIND_DEFAULT = 20;
 const FIND_MAX = 100;
+// A found line longer than this reads as its start and the words around the match, this many characters each side.
+const FIND_LINE = 600;
+const FIND_AROUND = 160;
 
 const tokenBudget = (args) => {
   const asked = Number.isInteger(args.max_tokens) ? args.max_tokens : DEFAULTS.maxTokens;
@@ -129,11 +132,14 @@ const tokenBudget = (args) => {
  * The agent tab's outline as lines, every frame's after the top one's, and for each line what the outline of a
  * long page and its regions need: its depth, a heading's level, a landmark's or table's kind, the ref that names
  * it as a region, and whether it is a table's header (`g`). `tab`: the agent's current tab unless given (a receipt,
- * lib/receipts.js, names the tab its step began in).
+ * lib/receipts.js, names the tab its step began in). `part`: `{whole: true}`, every word (nothing cut, for
+ * browser_find); `{at}`, a ref's element (the table's lookup) alone and whole.
  */
-export async function render(b, linksOnly, tab = null) {
+export async function render(b, linksOnly, tab = null, part = {}) {
   tab = tab || await b.tabs.target();
-  const results = await b.page.exec({ tabId: tab.id, allFrames: true }, 'snapshot', []);
+  const where = part.at ? { tabId: tab.id, documentIds: [part.at.documentId] } : { tabId: tab.id, allFrames: true };
+  const options = { whole: Boolean(part.whole), root: part.at ? part.at.local : 0 };
+  const results = await b.page.exec(where, 'snapshot', [options]);
   results.sort((x, y) => x.frameId - y.frameId);
   const table = b.page.table(tab.id);
   const lines = [];
@@ -165,6 +171,8 @@ export async function render(b, linksOnly, tab = null) {
       // same-site ones, which the sentence around a link already describes.
       const asLinks = inline.length && linksOnly && !grid && !e.h && !e.k;
       const source = asLinks ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
+      // A line kept for a cut mark alone, which interactive_only does not show, has no link to list.
+      if (asLinks && source === 'links: ') continue;
       const t = inline.length ? source.replace(INLINE_REF, (_, n) =>
         (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : ''))
         .replace(INLINE_ADDRESS, linksOnly ? '$1' : '') : e.t;
@@ -230,19 +238,24 @@ function outlineOf(table, lines, meta, budget) {
   return items.slice(0, fit.end).map((it) => it.text).join('\n') + (more > 0 ? `\n… and ${more} more` : '');
 }
 
-/** The offset's line: the agent continues from where a note said, which is a line's start. */
+/**
+ * The offset's line and where in it: the agent continues from where a note said, a line's start, or inside a line
+ * longer than the budget (a whole cell or paragraph read as a region), which the last piece cut.
+ */
 function lineAt(lines, offset) {
   let at = 0;
   for (let i = 0; i < lines.length; i++) {
-    if (at >= offset) return { index: i, at };
+    if (at + lines[i].length >= offset) return { index: i, at: Math.max(at, offset), skip: Math.max(offset - at, 0) };
     at += lines[i].length + 1;
   }
-  return { index: lines.length, at };
+  return { index: lines.length, at, skip: 0 };
 }
 
 export async function snapshot(b, args) {
   const linksOnly = args.interactive_only === true;
-  const { page, lines, meta, table, documentId } = await render(b, linksOnly);
+  const whole = await render(b, linksOnly);
+  const { page, table, documentId } = whole;
+  let { lines, meta } = whole;
   const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
   const shot = { url: page ? page.url : '', interactiveOnly: linksOnly, lines, documentId };
   const region = typeof args.region === 'string' && args.region ? args.region : '';
@@ -264,15 +277,22 @@ export async function snapshot(b, args) {
     } catch {
       // an unknown ref: said below, with what to do
     }
-    const start = hit ? meta.findIndex((m) => m.at && m.at.documentId === hit.documentId && m.at.local === hit.local) : -1;
-    if (start === -1) {
+    let start = hit ? meta.findIndex((m) => m.at && m.at.documentId === hit.documentId && m.at.local === hit.local) : -1;
+    let end = start === -1 ? -1 : regionEnd(meta, start);
+    let said = `Region ${region} of the page, lines ${start + 1}-${end} of ${lines.length}.\n`;
+    if (start === -1 && hit) {
+      // No line starts with it (a cell, or text a mark says was cut): the element alone, every word of it.
+      ({ lines, meta } = await render(b, linksOnly, null, { at: hit }));
+      [start, end] = [0, lines.length];
+      said = `Region ${region} of the page: that element alone, whole.\n`;
+    }
+    if (!lines.length || start === -1) {
       throw new ToolError(BAD_ARGS, `no region ${region} in the page as it is now: take a browser_snapshot and use ` +
         'a region= ref from its outline (a heading, a landmark, a form or a table), or a ref of any line');
     }
-    const end = regionEnd(meta, start);
     body = lines.slice(start, end);
     bodyMeta = meta.slice(start, end);
-    ours = `Region ${region} of the page, lines ${start + 1}-${end} of ${lines.length}.\n`;
+    ours = said;
   } else if (args.since === true) {
     if (!base) ours = 'No earlier snapshot of this page to compare with: this is all of it.\n';
     else if (base.url !== shot.url) ours = 'The page is at another URL since the last snapshot: this is all of it.\n';
@@ -307,7 +327,7 @@ export async function snapshot(b, args) {
       left -= estimateTokens(top);
     }
   }
-  const { index, at } = lineAt(all, offset);
+  const { index, at, skip } = lineAt(all, offset);
   // A piece that starts among a table's rows begins with the table's line and header row again, so its cells
   // still read with their columns.
   let context = '';
@@ -321,8 +341,9 @@ export async function snapshot(b, args) {
       left -= estimateTokens(context);
     }
   }
-  const fit = fitLines(all, index, Math.max(left, 100));
-  let piece = all.slice(index, fit.end).join('\n');
+  const from = skip ? [...all.slice(0, index), all[index].slice(skip), ...all.slice(index + 1)] : all;
+  const fit = fitLines(from, index, Math.max(left, 100));
+  let piece = from.slice(index, fit.end).join('\n');
   if (fit.cut) piece = piece.slice(0, fit.cut);
   const end = at + piece.length + (fit.cut ? 0 : 1);
   piece = context + piece;
@@ -335,14 +356,31 @@ export async function snapshot(b, args) {
 }
 
 /**
+ * A found line as long as it reads well: a line past FIND_LINE (a row with a long cell, a long paragraph) keeps its
+ * start, which says which row or paragraph it is, and the words around the match, cut between words.
+ */
+function excerpt(line, needle) {
+  if (line.length <= FIND_LINE) return line;
+  const at = line.toLowerCase().indexOf(needle);
+  const start = line.lastIndexOf(' ', Math.max(at - FIND_AROUND, 0)) + 1;
+  const stop = line.indexOf(' ', Math.min(at + needle.length + FIND_AROUND, line.length));
+  const tail = stop === -1 ? line.length : stop;
+  const head = line.slice(0, line.lastIndexOf(' ', FIND_AROUND) + 1 || FIND_AROUND);
+  const middle = start <= head.length ? line.slice(0, tail) : `${head}… ${line.slice(start, tail)}`;
+  return tail < line.length ? `${middle} …` : middle;
+}
+
+/**
  * browser_find: the lines of the page that hold `text` (any case), each with the heading it is under and, in a
- * table, its header row, so a value reads with its column and a control in it with its ref.
+ * table, its header row, so a value reads with its column and a control in it with its ref. It reads every word of
+ * the page, what a snapshot cuts too (a long cell, a table's rows past its shown ones); text that runs across lines
+ * is found in the page's own text.
  */
 async function find(b, args) {
   const needle = typeof args.text === 'string' ? args.text.trim().toLowerCase() : '';
   if (!needle) throw new ToolError(BAD_ARGS, 'give text: the words to find on the page');
   const limit = Math.min(Math.max(Number.isInteger(args.max_results) ? args.max_results : FIND_DEFAULT, 1), FIND_MAX);
-  const { page, lines, meta } = await render(b, false);
+  const { page, lines, meta } = await render(b, false, null, { whole: true });
   // On the redacted lines, so a search cannot tell the agent what a redacted secret says.
   const all = redactTokens(lines.join('\n')).split('\n');
   const hits = [];
@@ -359,17 +397,32 @@ async function find(b, args) {
     const around = [];
     if (heading !== -1 && heading < i - 1) around.push(`(under ${all[heading].trim()})`);
     if (meta[i].g === 'row' && header !== -1) around.push(all[header]);
-    else if (i > 0 && i - 1 !== heading) around.push(all[i - 1]);
-    around.push(all[i]);
-    if (i + 1 < all.length && meta[i].g !== 'row') around.push(all[i + 1]);
+    else if (i > 0 && i - 1 !== heading) around.push(excerpt(all[i - 1], ''));
+    around.push(excerpt(all[i], needle));
+    if (i + 1 < all.length && meta[i].g !== 'row') around.push(excerpt(all[i + 1], ''));
     hits.push(`@@ line ${i + 1}\n${around.join('\n')}`);
   }
   const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
-  const ours = count ? `${count} line(s) of the page hold ${JSON.stringify(args.text)}` +
+  if (!count) return findAcross(b, args.text, needle, head);
+  const ours = `${count} line(s) of the page hold ${JSON.stringify(args.text)}` +
     (count > hits.length ? `; the first ${hits.length} (max_results for more)` : '') +
-    ', each after the lines that place it; the refs work as in browser_snapshot.\n'
-    : `No line of the page holds ${JSON.stringify(args.text)}.\n`;
+    ', each after the lines that place it (a long line as its start and the words around the match); the refs ' +
+    'work as in browser_snapshot.\n';
   return text(ours + untrusted(head + hits.join('\n')));
+}
+
+/** Words no one line holds may run across lines (a label and its value): the top frame's own text is asked. */
+async function findAcross(b, asked, needle, head) {
+  const tab = await b.tabs.target();
+  const res = await b.page.top(tab, 'check', { text: asked }).catch(() => null);
+  // On the redacted text, so a search cannot tell the agent what a redacted secret says.
+  const words = redactTokens(String((res && res.text) || '')).replace(/\s+/g, ' ');
+  const at = words.toLowerCase().indexOf(needle);
+  if (at === -1) return text(`No line of the page holds ${JSON.stringify(asked)}.\n`);
+  const start = Math.max(at - FIND_AROUND, 0);
+  const piece = `${start ? '… ' : ''}${words.slice(start, at + needle.length + FIND_AROUND)} …`;
+  return text(`No one line of the outline holds ${JSON.stringify(asked)}, but the page's text does, across lines ` +
+    '(its words below); browser_find a shorter part of it gives the lines with their refs.\n' + untrusted(head + piece));
 }
 
 async function readDom(b, args) {

@@ -1,7 +1,7 @@
-// The first of the page scripts (lib/page-script.js injects page/elements.js, page/read.js, page/agent.js in this
-// order into each frame of an agent tab, in the extension's isolated world: they share the DOM with the page but
-// none of the page's JavaScript). Classic scripts, idempotent: a second injection into the same document keeps
-// the first instance of each and its element ids. They share one namespace, `globalThis.__openabPage`.
+// The first of the page scripts (lib/page-script.js injects page/elements.js, pointers.js, read.js, agent.js and
+// files.js in this order into each frame of an agent tab, in the extension's isolated world: they share the DOM
+// with the page but none of the page's JavaScript). Classic scripts, idempotent: a second injection into the same
+// document keeps the first instance of each and its element ids. They share one namespace, `globalThis.__openabPage`.
 //
 // This one: what an element is to the agent. Its local id, role, name, value and flags, and whether its value is
 // a secret that never leaves the page (a password, a one-time code, a payment field, what the person typed).
@@ -297,8 +297,9 @@
     const fromContent = !root || NAME_FROM_CONTENT.has(role) || el.matches('[onclick],[tabindex]');
     const isField = /^(INPUT|TEXTAREA|SELECT)$/.test(tag) || el.isContentEditable;
     if (fromContent && !isField && tag !== 'IFRAME' && tag !== 'FRAME') {
-      const t = contentText(el, ctx).trim();
-      if (t) return t;
+      // A part keeps its spaces: Sphinx's `<span>1. </span>Whetting` reads "1. Whetting", not "1.Whetting".
+      const t = contentText(el, ctx);
+      if (t.trim()) return root ? t.trim() : t;
     }
     if (el.title) return el.title;
     if (root && (tag === 'INPUT' || tag === 'TEXTAREA')) return el.getAttribute('placeholder') || '';

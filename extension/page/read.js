@@ -1,11 +1,11 @@
-// The second page script (page/elements.js says how the three share their namespace): what the agent reads of
+// The third page script (page/elements.js says how they share their namespace): what the agent reads of
 // the page. The accessibility-style outline of browser_snapshot, the HTML of browser_read_dom and the text
 // browser_wait_for looks for, each with the values of secret fields taken out.
 (() => {
   const ns = globalThis.__openabPage;
   if (ns.read) return;
   const {
-    INTERACTIVE, MAX_NAME, idFor, squash, q, visible, editableHost, sensitiveKind, personTyped, redacts, labelName,
+    INTERACTIVE, MAX_NAME, idFor, elementOf, squash, q, visible, editableHost, sensitiveKind, personTyped, redacts, labelName,
     roleOf, nameOf, valueOf, flags, shortUrl, sameSite,
   } = ns.elements;
 
@@ -29,18 +29,22 @@
   // (interactive_only), because on a page of prose the addresses cost more than the agent reads in them.
   const ADDRESS_MARK = '\u0002';
 
-  // A text line of the page's own words holds at most this much; a line that mixes text and links at most
-  // MAX_TEXT, and one with more links than MAX_INLINE_LINKS reads as one line per link instead.
-  const MAX_PLAIN = 10_000;
+  // A line that mixes text and links holds at most MAX_TEXT; one with more links than MAX_INLINE_LINKS reads as
+  // one line per link instead.
   const MAX_INLINE_LINKS = 60;
-  // A table of data reads as a grid of at most this many rows (the rest is said to be there) and columns.
-  const MAX_GRID_ROWS = 2000;
   const MAX_GRID_COLS = 60;
-  const MAX_CELL = 600;
-  // Style rules that set the pointer cursor read from the page's sheets, at most; past that every element is asked.
-  const MAX_POINTER_RULES = 2000;
-  // What makes a table one of layout, not of data: no grid of cells then, its parts read as any other.
+  // What one outline holds at most: `plain`, a text line of the page's own words; `cell`, a table's cell; `rows`, a
+  // table's rows (the rest is said to be there); `heading`, a heading's words; `options`, a list's. A text or a
+  // cell cut says so where it is cut, and by which ref it reads whole. `whole`: browser_find, which looks at every
+  // word, and a region of one element, asked for because its line was cut.
+  const LIMITS = {
+    outline: { plain: 10_000, cell: 2000, rows: 2000, heading: MAX_NAME, options: 30 },
+    whole: { plain: 1_000_000, cell: 1_000_000, rows: 100_000, heading: 10_000, options: 5000 },
+  };
+  // What makes a table that does not say it holds data (no caption, head or header cell of its own) one of layout:
+  // no grid of cells then, its parts read as any other.
   const NOT_A_GRID = 'table,h1,h2,h3,h4,h5,h6,iframe,frame,form,fieldset,dialog,ul,ol,dl,blockquote,pre';
+  const WRAPPERS = /^(presentation|none|generic)\b/;
   const LANDMARKS = new Set(['navigation', 'main', 'banner', 'contentinfo', 'complementary', 'search', 'form',
     'dialog', 'region']);
   const clean = (s) => String(s || '').replaceAll(REF_MARK, '').replaceAll(ADDRESS_MARK, '');
@@ -63,89 +67,42 @@
     return el.title || '';
   }
 
-  /** Accessibility-style outline. Entries carry a local element id where an action can target. */
-  function snapshot() {
+  /**
+   * Accessibility-style outline. Entries carry a local element id where an action can target. `whole`: nothing cut
+   * (LIMITS); `root`: the local id of the one element to read, alone and whole.
+   */
+  function snapshot({ whole = false, root = 0 } = {}) {
     const entries = [];
+    const most = LIMITS[whole || root ? 'whole' : 'outline'];
+    /**
+     * `text` within `max` characters, or (past it, or `cut` already) cut with a mark that says how much is shown
+     * and gives the ref that reads `el` whole: never a silent cut.
+     */
+    const fitted = (text, max, el, refs, cut = false) => {
+      const t = text.replace(/\s+/g, ' ').trim();
+      if (t.length <= max && !cut) return t;
+      const shown = t.slice(0, max);
+      const local = idFor(el);
+      refs.push(local);
+      const total = (el.textContent || '').replace(/\s+/g, ' ').trim().length;
+      return `${shown}… [cut at ${shown.length} of ~${Math.max(total, t.length)} characters: ` +
+        `browser_snapshot region=${REF_MARK}${local}${REF_MARK} reads it whole]`;
+    };
+    /** A text line of `el`'s own words, cut as `fitted` says. */
+    const plainEntry = (depth, el, text) => {
+      const refs = [];
+      return { ...textEntry(depth, fitted(clean(text), most.plain, el, refs)), ...(refs.length && { r: refs }) };
+    };
     // Every ancestor of something the outline must show on its own line, found in one pass:
     // asking each element for its descendants instead is quadratic on big pages. `controlHolders`: the
     // ancestors of something an action targets, alone.
     const holders = new Set();
     const controlHolders = new Set();
-    // Elements with no role that the page makes clickable by its looks alone (cursor: pointer, the outermost
-    // one, not inside a control and with none inside): a script's click handler is invisible from here.
+    // Elements with no role that the page makes clickable by its looks alone (page/pointers.js).
     const pointers = new Set();
-    const pointerAt = (el) => {
-      if (SKIP.has(el.tagName) || el.tagName === 'LABEL' || el.closest(INTERACTIVE) || el.querySelector(INTERACTIVE)) return;
-      if (getComputedStyle(el).cursor !== 'pointer') return;
-      const parent = el.parentElement;
-      if (parent && getComputedStyle(parent).cursor === 'pointer') return; // inherited: the outer one is the target
-      pointers.add(el);
-    };
-    const findPointers = (el, inherited) => {
-      for (const child of el.children) {
-        if (SKIP.has(child.tagName)) continue;
-        if (child.matches(INTERACTIVE)) continue;
-        const pointer = getComputedStyle(child).cursor === 'pointer';
-        if (pointer && !inherited && child.tagName !== 'LABEL' && !child.querySelector(INTERACTIVE)) {
-          pointers.add(child);
-          continue;
-        }
-        if (child.shadowRoot) findPointers(child.shadowRoot, pointer);
-        if (child.children.length) findPointers(child, pointer);
-      }
-    };
-    // Asking every element for its cursor costs a style lookup each (a tenth of a second on a page of prose); the
-    // page's own style sheets say which selectors set the pointer, so only their elements are asked. A sheet of
-    // another origin cannot be read: then every element is.
-    const pointerSelectors = (doc) => {
-      const found = [];
-      const read = (rules) => {
-        for (const rule of rules) {
-          if (found.length > MAX_POINTER_RULES) return false;
-          if (rule.styleSheet) {
-            if (read(rule.styleSheet.cssRules) === false) return false;
-          } else if (rule.cssRules && !rule.selectorText) {
-            if (read(rule.cssRules) === false) return false;
-          }
-          if (rule.selectorText && rule.style && rule.style.cursor === 'pointer') {
-            found.push(rule.selectorText.replace(/::?(before|after|marker|placeholder)\b/g, '')
-              .replace(/:(hover|focus|focus-visible|focus-within|active|visited|link)\b/g, ''));
-          }
-        }
-        return true;
-      };
-      try {
-        for (const sheet of [...doc.styleSheets, ...(doc.adoptedStyleSheets || [])]) {
-          if (read(sheet.cssRules) === false) return null;
-        }
-      } catch {
-        return null; // another origin's sheet
-      }
-      return found;
-    };
-    const seekPointers = (root) => {
-      const selectors = root.styleSheets ? pointerSelectors(root) : null;
-      if (!selectors) {
-        findPointers(root.body || root, false);
-        return;
-      }
-      const seen = new Set();
-      for (const sel of [...selectors, '[style*="cursor"]']) {
-        let hits;
-        try {
-          hits = root.querySelectorAll(sel || '*:not(*)');
-        } catch {
-          continue; // a selector this engine's querySelectorAll does not take
-        }
-        for (const el of hits) {
-          if (!seen.has(el)) pointerAt(el);
-          seen.add(el);
-        }
-      }
-    };
     const clickable = (el) => el.matches(INTERACTIVE) || editableHost(el) === el || pointers.has(el);
     const collect = (root) => {
-      if (root.body || root.host) seekPointers(root);
+      if (root.body || root.host) ns.pointers.seek(root, pointers);
       const mark = (e, set) => {
         for (let p = e.parentElement; p && !set.has(p); p = p.parentElement) set.add(p);
       };
@@ -173,8 +130,9 @@
       // A same-site link as its path: the snapshot names the page's URL once, and browser_navigate takes paths.
       if (el.tagName === 'A' && el.getAttribute('href')) tail += ` [url=${shortUrl(el)}]`;
       if (el.tagName === 'SELECT') {
-        const opts = Array.from(el.options).slice(0, 30).map((o) => q(squash(o.label || o.text, 60)));
-        tail += ` options: ${opts.join(', ')}${el.options.length > 30 ? `, … (${el.options.length} in all)` : ''}`;
+        const opts = Array.from(el.options).slice(0, most.options).map((o) => q(squash(o.label || o.text, 60)));
+        const more = el.options.length > most.options ? `, … (${el.options.length} in all)` : '';
+        tail += ` options: ${opts.join(', ')}${more}`;
       }
       const value = valueOf(el, sensitive);
       return { role, tail: (tail ? ` ${tail.trim()}` : '') + (value !== null ? `: ${value}` : '') };
@@ -250,7 +208,7 @@
       // Only links, or too many for one line: the words between them each on a line, each link on its own.
       let between = '';
       const flushWords = () => {
-        if (!controlsOnly && /\w/.test(between)) entries.push(textEntry(depth, squash(between, MAX_PLAIN)));
+        if (!controlsOnly && /\w/.test(between)) entries.push(textEntry(depth, squash(between, most.plain)));
         between = '';
       };
       for (const p of parts) {
@@ -271,14 +229,24 @@
       return entry;
     }
 
-    /** The text of one cell, its controls in place with their refs: `[words](ref)` for a link, else its line. */
+    /**
+     * The text of one cell, its controls in place with their refs: `[words](ref)` for a link, else its line. What
+     * the cell holds reads in place whatever it is: a list's items apart by `;`, a heading's or code's words, a
+     * table inside as `(table: a, b; c, d)`. A long cell is cut where `fitted` says, with its own ref to read it.
+     */
     function cellOf(cell, refs) {
       let out = '';
-      const go = (n) => {
+      let cut = false;
+      const room = () => !(cut ||= out.length > most.cell);
+      const go = (n, quiet = false) => {
         for (const child of n.childNodes) {
-          if (out.length > MAX_CELL) return;
+          if (!room()) return;
           if (child.nodeType === 3) {
-            out += defang(clean(child.textContent));
+            const words = quiet ? '' : defang(clean(child.textContent)).replace(/\s+/g, ' ');
+            // Cut inside the page's words only, never inside a control's or a link's marks.
+            const left = Math.max(most.cell - out.length, 0);
+            out += words.slice(0, left);
+            if (words.length > left) return void (cut = true);
             continue;
           }
           if (child.nodeType !== 1 || SKIP.has(child.tagName) || !visible(child)) continue;
@@ -287,7 +255,7 @@
             continue;
           }
           if (child.tagName === 'IMG') {
-            if (child.alt) out += ` ${defang(clean(child.alt))} `;
+            if (child.alt && !quiet) out += ` ${defang(clean(child.alt))} `;
             continue;
           }
           if (plainLink(child) || clickable(child)) {
@@ -304,22 +272,40 @@
             }
             continue;
           }
+          if (child.tagName === 'TABLE') {
+            out += ' (table: ';
+            Array.from(child.rows).filter(visible).forEach((tr, i) => {
+              if (i) out += '; ';
+              Array.from(tr.cells).filter(visible).forEach((c, j) => {
+                if (j) out += ', ';
+                go(c, quiet);
+              });
+            });
+            out += ') ';
+            continue;
+          }
+          if (child.tagName === 'LI' && child.previousElementSibling) out += ';';
+          // A label's words name its control, which is in the cell: said once, on the control.
+          const named = child.tagName === 'LABEL' && child.control && cell.contains(child.control);
           out += BLOCKS.has(child.tagName) ? ' ' : '';
-          go(child.shadowRoot || child);
+          go(child.shadowRoot || child, quiet || named);
           out += BLOCKS.has(child.tagName) ? ' ' : '';
         }
       };
       go(cell);
-      return squash(out, MAX_CELL).replaceAll('|', '\\|');
+      return fitted(out.replace(/\s+([;,)])/g, '$1'), Infinity, cell, refs, cut).replaceAll('|', '\\|');
     }
 
     /** Whether a table holds data in rows and columns (a grid reads it best) rather than a page's layout. */
     function isGrid(table) {
       const role = (table.getAttribute('role') || '').toLowerCase();
-      if (role === 'presentation' || role === 'none') return false;
-      if (!table.rows.length || table.querySelector(NOT_A_GRID)) return false;
-      return Boolean(table.tHead || table.querySelector('th') || table.caption ||
-        Array.from(table.rows).some((r) => r.cells.length > 1));
+      if (role === 'presentation' || role === 'none' || !table.rows.length) return false;
+      // A table that says it holds data (a caption, a head, a header cell of its own) is a grid whatever its
+      // cells hold: a CMS's listing puts lists, forms, headings and tables in them.
+      const rows = Array.from(table.rows);
+      if (table.caption || table.tHead || rows.some((r) => Array.from(r.cells).some((c) => c.tagName === 'TH'))) return true;
+      if (table.querySelector(NOT_A_GRID)) return false;
+      return rows.some((r) => r.cells.length > 1);
     }
 
     /**
@@ -335,7 +321,7 @@
       const covered = []; // rows still covered in each column by a cell above
       let width = 0;
       let header = -1;
-      const shown = rows.slice(0, MAX_GRID_ROWS);
+      const shown = rows.slice(0, most.rows);
       const made = shown.map((tr, i) => {
         const cells = [];
         const refs = [];
@@ -352,7 +338,7 @@
           if (!visible(cell)) continue;
           cells[col] = cellOf(cell, refs);
           const span = Math.min(Math.max(cell.colSpan || 1, 1), MAX_GRID_COLS - col);
-          const down = Math.min(Math.max(cell.rowSpan || 1, 1), MAX_GRID_ROWS);
+          const down = Math.min(Math.max(cell.rowSpan || 1, 1), most.rows);
           for (let k = 0; k < span; k++) {
             if (k) cells[col + k] = '';
             if (down > 1) covered[col + k] = down - 1;
@@ -458,7 +444,7 @@
           entries.push({ d: depth, c: true, h: level, x: idFor(el), t: `${hashes} ${line.text}`, r: line.refs });
           return;
         }
-        entries.push({ d: depth, c: true, h: level, x: idFor(el), t: `${hashes} ${squash(el.innerText, MAX_NAME)}` });
+        entries.push({ d: depth, c: true, h: level, x: idFor(el), t: `${hashes} ${squash(el.innerText, most.heading)}` });
         if (controlHolders.has(el)) walk(el, depth + 1, true);
         return;
       }
@@ -478,7 +464,9 @@
         pushGrid(el, depth);
         return;
       }
-      const container = el.getAttribute('role') || CONTAINERS[el.tagName];
+      const own = (el.getAttribute('role') || '').trim().toLowerCase();
+      // An editor's wrappers say they are nothing (presentation, none): their content reads in their place.
+      const container = WRAPPERS.test(own) ? '' : own || CONTAINERS[el.tagName];
       if (container) {
         const label = containerName(el);
         const role = container.split(/\s+/)[0];
@@ -487,8 +475,9 @@
         entries.push(line);
         if (!el.children.length && !el.shadowRoot) {
           // Text alone (a status, an alert) reads on its container's line.
-          const text = squash(el.innerText, MAX_PLAIN);
-          if (text) line.t += ` ${text}`;
+          const refs = [];
+          const text = fitted(clean(el.innerText), most.plain, el, refs);
+          if (text) Object.assign(line, { t: `${line.t} ${text}`, ...(refs.length && { r: refs }) });
           return;
         }
         walk(el, depth + 1);
@@ -498,19 +487,25 @@
       }
       if (el.tagName === 'TR' && !holders.has(el)) {
         // A row of a layout table reads as one line; cell by cell it would lose which values belong together.
-        const cells = Array.from(el.cells, (c) => squash(c.innerText, MAX_CELL));
+        const cells = Array.from(el.cells, (c) => squash(c.innerText, most.cell));
         if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}` });
         return;
       }
       const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));
       if (!hasBlocks && !holders.has(el) && !el.shadowRoot) {
-        const text = squash(el.innerText, MAX_PLAIN);
-        if (text) entries.push(textEntry(depth, text));
+        const text = plainEntry(depth, el, el.innerText);
+        if (text.t) entries.push(text);
         return;
       }
       walk(el, depth);
     };
-    if (document.body) walk(document.body, 0);
+    if (root) {
+      const el = elementOf(root);
+      if (!el || !el.isConnected) return null;
+      const home = el.getRootNode();
+      if (home.host) collect(home);
+      element(el, 0, false);
+    } else if (document.body) walk(document.body, 0);
     return { url: location.href, title: document.title, entries };
   }
 
