@@ -19,8 +19,10 @@ Run: ``python bench/bench_snapshot_tokens.py [--quick] [--out DIR]`` (from the r
 @playwright/mcp's ``browser_snapshot`` and chrome-devtools-mcp's ``take_snapshot`` on the same Chromium. Per page:
 tokens of one default call on each side; refs against the visible interactive elements counted in the page; the
 share of the page's distinct visible words that one default call keeps; table cells tied to their column headers
-(``tied_cells``); and how many calls openab's default paging takes for the whole page, with the same figures over
-all of them. Written to ``<out>/snapshot_tokens_corpus.json``.
+(``tied_cells``); how many calls openab's default paging takes for the whole page, with the same figures over
+all of them; and one call with ``interactive_only`` against the default. Beside them, two pages of tests/site
+modelled on issue 37's failures (``MODELLED``: a CMS's listing, a manual of long cells). Written to
+``<out>/snapshot_tokens_corpus.json``.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from browser.harness import CHROMIUM
+from browser.harness import CHROMIUM, site_server
 from mcp import Client, StdioServerParameters
 from playwright.async_api import Page
 
@@ -254,6 +256,9 @@ CORPUS_NAME = "snapshot_tokens_corpus"
 # The targets of issue 23, on pages up to about 60k tokens of @playwright/mcp's snapshot.
 CORPUS_TARGET_PAGE = 60_000
 MAX_CALLS = 60  # a bound on openab's paging of one page; far above what any page of the corpus needs
+# Beside the real pages, the pages tests/browser/test_snapshot_tables.py models on issue 37's failures (tests/site/):
+# a CMS's listing whose cells hold lists, forms, headings, code and tables, and a manual whose cells run long.
+MODELLED = (("issue 37 model: CMS listing", "cms_listing.html"), ("issue 37 model: reference manual", "reference.html"))
 # chrome-devtools-mcp writes a uid on every node (`uid=1_5 button "Save"`); these roles are the interactive ones.
 DEVTOOLS_INTERACTIVE = re.compile(
     r"^\s*uid=\S+ (link|button|textbox|searchbox|checkbox|radio|combobox|listbox|tab|menuitem|switch|option|"
@@ -275,14 +280,14 @@ async def devtools_mcp(cdp: str) -> AsyncIterator[Client]:
 
 async def openab_pages(client: Client, url: str, ready: str) -> list[str]:
     """openab's snapshot of `url` as its default paging gives it: the first call, then each ``offset`` the
-    previous one names, until the last."""
+    previous one names, until the last; and last, one call with ``interactive_only`` (its figure is told apart)."""
     await call(client, "browser_navigate", {"url": url})
     if ready:
         await call(client, "browser_wait_for", {"text": ready, "timeout_ms": 60000})
     results = [await call(client, "browser_snapshot")]
     while (more := NEXT_OFFSET.search(results[-1])) and len(results) < MAX_CALLS:
         results.append(await call(client, "browser_snapshot", {"offset": int(more.group(1))}))
-    return results
+    return [*results, await call(client, "browser_snapshot", {"interactive_only": True})]
 
 
 async def corpus_snapshots(rig_cdp: str, client: Client, page: Page, pages: Sequence[Any]
@@ -291,7 +296,7 @@ async def corpus_snapshots(rig_cdp: str, client: Client, page: Page, pages: Sequ
     async with playwright_mcp(rig_cdp) as peer, devtools_mcp(rig_cdp) as devtools:
         opened = False
         for entry in pages:
-            mine = await openab_pages(client, entry.url, entry.ready_text)
+            *mine, outline = await openab_pages(client, entry.url, entry.ready_text)
             await call(peer, "browser_navigate", {"url": entry.url})
             if entry.ready_text:
                 await call(peer, "browser_wait_for", {"text": entry.ready_text})
@@ -307,7 +312,8 @@ async def corpus_snapshots(rig_cdp: str, client: Client, page: Page, pages: Sequ
             chrome = await call(devtools, "take_snapshot")
             interactive, text = await page_facts(page, entry.url, entry.ready_text)
             tables = await page.evaluate(PAGE_TABLES)
-            out[entry.name] = {"url": entry.url, "openab": mine, "playwright_mcp": theirs, "devtools_mcp": chrome,
+            out[entry.name] = {"url": entry.url, "openab": mine, "openab_interactive_only": outline,
+                               "playwright_mcp": theirs, "devtools_mcp": chrome,
                                "interactive": interactive, "text": text, "tables": tables}
     return out
 
@@ -316,11 +322,11 @@ def corpus_figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
     flat: list[str] = []
     for t in texts.values():
         flat += [t["openab"][0], "\n".join(t["openab"]), t["playwright_mcp"], t["devtools_mcp"], t["text"],
-                 PLAYWRIGHT_FRAME_PREFIX.sub("[ref=e", t["playwright_mcp"])]
+                 PLAYWRIGHT_FRAME_PREFIX.sub("[ref=e", t["playwright_mcp"]), t["openab_interactive_only"]]
     tokens = iter(count_tokens(flat))
     pages: dict[str, Any] = {}
     for name, t in texts.items():
-        first, whole, theirs, chrome, floor, plain = (next(tokens) for _ in range(6))
+        first, whole, theirs, chrome, floor, plain, outline = (next(tokens) for _ in range(7))
         everything = "\n".join(t["openab"])
         interactive = t["interactive"]
         refs_first = len(OPENAB_REF.findall(t["openab"][0]))
@@ -333,7 +339,9 @@ def corpus_figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
             "tokens": {"openab": first, "playwright_mcp": theirs, "devtools_mcp": chrome,
                        "ratio_playwright": round(first / theirs, 3), "ratio_devtools": round(first / chrome, 3),
                        # Its refs spelled as on the first page it meets (e12, not f3e12): see figures().
-                       "playwright_mcp_refs_as_on_a_first_page": plain},
+                       "playwright_mcp_refs_as_on_a_first_page": plain,
+                       # One call with interactive_only, against the default call (both paged alike).
+                       "openab_interactive_only": outline, "interactive_only_to_default": round(outline / first, 3)},
             "text_floor_tokens": floor,
             "interactive_in_page": interactive,
             "refs": {"openab": refs_first,
@@ -366,10 +374,11 @@ def corpus_figures(texts: dict[str, dict[str, Any]]) -> dict[str, Any]:
 async def run_corpus(full: bool, out: Path, dump: Path | None = None) -> Path:
     from bench import corpus
 
-    with corpus.serving(full) as served:
+    with corpus.serving(full) as served, site_server() as site:
+        modelled = [corpus.Page(name, f"{site}/{path}") for name, path in MODELLED]
         async with browser_rig() as rig, playwright_page(rig.cdp) as page:
             await page.context.add_cookies(served.cookies)  # type: ignore[arg-type]
-            texts = await corpus_snapshots(rig.cdp, rig.client, page, served.pages)
+            texts = await corpus_snapshots(rig.cdp, rig.client, page, [*served.pages, *modelled])
     if dump is not None:
         write_texts(texts, dump)
     pages = corpus_figures(texts)

@@ -487,8 +487,9 @@
       }
       if (el.tagName === 'TR' && !holders.has(el)) {
         // A row of a layout table reads as one line; cell by cell it would lose which values belong together.
-        const cells = Array.from(el.cells, (c) => squash(c.innerText, most.cell));
-        if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}` });
+        const refs = [];
+        const cells = Array.from(el.cells, (c) => fitted(clean(c.innerText), most.cell, c, refs));
+        if (cells.some(Boolean)) entries.push({ d: depth, t: `row: ${cells.join(' | ')}`, ...(refs.length && { r: refs }) });
         return;
       }
       const hasBlocks = Array.from(el.children).some((c) => BLOCKS.has(c.tagName));

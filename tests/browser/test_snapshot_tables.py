@@ -136,3 +136,12 @@ async def test_an_editors_wrappers_are_no_lines_of_their_own(client: Client, sit
     # Its code reads as it stands, with no "- presentation:" line around it.
     assert "presentation" not in body and "- none" not in body, body
     assert re.search(r'^ *def greet\(name\):\n *return "hello " \+ name\n *print\(greet\("ada"\)\)$', body, re.M), body
+
+
+async def test_find_reads_words_that_run_across_lines(client: Client, site: str) -> None:
+    # The editor's two lines of code: no one line of the outline holds the words, the page's text does.
+    await call(client, "browser_navigate", {"url": f"{site}/sphinx_editor.html"})
+    found, is_error = await call(client, "browser_find", {"text": "greet(name): return"})
+    assert not is_error and found.startswith('No one line of the outline holds "greet(name): return", but the '
+                                             "page's text does"), found
+    assert 'def greet(name): return "hello " + name' in found, found
