@@ -300,10 +300,11 @@
     function isGrid(table) {
       const role = (table.getAttribute('role') || '').toLowerCase();
       if (role === 'presentation' || role === 'none' || !table.rows.length) return false;
-      // A table that says it holds data (a caption, a head, a header cell of its own) is a grid whatever its
-      // cells hold: a CMS's listing puts lists, forms, headings and tables in them.
+      // A table that says it holds data (its role, a caption, a head, a header cell of its own) is a grid whatever
+      // its cells hold: a CMS's listing puts lists, forms, headings and tables in them. Firefox's guess goes so too.
       const rows = Array.from(table.rows);
-      if (table.caption || table.tHead || rows.some((r) => Array.from(r.cells).some((c) => c.tagName === 'TH'))) return true;
+      if (/^(table|grid|treegrid)$/.test(role) || table.caption || table.tHead ||
+        rows.some((r) => Array.from(r.cells).some((c) => c.tagName === 'TH'))) return true;
       if (table.querySelector(NOT_A_GRID)) return false;
       return rows.some((r) => r.cells.length > 1);
     }
