@@ -3,13 +3,20 @@
 // hover menu, drags a thumb or a card). A script's synthetic events have none of that. Chrome takes such input
 // only from the debugger protocol, and an extension has one session per tab, the one lib/dialogs.js holds while
 // the agent works: every event goes through it.
+//
+// The agent tab is usually behind the person's. Chrome handles a hidden page's mouse moves at its next frame, and a
+// hidden page draws none: each move waited for a fallback timer that Chrome throttles in background tabs (5 s a move
+// here, 40x slower than in front), and handlers that run in animation frames (a sortable list's) never ran. Focus
+// emulation makes the page count as focused and visible for its own session only, without bringing the tab to the
+// front or touching the person's focus; it ends with the session (lib/dialogs.js lets it go 20 s after the last call).
 
 import { ToolError, TOOL_ERROR } from './errors.js';
 
 export const NO_REAL_INPUT = 'no_real_input';
 
 // What the agent can still do when no real input can be sent, in our words.
-const STILL_WORKS = 'browser_click, browser_type, browser_select_option and browser_scroll still work';
+const STILL_WORKS = 'browser_click and browser_type still work as script events (a click moves no mouse, typing ' +
+  'sends no keys), and browser_select_option, browser_select_text and browser_scroll work as before';
 const WHY_NOT = {
   declined: "the user cancelled Chrome's debugging bar, and real mouse and key events go through the debugger; a new " +
     'chat asks again',
@@ -77,8 +84,28 @@ export function keyEvents(press) {
   return events;
 }
 
-// A drag moves in steps, as a hand does: pages start a drag only past a few pixels, and a slider follows each.
-const DRAG_STEPS = 10;
+// A drag moves in steps, as a hand does: pages start a drag only past a few pixels, and a slider follows each. A
+// step waits a frame, so a list that handles moves in animation frames sees each, and the hand rests on the target
+// a moment before letting go, as a list makes room only once it has seen the pointer there.
+const DRAG_STEPS = 12;
+const FRAME_MS = 17;
+const REST_MS = 50;
+const BUTTONS = { left: 1, right: 2, middle: 4 };
+// Typing sends each character's keys without waiting for each answer (Chrome keeps their order): a chunk at a time.
+const TYPE_CHUNK = 64;
+// Characters typed as text, not keys: a line break or a tab would be Enter or Tab, which submit or move the focus.
+const AS_TEXT = /[\r\n\t]/;
+
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The key events that type one character, as a keyboard's key for it would. Pure. */
+export function charEvents(ch) {
+  const upper = ch.toUpperCase();
+  const code = /^[a-z]$/i.test(ch) ? `Key${upper}` : /^[0-9]$/.test(ch) ? `Digit${ch}` : ch === ' ' ? 'Space' : '';
+  const vk = keyCode(ch);
+  const key = { key: ch, code, windowsVirtualKeyCode: vk, nativeVirtualKeyCode: vk };
+  return [{ type: 'keyDown', ...key, text: ch, unmodifiedText: ch }, { type: 'keyUp', ...key }];
+}
 
 export class RealInput {
   /** @param {import('./dialogs.js').Dialogs | null} dialogs  the holder of each agent tab's debugger session */
@@ -109,6 +136,11 @@ export class RealInput {
     if (why) throw new ToolError(NO_REAL_INPUT, `${what} was not done: ${why}.`);
   }
 
+  /** Before input: the page handles it at once and draws its frames, in front or behind (see the top). */
+  async awake(tabId) {
+    await this.dialogs.send(tabId, 'Emulation.setFocusEmulationEnabled', { enabled: true }).catch(() => {});
+  }
+
   async _send(tabId, method, params) {
     try {
       await this.dialogs.send(tabId, method, params);
@@ -120,18 +152,51 @@ export class RealInput {
 
   /** Presses one key, with its modifiers, where the page's keyboard focus is. */
   async key(tabId, press) {
+    await this.awake(tabId);
     for (const event of keyEvents(press)) await this._send(tabId, 'Input.dispatchKeyEvent', event);
+  }
+
+  /**
+   * Types `text` where the page's keyboard focus is: each character's keydown, keypress, input and keyup, as a
+   * keyboard's. Line breaks and tabs go in as text (as pasted), never as Enter or Tab.
+   */
+  async type(tabId, text) {
+    await this.awake(tabId);
+    const chars = [...text];
+    for (let i = 0; i < chars.length; i += TYPE_CHUNK) {
+      const sent = [];
+      for (const ch of chars.slice(i, i + TYPE_CHUNK)) {
+        if (AS_TEXT.test(ch)) sent.push(this._send(tabId, 'Input.insertText', { text: ch }));
+        else for (const event of charEvents(ch)) sent.push(this._send(tabId, 'Input.dispatchKeyEvent', event));
+      }
+      await Promise.all(sent);
+    }
   }
 
   /** Moves the mouse to a point of the top frame's viewport (CSS pixels), as the person's pointer would. */
   async move(tabId, { x, y }, modifiers = 0) {
+    await this.awake(tabId);
     await this._send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseMoved', x, y, button: 'none', buttons: 0, modifiers });
+  }
+
+  /**
+   * Clicks at a point as a hand does: the mouse moved there (where it stays), the button pressed and let go,
+   * `count` times for a double click; `button` 'left', 'right' or 'middle'.
+   */
+  async click(tabId, at, { button = 'left', count = 1, modifiers = 0 } = {}) {
+    await this.move(tabId, at, modifiers);
+    const mouse = { x: at.x, y: at.y, button, modifiers };
+    for (let clickCount = 1; clickCount <= count; clickCount++) {
+      await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
+      await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
+    }
   }
 
   /**
    * Presses the left button at `from`, moves in steps to `to` and lets go there. A page's own drag (a slider, a
    * sortable list) follows the moves; an HTML drag-and-drop, which Chrome would hand to the system's drag loop
-   * where no protocol event reaches it, is taken back from Chrome and dropped at `to` as a person's drop would be.
+   * where no protocol event reaches it, is taken back from Chrome, and the rest of the way is the drag's own
+   * events (over each point, then the drop at `to`), as a person's drag would be.
    */
   async drag(tabId, from, to) {
     this._listen();
@@ -141,20 +206,31 @@ export class RealInput {
     });
     const mouse = (type, at, buttons, extra = {}) =>
       this._send(tabId, 'Input.dispatchMouseEvent', { type, x: at.x, y: at.y, button: type === 'mouseMoved' && !buttons ? 'none' : 'left', buttons, ...extra });
+    const over = (type, at) => this._send(tabId, 'Input.dispatchDragEvent', { type, x: at.x, y: at.y, data: handed });
+    const along = (t) => ({ x: Math.round(from.x + (to.x - from.x) * t), y: Math.round(from.y + (to.y - from.y) * t) });
     try {
       await this.dialogs.send(tabId, 'Input.setInterceptDrags', { enabled: true }).catch(() => {});
-      await mouse('mouseMoved', from, 0);
+      await this.move(tabId, from);
       await mouse('mousePressed', from, 1, { clickCount: 1 });
-      for (let i = 1; i <= DRAG_STEPS && !handed; i++) {
-        const t = i / DRAG_STEPS;
-        await mouse('mouseMoved', { x: from.x + (to.x - from.x) * t, y: from.y + (to.y - from.y) * t }, 1);
-      }
-      // Chrome says a drag began once the page has started it, which may come after the move that started it.
-      if (!handed) await mouse('mouseMoved', to, 1);
-      if (handed) {
-        for (const type of ['dragEnter', 'dragOver', 'drop']) {
-          await this._send(tabId, 'Input.dispatchDragEvent', { type, x: to.x, y: to.y, data: handed });
+      let entered = false;
+      for (let i = 1; i <= DRAG_STEPS; i++) {
+        await pause(FRAME_MS);
+        const at = along(i / DRAG_STEPS);
+        if (!handed) await mouse('mouseMoved', at, 1);
+        else {
+          // Chrome says a drag began once the page started it, which may come after the move that started it.
+          await over(entered ? 'dragOver' : 'dragEnter', at);
+          entered = true;
         }
+      }
+      await pause(REST_MS);
+      if (handed) {
+        if (!entered) await over('dragEnter', to);
+        await over('dragOver', to);
+        await over('drop', to);
+      } else {
+        await mouse('mouseMoved', to, 1);
+        await pause(FRAME_MS);
       }
       await mouse('mouseReleased', to, 0, { clickCount: 1 });
       return handed ? 'dropped' : 'moved';

@@ -1,11 +1,13 @@
-// The tools that act on the agent tab's page: click, type, press a key, choose options, scroll, hover, drag. Every
-// action on an element describes it, asks the guard, then acts on the very element described, and waits for the
-// page it led to when it started a navigation (lib/loads.js). Keys, hovering and dragging are real input from
-// Chrome (lib/input.js), with the default actions a person's keyboard and mouse have.
+// The tools that act on the agent tab's page: click, type, press a key, choose options, select text, scroll, hover,
+// drag. Every action on an element describes it, asks the guard, then acts on the very element described, and waits
+// for the page it led to when it started a navigation (lib/loads.js). Clicks, typing, keys, hovering and dragging
+// are real input from Chrome (lib/input.js), with the default actions a person's keyboard and mouse have; where
+// Chrome takes none (lib/input.js, NO_REAL_INPUT), a click and typing are script events, and the result says so.
 
 import { ToolError, BAD_ARGS, BAD_TARGET, FOCUS_MOVED, NO_FOCUS, TOOL_ERROR } from './errors.js';
 import { checkNavigable } from './tabs.js';
 import { keyPress, modifierFlags } from './guard.js';
+import { modifierBits } from './input.js';
 import { text, withPage } from './results.js';
 
 const MAX_VALUES = 100;
@@ -15,13 +17,14 @@ const FRAMED = 'real mouse events reach elements of the top frame only for now, 
   'of the page. Open the frame\'s own page with browser_navigate (browser_read_dom shows its src) to act on it there';
 
 /**
- * The real key for a press that `act` found ready (the gate in page/agent.js is armed): sends it, then asks the
- * page what became of it. `left`: the document started leaving, or is gone.
+ * The real keys for a press or a text that `act` found ready (the gate in page/agent.js is armed): `send` sends
+ * them, then the page says what became of them. `left`: the document started leaving, or is gone. `keyless`: the
+ * text is all line breaks and tabs, which go in as text, so no key reaches the gate.
  */
-async function sendKey(b, tab, documentId, press) {
+async function sendKeys(b, tab, documentId, send, keyless = false) {
   let sent;
   try {
-    await b.input.key(tab.id, press);
+    await send();
   } finally {
     [sent] = await b.page.exec({ tabId: tab.id, documentIds: [documentId] }, 'pressed', []).catch(() => [null]);
   }
@@ -31,7 +34,7 @@ async function sendKey(b, tab, documentId, press) {
     throw new ToolError(FOCUS_MOVED, 'nothing was pressed: the keyboard focus moved to another element after the key ' +
       'was checked. Take a new browser_snapshot, and press the key on the element by its ref');
   }
-  if (!res.passed) {
+  if (!res.passed && !keyless) {
     throw new ToolError(TOOL_ERROR, 'the key did not reach the element: Chrome gave it to another part of the window. ' +
       'Take a browser_screenshot to see the tab, then try again');
   }
@@ -83,8 +86,8 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
     const done = await b.loads.waitLoaded(opened.id, call.signal).catch(() => opened);
     return { verb: 'clicked', what, element, desc, opened: { id: opened.id, url: done.url || desc.href } };
   }
-  // Typing never leaves the page (Enter is browser_press_key), so it waits for nothing.
-  if (op === 'type') return { ...(await act(b, loc, op, args, opArgs, desc, null)), what, element, desc };
+  // Typing and selecting never leave the page (Enter is browser_press_key), so they wait for nothing.
+  if (STAYS.has(op)) return { ...(await act(b, loc, op, args, opArgs, desc, tab, d.documentId)), what, element, desc };
   await armed;
   const watch = b.loads.watch(tab.id);
   let r;
@@ -98,17 +101,55 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   return { ...r, what, element, desc, loaded, download: watch.download };
 }
 
-/** The act itself in the page, and a key's real press where the page readied it: `{verb, chosen, left, framed}`. */
+// The acts that never leave the page.
+const STAYS = new Set(['type', 'selectText']);
+
+/**
+ * The act itself: a real click where the mouse can reach the element, else in the page, and a key's real press or
+ * a text's real keys where the page readied them: `{verb, chosen, left, framed, unreached, keyed}`.
+ */
 async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
+  let unreached = '';
+  let keyed = false;
+  if (op === 'click' && opArgs.real) {
+    const clicked = await realClick(b, loc, opArgs, desc, tab, documentId);
+    if (clicked.verb) return clicked;
+    unreached = clicked.unreached;
+  }
   const [r] = await b.page.exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
   if (!r || !r.result || r.result.error) throw b.page.error(r && r.result, loc, args);
   let left = r.result.left === true;
   let verb = r.result.verb;
-  if (verb === 'ready') {
-    left = (await sendKey(b, tab, documentId, opArgs.press)).left || left;
+  if (verb === 'ready' && op === 'type') {
+    const { text: typed, clear } = opArgs;
+    const send = typed || !clear ? () => b.input.type(tab.id, typed) : () => b.input.key(tab.id, keyPress('Delete'));
+    left = (await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed))).left || left;
+    verb = 'typed into';
+    keyed = true;
+  } else if (verb === 'ready') {
+    left = (await sendKeys(b, tab, documentId, () => b.input.key(tab.id, opArgs.press))).left || left;
     verb = `pressed ${keyName(opArgs.press)} in`;
   }
-  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true };
+  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true, unreached, keyed };
+}
+
+// A click's words by its button and count.
+const CLICKED = { left: 'clicked', right: 'right-clicked', middle: 'middle-clicked' };
+
+/**
+ * A click with the real mouse at the element's visible middle, aimed again at the element the guard saw. Where
+ * the mouse cannot reach it (hidden, off screen, covered), `{unreached}` says why and the page's click is used.
+ */
+async function realClick(b, loc, opArgs, desc, tab, documentId) {
+  if (desc.disabled) throw new ToolError(TOOL_ERROR, `the element is disabled; wait for the page or pick another element (${loc.label})`);
+  const at = { tabId: tab.id, documentIds: [documentId] };
+  const [aimed] = await b.page.exec(at, 'aim', [{ target: loc.spec, right: opArgs.button === 'right' }, { from: desc.fingerprint, to: '' }]);
+  const res = aimed && aimed.result;
+  if (!res || res.error === 'stale_ref' || res.error === 'not_found') throw b.page.error(res, loc, {});
+  if (res.error) return { unreached: res.message };
+  await b.input.click(tab.id, res.from, { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) });
+  const verb = `${opArgs.count === 2 ? 'double-' : ''}${CLICKED[opArgs.button]}`;
+  return { verb, left: false, framed: false, unreached: '' };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */
@@ -129,27 +170,58 @@ const STARTED_DOWNLOAD = "started a download, which the browser kept out of the 
 
 async function click(b, args, call) {
   const mods = modifiersOf(args);
+  const button = args.button == null ? 'left' : args.button;
+  if (!Object.hasOwn(CLICKED, button)) throw new ToolError(BAD_ARGS, '"button" is "left", "right" or "middle"');
+  const count = args.double_click === true ? 2 : 1;
+  const why = await b.input.unavailable((await b.tabs.target()).id);
   // A link clicked with Control, Meta or Shift held opens in a new tab or window, as it does for a person.
   const newTab = (desc) => desc.newTab || Boolean(desc.href && mods && (mods.ctrlKey || mods.metaKey || mods.shiftKey));
-  const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers },
-    { opensTab: (desc) => newTab(desc) && /^https?:/i.test(desc.href) });
+  const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers, button, count, real: !why },
+    { opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
   if (r.opened) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
   }
-  if (r.download) return text(withPage(`clicked ${r.what}; it ${STARTED_DOWNLOAD}`, r.element));
+  const did = `${r.verb} ${r.what}${scriptClickNote(r, why)}`;
+  if (r.download) return text(withPage(`${did}; it ${STARTED_DOWNLOAD}`, r.element));
   if (r.loaded) {
     // Where the click led is the page's to choose, so the URL is the page's text.
-    return text(withPage(`clicked ${r.what}; it loaded a new page (its URL is in the block below). Take a new ` +
+    return text(withPage(`${did}; it loaded a new page (its URL is in the block below). Take a new ` +
       'browser_snapshot to see it.', [r.element, `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   }
-  return text(withPage(`clicked ${r.what}. If the page changed, take a new browser_snapshot.`, r.element));
+  return text(withPage(`${did}. If the page changed, take a new browser_snapshot.`, r.element));
+}
+
+/** What a click's result adds when it was the page's script events, not the mouse, and why. */
+function scriptClickNote(r, why) {
+  const reason = r.framed ? 'the element is in a frame' : r.unreached ? `the mouse could not reach it: ${r.unreached}`
+    : why ? why : '';
+  return reason ? ` (as script events, without moving the mouse: ${reason})` : '';
 }
 
 async function type(b, args, call) {
   if (typeof args.text !== 'string') throw new ToolError(BAD_ARGS, '"text" must be a string');
-  const r = await action(b, call, 'browser_type', 'type', args, { text: args.text, clear: args.clear !== false });
-  return text(withPage(`typed into ${r.what}`, r.element));
+  const why = await b.input.unavailable((await b.tabs.target()).id);
+  const r = await action(b, call, 'browser_type', 'type', args, { text: args.text, clear: args.clear !== false, real: !why });
+  return text(withPage(`typed into ${r.what}${r.keyed ? '' : ` (${why ? `as a value set by script: ${why}` : 'as a value set by ' +
+    'script, with no key events, as this field takes no typed keys or is in a frame'})`}`, r.element));
+}
+
+/**
+ * Selects text as a hand would: the words given (as the snapshot shows them) within the element given or the whole
+ * page, or the element's whole text. A later Control+C copies it; the page's own "quote" or "comment" reads it.
+ */
+async function selectText(b, args, call) {
+  const words = args.text == null ? '' : args.text;
+  const whole = (args.ref == null || args.ref === '') && !args.selector;
+  if (typeof words !== 'string' || (whole && !words.trim())) {
+    throw new ToolError(BAD_ARGS, 'give "text" (the words to select, as the snapshot shows them), "ref" or "selector" ' +
+      '(to select its whole text), or both (the words within that element)');
+  }
+  const r = await action(b, call, 'browser_select_text', 'selectText', whole ? { ...args, selector: 'body' } : args, { text: words });
+  const where = whole ? 'the page' : r.what;
+  return text(withPage(`selected text in ${where}; it is the page's selection now (browser_press_key Control+C copies ` +
+    'it).', [r.element, `selected: ${JSON.stringify(r.chosen)}`].filter(Boolean).join('\n')));
 }
 
 /** What a press's result adds when its key could not be a real one. */
@@ -201,7 +273,7 @@ async function pressKey(b, args, call) {
   let left = res.left === true;
   if (res.verb === 'ready') {
     try {
-      left = (await sendKey(b, tab, top.documentId, press)).left || left;
+      left = (await sendKeys(b, tab, top.documentId, () => b.input.key(tab.id, press))).left || left;
     } catch (e) {
       watch.stop();
       throw e;
@@ -299,24 +371,25 @@ async function pointer(b, call, tool, args) {
 const hover = (b, args, call) => pointer(b, call, 'browser_hover', args);
 const drag = (b, args, call) => pointer(b, call, 'browser_drag', args);
 
+/**
+ * Scrolls the page, an element into view, or inside an element (a ref or selector with a direction or pixels), and
+ * answers once the page has settled: its own scroll handlers (page/input.js, settled) have run.
+ */
 async function scroll(b, args, call) {
   const tab = await b.tabs.target();
   call.throwIfCancelled();
-  let spec = null;
-  let t = { tabId: tab.id, frameIds: [0] };
-  if (args.ref != null) {
-    const hit = b.page.table(tab.id).lookup(args.ref);
-    spec = { local: hit.local };
-    t = { tabId: tab.id, documentIds: [hit.documentId] };
-  }
+  const named = (args.ref != null && args.ref !== '') || Boolean(args.selector);
+  const loc = named ? await b.page.locate(tab, args) : { target: { tabId: tab.id, frameIds: [0] }, spec: null, label: 'the page' };
+  // A hidden page's timers wait up to a second: awake, its handlers run as they would for a person.
+  if (!(await b.input.unavailable(tab.id))) await b.input.awake(tab.id);
   // A ref alone is scrolled into view; with a direction or pixels, its own content scrolls (a list, a textarea).
-  const inside = spec !== null && (args.direction != null || args.pixels != null);
-  const [r] = await b.page.exec(t, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: spec, inside }]);
+  const inside = named && (args.direction != null || args.pixels != null);
+  const [r] = await b.page.exec(loc.target, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: loc.spec, inside }]);
   const res = r && r.result;
-  if (!res || res.error) throw b.page.error(res, { label: `[ref=${args.ref}]` }, args);
+  if (!res || res.error) throw b.page.error(res, loc, args);
   const atEnd = res.scrollY + res.viewport >= res.height - 2;
   if (res.inside) {
-    const what = res.own ? `[ref=${args.ref}]` : `the element around [ref=${args.ref}] that scrolls`;
+    const what = res.own ? loc.label : `the element around ${loc.label} that scrolls`;
     return text(`scrolled inside ${what} to y=${res.scrollY} of ${res.height} px (its view ${res.viewport} px)` +
       `${atEnd ? '; this is its end' : ''}. Take a new browser_snapshot to see what shows now.`);
   }
@@ -328,6 +401,7 @@ export const ACTING_TOOLS = {
   browser_type: type,
   browser_press_key: pressKey,
   browser_select_option: selectOption,
+  browser_select_text: selectText,
   browser_scroll: scroll,
   browser_hover: hover,
   browser_drag: drag,

@@ -8,6 +8,7 @@
     agentTypes, redacts, roleOf, nameOf, isSubmitControl, valueOf, personTyped, optionNamed, choiceOf, selectedThere,
   } = globalThis.__openabPage.elements;
   const { snapshot, redactedHtml, readableText } = globalThis.__openabPage.read;
+  const { KEYED, caret, rangeOf, onScreen, topAt, scrollInside, settled } = globalThis.__openabPage.input;
 
   const FOCUSABLE = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [contenteditable=true]';
 
@@ -103,26 +104,39 @@
   }
 
   const ACTIONS = {
-    click(el, { mods = null }) {
+    // Where the real mouse cannot go (lib/tools-act.js): the events a click makes, as a script can make them.
+    click(el, { mods = null, button = 'left', count = 1 }) {
       if (el.disabled) throw new Refusal('the element is disabled; wait for the page or pick another element');
-      const at = { ...pointAt(el), ...mods };
+      const at = { ...pointAt(el), ...mods, button: { left: 0, middle: 1, right: 2 }[button] };
       el.dispatchEvent(new PointerEvent('pointerdown', at));
       el.dispatchEvent(new MouseEvent('mousedown', at));
       if (typeof el.focus === 'function') el.focus({ preventScroll: true });
       el.dispatchEvent(new PointerEvent('pointerup', at));
       el.dispatchEvent(new MouseEvent('mouseup', at));
+      if (button === 'right') el.dispatchEvent(new MouseEvent('contextmenu', { ...at, view: window }));
       // el.click() carries no modifier, so a click with Control or Shift held is its own event, as a mouse's is.
-      if (mods) el.dispatchEvent(new MouseEvent('click', { ...at, detail: 1, view: window }));
+      else if (mods || count > 1) el.dispatchEvent(new MouseEvent('click', { ...at, detail: 1, view: window }));
       else el.click();
-      return 'clicked';
+      if (count > 1 && button === 'left') el.dispatchEvent(new MouseEvent('dblclick', { ...at, detail: 2, view: window }));
+      return `${count > 1 ? 'double-' : ''}${button === 'left' ? '' : `${button}-`}clicked`;
     },
-    type(el, { text, clear = true }) {
+    type(el, { text, clear = true, real = false }, spec) {
       if (el.tagName === 'INPUT' && (el.getAttribute('type') || '').toLowerCase() === 'file') {
         throw new Refusal('a file input cannot be typed into; ask the user to choose the file');
       }
       if (el.disabled || el.readOnly) throw new Refusal('the field is disabled or read-only');
       pointAt(el);
       el.focus();
+      // Real keys (lib/input.js) replace what is selected here, or go in at its end; the gate holds them to `el`.
+      if (real && (el.isContentEditable || el.tagName === 'TEXTAREA' || KEYED.test(el.type || ''))) {
+        if (!holds(focusHolder(), el)) {
+          throw new Refusal('the element cannot take the keyboard focus, so typed keys would reach another element');
+        }
+        if (caret(el, clear)) {
+          arm(el, spec);
+          return 'ready';
+        }
+      }
       if (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA') {
         const next = clear ? text : el.value + text;
         // The prototype's setter, because frameworks like React track the instance property.
@@ -139,6 +153,25 @@
         return 'typed into';
       }
       throw new Refusal('this element cannot take text; target an input, textarea or editable element');
+    },
+    selectText(el, { text }) {
+      const field = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA';
+      if (redacts(el) || (field && !KEYED.test(el.type))) throw new Refusal('the text of this element cannot be selected (it is secret or not text)');
+      const at = field && text ? el.value.indexOf(text) : 0;
+      const range = field ? null : text ? rangeOf(el, text) : document.createRange();
+      if (at < 0 || (!field && range === null)) throw new Refusal(`the words are not on the page${el === document.body ? '' : ' in this element'} as given`);
+      if (field) {
+        el.focus();
+        el.setSelectionRange(at, text ? at + text.length : el.value.length);
+        return { verb: 'selected text in', chosen: squash(text || el.value, MAX_VALUE) };
+      }
+      // As a hand's selection: the focus leaves any field, so a later Control+C copies this.
+      if (focusHolder()) focusHolder().blur();
+      if (!text) range.selectNodeContents(el);
+      (range.startContainer.parentElement || el).scrollIntoView({ block: 'center' });
+      getSelection().removeAllRanges();
+      getSelection().addRange(range);
+      return { verb: 'selected text in', chosen: squash(getSelection().toString(), MAX_VALUE) };
     },
     select(el, { value, values }) {
       if (el.tagName !== 'SELECT') throw new Refusal('browser_select_option needs a <select> element');
@@ -382,20 +415,6 @@
     return { ok: true };
   }
 
-  /** Whether a point of the viewport is on screen, where the mouse can be. */
-  const onScreen = ({ x, y }) => x >= 0 && y >= 0 && x < innerWidth && y < innerHeight;
-
-  /** The element the mouse reaches at a point: the topmost there, inside open shadow roots. */
-  function topAt({ x, y }) {
-    let el = document.elementFromPoint(x, y);
-    while (el && el.shadowRoot) {
-      const inner = el.shadowRoot.elementFromPoint(x, y);
-      if (!inner || inner === el) break;
-      el = inner;
-    }
-    return el;
-  }
-
   /** The middle of `el` on screen, where a person's pointer would take it; a refusal when the mouse cannot. */
   function middleOf(el, what) {
     const r = el.getBoundingClientRect();
@@ -415,12 +434,19 @@
    * drag the middle of the element it drops onto, or the point `offset` away and the element there. `expected`
    * binds the points to the elements the guard saw (their fingerprints); without it, they are being described.
    */
-  function aim({ target, to, offset }, expected = null) {
+  function aim({ target, to, offset, right = false }, expected = null) {
     try {
       const found = resolve(target);
       if (found.error) return found;
       const el = found.el;
       if (expected && describe(el).fingerprint !== expected.from) return { error: 'stale_ref', message: 'the element changed after it was checked' };
+      if (expected) {
+        // The real input comes once this answers: a page it makes leave is heard of, as after `act`.
+        watchLeaving();
+        watchUntil = performance.now() + LEAVE_WATCH_MS;
+        // A right click on a page with no menu of its own would open Chrome's, over the person's window.
+        if (right) addEventListener('contextmenu', (e) => e.preventDefault(), { once: true });
+      }
       el.scrollIntoView({ block: 'center', inline: 'center' });
       let drop = null;
       if (to) {
@@ -447,28 +473,6 @@
       if (e instanceof Refusal) return { error: 'action_failed', message: e.message, page: e.page };
       throw e;
     }
-  }
-
-  /** The nearest element from `el` outwards that scrolls its own content, or null. */
-  function scroller(el) {
-    for (let at = el; at && at !== document.body && at !== document.documentElement; at = at.parentElement || at.getRootNode().host) {
-      const style = getComputedStyle(at);
-      if (at.scrollHeight > at.clientHeight + 1 && /(auto|scroll|overlay)/.test(style.overflowY)) return at;
-      if (at.tagName === 'TEXTAREA' && at.scrollHeight > at.clientHeight + 1) return at;
-    }
-    return null;
-  }
-
-  /** Scrolls inside an element (a scrollable list, a textarea) as the page scrolls: its own position. */
-  function scrollInside(el, direction, pixels) {
-    const box = scroller(el);
-    if (!box) return { error: 'action_failed', message: 'neither the element nor any element around it scrolls; scroll the page (no ref)' };
-    const step = pixels || Math.round(box.clientHeight * 0.8);
-    const top = direction === 'top' ? 0 : direction === 'bottom' ? box.scrollHeight
-      : box.scrollTop + (direction === 'up' ? -step : step);
-    box.scrollTo({ top, behavior: 'instant' });
-    return { ok: true, inside: true, scrollY: Math.round(box.scrollTop), height: box.scrollHeight, viewport: box.clientHeight,
-      own: box === el };
   }
 
   // A receipt's value is short: the agent checks it, the snapshot has the rest.
@@ -537,18 +541,26 @@
       }
       return { ok: true, html: redactedHtml(el), url: location.href, title: document.title };
     },
-    scroll({ direction, pixels, target, inside = false }) {
-      if (target) {
-        const found = resolve(target);
-        if (found.error) return found;
-        if (inside) return scrollInside(found.el, direction, pixels);
-        found.el.scrollIntoView({ block: 'center' });
-      } else {
+    async scroll({ direction, pixels, target, inside = false }) {
+      const found = target ? resolve(target) : { el: null };
+      if (found.error) return found;
+      const at = () => `${scrollX},${scrollY},${found.el ? found.el.getBoundingClientRect().top : ''}`;
+      const before = at();
+      if (inside) {
+        const top = scrollInside(found.el, null, 0).scrollY;
+        const done = scrollInside(found.el, direction, pixels);
+        if (done.error) return done;
+        await settled(done.scrollY !== top);
+        return scrollInside(found.el, null, 0);
+      }
+      if (found.el) found.el.scrollIntoView({ block: 'center' });
+      else {
         const step = pixels || Math.round(innerHeight * 0.8);
         if (direction === 'top') scrollTo(0, 0);
         else if (direction === 'bottom') scrollTo(0, document.documentElement.scrollHeight);
         else scrollBy(0, direction === 'up' ? -step : step);
       }
+      await settled(at() !== before);
       const h = document.documentElement.scrollHeight;
       return { ok: true, scrollY: Math.round(scrollY), height: h, viewport: innerHeight };
     },
