@@ -98,7 +98,9 @@ class TabCapture {
     this.ignored = new Set(); // execution contexts that are not the page's own (extensions' isolated worlds)
   }
 
-  newPage(loaderId, at) {
+  /** `seen`: its load was seen (its document's request is in the list), not found loaded at an attach. */
+  newPage(loaderId, at, seen = false) {
+    this.sawLoad = seen;
     this.messages.clear();
     this.requests.clear();
     this.byId.clear();
@@ -135,7 +137,7 @@ export class DevCapture {
       this.enabled = got[SWITCH] !== false;
     }, () => {});
     chrome.storage.onChanged.addListener((changes, area) => {
-      if (area === 'local' && changes[SWITCH]) this.enabled = changes[SWITCH].newValue !== false;
+      if (area === 'local' && changes[SWITCH]) this._switch(changes[SWITCH].newValue !== false);
     });
     chrome.tabs.onRemoved.addListener((tabId) => this.tabs.delete(tabId));
     dialogs.addReader(this);
@@ -169,6 +171,16 @@ export class DevCapture {
     ]);
   }
 
+  /** Capture turned on or off: the sessions up now start or stop it, so off costs what no capture costs. */
+  _switch(on) {
+    if (on === this.enabled) return;
+    this.enabled = on;
+    for (const tabId of this.dialogs.attached.keys()) {
+      if (on) this.attached(tabId).catch(() => {});
+      else for (const domain of ['Network', 'Runtime', 'Log']) this.dialogs.send(tabId, `${domain}.disable`).catch(() => {});
+    }
+  }
+
   /** One event of a tab's session. */
   event(tabId, method, params) {
     if (!this.enabled || !this.tabs.has(tabId)) return;
@@ -200,7 +212,8 @@ export class DevCapture {
         if (!r) break;
         const res = params.response || {};
         Object.assign(r, { status: res.status, statusText: cut(res.statusText, 200), mimeType: String(res.mimeType || ''),
-          responseHeaders: headersOf(res.headers), type: String(params.type || r.type) });
+          responseHeaders: headersOf(res.headers), type: String(params.type || r.type),
+          cached: Boolean(res.fromDiskCache || res.fromPrefetchCache || res.fromServiceWorker) });
         break;
       }
       case 'Network.loadingFinished':
@@ -239,7 +252,7 @@ export class DevCapture {
     const req = p.request || {};
     // A new top document is a new page: what was known of the last one goes.
     if (p.type === 'Document' && p.frameId === t.mainFrame && !p.redirectResponse && p.loaderId !== t.loaderId) {
-      t.newPage(p.loaderId, Date.now());
+      t.newPage(p.loaderId, Date.now(), true);
     }
     const prior = t.byId.get(p.requestId);
     if (prior && p.redirectResponse) {
@@ -262,10 +275,14 @@ export class DevCapture {
     return t ? { messages: t.messages.items, dropped: t.messages.dropped } : { messages: [], dropped: 0 };
   }
 
-  /** The requests kept for the tab: `{requests, dropped, since}` (`since`: when the list starts, ms). */
+  /**
+   * The requests kept for the tab: `{requests, dropped, since}`; `since` (ms) when openab began watching a page it
+   * found loaded, whose earlier requests it cannot know, else 0.
+   */
   requests(tabId) {
     const t = this.tabs.get(tabId);
-    return t ? { requests: t.requests.items, dropped: t.requests.dropped, since: t.knownSince } : { requests: [], dropped: 0, since: 0 };
+    return t ? { requests: t.requests.items, dropped: t.requests.dropped, since: t.sawLoad ? 0 : t.knownSince }
+      : { requests: [], dropped: 0, since: 0 };
   }
 
   /** One request by its number, or null. */

@@ -8,6 +8,8 @@ import { text, untrusted, pageSlice } from './results.js';
 import { humanSize } from './guard.js';
 import { DEFAULT_MAX_CHARS } from './catalogue.js';
 
+// Chrome's own line for a failed load says its status in many words; the status is what matters.
+const RESPONDED = /(?<=^Failed to load resource: )the server responded with a status of /;
 const LEVEL_ORDER = { debug: 0, log: 1, info: 1, warning: 2, error: 3 };
 const DEFAULT_MAX = 100;
 const MAX_ITEMS = 500;
@@ -54,24 +56,24 @@ async function consoleMessages(b, args, call) {
   const origin = originOf(tab.url);
   const picked = messages.filter((m) => m.seq > since && LEVEL_ORDER[m.level] >= LEVEL_ORDER[level]);
   const shown = picked.slice(-max);
-  const last = messages.length ? messages[messages.length - 1].seq : since;
   const lines = shown.map((m) => {
     const where = m.url ? ` ${short(m.url, origin)}${m.line ? `:${m.line}` : ''}` : '';
-    const stack = (m.stack || []).map((f) => `    at ${f.fn} ${short(f.url, origin)}:${f.line}:${f.column}`);
-    return [`#${m.seq} ${m.level}${where} ${m.text}`, ...stack].join('\n');
+    // A stack of one frame says no more than the message's own place.
+    const frames = m.stack && (m.uncaught || m.stack.length > 1) ? m.stack : [];
+    const stack = frames.map((f) => `    at ${f.fn === '(anonymous)' ? '' : `${f.fn} `}${short(f.url, origin)}:${f.line}:${f.column}`);
+    return [`#${m.seq} ${m.level}${where} ${m.text.replace(RESPONDED, '')}`, ...stack].join('\n');
   });
   const filter = `${level !== 'debug' ? ` at level ${level} or above` : ''}${since ? ` after #${since}` : ''}`;
-  const head = `${picked.length} console message${picked.length === 1 ? '' : 's'} in the agent tab since its page loaded${filter}` +
+  const head = `${picked.length} console message${picked.length === 1 ? '' : 's'} since the page loaded${filter}` +
     `${shown.length < picked.length ? ` (the newest ${shown.length} shown)` : ''}` +
-    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.messages})` : ''}. ` +
-    `Call again with since=${last} for only newer ones.`;
+    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.messages})` : ''}.`;
   return text(lines.length ? `${head}\n${untrusted(lines.join('\n'))}` : head);
 }
 
 function requestLine(r, origin) {
   const status = r.failed ? `failed (${r.failed})` : r.status ? String(r.status) : 'pending';
   const took = r.duration !== undefined ? ` ${r.duration} ms` : '';
-  const size = r.size !== undefined ? ` ${humanSize(r.size)}` : '';
+  const size = r.cached ? ' cached' : r.size !== undefined ? ` ${humanSize(r.size)}` : '';
   return `#${r.seq} ${r.method} ${status} ${r.type.toLowerCase()} ${short(r.url, origin)}${took}${size}`;
 }
 
@@ -87,11 +89,10 @@ async function networkRequests(b, args, call) {
   const picked = args.url ? requests.filter((r) => r.url.toLowerCase().includes(args.url.toLowerCase())) : requests;
   const shown = picked.slice(-max);
   const from = since ? new Date(since).toISOString().slice(11, 19) : '';
-  const head = `${picked.length} request${picked.length === 1 ? '' : 's'} of the agent tab's page${args.url ? ' matching the url filter' : ''}` +
-    `${from ? ` (known from ${from} UTC, when openab began watching this page)` : ''}` +
+  const head = `${picked.length} request${picked.length === 1 ? '' : 's'} since the page loaded${args.url ? ' matching the url filter' : ''}` +
+    `${from ? ` (only those from ${from} UTC, when openab began watching the page)` : ''}` +
     `${shown.length < picked.length ? `; the newest ${shown.length} shown` : ''}` +
-    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.requests})` : ''}. ` +
-    'Each line: #id method status type url duration size. Call with id for one request\'s headers and body.';
+    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.requests})` : ''}.`;
   const lines = shown.map((r) => requestLine(r, origin));
   return text(lines.length ? `${head}\n${untrusted(lines.join('\n'))}` : head);
 }
