@@ -38,7 +38,7 @@
   // cell cut says so where it is cut, and by which ref it reads whole. `whole`: browser_find, which looks at every
   // word, and a region of one element, asked for because its line was cut.
   const LIMITS = {
-    outline: { plain: 10_000, cell: 2000, rows: 2000, heading: MAX_NAME, options: 30 },
+    outline: { plain: 10_000, cell: 8000, rows: 2000, heading: MAX_NAME, options: 30 },
     whole: { plain: 1_000_000, cell: 1_000_000, rows: 100_000, heading: 10_000, options: 5000 },
   };
   // What makes a table that does not say it holds data (no caption, head or header cell of its own) one of layout:
