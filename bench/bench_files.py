@@ -72,7 +72,7 @@ from waits import eventually
 from bench.bench_browser_tools import ref_of
 from bench.common import arguments, interleaved, plot_latencies, stop_child, summary, write_result
 from openab_browser.core.acp.backend import NoAgentBackend
-from openab_browser.core.acp.server import AcpServerConnection
+from openab_browser.core.acp.file_methods import FileMethods
 from openab_browser.core.files.transfers import CHUNK, Transfers
 from openab_browser.core.mcp.access import HttpEndpoint
 from openab_browser.core.mcp.proxy import BrowserProxy
@@ -177,8 +177,8 @@ def instrumented(clock: Clock) -> contextlib.ExitStack:
             setattr(owner, name, timed)
         stack.callback(setattr, owner, name, original)
 
-    wrap(AcpServerConnection, "_file_read", "read")
-    wrap(AcpServerConnection, "_file_write", "write")
+    wrap(FileMethods, "read", "read")
+    wrap(FileMethods, "write", "write")
     wrap(Transfers, "open_upload", "open")
     wrap(Transfers, "open_download", "open")
     wrap(Transfers, "finish_download", "finish")

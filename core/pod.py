@@ -13,7 +13,7 @@ from typing import Any
 
 from .acp.backend import AgentBackend
 from .acp.schema import AgentOffer
-from .acp.server import AcpConnections, AcpServerConnection
+from .acp.server import AcpConnections, AcpServerConnection, PodParts
 from .files import Transfers
 from .journal import JOURNAL_METHOD
 from .leftovers import StateDirLock
@@ -67,15 +67,15 @@ class Pod:
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
         self._state_dir_lock = StateDirLock(settings.state_dir)
         self._read_previous = False  # the journal read what an earlier run left (once: start() is called twice)
+        self._parts = PodParts(
+            settings, sessions=sessions, tunnels=tunnels, backend=backend, agents=agents, spawn=tasks.spawn,
+            session_opened=self.session_opened, evict=self.evict, connections=self.connections,
+            make_room=self.make_room, files=files, step_decided=journal.decided if journal is not None else None,
+        )
 
     def accept(self, connection_id: str | None = None) -> AcpServerConnection:
         """The ACP side of one new `/acp` socket, wired to this pod's parts."""
-        return AcpServerConnection(
-            self.settings, sessions=self.sessions, tunnels=self.tunnels, backend=self.backend,
-            agents=self.agents, spawn=self.tasks.spawn, session_opened=self.session_opened, evict=self.evict,
-            connections=self.connections, connection_id=connection_id, make_room=self.make_room, files=self.files,
-            step_decided=self.journal.decided if self.journal is not None else None,
-        )
+        return AcpServerConnection(self._parts, connection_id=connection_id)
 
     def session_opened(self, session: Session) -> None:
         self.tasks.spawn(self.backend.session_opened(session), name=f"open {session.id}")
