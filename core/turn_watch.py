@@ -183,17 +183,31 @@ class TurnClock:
 
     The `/acp` side makes one per turn (the ``idle`` clock, the cancel grace) and hands it to the agent backend,
     which arms its ``silence`` clock on the same one; the tunnel makes one per call (``call``). Whatever can bring
-    a deadline sooner or later (an ask, an answer, a cancel) tells ``changed``, so a waiter looks again; nothing
-    here waits or sleeps. Seconds it returns are from now: at or below 0, that limit has passed.
+    a deadline sooner or later (an ask, an answer, a cancel) tells every subscriber (:meth:`subscribe`), so each
+    waiter looks again; nothing here waits or sleeps. Seconds it returns are from now: at or below 0, that limit
+    has passed.
     """
 
-    __slots__ = ("_person", "_watch", "changed")
+    __slots__ = ("_listeners", "_person", "_watch")
 
     def __init__(self, person: Person, changed: Callable[[], None] | None = None) -> None:
         self._person = person
         self._watch = TurnWatch()
-        self.changed = changed
+        self._listeners: list[Callable[[], None]] = []
+        if changed is not None:
+            self.subscribe(changed)
         person._join(self, self._watch)
+
+    def subscribe(self, listener: Callable[[], None]) -> Callable[[], None]:
+        """``listener`` is told whenever a deadline may have moved, beside any other; returns what unsubscribes
+        it."""
+        self._listeners.append(listener)
+
+        def unsubscribe() -> None:
+            if listener in self._listeners:
+                self._listeners.remove(listener)
+
+        return unsubscribe
 
     def now(self) -> float:
         return self._person.now()
@@ -240,7 +254,7 @@ class TurnClock:
 
     def runs_out_in(self, clock: Clock) -> float:
         """Seconds until ``clock`` runs out if nothing else happens (:meth:`TurnWatch.runs_out`): a deadline that
-        someone else enforces, moved at each :attr:`changed`."""
+        someone else enforces, moved at each change told to the subscribers."""
         now = self.now()
         return self._watch.runs_out(clock, now) - now
 
@@ -259,5 +273,5 @@ class TurnClock:
         self._tell()
 
     def _tell(self) -> None:
-        if self.changed is not None:
-            self.changed()
+        for listener in list(self._listeners):
+            listener()

@@ -273,7 +273,7 @@ def test_a_call_made_while_a_card_is_open_starts_stopped_and_its_deadline_moves_
     moved: list[float] = []
     call = person.clock()
     call.arm(CALL, 0.3)
-    call.changed = lambda: moved.append(call.runs_out_in(CALL))
+    call.subscribe(lambda: moved.append(call.runs_out_in(CALL)))
     # The JSON-RPC request's deadline: if nothing else happens, the card ends at its bound, then one whole limit.
     assert call.runs_out_in(CALL) == pytest.approx(29.0 + 0.3)
     now.now = 2.5
@@ -281,6 +281,21 @@ def test_a_call_made_while_a_card_is_open_starts_stopped_and_its_deadline_moves_
     assert moved == [pytest.approx(0.3)]
     now.now = 2.8
     assert call.left(CALL) <= 0  # answered, then nothing came back: one limit later it times out
+
+
+def test_every_subscriber_of_a_clock_is_told_and_one_leaves_without_the_others() -> None:
+    """A second listener on a clock (the tunnel's timeout beside a waiter) is told too, never in the first one's
+    place; one that unsubscribes is no longer told, and the others still are."""
+    _now, person = socket_at()
+    turn, told = turn_on(person)
+    second: list[str] = []
+    leave = turn.subscribe(lambda: second.append("look"))
+    person.asked(True, up_to=30.0)
+    assert told == ["look"] and second == ["look"]
+    leave()
+    person.asked(False, up_to=30.0)
+    assert told == ["look", "look"] and second == ["look"]
+    leave()  # twice: nothing to undo
 
 
 def test_a_card_announced_and_never_closed_pauses_only_up_to_the_persons_wait() -> None:

@@ -170,7 +170,7 @@ class Tunnel(abc.ABC):
             if outer_id:
                 self.conn.set_timeout(outer_id[0], clock.runs_out_in(CALL))
 
-        clock.changed = moved
+        clock.subscribe(moved)
         try:
             return await self.conn.request("mcp/message", envelope, timeout=clock.runs_out_in(CALL),
                                            sent=outer_id.append)
