@@ -143,13 +143,16 @@ const CLICKED = { left: 'clicked', right: 'right-clicked', middle: 'middle-click
 async function realClick(b, loc, opArgs, desc, tab, documentId) {
   if (desc.disabled) throw new ToolError(TOOL_ERROR, `the element is disabled; wait for the page or pick another element (${loc.label})`);
   const at = { tabId: tab.id, documentIds: [documentId] };
-  const [aimed] = await b.page.exec(at, 'aim', [{ target: loc.spec, right: opArgs.button === 'right' }, { from: desc.fingerprint, to: '' }]);
+  const ask = { target: loc.spec, click: true, right: opArgs.button === 'right' };
+  const [aimed] = await b.page.exec(at, 'aim', [ask, { from: desc.fingerprint, to: '' }]);
   const res = aimed && aimed.result;
   if (!res || res.error === 'stale_ref' || res.error === 'not_found') throw b.page.error(res, loc, {});
   if (res.error) return { unreached: res.message };
-  await b.input.click(tab.id, res.from, { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) });
+  const how = { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) };
+  // The page tells whether the click submitted a form or began to leave, as for a key (sendKeys).
+  const { left } = await sendKeys(b, tab, documentId, () => b.input.click(tab.id, res.from, how), true);
   const verb = `${opArgs.count === 2 ? 'double-' : ''}${CLICKED[opArgs.button]}`;
-  return { verb, left: false, framed: false, unreached: '' };
+  return { verb, left, framed: false, unreached: '' };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */

@@ -434,16 +434,18 @@
    * drag the middle of the element it drops onto, or the point `offset` away and the element there. `expected`
    * binds the points to the elements the guard saw (their fingerprints); without it, they are being described.
    */
-  function aim({ target, to, offset, right = false }, expected = null) {
+  function aim({ target, to, offset, click = false, right = false }, expected = null) {
     try {
       const found = resolve(target);
       if (found.error) return found;
       const el = found.el;
       if (expected && describe(el).fingerprint !== expected.from) return { error: 'stale_ref', message: 'the element changed after it was checked' };
       if (expected) {
-        // The real input comes once this answers: a page it makes leave is heard of, as after `act`.
+        // The real input comes once this answers: a page it makes leave is heard of, as after `act`, and a click's
+        // submission is kept for `pressed` to tell, as a key's is.
         watchLeaving();
         watchUntil = performance.now() + LEAVE_WATCH_MS;
+        if (click) arm(el, {});
         // A right click on a page with no menu of its own would open Chrome's, over the person's window.
         if (right) addEventListener('contextmenu', (e) => e.preventDefault(), { once: true });
       }

@@ -78,5 +78,6 @@ async def test_with_the_debugging_bar_cancelled_the_agent_hears_what_still_works
     }""")
     assert said == ("no_real_input: browser_hover was not done: real mouse and key events cannot be sent now: the "
                     "user cancelled Chrome's debugging bar, and real mouse and key events go through the debugger; a "
-                    "new chat asks again. browser_click, browser_type, browser_select_option and browser_scroll still "
-                    "work.")
+                    "new chat asks again. browser_click and browser_type still work as script events (a click moves "
+                    "no mouse, typing sends no keys), and browser_select_option, browser_select_text and "
+                    "browser_scroll work as before.")
