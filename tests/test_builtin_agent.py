@@ -25,6 +25,8 @@ def test_instructions_are_planned_in_order() -> None:
         ("screenshot", "", ""),
     ]
     assert plan_steps("dance a little")[0].action == "unknown"
+    developer = plan_steps("show me the console; check the network then errors")
+    assert [s.action for s in developer] == ["console", "network", "console"]
 
 
 def test_a_label_finds_its_ref_exactly_before_partly() -> None:

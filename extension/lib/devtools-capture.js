@@ -113,9 +113,9 @@ class TabCapture {
     this.messages.push({ seq: this.nextSeq++, ...m });
   }
 
-  addRequest(r) {
+  addRequest(r, was = null) {
     this.requests.push(r);
-    this.byId.set(r.cdpId, r);
+    if (r.cdpId && (!was || this.byId.get(r.cdpId) === was)) this.byId.set(r.cdpId, r);
     this.bySeq.set(r.seq, r);
     // What the ring dropped goes from the maps too.
     while (this.bySeq.size > this.requests.items.length) {
@@ -160,7 +160,11 @@ export class DevCapture {
     const top = tree && tree.frameTree ? tree.frameTree.frame : {};
     t.mainFrame = String(top.id || '');
     const loaderId = String(top.loaderId || '');
-    if (loaderId !== t.loaderId) t.newPage(loaderId, Date.now());
+    if (loaderId !== t.loaderId) {
+      t.newPage(loaderId, Date.now());
+      // Before Network.enable, so that no request is in both the page's record and the session's events.
+      await this._backfill(tabId, t);
+    }
     t.messages.clear();
     t.ignored.clear();
     await Promise.all([
@@ -179,6 +183,35 @@ export class DevCapture {
       if (on) this.attached(tabId).catch(() => {});
       else for (const domain of ['Network', 'Runtime', 'Log']) this.dialogs.send(tabId, `${domain}.disable`).catch(() => {});
     }
+  }
+
+  /**
+   * A page found loaded: the requests it made before the session came, from the page's own resource timing (the
+   * URL, the kind, the status, the time and the size; no method, no headers, no body). The page could forge them,
+   * as it can any of its words.
+   */
+  async _backfill(tabId, t, documentOnly = false) {
+    const kinds = documentOnly ? "performance.getEntriesByType('navigation')"
+      : "performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))";
+    const expression = `JSON.stringify(${kinds}.slice(0, ${MAX_REQUESTS}).map((e) => [e.name, e.entryType === 'navigation' ? 'Document' : e.initiatorType,
+        e.responseEnd - e.startTime, e.transferSize, e.decodedBodySize, e.responseStatus || 0]))`;
+    const got = await this.dialogs.send(tabId, 'Runtime.evaluate', { expression, returnByValue: true }).catch(() => null);
+    let entries;
+    try {
+      entries = JSON.parse(got && got.result ? got.result.value : '[]');
+    } catch {
+      return;
+    }
+    if (!Array.isArray(entries)) return;
+    const early = entries.filter((e) => Array.isArray(e) && /^https?:/.test(String(e[0]))).map(
+      ([url, kind, duration, transfer, decoded, status]) => ({ seq: 0, cdpId: '', early: true, method: '', url: cut(url, MAX_URL),
+        type: String(kind || 'other'), status: Number(status) || 0, duration: Math.round(Number(duration) || 0),
+        size: Number(transfer) || 0, cached: !transfer && Number(decoded) > 0 }));
+    // What the page did before the session saw it comes first, whatever the session saw meanwhile.
+    const later = t.requests.items.splice(0);
+    t.bySeq.clear();
+    for (const r of [...early, ...later]) t.addRequest({ ...r, seq: r.early ? t.nextReq++ : r.seq }, r);
+    if (early.length && early[0].type === 'Document') t.sawLoad = true;
   }
 
   /** One event of a tab's session. */
@@ -204,6 +237,15 @@ export class DevCapture {
       case 'Runtime.exceptionThrown':
         t.addMessage(this._uncaught(params.exceptionDetails || {}, params.timestamp));
         break;
+      case 'Page.frameNavigated': {
+        // A new top document whose request came before the session: the page's own record of it.
+        const f = params.frame || {};
+        if (!f.parentId && f.id === t.mainFrame && f.loaderId && f.loaderId !== t.loaderId) {
+          t.newPage(f.loaderId, Date.now());
+          this._backfill(tabId, t, true).catch(() => {});
+        }
+        break;
+      }
       case 'Network.requestWillBeSent':
         this._request(t, params);
         break;

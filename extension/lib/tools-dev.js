@@ -71,10 +71,10 @@ async function consoleMessages(b, args, call) {
 }
 
 function requestLine(r, origin) {
-  const status = r.failed ? `failed (${r.failed})` : r.status ? String(r.status) : 'pending';
+  const status = r.failed ? `failed (${r.failed})` : r.status ? String(r.status) : r.early ? '?' : 'pending';
   const took = r.duration !== undefined ? ` ${r.duration} ms` : '';
   const size = r.cached ? ' cached' : r.size !== undefined ? ` ${humanSize(r.size)}` : '';
-  return `#${r.seq} ${r.method} ${status} ${r.type.toLowerCase()} ${short(r.url, origin)}${took}${size}`;
+  return `#${r.seq} ${r.method || '?'} ${status} ${r.type.toLowerCase()} ${short(r.url, origin)}${took}${size}`;
 }
 
 async function networkRequests(b, args, call) {
@@ -92,7 +92,8 @@ async function networkRequests(b, args, call) {
   const head = `${picked.length} request${picked.length === 1 ? '' : 's'} since the page loaded${args.url ? ' matching the url filter' : ''}` +
     `${from ? ` (only those from ${from} UTC, when openab began watching the page)` : ''}` +
     `${shown.length < picked.length ? `; the newest ${shown.length} shown` : ''}` +
-    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.requests})` : ''}.`;
+    `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.requests})` : ''}` +
+    `${shown.some((r) => r.early) ? '; a ? is what the page\'s own record leaves out, for those before openab watched it' : ''}.`;
   const lines = shown.map((r) => requestLine(r, origin));
   return text(lines.length ? `${head}\n${untrusted(lines.join('\n'))}` : head);
 }
@@ -105,6 +106,10 @@ async function oneRequest(b, tab, args) {
   if (!r) {
     throw new ToolError(BAD_ARGS, `no request #${id} in the agent tab's page: it is from an earlier page, or was dropped. ` +
       'Call browser_network without id for the list.');
+  }
+  if (r.early) {
+    return text(`request #${id} came before openab watched the page: only what the page's own record says of it is ` +
+      `known (its headers and body are not).\n${untrusted(requestLine(r, originOf(tab.url)))}`);
   }
   const origin = originOf(tab.url);
   const headers = (list) => (list && list.length ? list.map(([n, v]) => `  ${n}: ${v}`).join('\n') : '  (none known)');

@@ -127,3 +127,19 @@ async def test_without_webmcp_the_tools_say_so_plainly(client: Client, site: str
     assert text.startswith("this page offers no WebMCP tools: the browser has no WebMCP here"), text
     text, is_error = await call(client, "browser_webmcp_call", {"name": "anything"})
     assert is_error and "the browser has no WebMCP here" in text, text
+
+
+async def test_a_tab_that_loaded_before_openab_watched_it_lists_its_early_requests_from_the_pages_record(
+        client: Client, site: str) -> None:
+    await ok(client, "browser_tabs", {"action": "open", "url": f"{site}/devtools.html"})
+    await ok(client, "browser_wait_for", {"text": "ready: 2 orders"})
+    ours, page = split(await ok(client, "browser_network"))
+    first = page.splitlines()[0]
+    if first.startswith("#1 ?"):  # the load outran the session: the page's own record of it
+        assert "a ? is what the page's own record leaves out" in ours
+        assert re.fullmatch(r"#1 \? 200 document /devtools\.html \d+ ms .+", first), page
+        one = await ok(client, "browser_network", {"id": 1})
+        assert one.startswith("request #1 came before openab watched the page")
+    else:
+        assert re.fullmatch(r"#1 GET 200 document /devtools\.html \d+ ms .+", first), page
+    assert "/no-such-endpoint" in page

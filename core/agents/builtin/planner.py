@@ -1,7 +1,7 @@
 """The built-in agent's planner for when it has no model: plain instructions, one per line or separated by
 ``;`` / ``then``, read by patterns (``open URL``, ``click TEXT``, ``type TEXT into FIELD``, ``read``,
-``screenshot``), the snapshot reading that turns a label into an element ref, and the plain words a tool result
-(written for a model) becomes when the agent tells the person about it.
+``screenshot``, ``console``, ``network``), the snapshot reading that turns a label into an element ref, and the
+plain words a tool result (written for a model) becomes when the agent tells the person about it.
 
 Scripted, not clever: a sentence that fits no pattern becomes an ``unknown`` step the agent says it cannot do.
 """
@@ -16,7 +16,7 @@ __all__ = ["HELP", "Step", "find_ref", "for_person", "plan_steps", "result_text"
 
 HELP: Final = (
     "Without a model I follow simple instructions, one per line: `open URL`, `click TEXT`, "
-    "`type TEXT into FIELD`, `read`, `screenshot`."
+    "`type TEXT into FIELD`, `read`, `screenshot`, `console` (the page's console and errors), `network` (its requests)."
 )
 
 
@@ -28,7 +28,7 @@ class Step:
     instruction as the person wrote it, for messages.
     """
 
-    action: str  # open, click, type, read, screenshot, unknown
+    action: str  # open, click, type, read, screenshot, console, network, unknown
     target: str = ""
     text: str = ""
     said: str = ""
@@ -42,6 +42,11 @@ _TYPE = re.compile(r"^(?:please\s+)?(?:type|enter|fill in|write)\s+(.+?)\s+(?:in
                    re.IGNORECASE)
 _READ = re.compile(r"^(?:please\s+)?(?:read|snapshot|look)\b", re.IGNORECASE)
 _SHOT = re.compile(r"^(?:please\s+)?(?:take\s+a\s+)?screen\s*shot\b", re.IGNORECASE)
+# What a developer opens DevTools for: the page's console (and its errors), and its requests.
+_CONSOLE = re.compile(r"^(?:please\s+)?(?:show\s+(?:me\s+)?|check\s+|read\s+)?(?:the\s+)?(?:console|errors)\b",
+                      re.IGNORECASE)
+_NETWORK = re.compile(r"^(?:please\s+)?(?:show\s+(?:me\s+)?|check\s+|list\s+)?(?:the\s+)?(?:network|requests)\b",
+                      re.IGNORECASE)
 
 
 def _unquote(text: str) -> str:
@@ -71,6 +76,10 @@ def plan_steps(prompt: str) -> list[Step]:
             steps.append(Step("click", target=_unquote(target), said=said))
         elif _SHOT.match(said):
             steps.append(Step("screenshot", said=said))
+        elif _CONSOLE.match(said):
+            steps.append(Step("console", said=said))
+        elif _NETWORK.match(said):
+            steps.append(Step("network", said=said))
         elif _READ.match(said):
             steps.append(Step("read", said=said))
         else:
