@@ -244,15 +244,6 @@ class Settings(BaseModel):
     def _empty_token_is_none(cls, value: Any) -> Any:
         return None if value in ("", None) else value
 
-    @field_validator("max_connections_per_peer")
-    @classmethod
-    def _per_peer_within_all(cls, value: int, info: ValidationInfo) -> int:
-        total = info.data.get("max_connections")
-        if total is not None and value > total:
-            raise ValueError(f"OPENAB_MAX_CONNECTIONS_PER_PEER ({value}) is more than OPENAB_MAX_CONNECTIONS "
-                             f"({total}): raise OPENAB_MAX_CONNECTIONS too")
-        return value
-
     @field_validator("tls_key")
     @classmethod
     def _tls_pair(cls, value: Path | None, info: ValidationInfo) -> Path | None:

@@ -105,13 +105,13 @@ def check_key(settings: Settings, kept: KeptKey | None = None) -> None:
         return  # a key the pod made: 256 bits, of the characters a browser sends
     if key is None and not settings.insecure_no_key:
         raise ConfigurationError(
-            "refusing to serve /acp without a key: give one in OPENAB_ACP_AUTH_KEY or --token-file (`openab run` "
+            "refusing to serve /acp without a key: give one in OPENAB_ACP_AUTH_KEY or --key-file (`openab run` "
             "makes and keeps one itself), or pass --insecure-no-key on 127.0.0.1 for development"
         )
     if key is None and not is_loopback(settings.host):
         raise ConfigurationError(
             f"refusing to serve /acp on {settings.host} without a key: give one in OPENAB_ACP_AUTH_KEY or "
-            "--token-file, or bind to 127.0.0.1"
+            "--key-file, or bind to 127.0.0.1"
         )
     if key is not None and len(key) < MIN_KEY_CHARS:
         if not is_loopback(settings.host):

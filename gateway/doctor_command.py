@@ -72,7 +72,8 @@ def register(commands: Any) -> None:
     doctor.add_argument("--agent", action="append", metavar="AGENT",
                         help="the agent CLI(s) to check (default: OPENAB_AGENT, else builtin); repeatable")
     doctor.add_argument("--state-dir", help="the pod's state dir (env OPENAB_STATE_DIR)")
-    doctor.add_argument("--token-file", metavar="PATH", help="the key file `openab run` is given")
+    doctor.add_argument("--key-file", metavar="PATH", help="the key file `openab run` is given")
+    doctor.add_argument("--token-file", dest="key_file", metavar="PATH", help=argparse.SUPPRESS)  # its earlier name
     doctor.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     doctor.add_argument("--dir", help="the project directory whose agent config files to check (default: here)")
     doctor.add_argument("--url", help="the gateway to reach, e.g. wss://host/acp (default: where the pod running on "
@@ -89,7 +90,7 @@ def _doctor(args: argparse.Namespace) -> int:
 
     report = Report()
     try:
-        settings = Settings.from_env(agent=args.agent, state_dir=args.state_dir, token_file=args.token_file,
+        settings = Settings.from_env(agent=args.agent, state_dir=args.state_dir, token_file=args.key_file,
                                      browser_mode=args.browser_mode, tls_cert=args.tls_cert, tls_key=args.tls_key)
     except ValueError as exc:
         report.add("FAIL", f"settings: {exc}", "correct the OPENAB_* variable or flag it names")
@@ -554,7 +555,7 @@ async def _reach(url: str, key: str | None, ca_file: str | None, report: Report)
     report.add("ok", f"gateway {health}: alive")
     if key is None:
         report.add("warn", f"gateway {url}: /acp not tried, no key known here",
-                   "set OPENAB_ACP_AUTH_KEY or --token-file to the pod's key to check the handshake too (a key "
+                   "set OPENAB_ACP_AUTH_KEY or --key-file to the pod's key to check the handshake too (a key "
                    "the pod made is kept only as its verifier)")
         return
     protocols = [Subprotocol(f"openab.bearer.{key}"), Subprotocol("acp.v1")]

@@ -6,7 +6,7 @@ key goes to this command's stdout, once, and nowhere else; its verifier replaces
 running on the same state dir reads the new verifier at its next connection: the old key opens nothing new, and
 connections already open stay until they close (restart the pod to end them too).
 
-An operator who gives the key (``OPENAB_ACP_AUTH_KEY``, ``--token-file``, a Kubernetes Secret) rotates it where they
+An operator who gives the key (``OPENAB_ACP_AUTH_KEY``, ``--key-file``, a Kubernetes Secret) rotates it where they
 keep it: this command refuses then, since the pod never reads a kept key while given one.
 """
 

@@ -31,11 +31,13 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
     # Kept only to refuse it with a pointer: a key on the command line is in every local user's `ps`.
     parser.add_argument("--token", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--token-file", metavar="PATH",
+        "--key-file", metavar="PATH",
         help="read the key clients must present from this file, mode 0600 (env OPENAB_ACP_AUTH_KEY_FILE; or give "
              "the key itself in OPENAB_ACP_AUTH_KEY). With neither, the pod makes one, keeps it in the state dir "
              "and prints it once for pairing the side panel",
     )
+    # The flag's earlier name, still taken: the secret is called a key everywhere now.
+    parser.add_argument("--token-file", dest="key_file", metavar="PATH", help=argparse.SUPPRESS)
     parser.add_argument(
         "--metrics-key-file", metavar="PATH",
         help="a key of its own for scraping /metrics, in a 0600 file or a Kubernetes Secret (env "
@@ -220,13 +222,13 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     if args.token is not None:
         print("openab: --token would show the key to every local user in `ps`; put it in OPENAB_ACP_AUTH_KEY or "
-              "in a 0600 file named by --token-file", file=sys.stderr)
+              "in a 0600 file named by --key-file", file=sys.stderr)
         return 2
     try:
         settings = Settings.from_env(
             host=args.host,
             port=args.port,
-            token_file=args.token_file,
+            token_file=args.key_file,
             metrics_token_file=args.metrics_key_file,
             insecure_no_key=args.insecure_no_key,
             allowed_origins=args.allowed_origins,

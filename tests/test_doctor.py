@@ -66,7 +66,7 @@ async def test_a_sound_installation_with_its_gateway_running_is_all_ok(tmp_path:
     key = secrets.token_urlsafe(32)
     state, key_file = private_state(tmp_path, key)
     async with run_gateway(token=key) as gw:
-        code, output = await doctor("--state-dir", str(state), "--token-file", str(key_file), "--url", gw.ws_url)
+        code, output = await doctor("--state-dir", str(state), "--key-file", str(key_file), "--url", gw.ws_url)
     assert code == 0, output
     assert "FAIL" not in output
     assert f"ok    key: 43 characters, from {key_file}" in output
@@ -79,7 +79,7 @@ async def test_a_sound_installation_with_its_gateway_running_is_all_ok(tmp_path:
 async def test_a_key_the_gateway_does_not_know_is_named_with_its_fix(tmp_path: Path) -> None:
     state, key_file = private_state(tmp_path)
     async with run_gateway() as gw:
-        code, output = await doctor("--state-dir", str(state), "--token-file", str(key_file), "--url", gw.ws_url)
+        code, output = await doctor("--state-dir", str(state), "--key-file", str(key_file), "--url", gw.ws_url)
     assert code == 1
     assert "the handshake was refused with HTTP 401" in output
     assert "fix: the key here is not the pod's" in output
@@ -90,7 +90,7 @@ async def test_no_gateway_running_fails_with_how_to_start_it(tmp_path: Path) -> 
     async with run_gateway() as gw:
         url = gw.ws_url  # a port that was just released: nothing answers there now
     state, key_file = private_state(tmp_path)
-    code, output = await doctor("--state-dir", str(state), "--token-file", str(key_file), "--url", url)
+    code, output = await doctor("--state-dir", str(state), "--key-file", str(key_file), "--url", url)
     assert code == 1
     assert "ConnectError" in output and "fix: start it (`openab run`)" in output
 

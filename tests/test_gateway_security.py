@@ -130,14 +130,14 @@ async def test_a_key_on_the_command_line_is_refused_and_a_key_file_is_read(tmp_p
     key_file.write_text(key + "\n")
     key_file.chmod(0o644)
     loose = await asyncio.create_subprocess_exec(
-        *OPENAB, "run", "--token-file", str(key_file), "--state-dir", str(tmp_path / "s2"), env=_env_without_key(),
+        *OPENAB, "run", "--key-file", str(key_file), "--state-dir", str(tmp_path / "s2"), env=_env_without_key(),
         stderr=asyncio.subprocess.PIPE,
     )
     _, err = await loose.communicate()
     assert loose.returncode == 2 and b"chmod 600" in err
 
     key_file.chmod(0o600)
-    process, lines = await _start("--token-file", str(key_file), "--state-dir", str(tmp_path / "s2"),
+    process, lines = await _start("--key-file", str(key_file), "--state-dir", str(tmp_path / "s2"),
                                   env=_env_without_key())
     try:
         assert key not in "".join(lines) and f"Key: the one in {key_file}" in "".join(lines), \

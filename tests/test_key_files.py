@@ -118,7 +118,7 @@ async def test_openab_run_as_the_pods_uid_serves_with_the_key_from_a_secret_volu
     state.mkdir(mode=0o700)
     os.chown(state, POD_UID, POD_UID)
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(state), "LANG": "C.UTF-8"}
-    argv = [*python, "run", "--port", "0", "--state-dir", str(state), "--token-file", str(volume / "key")]
+    argv = [*python, "run", "--port", "0", "--state-dir", str(state), "--key-file", str(volume / "key")]
     process = await asyncio.create_subprocess_exec(*argv, env=env, cwd=traversable, stdout=subprocess.DEVNULL,
                                                    stderr=subprocess.PIPE, start_new_session=True)
     assert process.stderr is not None
@@ -261,3 +261,13 @@ def test_a_plain_key_file_keeps_its_rules_for_any_caller(tmp_path: Path) -> None
     assert read_secret_file(plain, what="the metrics key file") == "k" * 40
     with pytest.raises(ConfigurationError, match=r"the metrics key file .* cannot be read"):
         read_secret_file(tmp_path / "missing", what="the metrics key file")
+
+
+def test_the_secret_has_one_name_on_the_command_line() -> None:
+    """`--key-file` beside `--metrics-key-file`, as the panel's Key field and OPENAB_ACP_AUTH_KEY say it; the
+    flag's earlier name `--token-file` is still taken but no longer shown."""
+    for command in ("run", "doctor"):
+        shown = subprocess.run([sys.executable, "-m", "openab_browser.gateway.cli", command, "--help"],
+                               capture_output=True, text=True, timeout=60)
+        assert shown.returncode == 0, shown.stderr
+        assert "--key-file" in shown.stdout and "token-file" not in shown.stdout
