@@ -12,6 +12,10 @@ import { DEFAULTS } from './catalogue.js';
 const INLINE_REF = /\u0001(\d+)\u0001/g;
 // eslint-disable-next-line no-control-regex
 const INLINE_LINK = /\[[^\]]*\]\(\u0001\d+\u0001[^)]*\)/g;
+// The ref of a cut mark (`… [cut at 8000 of ~9600 characters: browser_snapshot region=e7 reads it whole]`), which
+// names a part to read, not something to act on.
+// eslint-disable-next-line no-control-regex
+const CUT_REF = /region=\u0001(\d+)\u0001 reads it whole\]/g;
 // A same-site address of a link inside a sentence, between two U+0002 marks: shown with interactive_only only.
 // eslint-disable-next-line no-control-regex
 const INLINE_ADDRESS = /\u0002([^\u0002]*)\u0002/g;
@@ -162,17 +166,16 @@ export async function render(b, linksOnly, tab = null, part = {}) {
     for (const e of snap.entries) {
       const inline = Array.isArray(e.r) ? e.r : [];
       const grid = e.g === 'head' || e.g === 'row';
+      const marks = new Set(Array.from(e.t.matchAll(CUT_REF), (m) => Number(m[1])));
       // With interactive_only a table keeps its header and the rows that hold a control, whole: a row's values
-      // tell which one to act on.
-      if (linksOnly && !e.l && !inline.length && !e.h && !e.k && e.g !== 'head') continue;
+      // tell which one to act on. A cut mark alone keeps no line.
+      if (linksOnly && !e.l && !inline.some((n) => !marks.has(n)) && !e.h && !e.k && e.g !== 'head') continue;
       const ref = e.l ? ` [ref=${table.refFor(r.documentId, r.frameId, e.l)}]` : '';
       // Links inside a line of text: the page script marked where each one's ref goes (INLINE_REF). With
       // interactive_only the line keeps its links alone, each with its address; the whole text leaves out the
       // same-site ones, which the sentence around a link already describes.
       const asLinks = inline.length && linksOnly && !grid && !e.h && !e.k;
       const source = asLinks ? `links: ${(e.t.match(INLINE_LINK) || []).join(' ')}` : e.t;
-      // A line kept for a cut mark alone, which interactive_only does not show, has no link to list.
-      if (asLinks && source === 'links: ') continue;
       const t = inline.length ? source.replace(INLINE_REF, (_, n) =>
         (inline.includes(Number(n)) ? table.refFor(r.documentId, r.frameId, Number(n)) : ''))
         .replace(INLINE_ADDRESS, linksOnly ? '$1' : '') : e.t;

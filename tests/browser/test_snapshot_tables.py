@@ -100,6 +100,10 @@ async def test_long_cells_are_whole_or_say_where_they_are_cut_and_find_reads_eve
     assert "pad_8('hi', 5, 'xy') returns the marker zanzibar-8." in body_of(cell), cell
     assert "(rule 8.0)" in cell and "zanzibar-7" not in cell
 
+    # interactive_only, which keeps the lines one can act on, keeps no line for its cut mark alone.
+    outline, _ = await call(client, "browser_snapshot", {"interactive_only": True})
+    assert "(rule " not in outline and "links:" not in outline and "# String functions" in outline, outline
+
     # A text longer than a line holds says so too, and its mark reads it whole.
     note = next(ln for ln in body.splitlines() if "(rule 99.0)" in ln)
     cut = CUT.search(note)
