@@ -2,28 +2,30 @@
 
 ``--people`` people (100 by default, ``team001``...) on one hub (tests/hub_harness.py: the one-machine recipe, its
 configurable-http-proxy in front; each person's pod an ``openab run --jupyterhub`` process with the built-in
-agent). In order:
+agent, reporting activity and caching tokens as shipped unless ``--activity-interval`` says otherwise). In order:
 
-1. **starts**: every pod started at once, all stopped again, then every pod started ``--stagger`` seconds apart.
-   For each: the time until all are up, each pod's own start, the hub's spawn-limit refusals (429) and failed
-   spawns, and the hub's own REST API timed every 0.2 s meanwhile: its worst answer is how long the hub's event
-   loop stalled. Then each person's URL is asked through the proxy which pod answers it.
-2. **idle memory**: each pod's process tree (PSS and RSS from /proc), no socket open.
+1. **starts** (tests/hub_fleet.py): every pod started at once, all stopped again, then every pod started
+   ``--stagger`` seconds apart. For each: the time until all are up, each pod's own start, the hub's spawn-limit
+   refusals (429) and failed spawns, and the hub's own REST API timed every 0.2 s meanwhile: its worst answer is
+   how long the hub stalled. Then each person's URL is asked through the proxy which pod answers it.
+2. **idle**: each pod's memory (PSS and RSS of its process tree, from /proc), no socket open; one pass of
+   jupyterhub-idle-culler over every user with nothing to cull.
 3. **load**: each person opens two sockets to their pod, one through the hub's proxy and one at the pod's own
    address (as the proxy routes it), a session on each with a scripted browser (tests/fake_extension.py, the real
-   ACP and MCP-over-ACP handshake), and prompts the built-in agent, the two paths in alternating order (proxy then
-   direct, direct then proxy, ...): one phase of ``--duration`` seconds per ``--think`` value, a person's mean
-   pause between turns (0: each turn as soon as the last ended, the machine's capacity). A turn, ``open URL; read;
-   click Sign in``, is four browser tool calls. Per phase and path: each tool call (from the agent's
-   ``tool_call`` to its completion, as the panel sees them) and each turn; calls/s; each busy pod's memory; the
-   CPU the hub, the proxy, the pods' gateways, their agents and this process (the team's browsers) took, and how
-   long runnable tasks waited for a CPU; errors by kind (a refused socket, a turn's error, a step that ran in or
-   answered to another session).
-4. **the culler**: one pass of jupyterhub-idle-culler with the hub's culler token over every user with nothing to
-   cull, then, once the sockets have been closed a while, one that stops every pod, and the time until all are.
+   ACP and MCP-over-ACP handshake), and a first turn on each (it starts the session's agent). Then ``--quiet``
+   seconds with everyone connected and no turn (what open sockets and live agents cost), then one phase of
+   ``--duration`` seconds per ``--think`` value, a person's mean pause between turns (0: each turn as soon as the
+   last ended, the machine's capacity), each person's turns on the two paths in alternating order (proxy then
+   direct, direct then proxy, ...). A turn, ``open URL; read; click Sign in``, is four browser tool calls. Per
+   phase and path: each tool call (from the agent's ``tool_call`` to its completion, as the panel sees them) and
+   each turn; calls/s; each busy pod's memory; the CPU the hub, the proxy, the pods' gateways, their agents and
+   this process (the team's browsers) took, and how long runnable tasks waited for a CPU; errors by kind (a
+   refused socket, a turn's error, a step that ran in or answered to another session).
+4. **the culler**: a pass with nothing to cull right after the load, then, once the sockets have been closed a
+   while, one that stops every pod, and the time until all are stopped.
 
-Run: ``python bench/bench_hub_team.py [--quick] [--people N] [--stagger S] [--duration S] [--think S ...]``; the
-figures are read in docs/scaling.md.
+Run: ``python bench/bench_hub_team.py [--quick] [--people N] [--stagger S] [--duration S] [--think S ...]
+[--quiet S] [--activity-interval S] [--no-all-at-once]``; the figures are read in docs/scaling.md.
 """
 
 from __future__ import annotations
@@ -32,32 +34,32 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import json
 import os
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 from urllib.parse import urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx
+import hub_harness
 import process_tree
 import websockets
 from fake_extension import FakeExtension, RemoteError, connect_extension
+from hub_fleet import HubProbe, cull_pass, log_levels, start_pods, stop_pods, wait_stopped
 from hub_harness import Hub, available, running_hub
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser
 
 from bench.common import arguments, plot_latencies, summary, write_result
+from openab_browser.core.settings import Settings
 
 NAME = "hub_team"
 PATHS = ("proxy", "direct")
@@ -66,160 +68,58 @@ STEPS = "open {url}; read; click Sign in"
 CALLS_PER_TURN = 4
 TURN_TIMEOUT = 120.0
 REQUEST_TIMEOUT = 60.0
-PROBE_EVERY = 0.2
-# How often the hub's list of servers is read while pods start or stop: each read costs the hub a page of users.
-WATCH_EVERY = 1.0
-# Bounds of a start phase and of the stops: far past any start the recipe's own timeouts let through.
-START_BOUND = 900.0
-STOP_BOUND = 300.0
 # Seconds with every socket closed before the culler's second pass, which culls what was idle for half of it.
 IDLE_BEFORE_CULL = 12
+# A culler's limit no pod of the run reaches: its pass reads every user and stops nobody.
+NEVER_IDLE = 24 * 3600
 # No person joins while the machine has less memory than this left: their two agents could bring the OOM killer.
 MEMORY_FLOOR_MIB = 1536
+
+
+# How often a shipped pod tells the hub it is in use while a socket is open, and how long it trusts the hub's
+# answer about a token (Settings' defaults, which docker/jupyterhub/values.yaml keeps).
+SHIPPED_ACTIVITY_INTERVAL = float(Settings.model_fields["hub_activity_interval"].default)
+SHIPPED_AUTH_CACHE_SECS = int(Settings.model_fields["hub_auth_cache_secs"].default)
 
 
 @dataclass(frozen=True)
 class Plan:
     people: int = 100
-    stagger: float = 0.5
+    stagger: float = 1.0
     duration: float = 120.0
-    thinks: tuple[float, ...] = (3.0, 0.0)  # one load phase per value: a person's mean pause between turns
+    thinks: tuple[float, ...] = (10.0, 0.0)  # one load phase per value: a person's mean pause between turns
+    quiet: float = 30.0  # seconds everyone stays connected with no turn before the load phases
     all_at_once: bool = True  # also start every pod at once first, to compare with the staggered starts
     connecting: int = 8  # sockets opened (and first turns run) at once
+    activity_interval: float = SHIPPED_ACTIVITY_INTERVAL
+
+
+@contextlib.contextmanager
+def pods_as_shipped(activity_interval: float) -> Iterator[None]:
+    """The harness's pods report activity every second and re-ask the hub about a token every two, so its tests see
+    a cull or a revocation within their bounds; a hundred such pods would send the hub a hundred reports a second,
+    which no shipped pod does. For the run, its pods report as ``activity_interval`` says and cache a token's answer
+    as a shipped pod does (the harness writes both into the hub's config when it starts)."""
+    with mock.patch.object(hub_harness, "ACTIVITY_INTERVAL", activity_interval), \
+            mock.patch.object(hub_harness, "AUTH_CACHE_SECS", SHIPPED_AUTH_CACHE_SECS):
+        yield
 
 
 def team(count: int) -> list[str]:
     return [f"team{n:03d}" for n in range(1, count + 1)]
 
 
-# -- the hub's own latency ----------------------------------------------------------------------------------------
+def latency(samples: list[float]) -> dict[str, Any]:
+    """The hub's answers in a window: their distribution and the slowest (with one answer or none, that one's
+    wait is the stall)."""
+    slowest = {"max_ms": round(max(samples, default=0.0) * 1000, 1)}
+    return summary(samples) | slowest if len(samples) > 1 else {"n": len(samples)} | slowest
 
 
-class HubProbe:
-    """The hub's REST API root asked every :data:`PROBE_EVERY` seconds from a thread, each answer timed: the hub
-    answers it at once unless its event loop is busy, so a slow answer is a stall every person's request shares."""
-
-    def __init__(self, api: str) -> None:
-        self.api = api
-        self.samples: list[tuple[float, float]] = []  # (when asked, seconds to the answer)
-        self.failures = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        with httpx.Client(timeout=START_BOUND, trust_env=False) as client:
-            while not self._stop.wait(PROBE_EVERY):
-                asked = time.perf_counter()
-                try:
-                    client.get(f"{self.api}/").raise_for_status()
-                except httpx.HTTPError:
-                    self.failures += 1
-                self.samples.append((asked, time.perf_counter() - asked))
-
-    def __enter__(self) -> HubProbe:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(START_BOUND)
-
-    def between(self, start: float, end: float) -> dict[str, Any]:
-        taken = [took for asked, took in self.samples if start <= asked <= end]
-        if len(taken) < 2:
-            return {"n": len(taken)}
-        return {**summary(taken), "max_ms": round(max(taken) * 1000, 1)}
-
-
-# -- starting and stopping every pod ------------------------------------------------------------------------------
-
-
-def servers(hub: Hub) -> dict[str, dict[str, Any]]:
-    """Every user's default server the hub counts as active (ready or pending), by user, page by page."""
-    found: dict[str, dict[str, Any]] = {}
-    offset = 0
-    while True:
-        page = hub.request("GET", "/users", params={"state": "active", "limit": 200, "offset": offset})
-        page.raise_for_status()
-        users = page.json()
-        found |= {u["name"]: u["servers"][""] for u in users if "" in (u.get("servers") or {})}
-        if len(users) < 200:
-            return found
-        offset += 200
-
-
-def retry_after(response: httpx.Response) -> float:
-    with contextlib.suppress(ValueError):
-        return min(30.0, max(0.5, float(response.headers.get("Retry-After", ""))))
-    return 5.0
-
-
-def start_pods(hub: Hub, people: Sequence[str], stagger: float, probe: HubProbe) -> dict[str, Any]:
-    """Each person's pod asked for ``stagger`` seconds after the last, as a person's panel asks (again after the
-    hub's Retry-After when it answers 429, and again when a start failed), until every one is up."""
-    refusals: collections.Counter[str] = collections.Counter()
-    asked: dict[str, float] = {}
-    accepted: set[str] = set()
-    ready: dict[str, float] = {}
+def timed_start(hub: Hub, people: Sequence[str], stagger: float, probe: HubProbe) -> dict[str, Any]:
     began = time.perf_counter()
-    deadline = began + START_BOUND
-
-    def ask(name: str) -> None:
-        asked.setdefault(name, time.perf_counter())
-        while time.perf_counter() < deadline:
-            try:
-                answer = hub.request("POST", f"/users/{name}/server")
-            except httpx.HTTPError as exc:
-                refusals[f"start request: {type(exc).__name__}"] += 1
-                continue
-            if answer.status_code in (201, 202, 400):  # started, starting, already starting
-                accepted.add(name)
-                return
-            refusals[f"start answered {answer.status_code}"] += 1
-            if answer.status_code != 429:
-                return
-            time.sleep(retry_after(answer))
-
-    with ThreadPoolExecutor(max_workers=len(people) + 1) as pool:
-        def watch() -> None:
-            while len(ready) < len(people) and time.perf_counter() < deadline:
-                active = servers(hub)
-                now = time.perf_counter()
-                for name, server in active.items():
-                    if server.get("ready"):
-                        ready.setdefault(name, now)
-                for name in accepted - set(active) - set(ready):  # its start failed: the panel asks again
-                    accepted.discard(name)
-                    refusals["spawn failed"] += 1
-                    pool.submit(ask, name)
-                time.sleep(WATCH_EVERY)
-
-        watching = pool.submit(watch)
-        for number, name in enumerate(people):
-            time.sleep(max(0.0, began + number * stagger - time.perf_counter()))
-            pool.submit(ask, name)
-        watching.result(START_BOUND)
-    ended = time.perf_counter()
-    starts = [ready[n] - asked[n] for n in people if n in ready]
-    return {
-        "stagger_s": stagger, "pods": len(people), "up": len(ready),
-        "all_up_s": round(max(ready.values(), default=ended) - began, 1),
-        "pod_start_s": {"p50": round(sorted(starts)[len(starts) // 2], 2), "max": round(max(starts), 2)} if starts
-        else {},
-        "refused": dict(refusals),
-        "hub_api_during": probe.between(began, ended),
-    }
-
-
-def stop_pods(hub: Hub, people: Sequence[str]) -> dict[str, Any]:
-    """Every pod stopped through the hub at once (16 requests in flight), and the time until none is left."""
-    began = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=16) as pool:
-        answers = list(pool.map(lambda name: hub.request("DELETE", f"/users/{name}/server").status_code, people))
-    while servers(hub) and time.perf_counter() - began < STOP_BOUND:
-        time.sleep(WATCH_EVERY)
-    return {"all_stopped_s": round(time.perf_counter() - began, 1), "left": len(servers(hub)),
-            "answers": dict(collections.Counter(str(a) for a in answers))}
+    started = start_pods(hub, people, stagger)
+    return started | {"hub_api_during": latency(probe.between(began, time.perf_counter()))}
 
 
 @dataclass
@@ -300,6 +200,25 @@ def parts(pods: dict[str, Pod]) -> dict[str, list[int]]:
 def cpu_by_part(pods: dict[str, Pod]) -> dict[str, float]:
     """CPU seconds so far, by part."""
     return {part: sum(process_tree.cpu_seconds(pid) for pid in pids) for part, pids in parts(pods).items()}
+
+
+class CpuWindow:
+    """The CPU each part and the machine used from this window's start to :meth:`end`, and the hub's latency."""
+
+    def __init__(self, pods: dict[str, Pod], probe: HubProbe) -> None:
+        self.pods, self.probe = pods, probe
+        self.started = time.perf_counter()
+        self.cpu, self.machine = cpu_by_part(pods), process_tree.MachineCpu.now()
+        self.used: dict[str, float] = {}
+
+    def end(self) -> dict[str, Any]:
+        """The window's figures; ``self.used``: each part's CPU seconds, unrounded, for what is derived from them."""
+        ended = time.perf_counter()
+        cpu = cpu_by_part(self.pods)
+        self.used = {part: cpu[part] - self.cpu.get(part, 0.0) for part in cpu}
+        return {"seconds": round(ended - self.started, 1), "cpu_s": {p: round(s, 2) for p, s in self.used.items()},
+                "machine_cpu": process_tree.MachineCpu.now().since(self.machine, ended - self.started),
+                "hub_api_during": latency(self.probe.between(self.started, ended))}
 
 
 def hub_memory(pods: dict[str, Pod]) -> dict[str, float]:
@@ -422,8 +341,7 @@ async def turn(lane: Lane, number: int, tally: Tally, *, first: bool = False) ->
     return True
 
 
-async def open_lane(stack: contextlib.AsyncExitStack, person: str, path: str, url: str, token: str) -> Lane:
-    ext = await stack.enter_async_context(connect_extension(url, token))
+async def open_lane(ext: FakeExtension, person: str, path: str) -> Lane:
     inbox = ext.inbox = StampedInbox()
     await ext.request("initialize", {"protocolVersion": 1, "clientCapabilities": {}}, timeout=REQUEST_TIMEOUT)
     browser = FakeBrowser(ext)
@@ -434,8 +352,8 @@ async def open_lane(stack: contextlib.AsyncExitStack, person: str, path: str, ur
 
 def error_kind(exc: BaseException) -> str:
     if isinstance(exc, websockets.InvalidStatus):
-        return f"socket refused: {exc.response.status_code}"
-    return f"socket failed: {type(exc).__name__}"
+        return f"refused {exc.response.status_code}"
+    return type(exc).__name__
 
 
 async def load_phase(people: dict[str, dict[str, Lane]], pods: dict[str, Pod], think: float, duration: float,
@@ -454,30 +372,35 @@ async def load_phase(people: dict[str, dict[str, Lane]], pods: dict[str, Pod], t
             if think > 0:
                 await asyncio.sleep(random.expovariate(1 / think))
 
-    cpu_before, machine_before = cpu_by_part(pods), process_tree.MachineCpu.now()
-    started = time.perf_counter()
-    deadline = started + duration
+    window = CpuWindow(pods, probe)
+    deadline = window.started + duration
     running = [asyncio.ensure_future(person(i, lanes, deadline)) for i, lanes in enumerate(people.values())]
     await asyncio.sleep(duration / 2)
     busy = await asyncio.to_thread(pod_memory, pods)
     available, hub_rss = process_tree.available_mib(), hub_memory(pods)
     await asyncio.gather(*running)
-    elapsed = time.perf_counter() - started
-    cpu_after, machine_after = cpu_by_part(pods), process_tree.MachineCpu.now()
+    used = window.end()
     calls = sum(len(c) for c in tally.calls.values())
-    cpu = {part: round(cpu_after[part] - cpu_before.get(part, 0.0), 1) for part in cpu_after}
     return {
-        "think_s": think, "seconds": round(elapsed, 1), "tool_calls": calls, "calls_per_s": round(calls / elapsed, 1),
+        "think_s": think, "tool_calls": calls, "calls_per_s": round(calls / used["seconds"], 1),
         "turns": sum(len(t) for t in tally.turns.values()),
         "tool_call": paths_compared(tally.calls), "turn": paths_compared(tally.turns),
         "slowest_turn": {"s": round(tally.slowest[0], 2), "who": tally.slowest[1]},
-        "busy_memory": busy, "machine_memory_available_mib": round(available),
-        "hub_and_proxy_rss_mib": hub_rss,
-        "cpu_s": cpu, "cpu_ms_per_call": {part: round(s * 1000 / max(calls, 1), 2) for part, s in cpu.items()},
-        "machine_cpu": machine_after.since(machine_before, elapsed), "hub_api_during": probe.between(started, deadline),
+        "busy_memory": busy, "machine_memory_available_mib": round(available), "hub_and_proxy_rss_mib": hub_rss,
+        **used, "cpu_ms_per_call": {part: round(s * 1000 / max(calls, 1), 2) for part, s in window.used.items()},
         "errors": dict(tally.errors),
         "_samples": {f"tool call, {p}, think {think:g} s": tally.calls[p] for p in PATHS},
     }
+
+
+async def quiet_phase(pods: dict[str, Pod], connected: int, seconds: float, probe: HubProbe) -> dict[str, Any]:
+    """Everyone connected and nobody prompting: what open sockets and live agents cost each second (pings,
+    activity reports to the hub, timers), apart from any turn."""
+    window = CpuWindow(pods, probe)
+    await asyncio.sleep(seconds)
+    used = window.end()
+    per_pod = {part: round(s * 1000 / used["seconds"] / max(connected, 1), 3) for part, s in window.used.items()}
+    return {**used, "cpu_ms_per_s_per_connected_pod": per_pod}
 
 
 async def team_load(hub: Hub, pods: dict[str, Pod], tokens: dict[str, str], plan: Plan, probe: HubProbe,
@@ -495,12 +418,17 @@ async def team_load(hub: Hub, pods: dict[str, Pod], tokens: dict[str, str], plan
             if process_tree.available_mib() < MEMORY_FLOOR_MIB:  # two more agents would push the machine to OOM
                 errors["not joined: the machine's memory ran low"] += 1
                 return
+            stage, lanes = "", {}
             try:
-                lanes = {path: await open_lane(stack, pod.name, path, urls[path], tokens[pod.name]) for path in PATHS}
+                for path in PATHS:
+                    stage = f"the {path} socket's handshake"
+                    ext = await stack.enter_async_context(connect_extension(urls[path], tokens[pod.name]))
+                    stage = f"the {path} socket's initialize and session/new"
+                    lanes[path] = await open_lane(ext, pod.name, path)
                 for lane in lanes.values():  # starts the session's agent: timed apart from the load
                     await turn(lane, 0, first, first=True)
             except (OSError, TimeoutError, websockets.WebSocketException, RemoteError) as exc:
-                errors[error_kind(exc)] += 1
+                errors[f"not joined: {stage}: {error_kind(exc)}"] += 1
                 return
         people[pod.name] = lanes
 
@@ -508,12 +436,14 @@ async def team_load(hub: Hub, pods: dict[str, Pod], tokens: dict[str, str], plan
         began = time.perf_counter()
         await asyncio.gather(*(join(stack, pod) for pod in pods.values()))
         joined = time.perf_counter() - began
+        quiet = await quiet_phase(pods, len(people), plan.quiet, probe)
         phases = [await load_phase(people, pods, think, plan.duration, probe) for think in plan.thinks]
     for phase in phases:
         errors.update(phase["errors"])
     return {
         "people_connected": len(people), "join_s": round(joined, 1),
-        "first_turn": summary(first.first_turns) if len(first.first_turns) > 1 else {}, "phases": phases,
+        "first_turn": summary(first.first_turns) if len(first.first_turns) > 1 else {}, "connected_quiet": quiet,
+        "phases": phases,
     }
 
 
@@ -528,77 +458,46 @@ def paths_compared(samples: dict[str, list[float]]) -> dict[str, Any]:
 
 # -- the culler ---------------------------------------------------------------------------------------------------
 
-# One pass of the culler, as its service runs each --cull-every, timed in its own process.
-_ONE_PASS = """
-import asyncio, json, logging, os, sys, time
-from jupyterhub_idle_culler import cull_idle
-logging.basicConfig(level=logging.INFO)
-began = time.perf_counter()
-asyncio.run(cull_idle(url=sys.argv[1], api_token=os.environ["JUPYTERHUB_API_TOKEN"], inactive_limit=int(sys.argv[2]),
-                      logger=logging.getLogger("culler")))
-print(json.dumps({"pass_s": round(time.perf_counter() - began, 2)}))
-"""
-
-
-def cull_pass(hub: Hub, inactive_limit: int) -> dict[str, Any]:
-    env = {**os.environ, "JUPYTERHUB_API_TOKEN": hub.culler_token}
-    done = subprocess.run([sys.executable, "-c", _ONE_PASS, hub.api, str(inactive_limit)], env=env,
-                          capture_output=True, text=True, timeout=STOP_BOUND, check=True)
-    timed: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
-    return timed | {"culled": done.stderr.count("Culling server")}
-
 
 def culler(hub: Hub, people: Sequence[str], closed: float) -> dict[str, Any]:
-    """One pass with nothing to cull (every pod active within the day), then one over pods idle since the sockets
-    closed, and the time until the hub has stopped every pod it culled."""
-    nothing = cull_pass(hub, 24 * 3600)
+    """One pass with nothing to cull right after the load (the hub still busy with what it left), then one over
+    pods idle since the sockets closed, and the time until the hub has stopped every pod it culled."""
+    nothing = cull_pass(hub, NEVER_IDLE)
     time.sleep(max(0.0, closed + IDLE_BEFORE_CULL - time.perf_counter()))
     began = time.perf_counter()
     every = cull_pass(hub, IDLE_BEFORE_CULL // 2)
-    while servers(hub) and time.perf_counter() - began < STOP_BOUND:
-        time.sleep(WATCH_EVERY)
-    return {"users": len(people), "nothing_to_cull": nothing, "cull_all": every,
-            "all_stopped_s": round(time.perf_counter() - began, 1), "left_running": len(servers(hub))}
+    return {"users": len(people), "nothing_to_cull": nothing, "cull_all": every} | wait_stopped(hub, began)
 
 
 # -- the run ------------------------------------------------------------------------------------------------------
-
-
-def hub_log(hub: Hub) -> dict[str, Any]:
-    """Error and warning lines of the hub, its proxy and the pods, and the commonest of each."""
-    levels: dict[str, collections.Counter[str]] = {"errors": collections.Counter(), "warnings": collections.Counter()}
-    for line in hub.logs().splitlines():
-        kind = "errors" if line.startswith(("[E ", "[C ")) or " ERROR " in line else \
-            "warnings" if line.startswith("[W ") or " WARNING " in line else None
-        if kind is not None:
-            levels[kind][line.split("] ", 1)[-1][:100]] += 1
-    return {kind: {"lines": sum(c.values()), "commonest": c.most_common(3)} for kind, c in levels.items()}
 
 
 def measure(plan: Plan, folder: Path) -> dict[str, Any]:
     people = team(plan.people)
     errors: collections.Counter[str] = collections.Counter()
     result: dict[str, Any] = {"plan": asdict(plan)}
-    with running_hub(folder, people=people) as hub, HubProbe(hub.api) as probe:
+    with pods_as_shipped(plan.activity_interval), running_hub(folder, people=people) as hub, \
+            HubProbe(hub.api) as probe:
         rest = time.perf_counter()
         time.sleep(2)
-        result["hub_api_at_rest"] = probe.between(rest, time.perf_counter())
+        result["hub_api_at_rest"] = latency(probe.between(rest, time.perf_counter()))
         starts: dict[str, Any] = {}
         if plan.all_at_once:
-            starts["all_at_once"] = start_pods(hub, people, 0.0, probe)
+            starts["all_at_once"] = timed_start(hub, people, 0.0, probe)
             starts["all_at_once"]["stopping"] = stop_pods(hub, people)
-        starts["staggered"] = start_pods(hub, people, plan.stagger, probe)
+        starts["staggered"] = timed_start(hub, people, plan.stagger, probe)
         result["starts"] = starts
         pods = find_pods(hub, people, errors)
         result["pod_start_cpu_s"] = round(sorted(process_tree.cpu_seconds(p.pid) for p in pods.values())[
             len(pods) // 2], 2)
         time.sleep(2)  # what the start left running settles
         result["idle_memory"] = pod_memory(pods)
+        result["culler_pass_quiet"] = cull_pass(hub, NEVER_IDLE)
         tokens = {name: hub.token(name)[1] for name in people}
         result["load"] = asyncio.run(team_load(hub, pods, tokens, plan, probe, errors))
         closed = time.perf_counter()
         result["culler"] = culler(hub, people, closed)
-        result["log"] = hub_log(hub)
+        result["log"] = log_levels(hub)
     result["errors"] = dict(errors)
     return result
 
@@ -610,8 +509,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.add_argument("--duration", type=float, help="seconds of each load phase (default 120; 15 with --quick)")
         parser.add_argument("--think", type=float, nargs="+",
                             help="a person's mean pause between turns, in seconds (0: back to back); one load phase "
-                            "of --duration per value (default 3 0; 0.5 with --quick)")
+                            "of --duration per value (default 10 0; 0.5 with --quick)")
         parser.add_argument("--no-all-at-once", action="store_true", help="skip starting every pod at once first")
+        parser.add_argument("--quiet", type=float, help="seconds connected with no turn (default 30; 5 with --quick)")
+        parser.add_argument("--activity-interval", type=float, default=SHIPPED_ACTIVITY_INTERVAL,
+                            help="seconds between a busy pod's activity reports to the hub (default: as shipped)")
 
     args = arguments(__doc__.splitlines()[0], argv, more)
     why = available()
@@ -620,7 +522,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     plan = Plan(people=args.people or (3 if args.quick else Plan.people),
                 duration=args.duration or (15.0 if args.quick else Plan.duration), stagger=args.stagger,
                 thinks=tuple(args.think or ((0.5,) if args.quick else Plan.thinks)),
-                all_at_once=not args.no_all_at_once)
+                quiet=args.quiet or (5.0 if args.quick else Plan.quiet), all_at_once=not args.no_all_at_once,
+                activity_interval=args.activity_interval)
     with tempfile.TemporaryDirectory(prefix="openab-hub-team-") as folder:
         result = measure(plan, Path(folder) / "hub")
     samples = {name: values for phase in result["load"]["phases"] for name, values in phase.pop("_samples").items()}
