@@ -111,16 +111,18 @@ def panel_tunnel() -> Any:
     return tunnel
 
 
-def person_browser(name: str, *, autopilot: bool = False) -> tuple[Any, Any]:
+def person_browser(name: str, *, autopilot: bool = False, extra: tuple[str, ...] = ()) -> tuple[Any, Any]:
     """The ``context`` and ``tunnel`` fixtures of a module that plays the person: Chromium under Playwright on the
     site, the extension set to reach the module's ``gateway`` (autopilot off unless asked: risky steps come to the
     panel as cards), its profile in a temporary folder called ``name``. A module takes them as
-    ``context, tunnel = person_browser("tabs")``; pytest names a fixture after the module attribute it is."""
+    ``context, tunnel = person_browser("tabs")``; pytest names a fixture after the module attribute it is. ``extra``:
+    Chromium flags of the module's own (``("--enable-features=WebMCPTesting",)``)."""
 
     @pytest.fixture(scope="module")
     async def context(gateway: LiveGateway, site: str,
                       tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-        async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp(name), autopilot=autopilot) as ctx:
+        async with panel_browser(gateway.url, KEY, site, tmp_path_factory.mktemp(name), autopilot=autopilot,
+                                 extra=extra) as ctx:
             yield ctx
 
     return context, panel_tunnel()

@@ -320,12 +320,13 @@ async def snap(page: Page, name: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def panel_browser(url: str, key: str, site: str, tmp: Path, *,
-                        autopilot: bool = False) -> AsyncIterator[BrowserContext]:
+async def panel_browser(url: str, key: str, site: str, tmp: Path, *, autopilot: bool = False,
+                        extra: tuple[str, ...] = ()) -> AsyncIterator[BrowserContext]:
     """The browser of a panel test: Chromium under Playwright on the test site, the extension set to reach the pod
-    at ``url`` with ``key`` (autopilot off unless asked: risky steps come to the panel)."""
+    at ``url`` with ``key`` (autopilot off unless asked: risky steps come to the panel); ``extra``: Chromium flags
+    of the module's own (a feature it turns on)."""
     ext = stage_extension(tmp / "ext", {"url": url, "key": key, "autopilot": autopilot})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html") as ctx:
+    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html", extra=extra) as ctx:
         yield ctx
 
 

@@ -40,12 +40,17 @@ def no_secret_in(text: str) -> None:
         assert secret not in text, secret
 
 
+async def read(client: Client, name: str, args: dict[str, object] | None = None) -> tuple[str, str]:
+    """Our words and the page's in a developer tool's answer, which holds none of the page's secrets."""
+    text = await ok(client, name, args)
+    no_secret_in(text)
+    return split(text)
+
+
 async def test_the_console_has_the_pages_messages_and_its_uncaught_error_with_the_token_redacted(
         client: Client, site: str) -> None:
     await open_devtools_page(client, site)
-    text = await ok(client, "browser_console")
-    no_secret_in(text)
-    ours, page = split(text)
+    ours, page = await read(client, "browser_console")
     assert ours == "7 console messages since the page loaded.\n"
     lines = page.splitlines()
     assert lines[0] == "#1 log /devtools.html:9 app started {build: 42, debug: true}"
@@ -83,9 +88,7 @@ async def test_a_page_that_logs_in_a_loop_keeps_its_newest_messages_and_says_how
 async def test_the_network_lists_the_pages_requests_and_one_request_has_no_credentials_and_a_redacted_body(
         client: Client, site: str) -> None:
     await open_devtools_page(client, site)
-    text = await ok(client, "browser_network")
-    no_secret_in(text)
-    ours, page = split(text)
+    ours, page = await read(client, "browser_network")
     assert ours == "4 requests since the page loaded.\n"
     lines = page.splitlines()
     # A size, or "cached" for what Chrome took from its cache.

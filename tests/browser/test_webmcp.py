@@ -13,16 +13,16 @@ from __future__ import annotations
 import http.server
 import json
 import threading
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from mcp import Client
-from playwright.async_api import BrowserContext, Page, expect
+from playwright.async_api import Page, expect
 
-from .conftest import panel_tunnel
-from .harness import playwright_browser, serving, stage_extension
-from .live_pod import KEY, LiveGateway, call, without_receipt
+from .conftest import person_browser
+from .harness import serving
+from .live_pod import call, without_receipt
 from .test_panel import in_background, result_text
 from .test_untrusted import split
 
@@ -108,16 +108,8 @@ def shop_url(shop: Shop) -> Iterator[str]:
         yield f"http://127.0.0.1:{port}"
 
 
-@pytest.fixture(scope="module")
-async def context(gateway: LiveGateway, site: str,
-                  tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[BrowserContext]:
-    tmp = tmp_path_factory.mktemp("webmcp")
-    ext = stage_extension(tmp / "ext", {"url": gateway.url, "key": KEY, "autopilot": False})
-    async with playwright_browser(ext, tmp / "profile", f"{site}/index.html", extra=WEBMCP) as ctx:
-        yield ctx
-
-
-tunnel = panel_tunnel()
+# Where Chromium has WebMCP: its test flag, as the platform reference measured it.
+context, tunnel = person_browser("webmcp", extra=WEBMCP)
 
 
 async def ok(client: Client, name: str, args: dict[str, Any] | None = None) -> str:
