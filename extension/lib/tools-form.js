@@ -7,7 +7,7 @@
 
 import { ToolError, BAD_ARGS, BAD_TARGET } from './errors.js';
 import { factsOf } from './catalogue.js';
-import { text } from './results.js';
+import { text, withPage } from './results.js';
 
 const MAX_STEPS = 20;
 const MAX_FIELDS = 50;
@@ -38,33 +38,36 @@ function unbatchable(name) {
 }
 
 /**
- * Runs `steps` ([{tool, args, label}]) one after another through the step path, stopping at the first that fails or
- * needs the person. Returns the call's result: our summary, then each step's own words.
+ * Runs `count` steps one after another through the step path, stopping at the first that fails or needs the person.
+ * `stepAt(i)` says the step when its turn comes (`{tool, args, label}`, or `{label, skip}` for one with nothing to
+ * do), so it sees the page as the steps before it left it. Returns the call's result: our summary, then each step's
+ * own words.
  */
-async function runSteps(b, steps, call, what) {
+async function runSteps(b, count, stepAt, call, what) {
   const parts = [];
   let done = 0;
   let stop = '';
-  for (const [i, s] of steps.entries()) {
-    if (s.skip) {
-      parts.push(`${i + 1}. ${s.label}: ${s.skip}`);
-      done++;
-      continue;
-    }
+  for (let i = 0; i < count && !stop; i++) {
     const stopped = {};
-    const result = await b.step(s.tool, s.args, call.step((guard) => withoutCards(guard, stopped)));
-    const said = (result.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
-    parts.push(`${i + 1}. ${s.label}: ${said}`);
-    if (result.isError) {
-      stop = stopped.card ? `step ${i + 1} needs the person and was not taken` : `step ${i + 1} failed`;
-      break;
+    let result;
+    let label = `step ${i + 1}`;
+    try {
+      const s = await stepAt(i);
+      label = s.label;
+      result = s.skip ? text(s.skip) : await b.step(s.tool, s.args, call.step((guard) => withoutCards(guard, stopped)));
+    } catch (e) {
+      if (!(e instanceof ToolError)) throw e;
+      result = { ...text(withPage(e.message, e.page)), isError: true };
     }
-    done++;
+    const said = (result.content || []).filter((c) => c.type === 'text').map((c) => c.text).join('\n');
+    parts.push(`${i + 1}. ${label}: ${said}`);
+    if (result.isError) stop = stopped.card ? `step ${i + 1} needs the person and was not taken` : `step ${i + 1} failed`;
+    else done++;
   }
-  const rest = steps.length - done - (stop ? 1 : 0);
+  const rest = count - done - (stop ? 1 : 0);
   const head = stop
-    ? `${what}: ${done} of ${steps.length} steps done, then ${stop}${rest ? `; the ${rest} after it were not run` : ''}.`
-    : `${what}: all ${steps.length} steps done.`;
+    ? `${what}: ${done} of ${count} steps done, then ${stop}${rest ? `; the ${rest} after it were not run` : ''}.`
+    : `${what}: all ${count} steps done.`;
   return { ...text(`${head}\n\n${parts.join('\n\n')}`), ...(stop && { isError: true }) };
 }
 
@@ -76,30 +79,44 @@ function targetOf(field, i) {
   return ref !== undefined && ref !== '' ? { ref } : { selector };
 }
 
-/**
- * A field as the step a person would take on it: a check box clicked only when it is not as asked, a list's options
- * chosen, text typed into anything else (the field's old text replaced).
- */
-async function fieldStep(b, tab, field, i) {
+/** What a field asks for, checked before any field is filled: a bad one leaves the form as it was. */
+function checkField(field, i) {
   if (!field || typeof field !== 'object') throw new ToolError(BAD_ARGS, `field ${i + 1} must be an object`);
+  targetOf(field, i);
+  const values = Array.isArray(field.values) && field.values.every((v) => typeof v === 'string');
+  if (typeof field.checked !== 'boolean' && !values && typeof field.value !== 'string') {
+    throw new ToolError(BAD_ARGS, `field ${i + 1} needs "value" (text or an option), "values" (options) or "checked"; nothing was filled`);
+  }
+}
+
+/**
+ * A field as the step a person would take on it, looked at when its turn comes: a check box clicked only when it is
+ * not as asked, a list's options chosen, text typed into anything else (the field's old text replaced). With a
+ * JavaScript dialog open the page cannot be looked at: the step is taken as text, and its dialogs stage reports it.
+ */
+async function fieldStep(b, field, i) {
   const target = targetOf(field, i);
   const label = target.ref !== undefined ? `[ref=${target.ref}]` : target.selector;
   const element = typeof field.element === 'string' ? { element: field.element } : {};
+  const tab = await b.tabs.target();
+  const blocked = Boolean(b.dialogs && b.dialogs.pending(tab.id));
   const loc = await b.page.locate(tab, target);
   if (typeof field.checked === 'boolean') {
+    const click = { tool: 'browser_click', args: { ...target, ...element }, label: `${field.checked ? 'check' : 'uncheck'} ${label}` };
+    if (blocked) return click;
     const [r] = await b.page.exec(loc.target, 'stateAfter', [loc.spec]);
     const state = r && r.result;
     if (!state || state.gone || state.error) throw b.page.error(state, loc, target);
     const now = state.state.checked ?? state.state.pressed;
-    if (now === field.checked) return { label, skip: `already ${field.checked ? 'checked' : 'unchecked'}` };
-    return { tool: 'browser_click', args: { ...target, ...element }, label: `${field.checked ? 'check' : 'uncheck'} ${label}` };
+    return now === field.checked ? { label, skip: `already ${field.checked ? 'checked' : 'unchecked'}` } : click;
   }
   if (Array.isArray(field.values)) return { tool: 'browser_select_option', args: { ...target, ...element, values: field.values }, label: `choose in ${label}` };
-  if (typeof field.value !== 'string') throw new ToolError(BAD_ARGS, `field ${i + 1} needs "value" (text or an option), "values" (options) or "checked"`);
+  const typing = { tool: 'browser_type', args: { ...target, ...element, text: field.value, clear: true }, label: `type into ${label}` };
+  if (blocked) return typing;
   const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec, {}]);
   if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, target);
   if (d.result.desc.tag === 'select') return { tool: 'browser_select_option', args: { ...target, ...element, value: field.value }, label: `choose in ${label}` };
-  return { tool: 'browser_type', args: { ...target, ...element, text: field.value, clear: true }, label: `type into ${label}` };
+  return typing;
 }
 
 async function fillForm(b, args, call) {
@@ -107,10 +124,8 @@ async function fillForm(b, args, call) {
   if (!Array.isArray(fields) || !fields.length || fields.length > MAX_FIELDS) {
     throw new ToolError(BAD_ARGS, `"fields" must be a list of 1 to ${MAX_FIELDS} fields`);
   }
-  const tab = await b.tabs.target();
-  const steps = [];
-  for (const [i, field] of fields.entries()) steps.push(await fieldStep(b, tab, field, i));
-  return runSteps(b, steps, call, 'browser_fill_form');
+  fields.forEach(checkField);
+  return runSteps(b, fields.length, (i) => fieldStep(b, fields[i], i), call, 'browser_fill_form');
 }
 
 async function batch(b, args, call) {
@@ -126,7 +141,7 @@ async function batch(b, args, call) {
     if (!a || typeof a !== 'object' || Array.isArray(a)) throw new ToolError(BAD_ARGS, `step ${i + 1}: "arguments" must be an object; nothing was run`);
     return { tool: name, args: a, label: name };
   });
-  return runSteps(b, steps, call, 'browser_batch');
+  return runSteps(b, steps.length, async (i) => steps[i], call, 'browser_batch');
 }
 
 export const FORM_TOOLS = {

@@ -112,3 +112,11 @@ async def test_a_batch_stops_at_the_step_that_would_submit_and_refuses_the_perso
         {"tool": "browser_handoff", "arguments": {"reason": "sign in"}},
     ]})
     assert is_error and "step 2: browser_handoff is the person's (it waits for them); nothing was run" in text, text
+
+
+async def test_a_field_that_asks_for_nothing_leaves_the_whole_form_as_it_was(client: Client, site: str) -> None:
+    await form(client, site)
+    text, is_error = await fill(client, [{"selector": "#user", "value": "zed"}, {"selector": "#country"}])
+    assert is_error, text
+    assert 'field 2 needs "value" (text or an option), "values" (options) or "checked"; nothing was filled' in text
+    assert await page_says(client) == "preview: user= country= remember=false"
