@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from ports import free_port
 from waits import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,12 +62,6 @@ AUTH_CACHE_SECS = 2
 SLOW_START = 4
 # Interpreters a shared venv can be made from, in order: one whose files every user can read.
 _BASE_PYTHONS = (Path(sys.base_prefix) / "bin" / "python3", Path("/usr/bin/python3"))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _readable_by_all(path: Path) -> bool:

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from test_log_format import free_port
+from ports import free_port
 
 __all__ = ["terminal_run"]
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 from fake_extension import connect_extension
-from test_log_format import free_port
+from ports import free_port
 from test_pairing import start_output
 from websockets.asyncio.client import connect
 from websockets.exceptions import InvalidStatus

@@ -17,11 +17,6 @@ from openab_browser.core.agents.config import AGENTS, ConfigError
 from openab_browser.core.agents.config.trust import check_trustable
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def test_config_write_help_lists_every_cli_it_writes_for() -> None:
     done = subprocess.run([*OPENAB, "config", "write", "--help"], capture_output=True, text=True, timeout=60,
                           check=True)

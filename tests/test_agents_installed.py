@@ -26,11 +26,6 @@ AGENT = "dev.openab/agent"
 CODEX_INSTALL = RECIPES["codex"].install
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 def bin_dir(tmp_path: Path, *programs: str) -> Path:
     """A folder of executables named ``programs`` (each a real ACP agent: the built-in one), for a PATH."""
     folder = tmp_path / "bin"

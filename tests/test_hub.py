@@ -33,11 +33,6 @@ def hub(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hub]:
         yield running
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def acp_request(ws: Any, request_id: int, method: str, params: dict[str, Any]) -> dict[str, Any]:
     """One ACP request on an open socket and its answer (keepalives and other notifications passed over)."""
     await ws.send(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}))

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import yaml  # type: ignore[import-untyped]
 from image.constraints import canonical, unpinned
+from ports import free_port
 from pydantic import SecretStr
 from waits import eventually
 
@@ -177,14 +178,6 @@ async def test_the_image_user_starts_the_pod_and_the_health_check_follows_its_po
         async with asyncio.timeout(30):
             _, rest = await process.communicate()
     assert process.returncode == 0, rest.decode()[-2000:]
-
-
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 async def wait_for_line(process: asyncio.subprocess.Process, pattern: str, timeout: float = 30) -> str:

@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import secrets
-import socket
 import subprocess
 import sys
 import uuid
@@ -24,6 +23,7 @@ import httpx
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from log_scan import scanning
+from ports import free_port
 from test_runtime_pod import first_run, prompt
 from waits import eventually_sync
 
@@ -122,11 +122,3 @@ def test_openab_run_writes_json_lines_and_refuses_an_unknown_format(state: Path)
                                  env={**env, "OPENAB_LOG_FORMAT": "xml"}, capture_output=True, text=True, timeout=60,
                                  check=False)
     assert unknown_env.returncode == 2 and "give text or json" in unknown_env.stderr
-
-
-
-def free_port() -> int:
-    """A loopback port free a moment ago (the child binds it itself)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])

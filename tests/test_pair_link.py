@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 from log_scan import scanning
+from ports import free_port
 from pydantic import SecretStr
 from terminal_run import terminal_run
-from test_log_format import free_port
 
 from openab_browser.core.acp.backend import NoAgentBackend
 from openab_browser.core.settings import Settings

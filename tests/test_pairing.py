@@ -20,8 +20,8 @@ import time
 from pathlib import Path
 
 import pytest
+from ports import free_port
 from pydantic import ValidationError
-from test_log_format import free_port
 from test_tls import Ca
 
 from openab_browser.core.settings import Settings

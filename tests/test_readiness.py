@@ -24,11 +24,6 @@ from openab_browser.core.agents.availability import AgentAvailability
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @asynccontextmanager
 async def openab_run(tmp_path: Path, *agents: str) -> AsyncIterator[tuple[str, list[str]]]:
     """`openab run --agent ...` with PATH an empty folder, serving: yields its base URL and its stderr so far."""

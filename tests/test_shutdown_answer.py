@@ -21,11 +21,6 @@ from openab_browser.core.acp.schema import STOPPED_META, STOPPED_SHUTDOWN
 pytestmark = pytest.mark.anyio
 
 
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 async def test_a_turn_the_client_cancelled_is_not_called_a_shutdown_even_if_a_stop_follows() -> None:
     agent = ScriptedAgent()
     release = asyncio.Event()

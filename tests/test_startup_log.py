@@ -17,7 +17,7 @@ from collections import Counter
 from pathlib import Path
 
 import httpx
-from test_log_format import free_port
+from ports import free_port
 from waits import eventually_sync
 
 

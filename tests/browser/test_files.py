@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
@@ -34,7 +35,6 @@ from .conftest import panel_tunnel
 from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, serving, stage_extension
 from .live_pod import KEY, LiveGateway, TappedSocket, call
 from .test_panel import guard_said, in_background, result_text
-from .test_tools import ref_of
 from .test_units import run
 
 pytestmark = pytest.mark.anyio

@@ -16,6 +16,7 @@ import pytest
 from bridge_harness import relay_params, stand_in_for_agents
 from mcp import Client
 from playwright.async_api import BrowserContext, expect
+from refs import ref_of
 from scripted_agent import ScriptedAgent
 
 from openab_browser.bridge.server import BridgeServer
@@ -26,7 +27,6 @@ from .conftest import panel_tunnel
 from .harness import PRIVATE_REPORT, page_at, playwright_browser, stage_extension
 from .live_pod import KEY, LiveGateway, call
 from .test_files import document, open_page
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

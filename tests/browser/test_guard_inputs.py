@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 
 from openab_browser.core.catalogue import CATALOGUE_PATH
 
@@ -23,7 +24,6 @@ from .conftest import person_browser
 from .live_pod import call
 from .test_guard_keys import ASKS, answer, declined, events, open_page
 from .test_panel import guard_said, in_background, result_text
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 
 from .conftest import person_browser
 from .harness import page_at
 from .live_pod import call
 from .test_panel import guard_said, in_background, result_text
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 
 from .conftest import person_browser
 from .test_guard_keys import ASKS, answer, declined, events, open_page
 from .test_panel import guard_said, result_text
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from mcp import Client
+from refs import ref_of
 
 from .conftest import KEY, extension_browser
 from .live_pod import LiveGateway, call, without_receipt
 from .person_devtools import DevTools, devtools
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

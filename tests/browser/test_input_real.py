@@ -12,13 +12,13 @@ from __future__ import annotations
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page
+from refs import ref_of
 
 from .conftest import person_browser
 from .harness import page_at
 from .live_pod import call
 from .test_guard_keys import answer, declined, events
 from .test_panel import guard_said, result_text
-from .test_tools import ref_of
 
 pytestmark = pytest.mark.anyio
 

@@ -21,6 +21,7 @@ import anyio
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
@@ -57,13 +58,6 @@ def new_action() -> str:
 
 def text_of(result: Json) -> str:
     return "\n".join(c.get("text", "") for c in result.get("content", []))
-
-
-def ref_of(snapshot: str, contains: str) -> str:
-    for line in snapshot.splitlines():
-        if contains in line and (m := re.search(r"\[ref=(e\d+)\]", line)):
-            return m.group(1)
-    raise AssertionError(f"no ref for {contains!r} in:\n{snapshot}")
 
 
 async def tools_call(tunnel: Tunnel, name: str, args: Json, action: str | None = None) -> Json:

@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
+from refs import ref_of
 
 from .conftest import person_browser
 from .harness import SITE, page_at, serving
@@ -107,13 +108,6 @@ async def shop(client: Client, context: BrowserContext, site: str, kind: str = "
     assert not is_error, text
     snapshot, _ = await call(client, "browser_snapshot")
     return await page_at(context, url), snapshot, url
-
-
-def ref_of(snapshot: str, contains: str) -> str:
-    for line in snapshot.splitlines():
-        if contains in line and (m := re.search(r"\[ref=(e\d+)\]", line)):
-            return m.group(1)
-    raise AssertionError(f"no ref for {contains!r} in:\n{snapshot}")
 
 
 async def step(client: Client, name: str, args: Json) -> tuple[Json, str]:

@@ -16,6 +16,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import Client
+from refs import ref_of
 
 from openab_browser.core.jsonrpc import RpcError
 from openab_browser.core.mcp.tools import BROWSER_TOOLS
@@ -26,16 +27,6 @@ from .live_pod import TIMEOUT, LiveGateway, call, without_receipt
 pytestmark = pytest.mark.anyio
 
 NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-def ref_of(snapshot: str, line_start: str) -> str:
-    """The ref on the first snapshot line that contains `line_start`."""
-    for line in snapshot.splitlines():
-        if line_start in line:
-            m = re.search(r"\[ref=(e\d+)\]", line)
-            if m:
-                return m.group(1)
-    raise AssertionError(f"no ref for {line_start!r} in:\n{snapshot}")
 
 
 async def test_tools_have_names_every_client_accepts(client: Client, tunnel: Tunnel) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from mcp import Client
 from playwright.async_api import Page, expect
-from test_log_format import free_port
+from ports import free_port
 
 from .conftest import person_browser
 from .harness import serving, snap

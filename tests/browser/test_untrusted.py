@@ -13,6 +13,7 @@ import re
 
 import pytest
 from mcp import Client
+from refs import ref_of
 
 from .live_pod import call, without_receipt
 
@@ -67,13 +68,6 @@ def page_speaks_only_inside(text: str, *expected: str) -> str:
     for piece in expected:
         assert piece in theirs, (piece, text)
     return ours
-
-
-def ref_of(snapshot: str, needle: str) -> str:
-    for line in snapshot.splitlines():
-        if needle in line and (m := re.search(r"\[ref=(e\d+)\]", line)):
-            return m.group(1)
-    raise AssertionError(f"no ref for {needle!r} in:\n{snapshot}")
 
 
 def no_secrets(text: str) -> None:
