@@ -283,8 +283,9 @@ export async function snapshot(b, args) {
     let start = hit ? meta.findIndex((m) => m.at && m.at.documentId === hit.documentId && m.at.local === hit.local) : -1;
     let end = start === -1 ? -1 : regionEnd(meta, start);
     let said = `Region ${region} of the page, lines ${start + 1}-${end} of ${lines.length}.\n`;
-    if (start === -1 && hit) {
-      // No line starts with it (a cell, or text a mark says was cut): the element alone, every word of it.
+    // No line starts with it (a cell, a text a mark says was cut), or the one that does is cut (a landmark of text
+    // alone): the element alone, every word of it.
+    if (hit && (start === -1 || lines[start].includes(`region=${region} reads it whole]`))) {
       ({ lines, meta } = await render(b, linksOnly, null, { at: hit }));
       [start, end] = [0, lines.length];
       said = `Region ${region} of the page: that element alone, whole.\n`;
@@ -380,7 +381,7 @@ function excerpt(line, needle) {
  * is found in the page's own text.
  */
 async function find(b, args) {
-  const needle = typeof args.text === 'string' ? args.text.trim().toLowerCase() : '';
+  const needle = typeof args.text === 'string' ? args.text.replace(/\s+/g, ' ').trim().toLowerCase() : '';
   if (!needle) throw new ToolError(BAD_ARGS, 'give text: the words to find on the page');
   const limit = Math.min(Math.max(Number.isInteger(args.max_results) ? args.max_results : FIND_DEFAULT, 1), FIND_MAX);
   const { page, lines, meta } = await render(b, false, null, { whole: true });
@@ -422,8 +423,8 @@ async function findAcross(b, asked, needle, head) {
   const words = redactTokens(String((res && res.text) || '')).replace(/\s+/g, ' ');
   const at = words.toLowerCase().indexOf(needle);
   if (at === -1) return text(`No line of the page holds ${JSON.stringify(asked)}.\n`);
-  const start = Math.max(at - FIND_AROUND, 0);
-  const piece = `${start ? '… ' : ''}${words.slice(start, at + needle.length + FIND_AROUND)} …`;
+  const [start, stop] = [Math.max(at - FIND_AROUND, 0), at + needle.length + FIND_AROUND];
+  const piece = `${start ? '… ' : ''}${words.slice(start, stop)}${stop < words.length ? ' …' : ''}`;
   return text(`No one line of the outline holds ${JSON.stringify(asked)}, but the page's text does, across lines ` +
     '(its words below); browser_find a shorter part of it gives the lines with their refs.\n' + untrusted(head + piece));
 }
