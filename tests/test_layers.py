@@ -78,10 +78,18 @@ def modules() -> dict[str, Path]:
 
 
 def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[Import]:
-    """Every openab module ``module`` imports; ``from pkg import sub`` counts as importing ``pkg.sub`` only."""
+    """Every openab module ``module`` imports; ``from pkg import sub`` counts as importing ``pkg.sub`` only. In a
+    module that imports by name (``importlib.import_module``, ``__import__``), a string naming a module of ours
+    counts too, wherever it is written (as ``gateway/cli.py`` lists its subcommands' modules and loads each)."""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
+    tree = ast.parse(path.read_text(), str(path))
+    by_name = any(isinstance(node, ast.Call) and _callee(node) in ("import_module", "__import__")
+                  for node in ast.walk(tree))
+    for node in ast.walk(tree):
+        if by_name and isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in known:
+            if node.value != module:
+                yield Import(module, node.value, node.lineno)
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 if alias.name in known:
                     yield Import(module, alias.name, node.lineno)
@@ -95,6 +103,12 @@ def imports(module: str, path: Path, known: Mapping[str, Path]) -> Iterator[Impo
             yield from (Import(module, target, node.lineno) for target in submodules)
             if len(submodules) < len(node.names) and origin in known and origin != module:
                 yield Import(module, origin, node.lineno)
+
+
+def _callee(call: ast.Call) -> str | None:
+    if isinstance(call.func, ast.Attribute):
+        return call.func.attr
+    return call.func.id if isinstance(call.func, ast.Name) else None
 
 
 def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
@@ -182,16 +196,17 @@ def test_no_module_imports_itself_round_a_cycle(graph: list[Import]) -> None:
 
 def test_the_checks_see_what_they_must(tmp_path: Path) -> None:
     """The reader catches each kind of import the contract counts, and the cycle finder a cycle."""
-    known = {f"openab_browser.core.{name}": Path() for name in ("a", "b", "c", "pkg", "pkg.sub")}
+    known = {f"openab_browser.core.{name}": Path() for name in ("a", "b", "c", "d", "pkg", "pkg.sub")}
     source = (
         "from __future__ import annotations\nfrom typing import TYPE_CHECKING\nimport openab_browser.core.c\n"
         "if TYPE_CHECKING:\n    from .a import X\ndef f():\n    from . import b\n    from .pkg import sub, Y\n"
+        "def g():\n    importlib.import_module('openab_browser.core.d')\n"
     )
     probe = tmp_path / "x.py"
     probe.write_text(source)
     found = {edge.target for edge in imports("openab_browser.core.x", probe, known)}
     assert found == {"openab_browser.core.a", "openab_browser.core.b", "openab_browser.core.c",
-                     "openab_browser.core.pkg", "openab_browser.core.pkg.sub"}
+                     "openab_browser.core.d", "openab_browser.core.pkg", "openab_browser.core.pkg.sub"}
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     contract = read_contract("\n## Layers\n| layer | modules |\n|---|---|\n| top | `openab.t` |\n"
                              "| base | `openab.t.__init__`, `openab.t.low` |\nNot yet mapped: `openab.x`\n## Next\n")
