@@ -18,15 +18,29 @@ alternate in rounds, so both see the same machine at the same moments; the figur
 | screenshot | browser_screenshot (JPEG) | page.screenshot(type="jpeg") |
 | snapshot after 21 s idle | browser_snapshot 21 s after the last call (the debugger attaches again) | the same |
 
+Real input by the agent tab's place (issue 37): hover, click, drag and type on tests/site's pages (the menu of
+hand_menu.html, the sortable list, the terminal), with the agent tab behind the person's tab and in front,
+alternating in rounds, before Playwright attaches to anything (it turns on focus emulation in every tab it knows,
+which would make a tab behind another behave as one in front). Which tab is in front is set over the DevTools port,
+as the person's click on a tab would (tests/browser/person_devtools.py); the figure is behind / front, target 2x.
+
+| tool | the call timed |
+| --- | --- |
+| hover | browser_hover on the menu's "File" |
+| click | browser_click on the open menu's "Export" (the real mouse: moved, pressed, let go) |
+| drag | browser_drag of a sortable list's first item onto its fourth |
+| type | browser_type of 17 characters into the terminal's keyboard field (a keydown, keypress, input and keyup each) |
+
 Chrome lets an extension capture a tab at most twice a second, so screenshot samples are spaced 0.6 s apart
 (untimed) on both sides. Every other tool's calls run back to back, which no agent does: its next call comes a
 model turn later. A click is the one tool that this changes (a click watches for a late navigation that a next
 call within 80 ms waits out), so clicks are timed both ways: back to back, and 0.3 s apart (untimed; shorter
 than any model turn).
 
-Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR] [--extension DIR]`` (from the repository, venv
-active); ``--extension`` times another copy of ``extension/`` (an earlier commit's, from ``git worktree add``), so a
-change is measured before and after in the same session, alternating runs.
+Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR] [--extension DIR] [--input-only]`` (from the
+repository, venv active); ``--extension`` times another copy of ``extension/`` (an earlier commit's, from ``git
+worktree add``), so a change is measured before and after in the same session, alternating runs; ``--input-only``
+runs the rows by the agent tab's place alone.
 """
 
 from __future__ import annotations
@@ -50,6 +64,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from browser.harness import CHROMIUM, chromium, site_server, stage_extension
 from browser.live_pod import KEY, LiveGateway
+from browser.person_devtools import DevTools, devtools
 from mcp import Client
 from playwright.async_api import Browser, Page, async_playwright
 from waits import eventually
@@ -61,6 +76,9 @@ NAME = "browser_tools"
 TOOLS = ("navigate", "snapshot", "snapshot, hand-spelled MCP client", "click", "click, a turn apart", "type",
          "screenshot")
 TARGET = 1.5  # each median <= 1.5x Playwright's
+POSITIONS = ("behind", "front")  # the agent tab behind the person's, or in front
+INPUT_TOOLS = ("hover", "click", "drag", "type")
+POSITION_TARGET = 2.0  # each real input's median behind <= 2x in front (issue 37)
 CALL_TIMEOUT = 60.0
 SCREENSHOT_GAP = 0.6  # Chrome's quota: two captures a second per extension
 TURN_GAP = 0.3  # between an agent's calls: a model turn, which takes longer
@@ -82,6 +100,7 @@ class Rig:
     # The same endpoint through an MCP client spelled by hand on httpx2 (bench/baselines.py), as target 1 drives
     # the proxy path: what a call costs without the official client's own work (its models and streams).
     bare: McpPoster
+    profile: Path  # the Chromium's profile, where it writes its DevTools port
 
 
 @contextlib.asynccontextmanager
@@ -115,7 +134,8 @@ async def browser_rig(extension: Path | None = None) -> AsyncIterator[Rig]:
                     McpPoster(endpoint.url, endpoint.token) as bare,
                 ):
                     await bare.initialize()
-                    yield Rig(site=site, client=client, cdp=f"http://127.0.0.1:{port}", bare=bare)
+                    yield Rig(site=site, client=client, cdp=f"http://127.0.0.1:{port}", bare=bare,
+                              profile=tmp / "profile")
         finally:
             await gateway.stop()
 
@@ -259,10 +279,55 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool
     return results
 
 
-async def run(quick: bool, out: Path, extension: Path | None = None) -> Path:
+async def input_pass(rig: Rig, person: DevTools, front: str) -> dict[str, float]:
+    """One of each real input with the tab `front` in front: seconds by tool. The pages are loaded untimed."""
+    client = rig.client
+    await person.front(front)
+    took: dict[str, float] = {}
+    await call(client, "browser_navigate", {"url": f"{rig.site}/hand_menu.html"})
+    snap = await call(client, "browser_snapshot")
+    took["hover"] = await timed(lambda: call(client, "browser_hover", {"ref": ref_of(snap, 'button "File"'),
+                                                                      "repeat": True}))
+    snap = await call(client, "browser_snapshot")  # the menu is open now
+    took["click"] = await timed(lambda: call(client, "browser_click", {"ref": ref_of(snap, 'menuitem "Export"'),
+                                                                      "repeat": True}))
+    await call(client, "browser_navigate", {"url": f"{rig.site}/sortable.html"})
+    snap = await call(client, "browser_snapshot")
+    took["drag"] = await timed(lambda: call(client, "browser_drag", {
+        "ref": ref_of(snap, 'listitem "Alpha"'), "to_ref": ref_of(snap, 'listitem "Delta"'), "repeat": True}))
+    await call(client, "browser_navigate", {"url": f"{rig.site}/terminal.html"})
+    snap = await call(client, "browser_snapshot")
+    took["type"] = await timed(lambda: call(client, "browser_type", {
+        "ref": ref_of(snap, 'textbox "Terminal input"'), "text": "echo hello, world", "repeat": True}))
+    return took
+
+
+async def measure_positions(rig: Rig, rounds: int) -> dict[str, dict[str, list[float]]]:
+    """Samples in seconds by tool, then by the agent tab's place; the places alternate, first one then the other."""
+    samples: dict[str, dict[str, list[float]]] = {tool: {p: [] for p in POSITIONS} for tool in INPUT_TOOLS}
+    async with devtools(rig.profile) as person:
+        theirs = await person.tab_at(f"{rig.site}/index.html")
+        await call(rig.client, "browser_navigate", {"url": f"{rig.site}/hand_menu.html"})
+        agent = await person.tab_at(f"{rig.site}/hand_menu.html")
+        tabs = {"behind": theirs, "front": agent}
+        await input_pass(rig, person, theirs)  # warm: the page script in each page, the debugger attached
+        for number in range(rounds):
+            for position in POSITIONS if number % 2 == 0 else reversed(POSITIONS):
+                for tool, seconds in (await input_pass(rig, person, tabs[position])).items():
+                    samples[tool][position].append(seconds)
+        await person.front(theirs)
+    return samples
+
+
+async def run(quick: bool, out: Path, extension: Path | None = None, input_only: bool = False) -> Path:
     rounds, per_round = (2, 2) if quick else (15, 4)
-    async with browser_rig(extension) as rig, playwright_page(rig.cdp) as page:
-        samples = await measure(rig, page, rounds, per_round, quick)
+    samples: dict[str, dict[str, list[float]]] = {}
+    async with browser_rig(extension) as rig:
+        # Before Playwright attaches: its focus emulation would make a tab behind another one in front.
+        by_place = await measure_positions(rig, 2 if quick else 8)
+        if not input_only:
+            async with playwright_page(rig.cdp) as page:
+                samples = await measure(rig, page, rounds, per_round, quick)
     figures: dict[str, Any] = {}
     flat: dict[str, list[float]] = {}
     for tool, sides in samples.items():
@@ -271,10 +336,19 @@ async def run(quick: bool, out: Path, extension: Path | None = None) -> Path:
         figures[tool] = {"openab": mine, "playwright": theirs, "ratio": r, "met": r["p50"] <= TARGET}
         for side, values in sides.items():
             flat[f"{side} {tool}"] = values
+    places: dict[str, Any] = {}
+    for tool, sides in by_place.items():
+        behind, front = summary(sides["behind"]), summary(sides["front"])
+        r = ratio(behind, front)
+        places[tool] = {"behind": behind, "front": front, "ratio": r, "met": r["p50"] <= POSITION_TARGET}
+        for side, values in sides.items():
+            flat[f"{tool}, agent tab {side}"] = values
     result = {
         "target": f"each tool's median <= {TARGET}x Playwright's over CDP, same Chromium, same run",
+        "tab_positions": {"target": f"each real input's median with the agent tab behind <= {POSITION_TARGET}x in "
+                                    "front, same run", "tools": places},
         "rounds": rounds, "per_round": per_round, "quick": quick, "chromium": CHROMIUM, "tools": figures,
-        "extension": "a copy given by --extension" if extension else "extension/",
+        "extension": "a copy given by --extension" if extension else "extension/", "input_only": input_only,
     }
     path = write_result(NAME, result, out)
     plot_latencies(NAME, flat, out, title="browser tools: openab extension vs Playwright (CDP), same Chromium")
@@ -285,10 +359,12 @@ def main(argv: Sequence[str] | None = None) -> Path:
     def more(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--extension", type=Path, default=None,
                             help="time this copy of extension/ instead (e.g. an earlier commit's, from git worktree)")
+        parser.add_argument("--input-only", action="store_true",
+                            help="only the real input rows by the agent tab's place (no Playwright)")
 
     args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, more)
     out: Path = args.out
-    return asyncio.run(run(bool(args.quick), out, args.extension))
+    return asyncio.run(run(bool(args.quick), out, args.extension, bool(args.input_only)))
 
 
 if __name__ == "__main__":

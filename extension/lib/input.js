@@ -4,11 +4,12 @@
 // only from the debugger protocol, and an extension has one session per tab, the one lib/dialogs.js holds while
 // the agent works: every event goes through it.
 //
-// The agent tab is usually behind the person's. Chrome handles a hidden page's mouse moves at its next frame, and a
-// hidden page draws none: each move waited for a fallback timer that Chrome throttles in background tabs (5 s a move
-// here, 40x slower than in front), and handlers that run in animation frames (a sortable list's) never ran. Focus
-// emulation makes the page count as focused and visible for its own session only, without bringing the tab to the
-// front or touching the person's focus; it ends with the session (lib/dialogs.js lets it go 20 s after the last call).
+// The agent tab is usually behind the person's. Chrome handles a page's mouse moves at its next frame, and a hidden
+// page draws none: each move waited for Chrome's fallback, 5 s (a drag took a minute), and handlers that run in
+// animation frames (a sortable list's) never ran. Focus emulation makes the page count as focused and visible, which
+// gives it a frame a second; a screencast of the tab, while an action runs, has Chrome draw it at the rate of a tab in
+// front. Neither brings the tab forward or touches the person's focus: both are the agent tab's own session's, the
+// screencast stops when the action ends, and the emulation with the session (lib/dialogs.js: 20 s after a call).
 
 import { ToolError, TOOL_ERROR } from './errors.js';
 
@@ -136,9 +137,19 @@ export class RealInput {
     if (why) throw new ToolError(NO_REAL_INPUT, `${what} was not done: ${why}.`);
   }
 
-  /** Before input: the page handles it at once and draws its frames, in front or behind (see the top). */
-  async awake(tabId) {
-    await this.dialogs.send(tabId, 'Emulation.setFocusEmulationEnabled', { enabled: true }).catch(() => {});
+  /**
+   * Runs `work` with the page awake, in front or behind (see the top): focused, visible and drawn at a tab in front's
+   * rate. Its one frame kept unacknowledged, the screencast encodes no more than that.
+   */
+  async awake(tabId, work) {
+    const send = (method, params) => this.dialogs.send(tabId, method, params).catch(() => {});
+    await send('Emulation.setFocusEmulationEnabled', { enabled: true });
+    await send('Page.startScreencast', { format: 'jpeg', quality: 1, maxWidth: 16, maxHeight: 16 });
+    try {
+      return await work();
+    } finally {
+      await send('Page.stopScreencast');
+    }
   }
 
   async _send(tabId, method, params) {
@@ -152,8 +163,9 @@ export class RealInput {
 
   /** Presses one key, with its modifiers, where the page's keyboard focus is. */
   async key(tabId, press) {
-    await this.awake(tabId);
-    for (const event of keyEvents(press)) await this._send(tabId, 'Input.dispatchKeyEvent', event);
+    await this.awake(tabId, async () => {
+      for (const event of keyEvents(press)) await this._send(tabId, 'Input.dispatchKeyEvent', event);
+    });
   }
 
   /**
@@ -161,22 +173,26 @@ export class RealInput {
    * keyboard's. Line breaks and tabs go in as text (as pasted), never as Enter or Tab.
    */
   async type(tabId, text) {
-    await this.awake(tabId);
     const chars = [...text];
-    for (let i = 0; i < chars.length; i += TYPE_CHUNK) {
-      const sent = [];
-      for (const ch of chars.slice(i, i + TYPE_CHUNK)) {
-        if (AS_TEXT.test(ch)) sent.push(this._send(tabId, 'Input.insertText', { text: ch }));
-        else for (const event of charEvents(ch)) sent.push(this._send(tabId, 'Input.dispatchKeyEvent', event));
+    await this.awake(tabId, async () => {
+      for (let i = 0; i < chars.length; i += TYPE_CHUNK) {
+        const sent = [];
+        for (const ch of chars.slice(i, i + TYPE_CHUNK)) {
+          if (AS_TEXT.test(ch)) sent.push(this._send(tabId, 'Input.insertText', { text: ch }));
+          else for (const event of charEvents(ch)) sent.push(this._send(tabId, 'Input.dispatchKeyEvent', event));
+        }
+        await Promise.all(sent);
       }
-      await Promise.all(sent);
-    }
+    });
   }
 
   /** Moves the mouse to a point of the top frame's viewport (CSS pixels), as the person's pointer would. */
-  async move(tabId, { x, y }, modifiers = 0) {
-    await this.awake(tabId);
-    await this._send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseMoved', x, y, button: 'none', buttons: 0, modifiers });
+  async move(tabId, at, modifiers = 0) {
+    await this.awake(tabId, () => this._move(tabId, at, modifiers));
+  }
+
+  _move(tabId, { x, y }, modifiers = 0) {
+    return this._send(tabId, 'Input.dispatchMouseEvent', { type: 'mouseMoved', x, y, button: 'none', buttons: 0, modifiers });
   }
 
   /**
@@ -184,12 +200,14 @@ export class RealInput {
    * `count` times for a double click; `button` 'left', 'right' or 'middle'.
    */
   async click(tabId, at, { button = 'left', count = 1, modifiers = 0 } = {}) {
-    await this.move(tabId, at, modifiers);
     const mouse = { x: at.x, y: at.y, button, modifiers };
-    for (let clickCount = 1; clickCount <= count; clickCount++) {
-      await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
-      await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
-    }
+    await this.awake(tabId, async () => {
+      await this._move(tabId, at, modifiers);
+      for (let clickCount = 1; clickCount <= count; clickCount++) {
+        await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
+        await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
+      }
+    });
   }
 
   /**
@@ -198,7 +216,11 @@ export class RealInput {
    * where no protocol event reaches it, is taken back from Chrome, and the rest of the way is the drag's own
    * events (over each point, then the drop at `to`), as a person's drag would be.
    */
-  async drag(tabId, from, to) {
+  drag(tabId, from, to) {
+    return this.awake(tabId, () => this._drag(tabId, from, to));
+  }
+
+  async _drag(tabId, from, to) {
     this._listen();
     let handed = null;
     this.drags.set(tabId, (data) => {
@@ -210,7 +232,7 @@ export class RealInput {
     const along = (t) => ({ x: Math.round(from.x + (to.x - from.x) * t), y: Math.round(from.y + (to.y - from.y) * t) });
     try {
       await this.dialogs.send(tabId, 'Input.setInterceptDrags', { enabled: true }).catch(() => {});
-      await this.move(tabId, from);
+      await this._move(tabId, from);
       await mouse('mousePressed', from, 1, { clickCount: 1 });
       let entered = false;
       for (let i = 1; i <= DRAG_STEPS; i++) {

@@ -383,11 +383,11 @@ async function scroll(b, args, call) {
   call.throwIfCancelled();
   const named = (args.ref != null && args.ref !== '') || Boolean(args.selector);
   const loc = named ? await b.page.locate(tab, args) : { target: { tabId: tab.id, frameIds: [0] }, spec: null, label: 'the page' };
-  // A hidden page's timers wait up to a second: awake, its handlers run as they would for a person.
-  if (!(await b.input.unavailable(tab.id))) await b.input.awake(tab.id);
   // A ref alone is scrolled into view; with a direction or pixels, its own content scrolls (a list, a textarea).
   const inside = named && (args.direction != null || args.pixels != null);
-  const [r] = await b.page.exec(loc.target, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: loc.spec, inside }]);
+  const scrolled = () => b.page.exec(loc.target, 'scroll', [{ direction: args.direction || 'down', pixels: args.pixels, target: loc.spec, inside }]);
+  // A page behind the person's draws a frame a second, and its scroll events wait for one: awake, as in front.
+  const [r] = await ((await b.input.unavailable(tab.id)) ? scrolled() : b.input.awake(tab.id, scrolled));
   const res = r && r.result;
   if (!res || res.error) throw b.page.error(res, loc, args);
   const atEnd = res.scrollY + res.viewport >= res.height - 2;
