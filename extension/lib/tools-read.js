@@ -388,6 +388,12 @@ async function find(b, args) {
   // On the redacted lines, so a search cannot tell the agent what a redacted secret says.
   const all = redactTokens(lines.join('\n')).split('\n');
   const hits = [];
+  let shortened = false;
+  const shorten = (line, words) => {
+    const shown = excerpt(line, words);
+    shortened ||= shown !== line;
+    return shown;
+  };
   let count = 0;
   let heading = -1;
   let header = -1; // the first header row of the table the line is in
@@ -401,17 +407,17 @@ async function find(b, args) {
     const around = [];
     if (heading !== -1 && heading < i - 1) around.push(`(under ${all[heading].trim()})`);
     if (meta[i].g === 'row' && header !== -1) around.push(all[header]);
-    else if (i > 0 && i - 1 !== heading) around.push(excerpt(all[i - 1], ''));
-    around.push(excerpt(all[i], needle));
-    if (i + 1 < all.length && meta[i].g !== 'row') around.push(excerpt(all[i + 1], ''));
+    else if (i > 0 && i - 1 !== heading) around.push(shorten(all[i - 1], ''));
+    around.push(shorten(all[i], needle));
+    if (i + 1 < all.length && meta[i].g !== 'row') around.push(shorten(all[i + 1], ''));
     hits.push(`@@ line ${i + 1}\n${around.join('\n')}`);
   }
   const head = page ? `Page: ${page.title}\nURL: ${page.url}\n` : '';
   if (!count) return findAcross(b, args.text, needle, head);
   const ours = `${count} line(s) of the page hold ${JSON.stringify(args.text)}` +
     (count > hits.length ? `; the first ${hits.length} (max_results for more)` : '') +
-    ', each after the lines that place it (a long line as its start and the words around the match); the refs ' +
-    'work as in browser_snapshot.\n';
+    `, each after the lines that place it${shortened ? ' (a long line as its start and the words around the match)' : ''}` +
+    '; the refs work as in browser_snapshot.\n';
   return text(ours + untrusted(head + hits.join('\n')));
 }
 

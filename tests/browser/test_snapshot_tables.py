@@ -118,7 +118,8 @@ async def test_long_cells_are_whole_or_say_where_they_are_cut_and_find_reads_eve
         lines = body_of(found).splitlines()
         hit = next(ln for ln in lines if f"zanzibar-{i}." in ln)
         assert cells(lines[lines.index(hit) - 1].strip()) == ["Function", "Description", "Return type"], lines
-        # A long row reads as its start (which row it is) and the words around the match.
+        # A long row reads as its start (which row it is) and the words around the match, as the result says.
+        assert "each after the lines that place it (a long line as its start and the words around" in found
         assert hit.strip().startswith(f"| pad_{i}(string text, length integer) | ") and len(hit) < 1000, hit
         assert f"Example: pad_{i}('hi', 5, 'xy') returns the marker zanzibar-{i}." in hit, hit
     found, _ = await call(client, "browser_find", {"text": "quokka-clause"})
