@@ -79,7 +79,7 @@ TARGET = 1.5  # each median <= 1.5x Playwright's
 POSITIONS = ("behind", "front")  # the agent tab behind the person's, or in front
 INPUT_TOOLS = ("hover", "click", "drag", "type")
 POSITION_TARGET = 2.0  # each real input's median behind <= 2x in front (issue 37)
-CALL_TIMEOUT = 60.0
+CALL_TIMEOUT = 120.0  # an earlier extension's drag in a tab behind took a minute
 SCREENSHOT_GAP = 0.6  # Chrome's quota: two captures a second per extension
 TURN_GAP = 0.3  # between an agent's calls: a model turn, which takes longer
 # Longer than the extension keeps its debugger on a tab after a call (lib/dialogs.js, LINGER_MS = 20 s): the call
@@ -319,6 +319,20 @@ async def measure_positions(rig: Rig, rounds: int) -> dict[str, dict[str, list[f
     return samples
 
 
+def compared(samples: dict[str, dict[str, list[float]]], sides: Sequence[str], target: float,
+             flat: dict[str, list[float]], label: str) -> dict[str, Any]:
+    """Each tool's two sides summed up and their ratio (the first over the second) against `target`; every sample
+    also goes into `flat` under `label`, for the plot."""
+    figures: dict[str, Any] = {}
+    for tool, by_side in samples.items():
+        first, second = summary(by_side[sides[0]]), summary(by_side[sides[1]])
+        r = ratio(first, second)
+        figures[tool] = {sides[0]: first, sides[1]: second, "ratio": r, "met": r["p50"] <= target}
+        for side, values in by_side.items():
+            flat[label.format(side=side, tool=tool)] = values
+    return figures
+
+
 async def run(quick: bool, out: Path, extension: Path | None = None, input_only: bool = False) -> Path:
     rounds, per_round = (2, 2) if quick else (15, 4)
     samples: dict[str, dict[str, list[float]]] = {}
@@ -328,21 +342,9 @@ async def run(quick: bool, out: Path, extension: Path | None = None, input_only:
         if not input_only:
             async with playwright_page(rig.cdp) as page:
                 samples = await measure(rig, page, rounds, per_round, quick)
-    figures: dict[str, Any] = {}
     flat: dict[str, list[float]] = {}
-    for tool, sides in samples.items():
-        mine, theirs = summary(sides["openab"]), summary(sides["playwright"])
-        r = ratio(mine, theirs)
-        figures[tool] = {"openab": mine, "playwright": theirs, "ratio": r, "met": r["p50"] <= TARGET}
-        for side, values in sides.items():
-            flat[f"{side} {tool}"] = values
-    places: dict[str, Any] = {}
-    for tool, sides in by_place.items():
-        behind, front = summary(sides["behind"]), summary(sides["front"])
-        r = ratio(behind, front)
-        places[tool] = {"behind": behind, "front": front, "ratio": r, "met": r["p50"] <= POSITION_TARGET}
-        for side, values in sides.items():
-            flat[f"{tool}, agent tab {side}"] = values
+    figures = compared(samples, ("openab", "playwright"), TARGET, flat, "{side} {tool}")
+    places = compared(by_place, POSITIONS, POSITION_TARGET, flat, "{tool}, agent tab {side}")
     result = {
         "target": f"each tool's median <= {TARGET}x Playwright's over CDP, same Chromium, same run",
         "tab_positions": {"target": f"each real input's median with the agent tab behind <= {POSITION_TARGET}x in "

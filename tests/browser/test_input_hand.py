@@ -29,20 +29,16 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture(scope="module")
-def profile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("hand")
-
-
-@pytest.fixture(scope="module")
-def browser(gateway: LiveGateway, site: str, profile: Path) -> Iterator[Path]:
-    defaults = {"url": gateway.url, "key": KEY, "autopilot": True}
-    with extension_browser(profile, site, defaults, extra=("--remote-debugging-port=0",)) as ext:
+def browser(gateway: LiveGateway, site: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """As conftest's, with a DevTools port for the person's side (its profile is beside the staged extension)."""
+    with extension_browser(tmp_path_factory.mktemp("hand"), site, {"url": gateway.url, "key": KEY, "autopilot": True},
+                           extra=("--remote-debugging-port=0",)) as ext:
         yield ext
 
 
 @pytest.fixture(scope="module")
-async def person(browser: Path, profile: Path) -> AsyncIterator[DevTools]:
-    async with devtools(profile / "profile") as tools:
+async def person(browser: Path) -> AsyncIterator[DevTools]:
+    async with devtools(browser.parent / "profile") as tools:
         yield tools
 
 
