@@ -150,3 +150,12 @@ async def test_find_reads_words_that_run_across_lines(client: Client, site: str)
     assert not is_error and found.startswith('No one line of the outline holds "greet(name): return", but the '
                                              "page's text does"), found
     assert 'def greet(name): return "hello " + name' in found, found
+
+
+async def test_find_reads_the_rows_past_those_a_snapshot_shows(client: Client, site: str) -> None:
+    snap = await snapshot_of(client, f"{site}/many_rows.html", max_tokens=200_000)
+    assert re.search(r"\(rows 1-19\d\d of 2100 shown; browser_find finds a row by its words\)", snap), snap[-500:]
+    assert "| Station 2077 |" not in snap
+    found, is_error = await call(client, "browser_find", {"text": "Station 2077"})
+    assert not is_error and found.startswith('1 line(s) of the page hold "Station 2077"'), found
+    assert "| Station | Reading | Unit |\n | Station 2077 | 6231 | mm |" in found, found
