@@ -12,8 +12,10 @@ const MAX_MESSAGES = 500;
 const MAX_REQUESTS = 500;
 const MAX_TEXT = 4_000;
 const MAX_STACK_FRAMES = 12;
-const MAX_HEADERS = 80;
+const MAX_HEADERS = 60;
 const MAX_HEADER_VALUE = 1_000;
+// A request's headers together, each way: 500 requests a tab then hold at most about 4 MB of them.
+const MAX_HEADERS_TEXT = 4_000;
 const MAX_URL = 2_000;
 // Whether capture runs: on unless this key of chrome.storage.local says false (bench/bench_devtools.py measures a
 // page load both ways in one run).
@@ -76,9 +78,13 @@ const SECRET_HEADERS = new Set(['cookie', 'set-cookie', 'set-cookie2', 'authoriz
 /** A request's or response's headers with the credentials left out (named as withheld), bounded. */
 function headersOf(raw) {
   const out = [];
+  let room = MAX_HEADERS_TEXT;
   for (const [name, value] of Object.entries(raw || {}).slice(0, MAX_HEADERS)) {
     const secret = SECRET_HEADERS.has(name.toLowerCase());
-    out.push([name, secret ? '[withheld]' : cut(value, MAX_HEADER_VALUE)]);
+    const kept = secret ? '[withheld]' : cut(value, Math.min(MAX_HEADER_VALUE, Math.max(0, room - name.length)));
+    room -= name.length + kept.length;
+    out.push([cut(name, 200), kept]);
+    if (room <= 0) break;
   }
   return out;
 }
@@ -96,11 +102,15 @@ class TabCapture {
     this.loaderId = ''; // the top document's, to tell a new page from the one we knew
     this.knownSince = 0; // when the request list starts: the page's load, or the session's attach after it
     this.ignored = new Set(); // execution contexts that are not the page's own (extensions' isolated worlds)
+    this.partial = false;
+    this.backfilled = new Set();
   }
 
   /** `seen`: its load was seen (its document's request is in the list), not found loaded at an attach. */
   newPage(loaderId, at, seen = false) {
     this.sawLoad = seen;
+    this.partial = false; // found loaded: its record is read again for what it finished since
+    this.backfilled = new Set(); // the record's entries taken, by URL and start
     this.messages.clear();
     this.requests.clear();
     this.byId.clear();
@@ -160,11 +170,8 @@ export class DevCapture {
     const top = tree && tree.frameTree ? tree.frameTree.frame : {};
     t.mainFrame = String(top.id || '');
     const loaderId = String(top.loaderId || '');
-    if (loaderId !== t.loaderId) {
-      t.newPage(loaderId, Date.now());
-      // Before Network.enable, so that no request is in both the page's record and the session's events.
-      await this._backfill(tabId, t);
-    }
+    const found = loaderId !== t.loaderId;
+    if (found) t.newPage(loaderId, Date.now());
     t.messages.clear();
     t.ignored.clear();
     await Promise.all([
@@ -173,6 +180,16 @@ export class DevCapture {
       // The browser's own lines in the console: a resource that failed to load, a blocked request.
       this.dialogs.send(tabId, 'Log.enable'),
     ]);
+    if (found) {
+      t.partial = true;
+      await this._backfill(tabId, t);
+    }
+  }
+
+  /** Before the tab's requests are read: a page found loaded gets what it finished since from its own record. */
+  async catchUp(tabId) {
+    const t = this.tabs.get(tabId);
+    if (this.enabled && t && t.partial) await this._backfill(tabId, t);
   }
 
   /** Capture turned on or off: the sessions up now start or stop it, so off costs what no capture costs. */
@@ -187,14 +204,18 @@ export class DevCapture {
 
   /**
    * A page found loaded: the requests it made before the session came, from the page's own resource timing (the
-   * URL, the kind, the status, the time and the size; no method, no headers, no body). The page could forge them,
-   * as it can any of its words.
+   * URL, the kind, the status, the time and the size; no method, no headers, no body). A request still in flight
+   * then is in neither the record nor the session's events: it is taken from the record when it is read again
+   * (catchUp). The session saw a URL's latest requests, so as many of the record's latest for that URL are left to
+   * it. The page could forge its record, as it can any of its words.
    */
   async _backfill(tabId, t, documentOnly = false) {
     const kinds = documentOnly ? "performance.getEntriesByType('navigation')"
       : "performance.getEntriesByType('navigation').concat(performance.getEntriesByType('resource'))";
-    const expression = `JSON.stringify(${kinds}.slice(0, ${MAX_REQUESTS}).map((e) => [e.name, e.entryType === 'navigation' ? 'Document' : e.initiatorType,
-        e.responseEnd - e.startTime, e.transferSize, e.decodedBodySize, e.responseStatus || 0]))`;
+    const expression = `JSON.stringify(${kinds}.slice(0, ${MAX_REQUESTS}).map((e) => [e.name,
+      e.entryType === 'navigation' ? 'Document' : e.initiatorType, e.responseEnd - e.startTime, e.transferSize,
+      e.decodedBodySize, e.responseStatus || 0, performance.timeOrigin + e.startTime]))`;
+    const loaderId = t.loaderId;
     const got = await this.dialogs.send(tabId, 'Runtime.evaluate', { expression, returnByValue: true }).catch(() => null);
     let entries;
     try {
@@ -202,16 +223,30 @@ export class DevCapture {
     } catch {
       return;
     }
-    if (!Array.isArray(entries)) return;
-    const early = entries.filter((e) => Array.isArray(e) && /^https?:/.test(String(e[0]))).map(
-      ([url, kind, duration, transfer, decoded, status]) => ({ seq: 0, cdpId: '', early: true, method: '', url: cut(url, MAX_URL),
-        type: String(kind || 'other'), status: Number(status) || 0, duration: Math.round(Number(duration) || 0),
-        size: Number(transfer) || 0, cached: !transfer && Number(decoded) > 0 }));
-    // What the page did before the session saw it comes first, whatever the session saw meanwhile.
-    const later = t.requests.items.splice(0);
+    if (!Array.isArray(entries) || t.loaderId !== loaderId) return; // another page came meanwhile
+    const seen = new Map(); // URL -> how many of its requests the session saw
+    for (const r of t.requests.items) if (!r.early) seen.set(r.url, (seen.get(r.url) || 0) + 1);
+    const fresh = [];
+    for (const e of entries.filter((x) => Array.isArray(x) && /^https?:/.test(String(x[0]))).reverse()) {
+      const [url, kind, duration, transfer, decoded, status, at] = e;
+      const left = seen.get(url) || 0;
+      if (left) {
+        seen.set(url, left - 1);
+        continue;
+      }
+      const key = `${url}@${at}`;
+      if (t.backfilled.has(key)) continue;
+      t.backfilled.add(key);
+      fresh.push({ seq: 0, cdpId: '', early: true, method: '', url: cut(url, MAX_URL), type: String(kind || 'other'),
+        status: Number(status) || 0, duration: Math.round(Number(duration) || 0), size: Number(transfer) || 0,
+        cached: !transfer && Number(decoded) > 0, time: Math.round(Number(at) || 0) });
+    }
+    if (!fresh.length) return;
+    // In the order they were made, the ones the session saw among them.
+    const all = [...t.requests.items.splice(0), ...fresh.reverse()].sort((a, b) => a.time - b.time);
     t.bySeq.clear();
-    for (const r of [...early, ...later]) t.addRequest({ ...r, seq: r.early ? t.nextReq++ : r.seq }, r);
-    if (early.length && early[0].type === 'Document') t.sawLoad = true;
+    for (const r of all) t.addRequest(r.seq ? r : { ...r, seq: t.nextReq++ }, r);
+    if (all[0].early && all[0].type === 'Document') t.sawLoad = true;
   }
 
   /** One event of a tab's session. */
@@ -242,6 +277,7 @@ export class DevCapture {
         const f = params.frame || {};
         if (!f.parentId && f.id === t.mainFrame && f.loaderId && f.loaderId !== t.loaderId) {
           t.newPage(f.loaderId, Date.now());
+          t.partial = true;
           this._backfill(tabId, t, true).catch(() => {});
         }
         break;

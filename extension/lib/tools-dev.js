@@ -84,6 +84,7 @@ async function networkRequests(b, args, call) {
   if (args.id !== undefined) return oneRequest(b, tab, args);
   if (args.url !== undefined && typeof args.url !== 'string') throw new ToolError(BAD_ARGS, '"url" must be text found in the URLs');
   const max = count(args, 'max', DEFAULT_MAX, MAX_ITEMS);
+  await b.capture.catchUp(tab.id);
   const { requests, dropped, since } = b.capture.requests(tab.id);
   const origin = originOf(tab.url);
   const picked = args.url ? requests.filter((r) => r.url.toLowerCase().includes(args.url.toLowerCase())) : requests;

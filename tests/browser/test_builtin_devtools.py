@@ -29,5 +29,5 @@ async def test_console_and_network_are_read_for_the_person(panel: Page, site: st
     assert "warning /devtools.html:11 deprecated: use /api/v2" in reply
     assert "auth token is [redacted]" in reply and "ghp_" not in reply
     # The agent's new tab loaded before openab watched it: its first request is from the page's own record.
-    assert re.search(r"#1 (GET|\?) 200 document /devtools\.html \d+ ms", reply), reply
+    assert re.search(r"\n#\d+ (GET|\?) 200 document /devtools\.html \d+ ms", reply), reply
     assert not ENVELOPE.search(reply), reply
