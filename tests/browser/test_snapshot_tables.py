@@ -4,8 +4,9 @@ wrappers as a person reads them (issue 37, items 7 to 9).
 The pages are modelled on the failures the issue found on real sites (tests/site/): a CMS's listing of forty pages
 whose cells hold a checkbox with its label, a heading with a list of row actions, a list in a small form, code and
 a table of their own (cms_listing.html); a database's reference manual whose description cells run long and end
-with their examples, and a note longer than a text line holds (reference.html); Sphinx's numbered links and an
-editor's wrappers that say they are nothing (sphinx_editor.html). Every snapshot comes through the real pod from
+with their examples, and a note longer than a text line holds (reference.html); a data browser's table of more rows
+than a snapshot shows (many_rows.html); Sphinx's numbered links and an editor's wrappers that say they are nothing
+(sphinx_editor.html). Every snapshot comes through the real pod from
 the real extension in real Chromium, as in test_snapshot_structure.py.
 """
 
@@ -110,6 +111,18 @@ async def test_long_cells_are_whole_or_say_where_they_are_cut_and_find_reads_eve
     assert cut and "quokka-clause" not in note, note[-300:]
     whole, _ = await call(client, "browser_snapshot", {"region": cut.group(3)})
     assert "The last note names the quokka-clause." in whole, whole[-500:]
+    # Under a budget smaller than the note, it comes in pieces that read on inside its one line, none lost.
+    pieces, args = [], {"region": cut.group(3), "max_tokens": 1000}
+    for _ in range(10):
+        piece, is_error = await call(client, "browser_snapshot", args)
+        assert not is_error, piece
+        pieces.append(body_of(piece))
+        more = re.search(r"Call again with offset=(\d+)", piece)
+        if not more:
+            break
+        args = {**args, "offset": int(more.group(1))}
+    assert len(pieces) > 2 and "This is the end." in piece, piece[-300:]
+    assert re.sub(r"\s+", "", "".join(pieces)) == re.sub(r"\s+", "", body_of(whole)), pieces
 
     # browser_find reads what the snapshot cut: the example's row under the header row, and the note's end.
     for i in (1, 3, 8):
