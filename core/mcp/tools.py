@@ -23,6 +23,8 @@ INSTRUCTIONS: Final = (
     "These tools act in the user's own Chrome, in the tab group of the openab side panel. "
     "Use browser_snapshot for refs, then act by ref. A JavaScript dialog blocks its page: answer it with "
     "browser_handle_dialog. Sign-ins, CAPTCHAs, one-time codes and payments are the user's: use browser_handoff. "
+    "For the app the user is building, browser_console and browser_network show the page's console and requests. "
+    "browser_fill_form fills a form's fields in one call; browser_batch takes several steps in one. "
     "If a tool says the browser is not connected, ask the user to open the openab side panel."
 )
 
