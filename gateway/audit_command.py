@@ -46,7 +46,7 @@ def register(commands: Any) -> None:
 
 def _audit(args: argparse.Namespace) -> int:
     from openab_browser.core.errors import ConfigurationError
-    from openab_browser.core.mcp.audit import audit_files, read_records
+    from openab_browser.core.mcp.audit_read import audit_files, read_records
     from openab_browser.core.settings import Settings
 
     out = sys.stdout

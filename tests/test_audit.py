@@ -30,7 +30,8 @@ from mcp.shared.exceptions import MCPError
 from test_proxy import endpoint, extension, first_text, mcp_client, open_session
 from waits import eventually
 
-from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, call_record, read_records
+from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, call_record
+from openab_browser.core.mcp.audit_read import read_records
 from openab_browser.core.mcp.proxy import BrowserProxy
 from openab_browser.core.session_naming import SessionNaming
 from openab_browser.core.statedir import naming_secret

@@ -27,7 +27,7 @@ from waits import eventually
 
 from openab_browser.core.files import CHUNK
 from openab_browser.core.mcp.access import HttpEndpoint
-from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp.audit_read import read_records
 from openab_browser.core.pod import Pod
 from openab_browser.core.statedir import session_workdir
 from openab_browser.gateway.cli import main

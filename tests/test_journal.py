@@ -12,14 +12,8 @@ import orjson
 import pytest
 
 from openab_browser.core.journal import Answer, Join, Journal, JournalLimits, Run, State, new_action, site_of
-from openab_browser.core.mcp.audit import (
-    AUDIT_FILE,
-    MAX_LINE,
-    AuditLog,
-    args_digest,
-    unended_steps,
-    unended_steps_keyed,
-)
+from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, args_digest
+from openab_browser.core.mcp.audit_read import MAX_LINE, unended_steps, unended_steps_keyed
 from openab_browser.core.session_naming import SessionNaming
 
 
@@ -382,7 +376,7 @@ def test_a_repeat_over_an_unsettled_step_names_it_and_holds_again_if_the_person_
 
 
 def test_a_step_whose_answer_was_lost_before_a_graceful_restart_holds_the_same_call_after_it(tmp_path: Path) -> None:
-    from openab_browser.core.mcp.audit import steps_on_disk
+    from openab_browser.core.mcp.audit_read import steps_on_disk
 
     log = _log(tmp_path)
     tag = SessionNaming(b"k" * 32).tag("sess_a")

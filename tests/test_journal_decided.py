@@ -20,7 +20,7 @@ from gateway_harness import RunningGateway, run_gateway
 from mcp.types import CallToolResult
 from test_proxy import BROWSER, endpoint, mcp_client
 
-from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp.audit_read import read_records
 from openab_browser.core.mcp.proxy import BrowserProxy
 from openab_browser.gateway.audit_command import fold_steps
 

@@ -25,7 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from test_proxy import BROWSER, endpoint, extension, mcp_client, open_session
 from waits import eventually
 
-from openab_browser.core.mcp.audit import unended_steps
+from openab_browser.core.mcp.audit_read import unended_steps
 from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio

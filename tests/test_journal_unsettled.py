@@ -36,7 +36,7 @@ from test_runtime_pod import BROWSER_SERVER, FakeBrowser, prompt
 from test_runtime_run_command import Pod, start_pod
 from waits import eventually
 
-from openab_browser.core.mcp.audit import read_records, unended_steps_keyed
+from openab_browser.core.mcp.audit_read import read_records, unended_steps_keyed
 from openab_browser.core.mcp.journal import ActionJournal
 from openab_browser.core.mcp.proxy import BrowserProxy
 

@@ -12,7 +12,8 @@ import orjson
 import pytest
 
 from openab_browser.core.journal import printable, untrusted
-from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, read_records, unended_steps
+from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog
+from openab_browser.core.mcp.audit_read import read_records, unended_steps
 from openab_browser.core.mcp.journal import ActionJournal
 from openab_browser.core.session_naming import SessionNaming
 from openab_browser.gateway.audit_command import fold_steps

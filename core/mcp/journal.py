@@ -35,11 +35,10 @@ from .audit import (
     GUARD_RULE,
     AuditLog,
     Ended,
-    StepsOnDisk,
     args_digest,
     step_state,
-    steps_on_disk,
 )
+from .audit_read import StepsOnDisk, steps_on_disk
 
 __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner"]
 
@@ -217,9 +216,8 @@ class ActionJournal:
 
         An ``isError`` result: what was asked was not done by this call, and the agent must look before it acts.
         The step's tool is one of the catalogue's and its action id of its fixed shape (a recovered step's were
-        checked as it was read back, :func:`~openab_browser.core.mcp.audit.unended_steps_keyed`), so they may be named
-        in
-        our own words; its time is the pod's own formatting of a number."""
+        checked as it was read back, :func:`~openab_browser.core.mcp.audit_read.unended_steps_keyed`), so they may
+        be named in our own words; its time is the pod's own formatting of a number."""
         self.core.ended_like(session_id, call, step)
         ago = self.core.since_start(step)
         why = ("the pod restarted while it was running" if step.recovered else

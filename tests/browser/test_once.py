@@ -41,7 +41,7 @@ from playwright.async_api import Error as PlaywrightError
 from test_runtime_run_command import Pod, start_pod
 from waits import eventually
 
-from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp.audit_read import read_records
 from openab_browser.gateway.audit_command import fold_steps
 
 from .harness import SITE, open_panel, page_at, panel_browser, serving, snap

@@ -23,7 +23,7 @@ from waits import eventually
 
 from openab_browser.core.acp.backend import PromptTurn
 from openab_browser.core.jsonrpc import RpcError
-from openab_browser.core.mcp.audit import read_records
+from openab_browser.core.mcp.audit_read import read_records
 from openab_browser.core.mcp_vocabulary import META_GUARD
 from openab_browser.core.tunnel.tunnel import Tunnel
 
