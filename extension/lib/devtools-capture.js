@@ -20,6 +20,8 @@ const MAX_URL = 2_000;
 // Whether capture runs: on unless this key of chrome.storage.local says false (bench/bench_devtools.py measures a
 // page load both ways in one run).
 const SWITCH = 'openab.devCapture';
+// How long a read waits for a new session's capture to be set up (the console's replay) before it reads what is there.
+const SETUP_MS = 5_000;
 
 /** A bounded ring: the newest `max` entries, and how many older ones it dropped. */
 class Ring {
@@ -143,6 +145,7 @@ export class DevCapture {
     this.tabs = new Map(); // tabId -> TabCapture
     this.enabled = true;
     this.limits = { messages: MAX_MESSAGES, requests: MAX_REQUESTS };
+    this.setting = new Map(); // tabId -> the setting up of its capture on a new session, while it runs
     chrome.storage.local.get(SWITCH).then((got) => {
       this.enabled = got[SWITCH] !== false;
     }, () => {});
@@ -163,7 +166,26 @@ export class DevCapture {
    * The tab's session is up (lib/dialogs.js): the console and the network are read from now. The console's
    * earlier messages come again on Runtime.enable, so what was kept of them is dropped first.
    */
-  async attached(tabId) {
+  attached(tabId) {
+    const work = this._attach(tabId);
+    this.setting.set(tabId, work);
+    return work.finally(() => {
+      if (this.setting.get(tabId) === work) this.setting.delete(tabId);
+    });
+  }
+
+  /** Returns once the tab's capture is set up (its console replayed), or after SETUP_MS. */
+  async ready(tabId) {
+    const work = this.setting.get(tabId);
+    if (!work) return;
+    let timer;
+    const late = new Promise((resolve) => {
+      timer = setTimeout(resolve, SETUP_MS);
+    });
+    await Promise.race([work.catch(() => {}), late]).finally(() => clearTimeout(timer));
+  }
+
+  async _attach(tabId) {
     if (!this.enabled) return;
     const t = this.tab(tabId);
     const tree = await this.dialogs.send(tabId, 'Page.getFrameTree').catch(() => null);
@@ -188,6 +210,7 @@ export class DevCapture {
 
   /** Before the tab's requests are read: a page found loaded gets what it finished since from its own record. */
   async catchUp(tabId) {
+    await this.ready(tabId);
     const t = this.tabs.get(tabId);
     if (this.enabled && t && t.partial) await this._backfill(tabId, t);
   }

@@ -171,8 +171,8 @@ export class Dialogs {
         }
         try {
           await chrome.debugger.sendCommand({ tabId }, 'Page.enable');
-          // A reader's failure (a page that went meanwhile) leaves the dialogs watched all the same.
-          await Promise.all([...this.readers].map((r) => r.attached(tabId).catch(() => {})));
+          // Not awaited: the dialogs are watched now, whatever a reader still sets up (it waits for that itself).
+          for (const r of this.readers) r.attached(tabId).catch(() => {});
           return true;
         } catch {
           this.attached.delete(tabId);
@@ -190,7 +190,7 @@ export class Dialogs {
 
   /**
    * Another reader of the agent tabs' sessions, which an extension cannot open twice: `attached(tabId)` once a
-   * session is up (awaited before the tab counts as watched), `event(tabId, method, params)` for each of its events.
+   * session is up, `event(tabId, method, params)` for each of its events.
    */
   addReader(reader) {
     this.readers.add(reader);

@@ -52,6 +52,7 @@ async function consoleMessages(b, args, call) {
   const max = count(args, 'max', DEFAULT_MAX, MAX_ITEMS);
   const tab = await b.tabs.target();
   call.throwIfCancelled();
+  await b.capture.ready(tab.id);
   const { messages, dropped } = b.capture.messages(tab.id);
   const origin = originOf(tab.url);
   const picked = messages.filter((m) => m.seq > since && LEVEL_ORDER[m.level] >= LEVEL_ORDER[level]);
