@@ -446,8 +446,13 @@
         watchLeaving();
         watchUntil = performance.now() + LEAVE_WATCH_MS;
         if (click) arm(el, {});
-        // A right click on a page with no menu of its own would open Chrome's, over the person's window.
-        if (right) addEventListener('contextmenu', (e) => e.preventDefault(), { once: true });
+        // A right click on a page with no menu of its own would open Chrome's, over the person's window; the
+        // person's own right click later is left alone.
+        if (right) {
+          const shut = (e) => e.preventDefault();
+          addEventListener('contextmenu', shut, { once: true });
+          setTimeout(() => removeEventListener('contextmenu', shut), GATE_MS);
+        }
       }
       el.scrollIntoView({ block: 'center', inline: 'center' });
       let drop = null;
