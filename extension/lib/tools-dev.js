@@ -7,6 +7,7 @@ import { ToolError, BAD_ARGS, TOOL_ERROR } from './errors.js';
 import { text, untrusted, pageSlice } from './results.js';
 import { humanSize } from './guard.js';
 import { DEFAULT_MAX_CHARS } from './catalogue.js';
+import { redactCardNumbers } from './redact.js';
 
 // Chrome's own line for a failed load says its status in many words; the status is what matters.
 const RESPONDED = /(?<=^Failed to load resource: )the server responded with a status of /;
@@ -68,7 +69,7 @@ async function consoleMessages(b, args, call) {
   const head = `${picked.length} console message${picked.length === 1 ? '' : 's'} since the page loaded${filter}` +
     `${shown.length < picked.length ? ` (the newest ${shown.length} shown)` : ''}` +
     `${dropped ? `; ${dropped} older ones were dropped (the tab keeps its newest ${b.capture.limits.messages})` : ''}.`;
-  return text(lines.length ? `${head}\n${untrusted(lines.join('\n'))}` : head);
+  return text(lines.length ? `${head}\n${untrusted(redactCardNumbers(lines.join('\n')))}` : head);
 }
 
 function requestLine(r, origin) {
@@ -128,7 +129,7 @@ async function oneRequest(b, tab, args) {
     page.push('response body:', body);
     if (note) ours += ` ${note}`;
   }
-  return text(`${ours}\n${untrusted(page.join('\n'))}`);
+  return text(`${ours}\n${untrusted(redactCardNumbers(page.join('\n')))}`);
 }
 
 export const DEV_TOOLS = {

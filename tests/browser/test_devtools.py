@@ -150,3 +150,10 @@ async def test_a_tab_that_loaded_before_openab_watched_it_lists_its_early_reques
     # Every request the page made is there, from the session or from the page's record.
     for path in ("/devtools-data.json", "/files/private/report.csv", "/no-such-endpoint"):
         assert path in page, page
+
+
+async def test_a_card_number_the_page_prints_is_redacted_and_an_order_number_is_not(client: Client, site: str) -> None:
+    await open_devtools_page(client, site, "?card=1")
+    _, page = await read(client, "browser_console", {"level": "log"})
+    assert "charging card [redacted], order 1234 5678 9012 3456" in page, page
+    assert "4111" not in page
