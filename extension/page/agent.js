@@ -8,7 +8,7 @@
     agentTypes, redacts, roleOf, nameOf, isSubmitControl, valueOf, personTyped, optionNamed, choiceOf, selectedThere,
   } = globalThis.__openabPage.elements;
   const { snapshot, redactedHtml, readableText } = globalThis.__openabPage.read;
-  const { KEYED, caret, rangeOf, onScreen, topAt, scrollInside, settled } = globalThis.__openabPage.input;
+  const { typedByKeys, caret, rangeOf, onScreen, topAt, scrollInside, settled } = globalThis.__openabPage.input;
 
   const FOCUSABLE = 'a[href], button, input:not([type=hidden]), select, textarea, [tabindex]:not([tabindex="-1"]), [contenteditable=true]';
 
@@ -128,7 +128,7 @@
       pointAt(el);
       el.focus();
       // Real keys (lib/input.js) replace what is selected here, or go in at its end; the gate holds them to `el`.
-      if (real && (el.isContentEditable || el.tagName === 'TEXTAREA' || KEYED.test(el.type || ''))) {
+      if (real && typedByKeys(el)) {
         if (!holds(focusHolder(), el)) {
           throw new Refusal('the element cannot take the keyboard focus, so typed keys would reach another element');
         }
@@ -156,7 +156,7 @@
     },
     selectText(el, { text }) {
       const field = el.tagName === 'INPUT' || el.tagName === 'TEXTAREA';
-      if (redacts(el) || (field && !KEYED.test(el.type))) throw new Refusal('the text of this element cannot be selected (it is secret or not text)');
+      if (redacts(el) || (field && !typedByKeys(el))) throw new Refusal('the text of this element cannot be selected (it is secret or not text)');
       const at = field && text ? el.value.indexOf(text) : 0;
       const range = field ? null : text ? rangeOf(el, text) : document.createRange();
       if (at < 0 || (!field && range === null)) throw new Refusal(`the words are not on the page${el === document.body ? '' : ' in this element'} as given`);

@@ -7,7 +7,8 @@
   const { editableHost, redacts } = ns.elements;
 
   // The fields typed by real keys; the others (a date, a colour) take their value as before.
-  const KEYED = /^(text|search|email|url|tel|password|number|)$/;
+  const KEYED = /^(text|search|email|url|tel|password|number)$/;
+  const typedByKeys = (el) => el.isContentEditable || el.tagName === 'TEXTAREA' || (el.tagName === 'INPUT' && KEYED.test(el.type));
 
   /** Puts what real keys will type in place: over the whole value (`replace`) or after it; false where it cannot. */
   function caret(el, replace) {
@@ -123,5 +124,5 @@
     });
   }
 
-  ns.input = { KEYED, caret, rangeOf, onScreen, topAt, scrollInside, settled };
+  ns.input = { typedByKeys, caret, rangeOf, onScreen, topAt, scrollInside, settled };
 })();

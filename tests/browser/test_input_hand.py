@@ -111,6 +111,10 @@ async def test_text_is_selected_by_its_words_or_its_element_and_the_page_reads_i
     await ok(client, "browser_press_key", {"key": "Control+C"})
     await ok(client, "browser_press_key", {"ref": ref_of(snap, 'textbox "Paste here"'), "key": "Control+V"})
     assert await field(client, "#paste") == "Upgrade with one command; nothing else changes."
+    paste = ref_of(snap, 'textbox "Paste here"')
+    await ok(client, "browser_select_text", {"ref": paste, "text": "; nothing else changes."})
+    await ok(client, "browser_press_key", {"ref": paste, "key": "Backspace"})
+    assert await field(client, "#paste") == "Upgrade with one command"
     # A whole element by its ref.
     said = await ok(client, "browser_select_text", {"ref": ref_of(snap, 'button "Quote selection"')})
     assert "Quote selection" in said, said
