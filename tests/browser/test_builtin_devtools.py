@@ -10,6 +10,7 @@ import pytest
 from playwright.async_api import Page, expect
 
 from .conftest import builtin_agent_browser
+from .harness import snap
 from .test_steps import ENVELOPE, place, say
 
 pytestmark = pytest.mark.anyio
@@ -31,3 +32,4 @@ async def test_console_and_network_are_read_for_the_person(panel: Page, site: st
     # The agent's new tab loaded before openab watched it: its first request is from the page's own record.
     assert re.search(r"\n#\d+ (GET|\?) 200 document /devtools\.html \d+ ms", reply), reply
     assert not ENVELOPE.search(reply), reply
+    await snap(panel, "panel-builtin-console.png")

@@ -21,7 +21,7 @@ from mcp import Client
 from playwright.async_api import Page, expect
 
 from .conftest import person_browser
-from .harness import serving
+from .harness import serving, snap
 from .live_pod import call, without_receipt
 from .test_panel import in_background, result_text
 from .test_untrusted import split
@@ -160,6 +160,7 @@ async def test_a_tool_that_places_an_order_asks_the_person(
         card = panel.locator(".card")
         await expect(card.locator(".title")).to_contain_text("The agent wants to click the page's tool \"place order")
         assert "result" not in out
+        await snap(panel, "panel-webmcp-card.png")
         await card.locator("button[data-decision=deny]").click()
     assert out["result"].is_error and "not allowed by the user" in result_text(out["result"])
     assert shop.orders == 0
