@@ -99,12 +99,13 @@ class TabCapture {
     this.byId = new Map(); // Chrome's requestId -> its newest entry in `requests`
     this.bySeq = new Map(); // our request number -> its entry, in order
     this.nextSeq = 1; // message numbers, for `since`
-    this.nextReq = 1; // request numbers: short, and never reused in the tab
+    this.nextReq = 1; // request numbers: short, and never given again once the agent has read them
     this.mainFrame = ''; // the tab's top frame
     this.loaderId = ''; // the top document's, to tell a new page from the one we knew
     this.knownSince = 0; // when the request list starts: the page's load, or the session's attach after it
     this.ignored = new Set(); // execution contexts that are not the page's own (extensions' isolated worlds)
     this.partial = false;
+    this.listed = false;
     this.backfilled = new Set();
   }
 
@@ -112,6 +113,7 @@ class TabCapture {
   newPage(loaderId, at, seen = false) {
     this.sawLoad = seen;
     this.partial = false; // found loaded: its record is read again for what it finished since
+    this.listed = false; // the agent has read its requests' numbers
     this.backfilled = new Set(); // the record's entries taken, by URL and start
     this.messages.clear();
     this.requests.clear();
@@ -268,7 +270,13 @@ export class DevCapture {
     // In the order they were made, the ones the session saw among them.
     const all = [...t.requests.items.splice(0), ...fresh.reverse()].sort((a, b) => a.time - b.time);
     t.bySeq.clear();
-    for (const r of all) t.addRequest(r.seq ? r : { ...r, seq: t.nextReq++ }, r);
+    // Numbers nobody has read yet are given again in that order; once the agent has a list, they stay.
+    let n = t.listed ? 0 : Math.min(t.nextReq, ...all.filter((r) => r.seq).map((r) => r.seq));
+    for (const r of all) {
+      const seq = t.listed ? r.seq || t.nextReq++ : n++;
+      t.addRequest(seq === r.seq ? r : Object.assign(r, { seq }), r);
+    }
+    if (!t.listed) t.nextReq = n;
     if (all[0].early && all[0].type === 'Document') t.sawLoad = true;
   }
 
@@ -382,6 +390,7 @@ export class DevCapture {
    */
   requests(tabId) {
     const t = this.tabs.get(tabId);
+    if (t) t.listed = true;
     return t ? { requests: t.requests.items, dropped: t.requests.dropped, since: t.sawLoad ? 0 : t.knownSince }
       : { requests: [], dropped: 0, since: 0 };
   }
