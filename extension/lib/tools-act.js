@@ -106,11 +106,12 @@ const STAYS = new Set(['type', 'selectText']);
 
 /**
  * The act itself: a real click where the mouse can reach the element, else in the page, and a key's real press or
- * a text's real keys where the page readied them: `{verb, chosen, left, framed, unreached, keyed}`.
+ * a text's real keys where the page readied them: `{verb, chosen, left, framed, unreached, keyed, inserted}`.
  */
 async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
   let unreached = '';
   let keyed = false;
+  let inserted = 0;
   if (op === 'click' && opArgs.real) {
     const clicked = await realClick(b, loc, opArgs, desc, tab, documentId);
     if (clicked.verb) return clicked;
@@ -122,7 +123,9 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
   let verb = r.result.verb;
   if (verb === 'ready' && op === 'type') {
     const { text: typed, clear } = opArgs;
-    const send = typed || !clear ? () => b.input.type(tab.id, typed) : () => b.input.key(tab.id, keyPress('Delete'));
+    const send = typed || !clear ? async () => {
+      inserted = await b.input.type(tab.id, typed);
+    } : () => b.input.key(tab.id, keyPress('Delete'));
     left = (await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed))).left || left;
     verb = 'typed into';
     keyed = true;
@@ -130,7 +133,7 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
     left = (await sendKeys(b, tab, documentId, () => b.input.key(tab.id, opArgs.press))).left || left;
     verb = `pressed ${keyName(opArgs.press)} in`;
   }
-  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true, unreached, keyed };
+  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true, unreached, keyed, inserted };
 }
 
 // A click's words by its button and count.
@@ -206,8 +209,10 @@ async function type(b, args, call) {
   if (typeof args.text !== 'string') throw new ToolError(BAD_ARGS, '"text" must be a string');
   const why = await b.input.unavailable((await b.tabs.target()).id);
   const r = await action(b, call, 'browser_type', 'type', args, { text: args.text, clear: args.clear !== false, real: !why });
-  return text(withPage(`typed into ${r.what}${r.keyed ? '' : ` (${why ? `as a value set by script: ${why}` : 'as a value set by ' +
-    'script, with no key events, as this field takes no typed keys or is in a frame'})`}`, r.element));
+  const long = r.inserted ? ` (${r.inserted} of its characters went in as one insertion, as a paste, with no key ` +
+    'events of their own: the first and the last ones were typed as keys)' : '';
+  return text(withPage(`typed into ${r.what}${r.keyed ? long : ` (${why ? `as a value set by script: ${why}` : 'as a value ' +
+    'set by script, with no key events, as this field takes no typed keys or is in a frame'})`}`, r.element));
 }
 
 /**

@@ -94,10 +94,19 @@ async def test_a_terminal_that_reads_keys_takes_a_command_in_two_calls(client: C
 
 async def test_long_text_is_typed_whole_and_the_page_sees_its_keys(client: Client, site: str) -> None:
     snap = await open_page(client, site, "terminal")
-    line = "echo " + " ".join(f"word{i}" for i in range(400))
-    await ok(client, "browser_type", {"ref": ref_of(snap, 'textbox "Terminal input"'), "text": line})
-    await ok(client, "browser_press_key", {"ref": ref_of(snap, 'textbox "Terminal input"'), "key": "Enter"})
+    keys = ref_of(snap, 'textbox "Terminal input"')
+    line = "echo " + " ".join(f"w{i}" for i in range(200))  # under 1 000 characters: every one a key
+    said = await ok(client, "browser_type", {"ref": keys, "text": line})
+    assert "insertion" not in said, said
+    await ok(client, "browser_press_key", {"ref": keys, "key": "Enter"})
     assert await log(client) == [f"ran {line}"]
+    # Past 1 000 characters the middle goes in at once, as a paste; the last ones are keys the page hears.
+    snap = await open_page(client, site, "select_text")
+    text = "".join(f"line {i} of the notes\n" for i in range(400)) + "the end"
+    said = await ok(client, "browser_type", {"ref": ref_of(snap, 'textbox "Paste here"'), "text": text})
+    assert f"{len(text) - 17} of its characters went in as one insertion" in said, said
+    dom = await ok(client, "browser_read_dom", {"selector": "#paste"})
+    assert f'data-typed="{len(text)}: the end"' in dom, dom
 
 
 async def test_text_is_selected_by_its_words_or_its_element_and_the_page_reads_it(client: Client, site: str) -> None:
