@@ -39,3 +39,25 @@ def test_the_wheel_builds_without_setuptools_warnings_and_ships_the_whole_extens
     for hop in ("core", "gateway", "bridge"):
         here = {f"openab_browser/{hop}/{p.relative_to(REPO / hop).as_posix()}" for p in (REPO / hop).rglob("*.py")}
         assert here <= modules, f"not in the wheel: {sorted(here - modules)}"
+
+
+def test_the_uvicorn_range_is_the_one_the_socket_tests_run_at_both_ends() -> None:
+    """pyproject.toml's uvicorn range, scripts/test's two ends and constraints.txt's pin agree: the lower end is the
+    range's floor, the upper end the newest release below its ceiling, and the pin inside."""
+    import re
+    import tomllib
+
+    from packaging.specifiers import SpecifierSet
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    (wanted,) = [d for d in project["dependencies"] if d.startswith("uvicorn")]
+    specifiers = SpecifierSet(wanted.removeprefix("uvicorn"))
+    match = re.search(r'^UVICORN_ENDS="([^"]+)"', (REPO / "scripts" / "test").read_text(), re.MULTILINE)
+    assert match is not None
+    low, high = match.group(1).split()
+    floor = next(s.version for s in specifiers if s.operator == ">=")
+    ceiling = next(s.version for s in specifiers if s.operator == "<")
+    assert low.startswith(floor) and high in specifiers and low in specifiers
+    assert high.split(".")[:2] == [ceiling.split(".")[0], str(int(ceiling.split(".")[1]) - 1)]
+    (pin,) = re.findall(r"^uvicorn==(\S+)$", (REPO / "constraints.txt").read_text(), re.MULTILINE)
+    assert pin in specifiers
