@@ -45,6 +45,9 @@ SHOP = b"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Sho
     mc.registerTool({ name: 'place_order', description: 'Places the order for what is in the cart',
       inputSchema: { type: 'object', properties: {} },
       execute: async () => answer(await fetch('/api/order', { method: 'POST' })) }),
+    mc.registerTool({ name: 'refresh_prices', description: 'Fetches the prices again',
+      inputSchema: { type: 'object', properties: {} }, annotations: { readOnlyHint: true },
+      execute: async () => { throw new Error('price service down'); } }),
   ]).then(() => { document.getElementById('state').textContent = 'tools registered'; });
 </script></body></html>"""
 
@@ -126,7 +129,7 @@ async def open_shop(client: Client, shop_url: str) -> None:
 async def test_the_pages_tools_are_listed_as_its_words(client: Client, shop_url: str) -> None:
     await open_shop(client, shop_url)
     ours, page = split(await ok(client, "browser_webmcp_tools"))
-    assert ours.startswith("the page in the agent tab registered 3 WebMCP tools; call one with browser_webmcp_call")
+    assert ours.startswith("the page in the agent tab registered 4 WebMCP tools; call one with browser_webmcp_call")
     assert "- get_cart (read-only)\n  description: Lists the items in the cart" in page
     assert "- add_note\n  description: Adds a note for the shop to the cart\n  input schema: " in page
     assert '"required":["text"]' in page
@@ -174,6 +177,15 @@ async def test_a_tool_that_places_an_order_asks_the_person(
     assert not out["result"].is_error, text
     assert split(without_receipt(text))[1] == "order 1 placed"
     assert shop.orders == 1
+
+
+async def test_a_page_tool_that_throws_is_a_failure_that_says_it_may_have_done_part(
+        client: Client, shop_url: str) -> None:
+    await open_shop(client, shop_url)
+    text, is_error = await call(client, "browser_webmcp_call", {"name": "refresh_prices"})
+    assert is_error, text
+    assert split(text)[0].startswith("the page's tool failed (Chrome passes on no more than the block below). It may "
+                                     "have done part of its work"), text
 
 
 async def test_a_page_with_no_tools_and_a_name_it_lacks(client: Client, shop_url: str) -> None:
