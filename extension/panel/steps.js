@@ -27,6 +27,7 @@ const OBJECTS = {
   tab: (a) => `tab ${short(a.tab_id)}`,
   upload: (a, el) => `${fileName(a.path) || 'a file'}${el.given ? ` into ${el.plain}` : ''}`,
   download: (a) => `${fileName(a.path) || 'a file'}${a.url ? ` from ${place(a.url)}` : ''}`,
+  'page-tool': (a) => (quote(a.name) ? `the page's tool ${quote(a.name)}` : "a tool of the page"),
 };
 
 // Every tool of extension/catalogue.json, by name: its row (tests/browser/test_rendering.py holds the lists equal).
