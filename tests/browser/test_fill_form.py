@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from mcp import Client
-from playwright.async_api import Page, expect
+from playwright.async_api import BrowserContext, Page, expect
 
 from .conftest import person_browser
 from .live_pod import call
@@ -21,6 +21,12 @@ from .test_untrusted import split
 pytestmark = pytest.mark.anyio
 
 context, tunnel = person_browser("fill_form")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def dialogs_left_to_the_extension(context: BrowserContext) -> None:
+    """Playwright dismisses a page's dialog itself unless someone listens: this module's dialogs are the extension's."""
+    context.on("dialog", lambda dialog: None)
 
 
 async def form(client: Client, site: str) -> None:
@@ -120,3 +126,26 @@ async def test_a_field_that_asks_for_nothing_leaves_the_whole_form_as_it_was(cli
     assert is_error, text
     assert 'field 2 needs "value" (text or an option), "values" (options) or "checked"; nothing was filled' in text
     assert await page_says(client) == "preview: user= country= remember=false"
+
+
+async def test_a_batch_answers_the_dialog_its_click_opened_and_stops_at_one_left_open(
+        client: Client, site: str) -> None:
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/dialogs.html"})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_batch", {"steps": [
+        {"tool": "browser_click", "arguments": {"selector": "#confirm"}},
+        {"tool": "browser_handle_dialog", "arguments": {"accept": True}},
+        {"tool": "browser_read_dom", "arguments": {"selector": "#out"}},
+    ]})
+    assert not is_error, text
+    assert '<p id="out">confirm: true</p>' in split(text)[1]
+
+    text, is_error = await call(client, "browser_batch", {"steps": [
+        {"tool": "browser_click", "arguments": {"selector": "#confirm"}},
+        {"tool": "browser_read_dom", "arguments": {"selector": "#out"}},
+    ], "repeat": True})
+    assert is_error
+    assert text.startswith("browser_batch: 1 of 2 steps done, then step 2 failed."), text
+    assert "browser_read_dom was not run: a JavaScript confirm dialog is open in the agent tab" in text
+    text, is_error = await call(client, "browser_handle_dialog", {"accept": False})
+    assert not is_error, text
