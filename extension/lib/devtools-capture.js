@@ -22,6 +22,17 @@ const MAX_URL = 2_000;
 const SWITCH = 'openab.devCapture';
 // How long a read waits for a new session's capture to be set up (the console's replay) before it reads what is there.
 const SETUP_MS = 5_000;
+// How long a question to the page or to Chrome's buffers may take: a page busy in a loop never answers one.
+const ASK_MS = 3_000;
+
+/** `promise`'s value, or null if it fails or takes longer than `ms`. */
+function bounded(promise, ms = ASK_MS) {
+  let timer;
+  const late = new Promise((resolve) => {
+    timer = setTimeout(() => resolve(null), ms);
+  });
+  return Promise.race([promise.catch(() => null), late]).finally(() => clearTimeout(timer));
+}
 
 /** A bounded ring: the newest `max` entries, and how many older ones it dropped. */
 class Ring {
@@ -190,7 +201,7 @@ export class DevCapture {
   async _attach(tabId) {
     if (!this.enabled) return;
     const t = this.tab(tabId);
-    const tree = await this.dialogs.send(tabId, 'Page.getFrameTree').catch(() => null);
+    const tree = await bounded(this.dialogs.send(tabId, 'Page.getFrameTree'));
     const top = tree && tree.frameTree ? tree.frameTree.frame : {};
     t.mainFrame = String(top.id || '');
     const loaderId = String(top.loaderId || '');
@@ -241,7 +252,7 @@ export class DevCapture {
       e.entryType === 'navigation' ? 'Document' : e.initiatorType, e.responseEnd - e.startTime, e.transferSize,
       e.decodedBodySize, e.responseStatus || 0, performance.timeOrigin + e.startTime]))`;
     const loaderId = t.loaderId;
-    const got = await this.dialogs.send(tabId, 'Runtime.evaluate', { expression, returnByValue: true }).catch(() => null);
+    const got = await bounded(this.dialogs.send(tabId, 'Runtime.evaluate', { expression, returnByValue: true }));
     let entries;
     try {
       entries = JSON.parse(got && got.result ? got.result.value : '[]');
@@ -408,11 +419,7 @@ export class DevCapture {
   async body(tabId, seq) {
     const r = this.request(tabId, seq);
     if (!r || r.redirected) return null; // a redirect's hop has no body
-    try {
-      const got = await this.dialogs.send(tabId, 'Network.getResponseBody', { requestId: r.cdpId });
-      return { body: String(got.body || ''), base64: Boolean(got.base64Encoded) };
-    } catch {
-      return null;
-    }
+    const got = await bounded(this.dialogs.send(tabId, 'Network.getResponseBody', { requestId: r.cdpId }));
+    return got ? { body: String(got.body || ''), base64: Boolean(got.base64Encoded) } : null;
   }
 }
