@@ -118,6 +118,7 @@ export class RealInput {
   constructor(dialogs) {
     this.dialogs = dialogs;
     this.drags = new Map(); // tabId -> (data) => void: a drag Chrome handed us instead of starting it
+    this.choosers = new Map(); // tabId -> () => void: a file chooser a click opened, kept closed
     this._listening = false;
   }
 
@@ -126,6 +127,7 @@ export class RealInput {
     this._listening = true;
     chrome.debugger.onEvent.addListener((source, method, params) => {
       if (method === 'Input.dragIntercepted' && this.drags.has(source.tabId)) this.drags.get(source.tabId)(params.data);
+      if (method === 'Page.fileChooserOpened' && this.choosers.has(source.tabId)) this.choosers.get(source.tabId)();
     });
   }
 
@@ -212,17 +214,32 @@ export class RealInput {
 
   /**
    * Clicks at a point as a hand does: the mouse moved there (where it stays), the button pressed and let go,
-   * `count` times for a double click; `button` 'left', 'right' or 'middle'.
+   * `count` times for a double click; `button` 'left', 'right' or 'middle'. A real click may open a file chooser
+   * (a label, an "Attach" button): the system's dialog would come over the person's screen, so Chrome is asked to
+   * hand it over instead, and it stays closed. Says `{chooser}`: whether one was opened.
    */
   async click(tabId, at, { button = 'left', count = 1, modifiers = 0 } = {}) {
     const mouse = { x: at.x, y: at.y, button, modifiers };
-    await this.awake(tabId, async () => {
-      await this._move(tabId, at, modifiers);
-      for (let clickCount = 1; clickCount <= count; clickCount++) {
-        await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
-        await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
-      }
+    const intercept = (enabled) => this.dialogs.send(tabId, 'Page.setInterceptFileChooserDialog', { enabled }).catch(() => {});
+    let chooser = false;
+    this._listen();
+    this.choosers.set(tabId, () => {
+      chooser = true;
     });
+    await intercept(true);
+    try {
+      await this.awake(tabId, async () => {
+        await this._move(tabId, at, modifiers);
+        for (let clickCount = 1; clickCount <= count; clickCount++) {
+          await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
+          await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
+        }
+      });
+    } finally {
+      this.choosers.delete(tabId);
+      await intercept(false);
+    }
+    return { chooser };
   }
 
   /**

@@ -138,6 +138,9 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
 
 // A click's words by its button and count.
 const CLICKED = { left: 'clicked', right: 'right-clicked', middle: 'middle-clicked' };
+// Fields a real click opens a window of the browser's own for (a list, a date or colour picker, the system's file
+// chooser), which would come over the person's screen: they are clicked by script, as before real clicks.
+const PICKERS = /^(select|input:(file|date|datetime-local|month|week|time|color))$/;
 
 /**
  * A click with the real mouse at the element's visible middle, aimed again at the element the guard saw. Where
@@ -145,6 +148,10 @@ const CLICKED = { left: 'clicked', right: 'right-clicked', middle: 'middle-click
  */
 async function realClick(b, loc, opArgs, desc, tab, documentId) {
   if (desc.disabled) throw new ToolError(TOOL_ERROR, `the element is disabled; wait for the page or pick another element (${loc.label})`);
+  if (PICKERS.test(desc.tag === 'input' ? `input:${desc.type}` : desc.tag)) {
+    return { unreached: "it opens a window of the browser's own (a list, a picker, a file chooser), which would come over " +
+      "the person's screen; browser_select_option chooses in a list, browser_type fills a date, browser_upload gives a file" };
+  }
   const at = { tabId: tab.id, documentIds: [documentId] };
   const ask = { target: loc.spec, click: true, right: opArgs.button === 'right' };
   const [aimed] = await b.page.exec(at, 'aim', [ask, { from: desc.fingerprint, to: '' }]);
@@ -153,9 +160,12 @@ async function realClick(b, loc, opArgs, desc, tab, documentId) {
   if (res.error) return { unreached: res.message };
   const how = { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) };
   // The page tells whether the click submitted a form or began to leave, as for a key (sendKeys).
-  const { left } = await sendKeys(b, tab, documentId, () => b.input.click(tab.id, res.from, how), true);
+  let chooser = false;
+  const { left } = await sendKeys(b, tab, documentId, async () => {
+    ({ chooser } = await b.input.click(tab.id, res.from, how));
+  }, true);
   const verb = `${opArgs.count === 2 ? 'double-' : ''}${CLICKED[opArgs.button]}`;
-  return { verb, left, framed: false, unreached: '' };
+  return { verb, left, framed: false, unreached: '', chooser };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */
@@ -188,7 +198,9 @@ async function click(b, args, call) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
   }
-  const did = `${r.verb} ${r.what}${scriptClickNote(r, why)}`;
+  const chose = r.chooser ? '; it opened a file chooser, which was kept closed (it would have come over the person\'s ' +
+    'screen): to give the page a file, use browser_upload with the ref of its file field or drop zone' : '';
+  const did = `${r.verb} ${r.what}${scriptClickNote(r, why)}${chose}`;
   if (r.download) return text(withPage(`${did}; it ${STARTED_DOWNLOAD}`, r.element));
   if (r.loaded) {
     // Where the click led is the page's to choose, so the URL is the page's text.

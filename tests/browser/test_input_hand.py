@@ -80,6 +80,9 @@ async def test_double_and_right_clicks_are_the_mouse_s_own(client: Client, site:
     said = await ok(client, "browser_click", {"ref": ref_of(snap, 'option "notes.txt"'), "button": "right"})
     assert "right-clicked" in said, said
     assert await log(client) == ["opened budget.xlsx", "menu on notes.txt"]
+    # A file field opens the system's chooser, over the person's screen, for a real click: it is clicked by script.
+    said = await ok(client, "browser_click", {"selector": "#attachment"})
+    assert "(as script events, without moving the mouse" in said and "browser_upload gives a file" in said, said
 
 
 async def test_a_terminal_that_reads_keys_takes_a_command_in_two_calls(client: Client, site: str) -> None:
