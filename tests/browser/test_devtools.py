@@ -47,12 +47,17 @@ async def read(client: Client, name: str, args: dict[str, object] | None = None)
     return split(text)
 
 
+async def fresh_page_read(client: Client, site: str, tool: str, head: str) -> tuple[str, list[str]]:
+    """The page loaded afresh and one developer tool's answer on it: its head as expected, the page's lines."""
+    await open_devtools_page(client, site)
+    ours, page = await read(client, tool)
+    assert ours == f"{head}\n"
+    return page, page.splitlines()
+
+
 async def test_the_console_has_the_pages_messages_and_its_uncaught_error_with_the_token_redacted(
         client: Client, site: str) -> None:
-    await open_devtools_page(client, site)
-    ours, page = await read(client, "browser_console")
-    assert ours == "7 console messages since the page loaded.\n"
-    lines = page.splitlines()
+    page, lines = await fresh_page_read(client, site, "browser_console", "7 console messages since the page loaded.")
     assert lines[0] == "#1 log /devtools.html:9 app started {build: 42, debug: true}"
     assert lines[1] == "#2 info /devtools.html:10 orders view"
     assert lines[2] == "#3 warning /devtools.html:11 deprecated: use /api/v2"
@@ -87,10 +92,7 @@ async def test_a_page_that_logs_in_a_loop_keeps_its_newest_messages_and_says_how
 
 async def test_the_network_lists_the_pages_requests_and_one_request_has_no_credentials_and_a_redacted_body(
         client: Client, site: str) -> None:
-    await open_devtools_page(client, site)
-    ours, page = await read(client, "browser_network")
-    assert ours == "4 requests since the page loaded.\n"
-    lines = page.splitlines()
+    page, lines = await fresh_page_read(client, site, "browser_network", "4 requests since the page loaded.")
     # A size, or "cached" for what Chrome took from its cache.
     assert re.fullmatch(r"#\d+ GET 200 document /devtools\.html \d+ ms (\d+(\.\d)? (bytes|KB)|cached)", lines[0]), page
     data = next(line for line in lines if "/devtools-data.json" in line)
