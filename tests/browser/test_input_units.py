@@ -81,3 +81,15 @@ async def test_with_the_debugging_bar_cancelled_the_agent_hears_what_still_works
                     "new chat asks again. browser_click and browser_type still work as script events (a click moves "
                     "no mouse, typing sends no keys), and browser_select_option, browser_select_text and "
                     "browser_scroll work as before.")
+
+
+async def test_a_typed_character_is_its_key_down_with_its_text_and_up(page: Page) -> None:
+    typed = await page.evaluate("""async () => {
+        const input = await import('/lib/input.js');
+        return ['a', 'Q', '7', ' ', '\u00e9'].map((ch) => input.charEvents(ch));
+    }""")
+    assert [[e["type"] for e in events] for events in typed] == [["keyDown", "keyUp"]] * 5
+    assert [(events[0]["key"], events[0]["code"], events[0]["text"], events[0]["windowsVirtualKeyCode"])
+            for events in typed] == [("a", "KeyA", "a", 65), ("Q", "KeyQ", "Q", 81), ("7", "Digit7", "7", 55),
+                                     (" ", "Space", " ", 32), ("\u00e9", "", "\u00e9", 0)]
+
