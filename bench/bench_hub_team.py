@@ -369,8 +369,8 @@ async def load_phase(people: dict[str, dict[str, Lane]], pods: dict[str, Pod], t
                 if not await turn(lanes[path], number, tally):
                     return
             number += 1
-            if think > 0:
-                await asyncio.sleep(random.expovariate(1 / think))
+            if think > 0:  # never past the phase's end: a long pause would stretch the phase and thin its rate
+                await asyncio.sleep(min(random.expovariate(1 / think), max(0.0, deadline - time.perf_counter())))
 
     window = CpuWindow(pods, probe)
     deadline = window.started + duration
