@@ -11,6 +11,7 @@ from typing import Final
 
 from . import META_PREFIX
 from .catalogue import catalogue
+from .protocol_file import META
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -59,18 +60,18 @@ META_SUBSCRIPTION_ID: Final = META_SPEC_PREFIX + "subscriptionId"
 META_TRUNCATED: Final = META_PREFIX + "truncated"
 # Ours, on a tunnelled step that ``repeat`` runs over a step that may already have happened (docs/journal.md):
 # {"action", "tool", "at", "why"} of that earlier step, so the person is asked on a card that names it.
-META_EARLIER: Final = META_PREFIX + "earlier"
+META_EARLIER: Final = META["earlier"]
 # Ours: what the extension's guard decided for a tool call ("allowed", "asked-allowed", "denied"), on its result.
-META_GUARD: Final = META_PREFIX + "guard"
+META_GUARD: Final = META["guard"]
 # Ours: the rule that made that decision, a word of a fixed vocabulary ("routine", "site-rule-never",
 # "risky-word:<risk>", ...), beside it on the result; the audit log keeps it (validated: it comes from the browser).
-META_GUARD_RULE: Final = META_PREFIX + "guard_rule"
+META_GUARD_RULE: Final = META["guardRule"]
 # Ours: what the browser downloaded ({"name", "size", "sha256", "type", "url"}), on browser_download's result.
-META_DOWNLOAD: Final = META_PREFIX + "download"
+META_DOWNLOAD: Final = META["download"]
 # Ours (docs/journal.md): a state-changing step's action id, on the tunnelled call and echoed on its result.
-META_ACTION: Final = META_PREFIX + "action"
+META_ACTION: Final = META["action"]
 # Ours: what a committed state-changing step changed ({"url_before", "url_after", "element", "delta", ...}).
-META_RECEIPT: Final = META_PREFIX + "receipt"
+META_RECEIPT: Final = META["receipt"]
 
 # Streamable HTTP headers, lower-case as ASGI gives them.
 SESSION_ID_HEADER: Final = "mcp-session-id"

@@ -16,12 +16,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, fi
 from .addresses import LOOPBACK_NAMES
 from .agent_names import canonical_agent
 from .errors import ConfigurationError
+from .protocol_file import CARD_WAIT, PROMPT_WAIT
 
 __all__ = ["ENV_VARS", "Settings"]
 
 MiB = 1 << 20
-# How long the side panel waits for a prompt's answer (PROMPT_TIMEOUT_MS in extension/lib/acp.js).
-PANEL_PROMPT_WAIT = 1800.0
+# How long the side panel waits for a prompt's answer (extension/protocol.json, as the panel reads it too).
+PANEL_PROMPT_WAIT = PROMPT_WAIT
 
 # Environment variable -> settings field. Flags override these; these override the defaults.
 ENV_VARS: Mapping[str, str] = {
@@ -130,7 +131,7 @@ class Settings(BaseModel):
     prompt_idle_timeout: float = Field(default=180.0, gt=0)
     cancel_grace: float = Field(default=10.0, gt=0)
     # Checked against prompt_idle_timeout even when not given (validate_default): the two fit the panel's wait.
-    permission_timeout: float = Field(default=300.0, gt=0, validate_default=True)
+    permission_timeout: float = Field(default=CARD_WAIT, gt=0, validate_default=True)
     session_idle_ttl: float = Field(default=3600.0, gt=0)
     # One record per browser tool call in <state_dir>/audit.jsonl (docs/runtime.md, "Audit log"); past
     # audit_max_bytes it becomes audit.jsonl.1, and audit_backups such files are kept.

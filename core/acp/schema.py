@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, Validat
 
 from .. import META_PREFIX
 from ..jsonrpc import INVALID_PARAMS, JsonObject, LocalRpcError
+from ..protocol_file import META
 
 __all__ = [
     "ACP_TUNNEL_META",
@@ -45,22 +46,22 @@ __all__ = [
 
 PROTOCOL_VERSION: Final = 1
 # The client answers permission cards: sent in session/new or resume ``_meta``, advertised in initialize.
-PERMISSION_RELAY_META: Final = META_PREFIX + "permissionRelay"
+PERMISSION_RELAY_META: Final = META["permissionRelay"]
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 # The agents a session may run: ``[{id, title}]`` in the initialize result's ``_meta``, the first the default.
-AGENTS_META: Final = META_PREFIX + "agents"
+AGENTS_META: Final = META["agents"]
 # Why no agent of the pod can start (none of their commands is installed), for the person, in the initialize result's
 # ``_meta`` when so: the panel shows it at connect instead of failing each prompt (core/agents/availability.py).
-AGENTS_UNAVAILABLE_META: Final = META_PREFIX + "agentsUnavailable"
+AGENTS_UNAVAILABLE_META: Final = META["agentsUnavailable"]
 # The one a session runs: chosen in session/new ``_meta``, said back in the session/new and resume results.
-AGENT_META: Final = META_PREFIX + "agent"
+AGENT_META: Final = META["agent"]
 # In a session/resume result: the pod did not have that session (it restarted, evicted it idle, or the client closed
 # it) and took the id up afresh; the agent's own memory of the conversation may carry on, the pod's steps and files
 # of it are gone. The panel says so when the person goes back to an old chat.
-FRESH_META: Final = META_PREFIX + "fresh"
+FRESH_META: Final = META["fresh"]
 # Why a turn answered ``cancelled`` when the client did not cancel it, in the session/prompt result's ``_meta``:
 # STOPPED_SHUTDOWN, the gateway stopping (SIGTERM) cancelled it, so the panel does not say the person stopped it.
-STOPPED_META: Final = META_PREFIX + "stopped"
+STOPPED_META: Final = META["stopped"]
 STOPPED_SHUTDOWN: Final = "gateway_shutdown"
 # ACP's error code for an agent that needs its user to sign in first.
 AUTH_REQUIRED: Final = -32000

@@ -5,12 +5,13 @@
 
 import { Link, SESSION_MOVED_DETAIL } from './link.js';
 import { RpcError, METHOD_NOT_FOUND } from './rpc.js';
+import { META, PROMPT_WAIT_MS } from './protocol.js';
 
 // How long the panel waits for a prompt's answer; the pod holds its permission wait under it (core/settings.py).
-const PROMPT_TIMEOUT_MS = 30 * 60_000;
+const PROMPT_TIMEOUT_MS = PROMPT_WAIT_MS;
 const MAX_PROMPT_CHARS = 100_000;
 // Why a turn was cancelled that the person did not stop (the gateway's session/prompt answer, core/acp/schema.py).
-const STOPPED_META = 'dev.openab/stopped';
+const STOPPED_META = META.stopped;
 // What the pod's journal knows of the session's steps (docs/journal.md): their states, on the panel's rows.
 const JOURNAL = '_openab/journal';
 // To the pod: the guard's decision on a journalled step, as it is made (docs/journal.md, the journal on disk).
@@ -71,7 +72,7 @@ export class AcpClient {
         mcp.reset();
         guard.cancelAll();
       },
-      sessionMeta: () => ({ 'dev.openab/permissionRelay': true }),
+      sessionMeta: () => ({ [META.permissionRelay]: true }),
     });
     // The element a step acts on, by its name, on the step's row: as it is described (the row says "Clicking "Buy
     // now"", not the agent's selector), and as it ends in this browser after the pod lost its answer.

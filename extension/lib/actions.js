@@ -7,13 +7,15 @@
 // small record, not the whole list: the list's write made every click slower): it outlives a service worker that
 // Chrome stopped mid-step, not the browser.
 
-export const ACTION_META = 'dev.openab/action';
+import { META } from './protocol.js';
+
+export const ACTION_META = META.action;
 // On a step the pod runs over an earlier one that may already have happened (`repeat`, docs/journal.md): that step,
 // `{action, tool, at, why}`, for the card that asks the person before the browser does it again.
-export const EARLIER_META = 'dev.openab/earlier';
+export const EARLIER_META = META.earlier;
 // On an answer that came from the record instead of the browser acting.
 export const RECORDED_META = 'dev.openab/recorded';
-const RECEIPT_META = 'dev.openab/receipt';
+const RECEIPT_META = META.receipt;
 
 const KEPT = 200;
 const STORE = 'openab.action:'; // + the action id

@@ -4,6 +4,7 @@
 // holds, and another gateway's is kept (bounded) for when the person switches back.
 
 import { onlyReads, stepCall } from './catalogue.js';
+import { META } from './protocol.js';
 
 const MAX_ITEMS = 400;
 const MAX_TEXT = 200_000;
@@ -82,7 +83,7 @@ const SAVE_DELAY_MS = 500;
 // A saved conversation's title in the Past chats list: the person's first message, one line's worth.
 const TITLE_CHARS = 120;
 
-const GUARD_META = 'dev.openab/guard';
+const GUARD_META = META.guard;
 const UNFINISHED = new Set(['pending', 'in_progress']);
 // A step as the pod's journal tells it (`_openab/journal`, docs/journal.md).
 const JOURNAL_STATES = new Set(['prepared', 'running', 'committed', 'failed', 'effect_unknown']);

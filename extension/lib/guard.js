@@ -5,9 +5,10 @@
 import { ToolError, BAD_ARGS, NOT_ALLOWED } from './errors.js';
 import { factsOf } from './catalogue.js';
 import { riskyWord } from './risky-words.js';
+import { CARD_WAIT_MS } from './protocol.js';
 import { ruleFor, webOrigin } from './settings.js';
 
-const CARD_TIMEOUT_MS = 5 * 60_000;
+const CARD_TIMEOUT_MS = CARD_WAIT_MS;
 export const MAX_CARDS = 32;
 // The answer of a card whose tab closed while it waited.
 export const TAB_CLOSED = 'tab_closed';

@@ -3,6 +3,7 @@
 // straight back to 'retrying' the moment the socket or a keepalive says the peer is gone.
 
 import { RpcPeer, RpcError, INTERNAL_ERROR, METHOD_NOT_FOUND, SESSION_BUSY } from './rpc.js';
+import { META } from './protocol.js';
 import { checkKey, checkUrl } from './settings.js';
 
 export const VERSION = chrome.runtime.getManifest().version;
@@ -16,10 +17,10 @@ const BACKOFF_MIN_MS = 500;
 const BACKOFF_MAX_MS = 30_000;
 // Each saved gateway keeps its own session: `openab.session.<gateway id>`; installs from before kept one.
 const SESSION_KEY = 'openab.session';
-const AGENTS_META = 'dev.openab/agents';
-const AGENT_META = 'dev.openab/agent';
+const AGENTS_META = META.agents;
+const AGENT_META = META.agent;
 // Why none of the pod's agents can start (initialize's `_meta`, only then): said to the person at connect.
-const AGENTS_UNAVAILABLE_META = 'dev.openab/agentsUnavailable';
+const AGENTS_UNAVAILABLE_META = META.agentsUnavailable;
 const SERVER_ID_KEY = 'openab.serverId';
 const SESSION_MOVED = '_openab/session/moved';
 export const SESSION_MOVED_DETAIL =
@@ -316,7 +317,7 @@ export class Link {
     this.moved = false;
     this._setState({ detail: '', moved: false }); // the panel says it in the conversation, at its place in time
     // Whether the pod had forgotten the session and took its id up afresh (core/acp/schema.py FRESH_META).
-    return { sessionId, fresh: Boolean(res && res._meta && res._meta['dev.openab/fresh'] === true) };
+    return { sessionId, fresh: Boolean(res && res._meta && res._meta[META.fresh] === true) };
   }
 
   /**

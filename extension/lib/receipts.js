@@ -1,7 +1,7 @@
 // Receipts (docs/journal.md): what a step that changes something left, so the agent checks instead of guessing. A
-// step that went through carries `_meta["dev.openab/receipt"]` = {url_before, url_after, title_after, element,
-// delta} (after a reload: reloaded, element, changed), and its text ends with the same in words, the page's words
-// in an untrusted block.
+// step that went through carries `_meta[META.receipt]` (`dev.openab/receipt`) = {url_before, url_after,
+// title_after, element, delta} (after a reload: reloaded, element, changed), and its text ends with the same in
+// words, the page's words in an untrusted block.
 //
 // What each tool's receipt holds (its catalogue.json facts.receipt): a step on an element (a click, typing, a key, a
 // choice, a drag, a hover, an upload) has the element as it is after it and the lines of the page's outline that
@@ -19,11 +19,12 @@
 import { factsOf, onlyReads } from './catalogue.js';
 import { within } from './page-script.js';
 import { oneLine } from './quoted.js';
+import { META } from './protocol.js';
 import { redactTokens } from './redact.js';
 import { untrusted } from './results.js';
 import { lineDiff, render } from './tools-read.js';
 
-export const RECEIPT_META = 'dev.openab/receipt';
+export const RECEIPT_META = META.receipt;
 
 const DELTA_LINES = 12;
 const LINE_CHARS = 200;

@@ -9,6 +9,7 @@ import { humanSize } from './guard.js';
 import { text, withPage } from './results.js';
 import { Sha256 } from './sha256.js';
 import { MAX_HELD_FILE_BYTES, PENDING_SECONDS } from './downloads.js';
+import { META } from './protocol.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
@@ -20,7 +21,7 @@ const ANSWER_MS = 30_000;
 const MAX_UPLOAD = 512 * 1024 * 1024;
 const MAX_NAME = 1000;
 const MAX_TYPE = 200;
-const DOWNLOAD_META = 'dev.openab/download';
+const DOWNLOAD_META = META.download;
 const NOT_HTTP = {
   'file:': 'a file on the person\'s own computer is not the page\'s to give',
   'data:': 'its bytes are in the URL itself',

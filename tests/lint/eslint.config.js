@@ -8,7 +8,7 @@ export default [
   {
     files: ["**/*.js"],
     languageOptions: {
-      ecmaVersion: 2024,
+      ecmaVersion: 2025,
       sourceType: "module",
       globals: { ...globals.browser, ...globals.serviceworker, chrome: "readonly" },
     },

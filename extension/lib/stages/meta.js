@@ -3,8 +3,10 @@
 // (core/mcp_vocabulary.py, META_GUARD and META_GUARD_RULE; core/mcp/audit.py). Absent when the guard was not
 // consulted; each call has its own ToolCall, so no decision can be read into another call's result.
 
-export const GUARD_META = 'dev.openab/guard';
-export const GUARD_RULE_META = 'dev.openab/guard_rule';
+import { META } from '../protocol.js';
+
+export const GUARD_META = META.guard;
+export const GUARD_RULE_META = META.guardRule;
 
 export async function resultMeta(step, next) {
   const result = await next();
