@@ -28,6 +28,7 @@ import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
 from agents.harness import ACP_COMMANDS, agent_env, require
 from agents.mcp_peer import browser_peer
+from live_settings import changed
 from test_runtime_pod import (
     BROWSER_SERVER,
     FakeBrowser,
@@ -315,14 +316,14 @@ async def test_without_a_person_browser_only_rejects_the_dressed_shell_command(p
 
 @pytest.mark.parametrize("pod_for", ["codex"], indirect=True)
 async def test_a_permission_nobody_answers_is_rejected_after_the_timeout(pod_for: Pod) -> None:
-    pod_for.running.pod.settings.permission_timeout = 1
     pod_for.model.set_script(Script(calls=[pod_for.dressed_shell()]))
 
     async def walk_away(params: dict[str, Any]) -> dict[str, Any]:
         await asyncio.Event().wait()  # the person never answers; the runtime's timeout must end this
         raise AssertionError("unreachable")
 
-    _browser, turn = await pod_for.open_the_page(on_permission=walk_away, **RELAY)
+    with changed(pod_for.running.pod.settings, permission_timeout=1):
+        _browser, turn = await pod_for.open_the_page(on_permission=walk_away, **RELAY)
 
     assert turn.permissions, "the person was asked"
     # codex's only rejection of a command ("No, and tell Codex what to do differently") also ends its turn.
@@ -372,23 +373,23 @@ async def test_a_ten_step_browser_task_shows_the_person_no_agent_card(pod_for: P
 @both
 async def test_cancel_mid_turn_stops_the_agents_turn_and_the_agent_stays(pod_for: Pod) -> None:
     pod, model = pod_for.running, pod_for.model
-    # The gateway would end the turn itself only after this grace: an answer before it is the agent's own.
-    pod.pod.settings.cancel_grace = 600
     model.set_script(Script(text="too late", hang=True))
-    async with pod.extension() as ext:
-        _browser, session_id, pid = await browser_session(pod, ext)
-        running = asyncio.ensure_future(prompt(ext, session_id, "Think hard.", timeout=60))
-        await model.wait_hanging()
-        await ext.notify("session/cancel", {"sessionId": session_id})
-        cancelled = await running  # the model is still holding its answer: only the agent can end this turn
+    # The gateway would end the turn itself only after this grace: an answer before it is the agent's own.
+    with changed(pod.pod.settings, cancel_grace=600):
+        async with pod.extension() as ext:
+            _browser, session_id, pid = await browser_session(pod, ext)
+            running = asyncio.ensure_future(prompt(ext, session_id, "Think hard.", timeout=60))
+            await model.wait_hanging()
+            await ext.notify("session/cancel", {"sessionId": session_id})
+            cancelled = await running  # the model is still holding its answer: only the agent can end this turn
 
-        assert cancelled.error is None, cancelled.error
-        assert cancelled.result == {"stopReason": "cancelled"}
-        assert "too late" not in cancelled.text
-        assert pod.runtime.agents[session_id] == pid, "cancel stops the turn, not the agent"
-        model.set_script(Script(text="still here"))
-        model.release()
-        again = await prompt(ext, session_id, "Are you there?", timeout=120)
+            assert cancelled.error is None, cancelled.error
+            assert cancelled.result == {"stopReason": "cancelled"}
+            assert "too late" not in cancelled.text
+            assert pod.runtime.agents[session_id] == pid, "cancel stops the turn, not the agent"
+            model.set_script(Script(text="still here"))
+            model.release()
+            again = await prompt(ext, session_id, "Are you there?", timeout=120)
 
     assert again.result == {"stopReason": "end_turn"} and "still here" in again.text
 
@@ -450,9 +451,9 @@ async def test_after_an_idle_stop_a_fresh_agent_takes_the_conversation_up_again(
     async with pod.extension() as ext:
         _browser, session_id, pid = await browser_session(pod, ext)
         first = await prompt(ext, session_id, "Remember the word PINEAPPLE-7731.", timeout=120)
-        pod.pod.settings.agent_idle_ttl = 0.01
-        await asyncio.sleep(0.05)
-        pod.runtime.sweep_idle()
+        with changed(pod.pod.settings, agent_idle_ttl=0.01):
+            await asyncio.sleep(0.05)
+            pod.runtime.sweep_idle()
         await eventually(lambda: not live_group(pid))
         model.log.clear()
         second = await prompt(ext, session_id, "Which word did I ask you to remember?", timeout=120)

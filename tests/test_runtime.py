@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
+from live_settings import changed
 from test_runtime_pod import (
     FakeBrowser,
     browser_session,
@@ -137,14 +138,12 @@ async def test_sessions_get_their_own_agents_and_prompt_at_the_same_time(tmp_pat
 async def test_an_idle_agent_is_stopped_and_the_next_prompt_starts_a_fresh_one(tmp_path: Path) -> None:
     async with run_pod(tmp_path / "state") as pod, pod.extension() as ext:
         browser, session_id, first_pid = await browser_session(pod, ext)
-        pod.pod.settings.agent_idle_ttl = 0.01
-
         def swept() -> bool:
             pod.runtime.sweep_idle()
             return session_id not in pod.runtime.agents
 
-        await eventually(swept)
-        pod.pod.settings.agent_idle_ttl = 3600  # the fresh agent stays for the assertions below
+        with changed(pod.pod.settings, agent_idle_ttl=0.01):
+            await eventually(swept)
         await eventually(lambda: not live_group(first_pid))
 
         turn = await prompt(ext, session_id, "open example.org")

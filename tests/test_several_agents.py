@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from fake_extension import RemoteError, connect_extension
 from gateway_harness import run_gateway
+from live_settings import changed
 from scripted_agent import ScriptedAgent
 from test_runtime_pod import BROWSER_SERVER, FakeBrowser, environ, open_session, prompt, run_pod
 
@@ -143,9 +144,8 @@ async def test_each_session_runs_the_agent_it_chose_from_that_agents_recipe(tmp_
             await again.request("session/resume", {"sessionId": as_codex, "cwd": "/", "mcpServers": [BROWSER_SERVER],
                                                     "_meta": {AGENT: "claude"}})
             await pod.pod.tunnels.wait_attached(as_codex, timeout=15)
-            pod.runtime.settings.agent_idle_ttl = 0.001
-            pod.runtime.sweep_idle()
-            pod.runtime.settings.agent_idle_ttl = 1800
+            with changed(pod.runtime.settings, agent_idle_ttl=0.001):
+                pod.runtime.sweep_idle()
             turn = await prompt(again, as_codex, "hello again")
             assert turn.error is None
             fresh = pod.runtime.agents[as_codex]
