@@ -97,7 +97,7 @@ const TYPE_CHUNK = 64;
 // Long text (a millisecond a character as keys) goes in faster: its first character and its last TAIL as keys, so
 // the page's focus check (the gate) and its key listeners (an autocomplete) see typing, the rest as one insertion,
 // as a paste's. LONG_TEXT characters at most are all keys.
-export const LONG_TEXT = 1_000;
+const LONG_TEXT = 1_000;
 const TAIL = 16;
 // Characters typed as text, not keys: a line break or a tab would be Enter or Tab, which submit or move the focus.
 const AS_TEXT = /[\r\n\t]/;
