@@ -76,6 +76,25 @@ function argText(arg) {
   return String(arg.description || arg.type || '');
 }
 
+// A preview of an object the console printed, as DevTools' collapsed line shows it: its first own properties or
+// items, read without calling a getter. It runs on the page's object, in the page.
+const PREVIEW = `function () {
+  const show = (v) => (typeof v === 'string' ? JSON.stringify(v.length > 100 ? v.slice(0, 100) + '…' : v)
+    : v && typeof v === 'object' ? (Array.isArray(v) ? 'Array(' + v.length + ')' : 'Object')
+      : typeof v === 'function' ? 'ƒ' : String(v));
+  if (Array.isArray(this)) {
+    return '[' + Array.prototype.slice.call(this, 0, 5).map(show).join(', ') + (this.length > 5 ? ', …' : '') + ']';
+  }
+  const own = Object.getOwnPropertyDescriptors(this);
+  const keys = Object.keys(own);
+  return '{' + keys.slice(0, 5).map((k) => k + ': ' + ('value' in own[k] ? show(own[k].value) : '(...)')).join(', ') +
+    (keys.length > 5 ? ', …' : '') + '}';
+}`;
+const MAX_PREVIEWS = 50;
+const MAX_PREVIEW_ARGS = 10;
+/** An object argument that came without a preview (a replayed message's), which can be asked for. */
+const bare = (a) => Boolean(a && a.type === 'object' && !a.preview && a.objectId && a.subtype !== 'null');
+
 /** A stack's frames, the newest first: function, URL, line and column (1-based, as DevTools shows them), bounded. */
 function frames(stackTrace) {
   const calls = (stackTrace && Array.isArray(stackTrace.callFrames)) ? stackTrace.callFrames : [];
@@ -187,15 +206,17 @@ export class DevCapture {
     });
   }
 
-  /** Returns once the tab's capture is set up (its console replayed), or after SETUP_MS. */
+  /**
+   * Returns once the tab's capture is set up (its console replayed) and the objects the replay named without a
+   * preview have one, or after SETUP_MS.
+   */
   async ready(tabId) {
-    const work = this.setting.get(tabId);
-    if (!work) return;
-    let timer;
-    const late = new Promise((resolve) => {
-      timer = setTimeout(resolve, SETUP_MS);
-    });
-    await Promise.race([work.catch(() => {}), late]).finally(() => clearTimeout(timer));
+    const deadline = Date.now() + SETUP_MS;
+    const setting = this.setting.get(tabId);
+    if (setting) await bounded(setting, SETUP_MS);
+    const t = this.tabs.get(tabId);
+    const waiting = t ? t.messages.items.filter((m) => m.bare).slice(-MAX_PREVIEWS) : [];
+    if (waiting.length) await bounded(Promise.all(waiting.map((m) => this._preview(tabId, m))), Math.max(0, deadline - Date.now()));
   }
 
   async _attach(tabId) {
@@ -301,10 +322,16 @@ export class DevCapture {
         if (c.auxData && c.auxData.type && c.auxData.type !== 'default') t.ignored.add(c.id);
         break;
       }
-      case 'Runtime.consoleAPICalled':
+      case 'Runtime.consoleAPICalled': {
         if (t.ignored.has(params.executionContextId)) break;
-        t.addMessage(this._consoleMessage(params));
+        const message = this._consoleMessage(params);
+        t.addMessage(message);
+        // Chrome replays earlier messages to a new session without their objects' previews: they are asked for when
+        // the console is read (ready), the newest MAX_PREVIEWS messages' at most.
+        const args = params.args || [];
+        if (args.some(bare)) message.bare = args.slice(0, MAX_PREVIEW_ARGS);
         break;
+      }
       case 'Log.entryAdded': {
         const e = params.entry || {};
         t.addMessage({ level: LEVELS[e.level] || (e.level === 'verbose' ? 'debug' : 'log'), text: cut(e.text),
@@ -347,6 +374,17 @@ export class DevCapture {
       }
       default:
     }
+  }
+
+  /** A message's text again, with the previews of its objects that came without one (the page's own words). */
+  async _preview(tabId, message) {
+    const args = message.bare;
+    delete message.bare;
+    const texts = await Promise.all(args.map((a) => (bare(a)
+      ? bounded(this.dialogs.send(tabId, 'Runtime.callFunctionOn', { objectId: a.objectId, functionDeclaration: PREVIEW,
+        returnByValue: true })).then((got) => (got && got.result && typeof got.result.value === 'string' ? got.result.value : argText(a)))
+      : argText(a))));
+    message.text = cut(texts.join(' '));
   }
 
   _consoleMessage(p) {
