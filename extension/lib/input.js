@@ -119,6 +119,7 @@ export class RealInput {
     this.dialogs = dialogs;
     this.drags = new Map(); // tabId -> (data) => void: a drag Chrome handed us instead of starting it
     this.choosers = new Map(); // tabId -> () => void: a file chooser a click opened, kept closed
+    this.emulating = new WeakSet(); // the debugger sessions (lib/dialogs.js's attach promises) with focus emulation on
     this._listening = false;
   }
 
@@ -145,17 +146,25 @@ export class RealInput {
   }
 
   /**
-   * Runs `work` with the page awake, in front or behind (see the top): focused, visible and drawn at a tab in front's
-   * rate. Its one frame kept unacknowledged, the screencast encodes no more than that.
+   * Runs `work` with the page awake, in front or behind (see the top): focused and visible, once a session, and, for
+   * `frames` (a mouse's moves, a scroll), drawn at a tab in front's rate while it runs; its one screencast frame is
+   * never acknowledged, so no more are encoded. `chooser`: a file chooser the work opens is handed over, not shown.
    */
-  async awake(tabId, work) {
+  async awake(tabId, work, { frames = true, chooser = false } = {}) {
     const send = (method, params) => this.dialogs.send(tabId, method, params).catch(() => {});
-    await send('Emulation.setFocusEmulationEnabled', { enabled: true });
-    await send('Page.startScreencast', { format: 'jpeg', quality: 1, maxWidth: 16, maxHeight: 16 });
+    const session = this.dialogs.attached && this.dialogs.attached.get(tabId);
+    const setup = [];
+    if (!session || !this.emulating.has(session)) {
+      if (session) this.emulating.add(session);
+      setup.push(send('Emulation.setFocusEmulationEnabled', { enabled: true }));
+    }
+    if (frames) setup.push(send('Page.startScreencast', { format: 'jpeg', quality: 1, maxWidth: 16, maxHeight: 16 }));
+    if (chooser) setup.push(send('Page.setInterceptFileChooserDialog', { enabled: true }));
+    await Promise.all(setup);
     try {
       return await work();
     } finally {
-      await send('Page.stopScreencast');
+      await Promise.all([frames && send('Page.stopScreencast'), chooser && send('Page.setInterceptFileChooserDialog', { enabled: false })]);
     }
   }
 
@@ -170,9 +179,10 @@ export class RealInput {
 
   /** Presses one key, with its modifiers, where the page's keyboard focus is. */
   async key(tabId, press) {
+    // Keys are not held for a frame, as moves are: the page needs none drawn.
     await this.awake(tabId, async () => {
       for (const event of keyEvents(press)) await this._send(tabId, 'Input.dispatchKeyEvent', event);
-    });
+    }, { frames: false });
   }
 
   /**
@@ -188,7 +198,7 @@ export class RealInput {
       if (!inserted) return;
       await this._send(tabId, 'Input.insertText', { text: chars.slice(1, 1 + inserted).join('') });
       await this._keys(tabId, chars.slice(1 + inserted));
-    });
+    }, { frames: false });
     return inserted;
   }
 
@@ -220,13 +230,11 @@ export class RealInput {
    */
   async click(tabId, at, { button = 'left', count = 1, modifiers = 0 } = {}) {
     const mouse = { x: at.x, y: at.y, button, modifiers };
-    const intercept = (enabled) => this.dialogs.send(tabId, 'Page.setInterceptFileChooserDialog', { enabled }).catch(() => {});
     let chooser = false;
     this._listen();
     this.choosers.set(tabId, () => {
       chooser = true;
     });
-    await intercept(true);
     try {
       await this.awake(tabId, async () => {
         await this._move(tabId, at, modifiers);
@@ -234,10 +242,9 @@ export class RealInput {
           await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
           await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
         }
-      });
+      }, { chooser: true });
     } finally {
       this.choosers.delete(tabId);
-      await intercept(false);
     }
     return { chooser };
   }
