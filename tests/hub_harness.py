@@ -172,7 +172,9 @@ class Hub:
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:
-            self.process.kill()
+            # The services the hub runs (its culler) are in its process group, and would outlive a hub killed alone.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait(10)
 
     def client(self) -> httpx.Client:

@@ -370,6 +370,36 @@ def test_each_probe_as_the_images_user(request: pytest.FixtureRequest, confined:
         assert {name for name, status in results.items() if status != 0} == set(), results
 
 
+def test_a_path_folder_out_of_the_users_reach_is_left_out_not_a_refusal(request: pytest.FixtureRequest) -> None:
+    """A person's pod on one machine inherits a PATH with another user's folders (root's ~/.cargo/bin under a 0700
+    home): the launcher, run as that person, cannot open them. It leaves them out of the ruleset (a rule only
+    allows, so nothing the person has is denied) and starts the agent, instead of refusing every agent."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    from openab_browser.core.agents import confine
+
+    python, setpriv = "/usr/bin/python3", shutil.which("setpriv")
+    if os.geteuid() != 0 or setpriv is None or not os.access(python, os.X_OK):
+        pytest.skip("needs root, setpriv and /usr/bin/python3 to run as another user")
+    closed = Path(tempfile.mkdtemp(prefix="openab-closed-"))  # root's, 0700: as root's home is
+    (closed / "bin").mkdir()
+    request.addfinalizer(lambda: shutil.rmtree(closed, ignore_errors=True))
+    root = Path(tempfile.mkdtemp(prefix="openab-person-"))
+    request.addfinalizer(lambda: shutil.rmtree(root, ignore_errors=True))
+    launcher = root / "confine.py"
+    shutil.copy(confine.__file__, launcher)
+    for owned in (root, launcher):
+        os.chown(owned, IMAGE_UID, IMAGE_UID)
+    policy = agent_policy(LANDLOCK, workdir=f"{root}/work", tmpdir=f"{root}/tmp", state_dir=f"{root}/state",
+                          path=f"{closed}/bin:/usr/bin:/bin")
+    argv = [setpriv, f"--reuid={IMAGE_UID}", f"--regid={IMAGE_UID}", "--clear-groups",
+            *launcher_argv(policy, ["/bin/sh", "-c", "echo started"], Launch(python, str(launcher)))]
+    done = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0 and done.stdout == "started\n", done.stderr
+
+
 # -- openab doctor ----------------------------------------------------------------------------------------------
 
 

@@ -147,8 +147,13 @@ def restrict(policy: dict[str, object]) -> None:
                     continue  # a read-only HOME: the CLI meets it as it would unconfined, and nothing is allowed
             try:
                 opened.append((path, access, os.open(path, os.O_PATH | os.O_CLOEXEC)))
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError):
                 continue  # a system folder this machine has not (/lib32): nothing to allow
+            except PermissionError:
+                # Out of this user's reach (another user's ~/.cargo/bin on an inherited PATH, under a 0700 home):
+                # the agent could not reach it either, and a rule only ever allows, so leaving it out denies nothing
+                # the user has.
+                continue
         drop_capabilities()
         for path, access, fd in opened:
             if not stat.S_ISDIR(os.fstat(fd).st_mode):
