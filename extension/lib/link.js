@@ -66,6 +66,8 @@ function agentOf(result) {
 
 // A pod that JupyterHub spawns is served at .../user/<name>/acp; the hub answers 424 for it while it is not running.
 const HUB_POD_PATH = /^(.*)\/user\/([^/]+)\//;
+export const POD_QUEUED = 'Your pod waits its turn to start: the hub is starting many pods at once, and this panel '
+  + 'asks again in a moment.';
 export const POD_STARTING = 'Your pod is starting: the hub is starting it again, and this panel connects as soon as it is up.';
 // How often a panel looks again while its pod starts (a pod starts in seconds to a minute).
 const STARTING_RETRY_MAX_MS = 3000;
@@ -130,6 +132,8 @@ export async function startHubPod(url, key) {
     });
     // 201 started, 202 starting, 400 already starting (or still stopping): each time, waiting is the answer.
     if (res.status === 201 || res.status === 202 || res.status === 400) return [POD_STARTING, 'starting'];
+    // 429: the hub is starting as many pods as it allows at once (its spawn limit); the next dial asks again.
+    if (res.status === 429) return [POD_QUEUED, 'starting'];
     return [`Your pod at ${http.host} is stopped, and this token may not start it. Start it on the hub: ${home}`, 'refused'];
   } catch {
     return [`Your pod at ${http.host} is stopped, and the hub did not answer. Start it on the hub: ${home}`, 'unreachable'];

@@ -95,6 +95,22 @@ async def test_screenshot_sizes(page: Page, size: tuple[int, int], full: bool, e
     assert full or (max(w, h) <= 1568 and w * h <= 1_150_000)
 
 
+@pytest.mark.parametrize(("status", "cause", "words"), [
+    (202, "starting", "Your pod is starting"), (429, "starting", "waits its turn to start"),
+    (403, "refused", "this token may not start it"),
+])
+async def test_a_stopped_hub_pod_is_started_or_said_why_not(page: Page, status: int, cause: str, words: str) -> None:
+    """The hub's answer to the panel's start of a culled pod: a throttled start (429, the hub's spawn limit) waits
+    its turn, never "this token may not start it"."""
+    said = await run(page, "link.js", """(async () => {
+        const real = globalThis.fetch;
+        globalThis.fetch = async () => new Response('', { status: arg });
+        try { return await m.startHubPod('wss://hub.example/user/bob/acp', 'a-token'); }
+        finally { globalThis.fetch = real; }
+    })()""", status)
+    assert said[1] == cause and words in said[0], said
+
+
 async def test_backoff_grows_with_jitter_and_a_ceiling(page: Page) -> None:
     delays = await run(page, "link.js", "Array.from({length: 14}, (_, i) => [m.backoffDelay(i), m.backoffDelay(i)])")
     for attempt, pair in enumerate(delays):

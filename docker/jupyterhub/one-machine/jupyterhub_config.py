@@ -52,7 +52,11 @@ c.Spawner.cmd = [str(Path(sys.executable).with_name("openab")), "run", "--jupyte
 c.Spawner.start_timeout = 60
 c.Spawner.http_timeout = 30
 # Pods starting at once, across the team: past this, a start is refused with 429 and the panel retries.
-c.JupyterHub.concurrent_spawn_limit = 20  # EDIT: docs/scaling.md has the figures for this machine's size
+c.JupyterHub.concurrent_spawn_limit = 20  # EDIT: about 10 per core (docs/scaling.md, measured)
+# A refused start is tried again after 5-15 s, not JupyterHub's 30-60 s (100 starts at once took 165 s, mostly
+# waiting), and no more pods run than memory holds: a 429 is better than the OOM killer.
+c.JupyterHub.spawn_throttle_retry_range = (5, 15)
+c.JupyterHub.active_server_limit = 100  # EDIT: (RAM - 2 GiB) / 200 MiB a busy pod with the built-in agent
 PORT_BASE = 20000
 
 
