@@ -21,7 +21,7 @@ from .protocol_file import CARD_WAIT, PROMPT_WAIT
 __all__ = ["ENV_VARS", "Settings"]
 
 MiB = 1 << 20
-# How long the side panel waits for a prompt's answer (extension/protocol.json, as the panel reads it too).
+# How long the side panel waits for a prompt's answer (extension/lib/protocol.js, which the panel reads too).
 PANEL_PROMPT_WAIT = PROMPT_WAIT
 
 # Environment variable -> settings field. Flags override these; these override the defaults.

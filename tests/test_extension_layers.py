@@ -54,15 +54,12 @@ def read_contract(text: str) -> Contract:
 
 
 def modules(root: Path = EXTENSION) -> dict[str, Path]:
-    """Every script, and the data files at the root a module may import (``protocol.json``)."""
-    scripts = [path for path in sorted(root.rglob("*.js")) if "node_modules" not in path.parts]
-    return {path.relative_to(root).as_posix(): path for path in (*scripts, *sorted(root.glob("*.json")))}
+    return {path.relative_to(root).as_posix(): path for path in sorted(root.rglob("*.js"))
+            if "node_modules" not in path.parts}
 
 
 def imports(file: str, path: Path) -> Iterator[Edge]:
     """The extension files ``file`` imports (relative specifiers only: the extension has no packages)."""
-    if path.suffix != ".js":
-        return
     text = _COMMENT.sub("", path.read_text())
     for match in _SPECIFIER.finditer(text):
         specifier = match.group(2)
@@ -94,11 +91,11 @@ def graph() -> list[Edge]:
 def test_the_table_is_read(contract: Contract) -> None:
     assert set(contract.allowed) >= {"background.js", "panel/", "lib/", "page/"}
     assert contract.allowed["page/"] == frozenset()
-    assert contract.allowed["lib/"] == frozenset({"lib/", "protocol.json"})
+    assert contract.allowed["lib/"] == frozenset({"lib/"})
 
 
 def test_every_file_has_a_part(contract: Contract) -> None:
-    missing = sorted(file for file in modules() if file.endswith(".js") and contract.part_of(file) is None)
+    missing = sorted(file for file in modules() if contract.part_of(file) is None)
     assert not missing, f"give these a row in docs/extension.md's Layers table: {missing}"
 
 
@@ -106,11 +103,6 @@ def test_every_import_is_one_its_part_may_make(contract: Contract, graph: list[E
     assert graph, "no import found: the reader is broken"
     found = violations(contract, graph)
     assert not found, "imports the Layers table does not allow; move what both need into lib/:\n" + "\n".join(found)
-
-
-def test_the_shared_facts_are_read_in_one_place(graph: list[Edge]) -> None:
-    """protocol.json is read by lib/protocol.js alone; every other module asks that one (one reader to change)."""
-    assert {edge.source for edge in graph if edge.target == "protocol.json"} == {"lib/protocol.js"}
 
 
 def test_every_import_names_a_file_that_exists(graph: list[Edge]) -> None:
