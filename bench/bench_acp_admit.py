@@ -32,7 +32,7 @@ from pydantic import SecretStr
 from websockets.asyncio.client import connect
 from websockets.typing import Subprotocol
 
-from bench.common import arguments, interleaved, summary, write_result
+from bench.common import arguments, interleaved, summary, timed_sync, write_result
 from openab_browser.core.acp.backend import NoAgentBackend
 from openab_browser.core.settings import Settings
 from openab_browser.gateway.acp_key import ITERATIONS, KeptVerifier, settle_kept_key
@@ -47,17 +47,6 @@ NAME = "acp_admit"
 
 def _headers(key: str) -> dict[str, str]:
     return {"host": "127.0.0.1:1", "sec-websocket-protocol": f"openab.bearer.{key}, acp.v1"}
-
-
-def _admits(calls: int, one: Callable[[], object]) -> Callable[[], Awaitable[list[float]]]:
-    async def run() -> list[float]:
-        samples = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            one()
-            samples.append(time.perf_counter() - start)
-        return samples
-    return run
 
 
 @contextlib.asynccontextmanager
@@ -94,11 +83,11 @@ async def _run(rounds: int, calls: int, handshakes: int) -> dict[str, object]:
             assert isinstance(admit(_headers(presented), key=None, allowed_origins=[], verifier=door),
                               Admitted) == (presented == key)
         admit_samples = await interleaved(rounds, {
-            "key, right": _admits(calls, lambda: admit(_headers(key), key=key, allowed_origins=[])),
-            "verifier, right": _admits(calls, lambda: admit(_headers(key), key=None, allowed_origins=[],
+            "key, right": timed_sync(calls, lambda: admit(_headers(key), key=key, allowed_origins=[])),
+            "verifier, right": timed_sync(calls, lambda: admit(_headers(key), key=None, allowed_origins=[],
                                                             verifier=door)),
-            "key, wrong": _admits(calls, lambda: admit(_headers(wrong), key=key, allowed_origins=[])),
-            "verifier, wrong": _admits(calls, lambda: admit(_headers(wrong), key=None, allowed_origins=[],
+            "key, wrong": timed_sync(calls, lambda: admit(_headers(wrong), key=key, allowed_origins=[])),
+            "verifier, wrong": timed_sync(calls, lambda: admit(_headers(wrong), key=None, allowed_origins=[],
                                                             verifier=door)),
         })
         kept = KeptKey(settled.path, door)

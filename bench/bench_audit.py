@@ -25,7 +25,7 @@ import stat
 import sys
 import tempfile
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import orjson
 
-from bench.common import arguments, interleaved, summary, write_result
+from bench.common import arguments, interleaved, summary, timed_sync, write_result
 from openab_browser.core.mcp.audit import AUDIT_FILE, AuditLog, call_record
 from openab_browser.core.session_naming import SessionNaming
 
@@ -61,18 +61,6 @@ def _opened_per_record(path: Path, line: bytes) -> None:
         os.close(fd)
 
 
-def _path(records: int, write: Callable[[], None]) -> Callable[[], Awaitable[list[float]]]:
-    async def run() -> list[float]:
-        samples = []
-        for _ in range(records):
-            start = time.perf_counter()
-            write()
-            samples.append(time.perf_counter() - start)
-        return samples
-
-    return run
-
-
 def main(argv: Sequence[str] | None = None) -> Path:
     args = arguments(__doc__ or "", argv)
     rounds, records = (4, 200) if args.quick else (20, 2000)
@@ -82,8 +70,8 @@ def main(argv: Sequence[str] | None = None) -> Path:
         opened_dir.mkdir(mode=0o700)
         record = _record()
         samples = asyncio.run(interleaved(rounds, {
-            "kept open": _path(records, lambda: log.write(record)),
-            "opened per record": _path(records, lambda: _opened_per_record(opened_dir / AUDIT_FILE,
+            "kept open": timed_sync(records, lambda: log.write(record)),
+            "opened per record": timed_sync(records, lambda: _opened_per_record(opened_dir / AUDIT_FILE,
                                                                             orjson.dumps(record) + b"\n")),
         }))
         log.close()

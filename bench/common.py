@@ -115,6 +115,20 @@ def timed(calls: int, one: Callable[[], Awaitable[object]]) -> Callable[[], Awai
     return run
 
 
+def timed_sync(calls: int, one: Callable[[], object]) -> Callable[[], Awaitable[list[float]]]:
+    """:func:`timed` for a synchronous ``one`` (a record written, a key checked): no await in what is timed."""
+
+    async def run() -> list[float]:
+        latencies = []
+        for _ in range(calls):
+            start = time.perf_counter()
+            one()
+            latencies.append(time.perf_counter() - start)
+        return latencies
+
+    return run
+
+
 async def interleaved(rounds: int, paths: Mapping[str, Callable[[], Awaitable[list[float]]]]) -> Samples:
     """Run each path once per round, the order reversed every other round; returns every path's samples."""
     samples: Samples = {name: [] for name in paths}

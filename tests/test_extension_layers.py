@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from test_layers import cycles
+from test_layers import adjacency, cycles
 
 ROOT = Path(__file__).resolve().parent.parent
 EXTENSION = ROOT / "extension"
@@ -112,11 +112,7 @@ def test_every_import_names_a_file_that_exists(graph: list[Edge]) -> None:
 
 
 def test_no_module_imports_itself_round_a_cycle(graph: list[Edge]) -> None:
-    edges: dict[str, set[str]] = {file: set() for file in modules()}
-    for edge in graph:
-        edges.setdefault(edge.target, set())
-        edges[edge.source].add(edge.target)
-    found = cycles(edges)
+    found = cycles(adjacency(((edge.source, edge.target) for edge in graph), modules()))
     assert not found, f"import cycles in the extension: {found}"
 
 
@@ -145,8 +141,4 @@ def test_the_checks_see_what_they_must(tmp_path: Path) -> None:
         "lib/b.js (lib/) imports panel/x.js (panel/)", "lib/b.js (lib/) imports panel/y.js (panel/)",
         "page/z.js (page/) imports lib/a.js (lib/)",
     ]
-    edges: dict[str, set[str]] = {}
-    for edge in found:
-        edges.setdefault(edge.source, set()).add(edge.target)
-        edges.setdefault(edge.target, set())
-    assert cycles(edges) == [["lib/a.js", "lib/b.js", "panel/x.js"]]
+    assert cycles(adjacency((edge.source, edge.target) for edge in found)) == [["lib/a.js", "lib/b.js", "panel/x.js"]]

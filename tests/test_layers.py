@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,6 +111,15 @@ def _callee(call: ast.Call) -> str | None:
     return call.func.id if isinstance(call.func, ast.Name) else None
 
 
+def adjacency(pairs: Iterable[tuple[str, str]], nodes: Iterable[str] = ()) -> dict[str, set[str]]:
+    """Each node's targets, from (source, target) pairs: every node named, a target with none of its own too."""
+    edges: dict[str, set[str]] = {node: set() for node in nodes}
+    for source, target in pairs:
+        edges.setdefault(source, set()).add(target)
+        edges.setdefault(target, set())
+    return edges
+
+
 def cycles(edges: Mapping[str, set[str]]) -> list[list[str]]:
     """The strongly connected components of more than one module (Tarjan's algorithm, iterative)."""
     index: dict[str, int] = {}
@@ -187,10 +196,7 @@ def test_imports_only_point_down_the_layers(contract: Contract, graph: list[Impo
 
 
 def test_no_module_imports_itself_round_a_cycle(graph: list[Import]) -> None:
-    edges: dict[str, set[str]] = {module: set() for module in modules()}
-    for edge in graph:
-        edges[edge.source].add(edge.target)
-    found = cycles(edges)
+    found = cycles(adjacency(((edge.source, edge.target) for edge in graph), modules()))
     assert not found, f"import cycles: give what the modules share a module of its own below them: {found}"
 
 
