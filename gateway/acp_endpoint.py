@@ -1,7 +1,8 @@
 """`GET /acp`: the extension's WebSocket, bound to an :class:`AcpServerConnection`.
 
-One JSON-RPC message per text frame; binary frames are ignored; a frame over the transport limit (8 MiB)
-closes the connection with 1009, because nothing in it can be trusted enough to answer. When the connection
+One JSON-RPC message per text frame; a binary frame is a file chunk's request (docs/files.md), answered here by the
+file methods, in the order frames come; a frame over the transport limit (8 MiB) closes the connection with 1009,
+because nothing in it can be trusted enough to answer. When the connection
 closes itself (a client that stops reading overflows its send buffer), the socket is closed too, with 1008
 and the reason, rather than left open answering pings with nothing behind it.
 """
@@ -12,11 +13,13 @@ import asyncio
 import contextlib
 import logging
 import uuid
+from collections.abc import Awaitable, Callable
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from openab_browser.core.acp.file_methods import FileMethods
 from openab_browser.core.acp.server import AcpServerConnection
 from openab_browser.core.pod import Pod
 
@@ -37,6 +40,8 @@ INTERNAL_ERROR = 1011
 CLOSE_TIMEOUT = 10.0
 # RFC 6455: a close frame's reason is at most 123 bytes of UTF-8.
 _MAX_CLOSE_REASON = 123
+# How long a file chunk's answer may wait for the client to read: as long as a transfer may go without a chunk.
+FILE_ANSWER_TIMEOUT = 30.0
 
 
 def _close_reason(reason: str) -> str:
@@ -69,16 +74,29 @@ async def acp_websocket_endpoint(websocket: WebSocket) -> None:
     )
     log.info("%s opened from %s", server.id, websocket.client.host if websocket.client else "?")
 
-    async def send(message: bytes) -> None:
+    # The RPC writer and the file chunks' answers (sent by the reader) take turns on the socket.
+    sending = asyncio.Lock()
+
+    async def answer(message: bytes | str) -> None:
         try:
-            await websocket.send_text(message.decode())
+            async with sending:
+                if isinstance(message, str):
+                    await websocket.send_text(message)
+                else:
+                    await websocket.send_bytes(message)
         except WebSocketDisconnect as exc:
             # A ConnectionError is what the RPC writer expects of a transport that went away.
             raise ConnectionError(f"the client closed the socket ({exc.code})") from None
 
+    async def send(message: bytes) -> None:
+        await answer(message.decode())
+
+    # The same checks as the JSON methods', bound to this socket's sessions (the session must be one it holds).
+    files = FileMethods(pod.files, server._owned_session) if pod.files is not None else None
     writer = asyncio.create_task(server.rpc.run(send), name=f"{server.id} writer")
     keepalive = asyncio.create_task(server.keepalive(), name=f"{server.id} keepalive")
-    reader = asyncio.create_task(_read(websocket, server, settings.max_frame_bytes), name=f"{server.id} reader")
+    reader = asyncio.create_task(_read(websocket, server, settings.max_frame_bytes, files, answer),
+                                 name=f"{server.id} reader")
     closed = asyncio.create_task(server.rpc.wait_closed(), name=f"{server.id} closed")
     reason = "socket closed"
     closed_itself = False
@@ -102,8 +120,10 @@ async def acp_websocket_endpoint(websocket: WebSocket) -> None:
         await _close_socket(websocket, server, reason)
 
 
-async def _read(websocket: WebSocket, server: AcpServerConnection, max_frame_bytes: int) -> str:
-    """Feed each text frame to the connection until the socket ends; returns why it ended."""
+async def _read(websocket: WebSocket, server: AcpServerConnection, max_frame_bytes: int, files: FileMethods | None,
+                send: Callable[[bytes | str], Awaitable[None]]) -> str:
+    """Feed each text frame to the connection, and answer each binary frame (a file chunk) in turn, until the
+    socket ends; returns why it ended."""
     try:
         while True:
             message = await websocket.receive()
@@ -111,6 +131,22 @@ async def _read(websocket: WebSocket, server: AcpServerConnection, max_frame_byt
                 return f"client closed the socket ({message.get('code', 1005)})"
             text = message.get("text")
             if text is None:
+                data = message.get("bytes")
+                if data is None or files is None:
+                    continue
+                if len(data) > max_frame_bytes:
+                    reason = f"frame over {max_frame_bytes} bytes"
+                    with contextlib.suppress(Exception):
+                        await websocket.close(MESSAGE_TOO_BIG, reason)
+                    return reason
+                # Answered before the next frame is read: a client's chunks in flight wait in its socket, not here.
+                try:
+                    async with asyncio.timeout(FILE_ANSWER_TIMEOUT):
+                        await send(files.frame(data))
+                except TimeoutError:
+                    return f"the client read no file chunk's answer for {FILE_ANSWER_TIMEOUT:g} s"
+                except ConnectionError as exc:
+                    return str(exc)
                 continue
             if _over_limit(text, max_frame_bytes):
                 reason = f"frame over {max_frame_bytes} bytes"

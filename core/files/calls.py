@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from ..errors import FileRefused
 from ..mcp_vocabulary import META_DOWNLOAD
-from .transfers import Direction, Transfer, Transfers
+from .transfers import FRAME_VERSION, WINDOW, Direction, Transfer, Transfers
 
 __all__ = ["DOWNLOAD_TOOL", "FILE_TOOLS", "UPLOAD_TOOL", "FileCall", "Send"]
 
@@ -32,6 +32,9 @@ _POD_ONLY: Final = ("path", "file")
 _MAX_URL_CHARS: Final = 8192
 _CANCEL_WAIT: Final = 5.0
 _MAX_NAME_SHOWN: Final = 200
+# What the pod takes beside JSON chunks (docs/files.md): binary frames of this version, this many chunks in flight.
+# An extension that knows neither ignores them and moves the file in JSON, one chunk at a time.
+_OFFER: Final = {"frames": FRAME_VERSION, "window": WINDOW}
 
 Send = Callable[[dict[str, Any]], Awaitable[Any]]
 """Sends the call down the tunnel with the arguments given; returns the browser's result as it came."""
@@ -89,7 +92,7 @@ class FileCall:
             assert path is not None
             transfer = await self.transfers.open_upload(self.session_id, path)
             forwarded["file"] = {"transfer": transfer.id, "name": transfer.name, "size": transfer.size,
-                                 "sha256": transfer.sha256, "type": transfer.type}
+                                 "sha256": transfer.sha256, "type": transfer.type, **_OFFER}
             self.audit = {"name": transfer.name, "size": transfer.size, "sha256": transfer.sha256}
             return transfer, forwarded
         ref = _string(arguments, "ref", required=False, what="the ref of a link, from browser_snapshot")
@@ -102,7 +105,7 @@ class FileCall:
         path = _string(arguments, "path", required=False,
                        what="the name to write in your working folder, relative to it (e.g. invoice.pdf)")
         transfer = self.transfers.open_download(self.session_id, path)
-        forwarded["file"] = {"transfer": transfer.id, "max_bytes": transfer.size}
+        forwarded["file"] = {"transfer": transfer.id, "max_bytes": transfer.size, **_OFFER}
         return transfer, forwarded
 
     # -- while the browser works ---------------------------------------------------------------------------------

@@ -48,12 +48,19 @@ from .paths import (
 if TYPE_CHECKING:
     from ..settings import Settings
 
-__all__ = ["CHUNK", "Direction", "FileLimits", "Ledger", "Placed", "Transfer", "Transfers"]
+__all__ = ["CHUNK", "FRAME_VERSION", "WINDOW", "Direction", "FileLimits", "Ledger", "Placed", "Transfer", "Transfers"]
 
 log = logging.getLogger(__name__)
 
 CHUNK: Final = 512 * 1024
 """The most bytes one read or write carries: its base64 (about 700 KB) fits the 1 MiB bound of a request."""
+FRAME_VERSION: Final = 1
+"""The binary file frames the pod reads and answers (docs/files.md; core/acp/file_methods.py), offered to the
+extension in each call's ``file`` object as ``"frames"``."""
+WINDOW: Final = 8
+"""The chunks an extension may have in flight on one transfer (docs/files.md): the pod offers it in the call's
+``file`` object, and refuses a read further ahead of the bytes served in order than this many chunks. With at most
+:attr:`FileLimits.per_session` transfers, a session has at most 16 chunks (8 MiB) in flight."""
 _HASH_BLOCK: Final = 1 << 20
 _MAX_SHOWN: Final = 2048
 
@@ -178,6 +185,9 @@ class Transfer:
         self.folder: Folder | None = None  # a download's folder, where its temporary file is
         self.temp: str | None = None
         self.hasher = hashlib.sha256()  # a download's written bytes; an upload's bytes served in order
+        # A download's every write came with the sha256 of its chunk, and each matched: the browser's word on the
+        # whole file is then implied by the chunks' (docs/files.md), so it need not hash the file itself.
+        self.chunks_checked = True
 
     def __repr__(self) -> str:  # never the id: it is the capability to the file
         return f"Transfer({self.direction.value}, {self.moved}/{self.size} bytes)"
@@ -296,6 +306,10 @@ class Transfers:
         transfer = self.get(session_id, transfer_id, Direction.UPLOAD)
         if offset < 0 or offset > transfer.size:
             raise TransferInvalid(f"offset {offset} is outside the file's {transfer.size} bytes")
+        if offset > transfer.moved + (WINDOW - 1) * CHUNK:
+            # Reads come in order; one this far ahead is past the window the pod offered, not a retry.
+            raise TransferInvalid(f"offset {offset} is more than {WINDOW} chunks ahead of the {transfer.moved} bytes "
+                                  "read in order: keep at most that many reads in flight")
         length = min(CHUNK, transfer.size - offset)
         try:
             data = os.pread(transfer.fd, length, offset) if length else b""
@@ -318,9 +332,11 @@ class Transfers:
         transfer.served_end = transfer.served_end or eof
         return data, eof
 
-    def write(self, session_id: str, transfer_id: str, offset: int, data: bytes) -> int:
+    def write(self, session_id: str, transfer_id: str, offset: int, data: bytes | memoryview,
+              sha256: str | None = None) -> int:
         """Append ``data`` (at most :data:`CHUNK` bytes, at ``offset`` = the bytes written so far) to a download;
-        returns the bytes written in all. A write past the cap fails the transfer and removes its file."""
+        returns the bytes written in all. A write past the cap fails the transfer and removes its file. ``sha256``:
+        the chunk's digest as the browser took it; a chunk that does not match it fails the transfer."""
         transfer = self.get(session_id, transfer_id, Direction.DOWNLOAD)
         if len(data) > CHUNK:
             raise TransferInvalid(f"a chunk is at most {CHUNK} bytes, not {len(data)}: send smaller chunks")
@@ -331,6 +347,11 @@ class Transfers:
             self.fail(transfer, f"the download is over the cap of {transfer.size} bytes")
             raise TransferInvalid(f"{transfer.moved + len(data)} bytes would be over the cap of {transfer.size} bytes; "
                                   "the transfer failed and its partial file was removed")
+        if sha256 is None:
+            transfer.chunks_checked = False
+        elif hashlib.sha256(data).hexdigest() != sha256.lower():
+            self.fail(transfer, f"the chunk at {offset} is not the bytes the browser read (its sha256 differs)")
+            raise TransferInvalid(f"this transfer failed: {transfer.failure}; its partial file was removed")
         try:
             view = memoryview(data)
             while view:
@@ -380,7 +401,9 @@ class Transfers:
         if not isinstance(size, int) or isinstance(size, bool) or size != transfer.moved:
             self.fail(transfer, f"the browser said the file has {size!r} bytes but {transfer.moved} arrived")
             raise FileRefused(f"{transfer.failure}; the partial file was removed: download it again")
-        if not isinstance(digest, str) or digest.lower() != written:
+        if digest is None and transfer.chunks_checked:
+            pass  # every chunk's digest was the browser's: the file's is the pod's own, of the same bytes
+        elif not isinstance(digest, str) or digest.lower() != written:
             self.fail(transfer, "the sha256 the browser gave is not the one of the bytes that arrived")
             raise FileRefused(f"{transfer.failure}; the file was removed: download it again")
         url = _shown(reported.get("url"))

@@ -45,6 +45,7 @@ export class AcpClient {
     this.turn = null; // the prompt waiting for its answer: {startedAt, sessionId}
     this._permissionWaits = new Map(); // outer request id -> AbortController
     this._askingSaid = false;
+    this._binaryWs = null; // the socket whose binary frames go to its RPC peer (_takeBinary)
     this.link = new Link({
       onRequest: async (method, params, id) => {
         if (mcp.handles(method)) return mcp.onRequest(method, params, id);
@@ -64,6 +65,7 @@ export class AcpClient {
         mcp.onNotification(method, params);
       },
       onState: () => {
+        this._takeBinary();
         this._followSession();
         onChange();
       },
@@ -72,14 +74,31 @@ export class AcpClient {
         mcp.reset();
         guard.cancelAll();
       },
-      sessionMeta: () => ({ [META.permissionRelay]: true }),
+      sessionMeta: () => ({ [META.permissionRelay]: true, [META.marksRunning]: true }),
     });
     // The element a step acts on, by its name, on the step's row: as it is described (the row says "Clicking "Buy
     // now"", not the agent's selector), and as it ends in this browser after the pod lost its answer.
     mcp.actions.onNamed = (action, element) => transcript.named(action, element);
+    mcp.onRunning = (action, tool) => {
+      transcript.journal([{ action, tool, state: 'running', site: null, at: new Date().toISOString() }]);
+    };
     mcp.onDecided = (action, guard, rule) => {
       if (this.link.connected) this.link.notify(STEP_DECIDED, { sessionId: this.link.sessionId, action, guard, rule });
     };
+  }
+
+  /**
+   * A file chunk's answer comes as a binary frame (docs/files.md), which the link's socket leaves aside: it goes to
+   * the socket's RPC peer here, as an ArrayBuffer. Taken once per socket, as soon as the link has it.
+   */
+  _takeBinary() {
+    const ws = this.link.ws;
+    if (!ws || ws === this._binaryWs) return;
+    this._binaryWs = ws;
+    ws.binaryType = 'arraybuffer';
+    ws.addEventListener('message', (ev) => {
+      if (ev.data instanceof ArrayBuffer && this.link.ws === ws && this.link.peer) this.link.peer.receiveBinary(ev.data);
+    });
   }
 
   /** The journal's steps on the panel's rows, each named by the element this browser recorded for it. */

@@ -1,4 +1,5 @@
-// JSON-RPC 2.0 peer, independent of the transport: feed it text frames, give it a send function.
+// JSON-RPC 2.0 peer, independent of the transport: feed it text frames (and a file chunk's binary frames), give it a
+// send function.
 // The socket code owns I/O; this file owns ids, correlation, timeouts and error shapes.
 
 export class RpcError extends Error {
@@ -24,6 +25,17 @@ export const SERVER_UNAVAILABLE = -33001;
 
 // Bounds every outstanding request so a silent peer can never pile up promises forever.
 const MAX_PENDING = 256;
+
+// A message's raw bytes, beside its JSON (docs/files.md, binary file frames): a request whose params hold them under
+// this key goes as a binary frame, and a binary answer's result holds them. JSON.stringify skips a symbol key.
+export const BYTES = Symbol('bytes');
+// A binary frame: this version byte, the header's length (4 bytes, big-endian), the header (the JSON-RPC message
+// without its bytes), the bytes. The pod reads the same (core/acp/file_methods.py).
+const FRAME_VERSION = 1;
+const FRAME_PREFIX = 5;
+const MAX_FRAME_HEADER = 4096;
+const encoder = new TextEncoder();
+const decoder = new TextDecoder();
 
 export class RpcPeer {
   /**
@@ -51,7 +63,9 @@ export class RpcPeer {
         reject(new RpcError(INTERNAL_ERROR, `${method} got no answer in ${Math.round(timeoutMs / 1000)} s`));
       }, timeoutMs);
       this._pending.set(id, { resolve, reject, timer, method });
-      this._write({ jsonrpc: '2.0', id, method, params });
+      const bytes = params && params[BYTES];
+      if (bytes instanceof Uint8Array) this._writeFrame({ jsonrpc: '2.0', id, method, params }, bytes);
+      else this._write({ jsonrpc: '2.0', id, method, params });
     });
   }
 
@@ -107,6 +121,23 @@ export class RpcPeer {
     }
   }
 
+  /** Handles one inbound binary frame: an answer whose result carries bytes. Never throws: a bad one is dropped. */
+  receiveBinary(buffer) {
+    if (!(buffer instanceof ArrayBuffer) || buffer.byteLength < FRAME_PREFIX) return;
+    const view = new DataView(buffer);
+    const length = view.getUint32(1);
+    if (view.getUint8(0) !== FRAME_VERSION || length > MAX_FRAME_HEADER || FRAME_PREFIX + length > buffer.byteLength) return;
+    let msg;
+    try {
+      msg = JSON.parse(decoder.decode(new Uint8Array(buffer, FRAME_PREFIX, length)));
+    } catch {
+      return;
+    }
+    if (!msg || typeof msg !== 'object' || !('id' in msg)) return;
+    if (msg.result && typeof msg.result === 'object') msg.result[BYTES] = new Uint8Array(buffer, FRAME_PREFIX + length);
+    this._settle(msg);
+  }
+
   _settle(msg) {
     const p = this._pending.get(msg.id);
     if (!p) return; // late answer to a request we already gave up on
@@ -117,6 +148,22 @@ export class RpcPeer {
       p.reject(new RpcError(err.code ?? INTERNAL_ERROR, String(err.message ?? 'error'), err.data));
     } else {
       p.resolve(msg.result);
+    }
+  }
+
+  _writeFrame(obj, bytes) {
+    if (this.closed) return;
+    const header = encoder.encode(JSON.stringify(obj));
+    const frame = new Uint8Array(FRAME_PREFIX + header.length + bytes.length);
+    const view = new DataView(frame.buffer);
+    view.setUint8(0, FRAME_VERSION);
+    view.setUint32(1, header.length);
+    frame.set(header, FRAME_PREFIX);
+    frame.set(bytes, FRAME_PREFIX + header.length);
+    try {
+      this._send(frame);
+    } catch (e) {
+      console.warn('openab: send failed', e);
     }
   }
 

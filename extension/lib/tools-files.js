@@ -1,8 +1,10 @@
 // Files across the gap (docs/files.md): browser_upload puts a file from the agent's working folder in the pod into a
 // page's file field or drop zone, and browser_download fetches a file with the person's browser (their cookies) into
 // that folder. The bytes travel on the /acp socket in chunks the extension asks for (`_openab/file/read`) or sends
-// (`_openab/file/write`), each answered before the next: that is the flow control. The pod rewrites the agent's call
-// before it comes here: `file` names the transfer it opened for this one call, and the agent can never set it.
+// (`_openab/file/write`). A pod that offers them (`file.frames`, `file.window`) gets them as binary frames, up to its
+// window of chunks in flight, each download chunk with its sha256; any other gets JSON and base64, each chunk answered
+// before the next. The pod rewrites the agent's call before it comes here: `file` names the transfer it opened for
+// this one call, and the agent can never set it.
 
 import { ToolError, BAD_ARGS, BAD_TARGET, BAD_URL, CANCELLED, LOAD_FAILED, NOT_FOUND, STALE_REF, TIMEOUT, TOOL_ERROR } from './errors.js';
 import { humanSize } from './guard.js';
@@ -10,6 +12,7 @@ import { text, withPage } from './results.js';
 import { Sha256 } from './sha256.js';
 import { MAX_HELD_FILE_BYTES, PENDING_SECONDS } from './downloads.js';
 import { META } from './protocol.js';
+import { BYTES } from './rpc.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
@@ -22,6 +25,12 @@ const MAX_UPLOAD = 512 * 1024 * 1024;
 const MAX_NAME = 1000;
 const MAX_TYPE = 200;
 const DOWNLOAD_META = META.download;
+// The binary frames this extension speaks (lib/rpc.js), and the most chunks it keeps in flight whatever a pod offers.
+const FRAME_VERSION = 1;
+const MAX_WINDOW = 16;
+const NO_BYTES = new Uint8Array(0);
+const READ = '_openab/file/read';
+const WRITE = '_openab/file/write';
 const NOT_HTTP = {
   'file:': 'a file on the person\'s own computer is not the page\'s to give',
   'data:': 'its bytes are in the URL itself',
@@ -42,6 +51,12 @@ function transferOf(args, tool) {
   return f;
 }
 
+/** The chunks to keep in flight: the pod's window when it offered binary frames, else 0 (JSON, one at a time). */
+function windowOf(f) {
+  if (f.frames !== FRAME_VERSION || !Number.isSafeInteger(f.window) || f.window < 1) return 0;
+  return Math.min(f.window, MAX_WINDOW);
+}
+
 function uploadFile(args) {
   const f = transferOf(args, 'browser_upload');
   const size = f.size;
@@ -52,7 +67,8 @@ function uploadFile(args) {
   if (size > MAX_UPLOAD) {
     throw new ToolError(BAD_ARGS, `the file is ${humanSize(size)}; the browser takes uploads of at most ${humanSize(MAX_UPLOAD)}`);
   }
-  return { transfer: f.transfer, name: f.name.slice(0, MAX_NAME), size, sha256: f.sha256, type: typeof f.type === 'string' ? f.type.slice(0, MAX_TYPE) : '' };
+  return { transfer: f.transfer, name: f.name.slice(0, MAX_NAME), size, sha256: f.sha256,
+    type: typeof f.type === 'string' ? f.type.slice(0, MAX_TYPE) : '', window: windowOf(f) };
 }
 
 /** A request of ours on the /acp socket, bounded, and given up at once when the call is cancelled. */
@@ -85,12 +101,57 @@ export function fromBase64(b64) {
 
 const hex = (buffer) => Array.from(new Uint8Array(buffer), (v) => v.toString(16).padStart(2, '0')).join('');
 
+/**
+ * Up to `window` of `count` requests in flight, in order: `ask(i)` starts the i-th, `took(i, answer)` takes its answer
+ * (in order too). The first failure ends it; the answers still on their way are dropped.
+ */
+async function windowed(count, window, ask, took) {
+  const flying = [];
+  let next = 0;
+  for (let i = 0; i < count; i++) {
+    while (next < count && next - i < window) {
+      const sent = ask(next++);
+      sent.catch(() => {}); // awaited in its turn below; a later one's failure after an earlier one's is not unhandled
+      flying.push(sent);
+    }
+    await took(i, await flying.shift());
+  }
+}
+
+/** The whole upload from the pod in binary frames, `file.window` chunks in flight. */
+async function readFrames(b, call, file) {
+  const bytes = new Uint8Array(file.size);
+  const count = Math.max(1, Math.ceil(file.size / CHUNK)); // a file of 0 bytes is one read, answered eof
+  await windowed(count, file.window,
+    (i) => podRequest(b, call, READ, { transfer: file.transfer, offset: i * CHUNK, [BYTES]: NO_BYTES }, 'give the file'),
+    (i, r) => {
+      const chunk = r && r[BYTES];
+      const offset = i * CHUNK;
+      const want = Math.min(CHUNK, file.size - offset);
+      if (!(chunk instanceof Uint8Array) || chunk.length !== want || r.eof !== (i === count - 1)) {
+        throw new ToolError(TOOL_ERROR, `the pod sent ${chunk instanceof Uint8Array ? chunk.length : 'no'} bytes where ` +
+          `${want} of the file's ${file.size} were asked; nothing was uploaded`);
+      }
+      bytes.set(chunk, offset);
+    });
+  return bytes;
+}
+
 /** The whole upload from the pod, checked against the size and digest the pod gave before the card. */
 async function readUpload(b, call, file) {
+  const bytes = file.window ? await readFrames(b, call, file) : await readJson(b, call, file);
+  if (hex(await crypto.subtle.digest('SHA-256', bytes)) !== file.sha256) {
+    throw new ToolError(TOOL_ERROR, 'the file\'s bytes do not match the sha256 the person was shown; nothing was uploaded');
+  }
+  return bytes;
+}
+
+/** The whole upload from the pod in JSON, one chunk at a time (a pod that offers no binary frames). */
+async function readJson(b, call, file) {
   const bytes = new Uint8Array(file.size);
   let offset = 0;
   for (;;) {
-    const r = await podRequest(b, call, '_openab/file/read', { transfer: file.transfer, offset }, 'give the file');
+    const r = await podRequest(b, call, READ, { transfer: file.transfer, offset }, 'give the file');
     let chunk;
     try {
       chunk = fromBase64(r && r.data);
@@ -108,9 +169,6 @@ async function readUpload(b, call, file) {
   if (offset !== file.size) {
     throw new ToolError(TOOL_ERROR, `the file came with ${offset} bytes, not the ${file.size} it had when the person was asked; ` +
       'nothing was uploaded');
-  }
-  if (hex(await crypto.subtle.digest('SHA-256', bytes)) !== file.sha256) {
-    throw new ToolError(TOOL_ERROR, 'the file\'s bytes do not match the sha256 the person was shown; nothing was uploaded');
   }
   return bytes;
 }
@@ -201,7 +259,7 @@ function downloadFile(args) {
   if (!Number.isSafeInteger(f.max_bytes) || f.max_bytes < 0) {
     throw new ToolError(BAD_ARGS, 'the pod opened the download without its cap (max_bytes); nothing was done');
   }
-  return { transfer: f.transfer, max: f.max_bytes };
+  return { transfer: f.transfer, max: f.max_bytes, window: windowOf(f) };
 }
 
 /** The URL to fetch, absolute and http(s) only: anything else is refused, saying why. */
@@ -302,8 +360,10 @@ async function downloadHeld(b, call, file, held, url) {
 /** The call's result for a file now in the working folder. */
 function downloaded(sum, contentType, name, url) {
   const type = String(contentType || '').slice(0, MAX_TYPE);
-  const meta = { name, size: sum.size, sha256: sum.sha256, type, url };
-  const result = text(withPage(`downloaded ${sum.size} bytes (${humanSize(sum.size)}, sha256 ${sum.sha256}, type ` +
+  // Without the file's sha256, each chunk's went with it, and the pod checked them (docs/files.md).
+  const meta = { name, size: sum.size, ...(sum.sha256 && { sha256: sum.sha256 }), type, url };
+  const digest = sum.sha256 ? `sha256 ${sum.sha256}` : 'each chunk\'s sha256 checked by the pod';
+  const result = text(withPage(`downloaded ${sum.size} bytes (${humanSize(sum.size)}, ${digest}, type ` +
     `${JSON.stringify(type)}); the server named it ${JSON.stringify(name.slice(0, 200))}; its address is in the block below`,
   `URL: ${url}`));
   return { ...result, _meta: { [DOWNLOAD_META]: meta } };
@@ -362,32 +422,53 @@ async function download(b, args, call) {
   }
 }
 
-/** The body to the pod in chunks of at most CHUNK bytes, each write answered before the next; stopped at the cap. */
+/**
+ * The body to the pod in chunks of at most CHUNK bytes, stopped at the cap. To a pod that offered binary frames: each
+ * chunk with its sha256 (WebCrypto, native), `file.window` chunks in flight, and the pod hashes the file; to any other,
+ * in JSON, each write answered before the next, the whole body hashed here (lib/sha256.js).
+ */
 async function stream(b, call, file, reader) {
-  const hash = new Sha256();
+  const hash = file.window ? null : new Sha256();
   const buf = new Uint8Array(CHUNK);
+  const flying = [];
   let filled = 0;
+  let sent = 0;
   let written = 0;
-  const flush = async () => {
-    if (!filled) return;
-    const r = await podRequest(b, call, '_openab/file/write',
-      { transfer: file.transfer, offset: written, data: toBase64(buf.subarray(0, filled)) }, 'take the file');
-    if (!r || r.written !== written + filled) {
-      throw new ToolError(TOOL_ERROR, `the pod counted ${r && r.written} bytes written where ${written + filled} were sent; ` +
+  const answered = (end) => (r) => {
+    if (!r || r.written !== end) {
+      throw new ToolError(TOOL_ERROR, `the pod counted ${r && r.written} bytes written where ${end} were sent; ` +
         'the download was stopped');
     }
-    written += filled;
+    written = end;
+  };
+  const flush = async () => {
+    if (!filled) return;
+    const chunk = buf.subarray(0, filled);
+    const params = { transfer: file.transfer, offset: sent };
+    const end = sent + filled;
+    if (file.window) {
+      params.sha256 = hex(await crypto.subtle.digest('SHA-256', chunk));
+      params[BYTES] = chunk; // copied into its frame as the request is made: buf is free again at once
+      const acked = podRequest(b, call, WRITE, params, 'take the file').then(answered(end));
+      acked.catch(() => {}); // awaited in its turn
+      flying.push(acked);
+      if (flying.length >= file.window) await flying.shift();
+    } else {
+      params.data = toBase64(chunk);
+      answered(end)(await podRequest(b, call, WRITE, params, 'take the file'));
+    }
+    sent = end;
     filled = 0;
   };
   for (;;) {
     call.throwIfCancelled();
     const { done, value } = reader ? await readPiece(reader) : { done: true };
     if (done) break;
-    if (written + filled + value.length > file.max) {
+    if (sent + filled + value.length > file.max) {
       throw new ToolError(TOOL_ERROR, `the download is over the cap of ${file.max} bytes (${humanSize(file.max)}): it was ` +
         'stopped and nothing was kept');
     }
-    hash.update(value);
+    if (hash) hash.update(value);
     for (let at = 0; at < value.length;) {
       const take = Math.min(CHUNK - filled, value.length - at);
       buf.set(value.subarray(at, at + take), filled);
@@ -397,7 +478,8 @@ async function stream(b, call, file, reader) {
     }
   }
   await flush();
-  return { size: written, sha256: hash.hex() };
+  while (flying.length) await flying.shift();
+  return { size: written, sha256: hash ? hash.hex() : null };
 }
 
 export const FILE_TOOLS = {

@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from waits import eventually
 
 from openab_browser.core.acp.backend import AgentBackend, NoAgentBackend
+from openab_browser.core.acp.file_methods import parse_frame
 from openab_browser.core.mcp.access import HttpEndpoint
 from openab_browser.core.mcp.proxy import BrowserProxy
 from openab_browser.core.pod import Pod
@@ -156,6 +157,8 @@ class Tap:
             message = await sock.inbound.get()
             if message["type"] == "websocket.receive" and message.get("text"):
                 _keep(sock.received, message["text"])
+            elif message["type"] == "websocket.receive" and message.get("bytes"):
+                _keep_frame(sock.received, message["bytes"])
             elif message["type"] == "websocket.disconnect":
                 sock.closed.set()
             return message
@@ -171,6 +174,10 @@ class Tap:
                 if sock.severed:
                     return  # into a dead connection, as TCP would until it gives up
                 _keep(sock.sent, message["text"])
+            elif message["type"] == "websocket.send" and message.get("bytes"):
+                if sock.severed:
+                    return
+                _keep_frame(sock.sent, message["bytes"])
             await send(message)
 
         pumping = asyncio.create_task(pump())
@@ -186,6 +193,13 @@ def _keep(into: list[Json], text: str) -> None:
         message = json.loads(text)
         if isinstance(message, dict):
             into.append(message)
+
+
+def _keep_frame(into: list[Json], data: bytes) -> None:
+    """A binary file frame (docs/files.md) kept as its JSON-RPC header, as a text frame's message is."""
+    with contextlib.suppress(ValueError):
+        header, _payload = parse_frame(data)
+        into.append(header)
 
 
 class LiveGateway:
