@@ -1,6 +1,6 @@
 """Sockets before they speak a protocol, for every HTTP listener of the pod (the `/acp` gateway and each
 session's MCP proxy endpoint): a deadline for each request head, and a log of closed sockets that a flood
-cannot flood.
+cannot flood. And once a socket speaks WebSocket, the permessage-deflate it gets (:class:`LeanDeflateFactory`).
 
 A socket that has sent no whole request head may be anyone's, and uvicorn would hold it for ever: the
 first head is due ``head_timeout()`` seconds after accept (a TLS handshake in between spends the same time:
@@ -14,13 +14,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Final
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
+from websockets.extensions.base import Extension
+from websockets.extensions.permessage_deflate import PerMessageDeflate, ServerPerMessageDeflateFactory
+from websockets.frames import CTRL_OPCODES, Frame, Opcode
+from websockets.typing import ExtensionParameter
 
-__all__ = ["ACCEPT_BURST", "ClosedSockets", "HeadTimedHttp"]
+__all__ = [
+    "ACCEPT_BURST", "DEFLATE_MIN_BYTES", "DEFLATE_SAMPLE_BYTES", "ClosedSockets", "HeadTimedHttp", "LeanDeflate",
+    "LeanDeflateFactory",
+]
 
 # asyncio accepts as many sockets in one go as the listen backlog it is given (uvicorn's default: 2,048) before
 # any of them reaches a protocol that could refuse it, and a refused one's file is closed loops later. A flood
@@ -124,3 +132,81 @@ class HeadTimedHttp(H11Protocol):
         self._head_timer = None
         if self.transport.get_protocol() is self and not self.transport.is_closing():
             self.on_head_timeout()
+
+
+# -- permessage-deflate -----------------------------------------------------------------------------------------
+
+# A message shorter than this goes uncompressed: it fits in one TCP segment either way, so deflate would save no
+# packet and no round trip, and compressing it with a fresh context costs about 10 us (a JSON-RPC call or answer).
+DEFLATE_MIN_BYTES: Final = 1024
+# What deflate is tried on first: a message whose first this-many bytes deflate does not take a quarter off
+# (base64 of a screenshot or a file: 0.77; random bytes: 1.0; a page's text or a snapshot: 0.1-0.3) goes
+# uncompressed, for the cost of compressing this much and not the whole (about 50 ms per MiB).
+DEFLATE_SAMPLE_BYTES: Final = 16 << 10
+_EMPTY_BLOCK: Final = b"\x00\x00\xff\xff"  # how a sync flush ends; RFC 7692 drops it from each message
+
+
+class LeanDeflate(PerMessageDeflate):
+    """permessage-deflate that holds no zlib state between messages and compresses only what pays.
+
+    Negotiated without context takeover either way (:class:`LeanDeflateFactory`): each message is compressed,
+    or inflated, by a zlib object made for it and dropped after it, so an idle socket holds none (uvicorn's
+    default kept about 38 KiB of compressor and 11 KiB of inflater on every socket). RFC 7692 lets any message
+    go uncompressed, RSV1 clear, on a deflate socket: binary messages always do (file data, already compressed
+    or random), text shorter than :data:`DEFLATE_MIN_BYTES` does, and so does text whose first
+    :data:`DEFLATE_SAMPLE_BYTES` deflate leaves at more than three quarters of their size. Incoming messages are
+    inflated as ``PerMessageDeflate`` does, bounded by the socket's ``max_size`` (a deflate bomb stops there).
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # A fragmented message compressed from its first frame: its continuation frames are too.
+        self._compressing = False
+
+    def encode(self, frame: Frame) -> Frame:
+        if frame.opcode in CTRL_OPCODES:
+            return frame
+        if frame.opcode is Opcode.CONT:
+            if not self._compressing:
+                return frame
+            self._compressing = not frame.fin
+            return super().encode(frame)
+        if frame.opcode is not Opcode.TEXT or len(frame.data) < DEFLATE_MIN_BYTES:
+            return frame
+        if not frame.fin:  # a fragment cannot be judged whole: compress it as the library would
+            self._compressing = True
+            return super().encode(frame)
+        data = memoryview(frame.data)
+        encoder = zlib.compressobj(wbits=-self.local_max_window_bits, **self.compress_settings)
+        head = encoder.compress(data[:DEFLATE_SAMPLE_BYTES]) + encoder.flush(zlib.Z_SYNC_FLUSH)
+        sample = min(len(data), DEFLATE_SAMPLE_BYTES)
+        if 4 * (len(head) - len(_EMPTY_BLOCK)) > 3 * sample:
+            return frame
+        if len(data) > DEFLATE_SAMPLE_BYTES:
+            head += encoder.compress(data[DEFLATE_SAMPLE_BYTES:]) + encoder.flush(zlib.Z_SYNC_FLUSH)
+        return Frame(frame.opcode, head[: -len(_EMPTY_BLOCK)], True, True, frame.rsv2, frame.rsv3)
+
+
+class LeanDeflateFactory(ServerPerMessageDeflateFactory):
+    """The pod's permessage-deflate (:class:`LeanDeflate`), in the window and memory level uvicorn's default uses
+    (12 bits, level 5), with no context taken over from one message to the next, either way. RFC 7692 lets a
+    server add ``server_no_context_takeover`` and ``client_no_context_takeover`` to any offer, and a client must
+    accept both (Chrome does). The cost: a client's short messages deflate less well (on the wire, a few dozen
+    bytes each) and each inflated message makes its inflater (about 3 us). A client's own offer is otherwise
+    negotiated as the library does: parameters it cannot take decline deflate for that socket, not the socket.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(
+            server_no_context_takeover=True, client_no_context_takeover=True,
+            server_max_window_bits=12, client_max_window_bits=12, compress_settings={"memLevel": 5},
+        )
+
+    def process_request_params(
+        self, params: Sequence[ExtensionParameter], accepted_extensions: Sequence[Extension],
+    ) -> tuple[list[ExtensionParameter], PerMessageDeflate]:
+        response, negotiated = super().process_request_params(params, accepted_extensions)
+        return response, LeanDeflate(
+            negotiated.remote_no_context_takeover, True, negotiated.remote_max_window_bits,
+            negotiated.local_max_window_bits, self.compress_settings,
+        )

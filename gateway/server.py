@@ -37,7 +37,7 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from openab_browser.core.addresses import is_loopback
 from openab_browser.core.errors import ConfigurationError
 from openab_browser.core.settings import Settings
-from openab_browser.core.sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp
+from openab_browser.core.sockets import ACCEPT_BURST, ClosedSockets, HeadTimedHttp, LeanDeflateFactory
 
 from .logs import json_logging
 
@@ -159,14 +159,21 @@ class _GuardedHttp(HeadTimedHttp):
         super().on_head_timeout()
 
 
+# Stateless: one for every socket.
+_DEFLATE: Final = LeanDeflateFactory()
+
+
 class _GuardedWebSocket(WebSocketsSansIOProtocol):
     """uvicorn's WebSocket protocol, releasing its socket in the guard and counting its bytes there; a refused
-    handshake is not an error."""
+    handshake is not an error. Its permessage-deflate is the pod's own (:class:`LeanDeflateFactory`): uvicorn's
+    keeps a compressor of about 38 KiB on every socket, idle or not, and compresses every message."""
 
     guard: ClassVar[ConnectionGuard]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        if self.conn.available_extensions:  # uvicorn's, when ws_per_message_deflate
+            self.conn.available_extensions = [_DEFLATE]
         # Every write of uvicorn's takes its bytes from here: one addition per write, none per byte.
         data_to_send = self.conn.data_to_send
         guard = self.guard
