@@ -13,14 +13,21 @@ round), so both see the same machine at the same moments. The stage without idle
 ratio says how far apart two equal pods read on this machine. Target: <= 100 KiB of gateway RSS per idle
 session, and the busy session's p99 with 1,000 of them <= 1.2x its twin's.
 
-Run: ``python bench/bench_idle.py [--quick] [--out DIR]``.
+With ``--before DIR`` (a checkout of the tree before a change, ``git worktree add DIR REV``) it measures only
+the memory: the gateway's RSS per idle session at 1,000 sessions (``--sessions``), for this tree, the one in
+DIR and this tree without deflate, each in a fresh gateway process, in alternating order, ``--repeats`` times;
+min / median / max of each, and of this tree's over DIR's.
+
+Run: ``python bench/bench_idle.py [--quick] [--out DIR] [--before DIR [--sessions N] [--repeats N]]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import resource
+import statistics
 import sys
 import time
 from collections.abc import Sequence
@@ -40,7 +47,7 @@ NAME = "idle"
 TOOL = "browser_small"
 KiB = 1024
 # Sockets the pod's front door takes from one address (all of ours are 127.0.0.1): above the most we open.
-_POD = {"max_connections": 20_000, "max_connections_per_peer": 20_000}
+_POD: dict[str, Any] = {"max_connections": 20_000, "max_connections_per_peer": 20_000}
 
 
 def stages_allowed(wanted: Sequence[int]) -> tuple[list[int], str | None]:
@@ -157,8 +164,53 @@ async def measure(stages: Sequence[int], calls: int, skipped: str | None, rounds
     }
 
 
+async def idle_memory(count: int, **pod: Any) -> float:
+    """KiB of gateway RSS per idle session: a fresh gateway (``pod``: PodProcess's arguments), settled before
+    and after ``count`` idle sessions attach."""
+    async with PodProcess(**_POD, **pod) as gateway:
+        before = await settled_rss(gateway)
+        async with ExtensionsProcess(gateway.ws_url, gateway.token, count, batch=128):
+            sessions = (await gateway.ask({"sessions": True}))["sessions"]
+            assert sessions == count, f"{sessions} sessions in the pod, {count} expected"
+            return (await settled_rss(gateway) - before) / count / KiB
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"min": round(min(values), 2), "median": round(statistics.median(values), 2),
+            "max": round(max(values), 2)}
+
+
+async def memory_before_after(before: Path, count: int, repeats: int) -> dict[str, Any]:
+    arms: dict[str, dict[str, Any]] = {"this tree": {}, "before": {"tree": before},
+                                       "this tree, no deflate": {"ws_deflate": False}}
+    per_session: dict[str, list[float]] = {name: [] for name in arms}
+    for repeat in range(repeats):
+        order = list(arms) if repeat % 2 == 0 else list(reversed(arms))
+        for name in order:
+            per_session[name].append(await idle_memory(count, **arms[name]))
+    ratios = [now / then for now, then in zip(per_session["this tree"], per_session["before"], strict=True)]
+    return {
+        "idle_sessions": count,
+        "repeats": repeats,
+        "rss_per_idle_session_kib": {name: _spread(values) for name, values in per_session.items()},
+        "rounds_kib": {name: [round(value, 1) for value in values] for name, values in per_session.items()},
+        "ratio_to_before": _spread(ratios),
+    }
+
+
+def _before_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--before", type=Path, help="a checkout of the tree before a change: memory only, both")
+    parser.add_argument("--sessions", type=int, default=1_000, help="idle sessions with --before (default 1000)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of each tree with --before (default 3)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = arguments(__doc__.splitlines()[0], argv)
+    args = arguments(__doc__.splitlines()[0], argv, _before_options)
+    if args.before is not None:
+        stages_allowed([args.sessions])  # raises the open-file limit for the children
+        compared = asyncio.run(memory_before_after(args.before, args.sessions, args.repeats))
+        write_result(NAME + "_before_after", compared, args.out)
+        return compared
     wanted, calls = ((20,), 100) if args.quick else ((1_000, 4_000), 4_000)
     stages, skipped = stages_allowed(wanted)
     if not args.quick:

@@ -7,14 +7,21 @@ alternating rounds: the same clients, as many, each on its own socket, against a
 uvicorn in a process of its own (``bench/baselines.py``). Target: at 64 sessions >= 3,000 calls/s and >= 0.5x
 the baseline.
 
-Run: ``python bench/bench_throughput.py [--quick] [--out DIR]``.
+With ``--before DIR`` (a checkout of the tree before a change, ``git worktree add DIR REV``) a second gateway
+runs DIR's code, with extensions and clients of its own, as a third path in the same alternating rounds; each
+round's rates give the ratios (this tree over the baseline, DIR's over the baseline, this tree over DIR's), as
+min / median / max over the rounds. ``--sessions`` picks the counts, ``--rounds`` and ``--seconds`` the rounds.
+
+Run: ``python bench/bench_throughput.py [--quick] [--out DIR] [--before DIR] [--sessions 64 ...]``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
+import statistics
 import sys
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,7 +40,7 @@ NAME = "throughput"
 TOOL = "browser_small"
 SESSIONS = (1, 8, 64, 256)
 # Sockets the pod's front door takes from one address (all of ours are 127.0.0.1): above the most we open.
-_POD = {"max_connections": 4096, "max_connections_per_peer": 4096}
+_POD: dict[str, Any] = {"max_connections": 4096, "max_connections_per_peer": 4096}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -90,27 +97,45 @@ def one_round(clients: Sequence[McpPoster], seconds: float, tally: Tally) -> Cal
     return run
 
 
-async def measure(sessions: Sequence[int], rounds: int, seconds: float) -> dict[str, Any]:
+async def _pod_clients(stack: contextlib.AsyncExitStack, count: int, tree: Path | None,
+                       ) -> tuple[PodProcess, ExtensionsProcess, list[McpPoster]]:
+    """A gateway (``tree``'s, or this one's), ``count`` scripted extensions on it and an agent's client per
+    session."""
+    pod = await stack.enter_async_context(PodProcess(**_POD) if tree is None else PodProcess(tree=tree, **_POD))
+    extensions = await stack.enter_async_context(ExtensionsProcess(pod.ws_url, pod.token, count))
+    clients: list[McpPoster] = []
+    for session_id in extensions.session_ids:
+        endpoint = await pod.ask({"endpoint": session_id})
+        client = await stack.enter_async_context(McpPoster(endpoint["url"], endpoint["token"]))
+        await client.initialize()
+        clients.append(client)
+    return pod, extensions, clients
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"min": round(min(values), 3), "median": round(statistics.median(values), 3),
+            "max": round(max(values), 3)}
+
+
+async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: Path | None = None,
+                  ) -> dict[str, Any]:
     results: dict[str, Any] = {}
     plotted: dict[str, list[float]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        pod = await stack.enter_async_context(PodProcess(**_POD))
+        gateways = {"proxy": await _pod_clients(stack, max(sessions), None)}
+        if before is not None:
+            gateways["before"] = await _pod_clients(stack, max(sessions), before)
         bare = await stack.enter_async_context(BareHttpProcess())
-        extensions = await stack.enter_async_context(ExtensionsProcess(pod.ws_url, pod.token, max(sessions)))
-        proxied: list[McpPoster] = []
-        for session_id in extensions.session_ids:
-            endpoint = await pod.ask({"endpoint": session_id})
-            client = await stack.enter_async_context(McpPoster(endpoint["url"], endpoint["token"]))
-            await client.initialize()
-            proxied.append(client)
         direct = [await stack.enter_async_context(McpPoster(bare.url)) for _ in range(max(sessions))]
-        for client in (*proxied, *direct):  # warm: every socket open, every session's first call made
-            await client.call_tool(TOOL)
+        for client in (*(c for _, _, clients in gateways.values() for c in clients), *direct):
+            await client.call_tool(TOOL)  # warm: every socket open, every session's first call made
         for count in sessions:
-            tallies = {"proxy": Tally({"gateway": pod.pid, "extensions": extensions.pid}),
-                       "baseline": Tally({"bare uvicorn": bare.pid})}
-            await interleaved(rounds, {"proxy": one_round(proxied[:count], seconds, tallies["proxy"]),
-                                       "baseline": one_round(direct[:count], seconds, tallies["baseline"])})
+            tallies = {name: Tally({"gateway": pod.pid, "extensions": extensions.pid})
+                       for name, (pod, extensions, _) in gateways.items()}
+            tallies["baseline"] = Tally({"bare uvicorn": bare.pid})
+            paths = {name: one_round(clients[:count], seconds, tallies[name])
+                     for name, (_, _, clients) in gateways.items()}
+            await interleaved(rounds, {**paths, "baseline": one_round(direct[:count], seconds, tallies["baseline"])})
             proxy, baseline = max(tallies["proxy"].rates), max(tallies["baseline"].rates)
             cpu = {name: tally.cpu_us_per_call() for name, tally in tallies.items()}
             results[str(count)] = {
@@ -123,12 +148,20 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float) -> dict[
                 "cpu_us_per_call": cpu,
                 "server_cpu_ratio": round(cpu["proxy"]["gateway"] / max(cpu["baseline"]["bare uvicorn"], 0.1), 2),
             }
-            plotted[f"proxy, {count} sessions"] = tallies["proxy"].latencies
-            plotted[f"baseline, {count} clients"] = tallies["baseline"].latencies
+            if before is not None:  # each round's rates against the same round's others
+                rates = {name: tally.rates for name, tally in tallies.items()}
+                results[str(count)]["round_ratios"] = {
+                    f"{top} / {bottom}": _spread([a / b for a, b in zip(rates[top], rates[bottom], strict=True)])
+                    for top, bottom in (("proxy", "baseline"), ("before", "baseline"), ("proxy", "before"))
+                }
+                results[str(count)]["gateway_cpu_us_per_call_before"] = cpu["before"]["gateway"]
+            for name, tally in tallies.items():
+                plotted[f"{name}, {count} sessions"] = tally.latencies
     at_64 = results.get("64")
     return {
         "rounds": rounds,
         "seconds_per_round": seconds,
+        "before": None if before is None else str(before),
         "sessions": results,
         "target": {"at_64_sessions_min_calls_per_s": 3000, "at_64_sessions_min_ratio": 0.5,
                    "met": None if at_64 is None else at_64["proxy_calls_per_s"] >= 3000 and at_64["ratio"] >= 0.5},
@@ -136,10 +169,19 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float) -> dict[
     }
 
 
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--before", type=Path, help="a checkout of the tree before a change, run as a third path")
+    parser.add_argument("--sessions", type=int, nargs="+", help=f"session counts (default {list(SESSIONS)})")
+    parser.add_argument("--rounds", type=int, help="alternating rounds per count (default 4)")
+    parser.add_argument("--seconds", type=float, help="seconds per round (default 3)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = arguments(__doc__.splitlines()[0], argv)
+    args = arguments(__doc__.splitlines()[0], argv, _options)
     sessions, rounds, seconds = ((1, 8), 2, 0.3) if args.quick else (SESSIONS, 4, 3.0)
-    result = asyncio.run(measure(sessions, rounds, seconds))
+    sessions = args.sessions or sessions
+    rounds, seconds = args.rounds or rounds, args.seconds or seconds
+    result = asyncio.run(measure(sessions, rounds, seconds, args.before))
     samples = result.pop("_samples")
     write_result(NAME, result, args.out)
     plot_latencies(NAME, samples, args.out, title="call latency under load: proxy sessions vs bare uvicorn")

@@ -14,7 +14,9 @@ whole, as before answers' long strings were passed through (``openab_browser.cor
 same-run comparison.
 
 It ends when stdin closes. Run by :class:`PodProcess`; not a command of its own. With ``--extensions`` it
-plays scripted extensions instead, in their own process (:class:`ExtensionsProcess`).
+plays scripted extensions instead, in their own process (:class:`ExtensionsProcess`). ``PodProcess(tree=DIR)``
+runs the gateway of another checkout instead (``git worktree add DIR REV``: the tree before a change, measured
+in the same run as this one), its ``openab_browser`` imported from there and its own copy of this script run.
 """
 
 from __future__ import annotations
@@ -38,23 +40,45 @@ from bench.common import stop_child  # noqa: E402
 ANSWER_TIMEOUT = 60.0
 
 
-class PodProcess:
-    """``python bench/pod_process.py`` as a child: its address, and :meth:`ask` for the control lines above."""
+# Runs a checkout's bench/pod_process.py with openab_browser imported from that checkout: a link farm of its
+# folders first on sys.path, and the editable install's finder (which maps the package to this checkout) gone.
+_FROM_TREE = """
+import atexit, os, runpy, shutil, sys, tempfile
+tree = sys.argv[1]
+farm = tempfile.mkdtemp(prefix="openab-tree-")
+atexit.register(shutil.rmtree, farm, True)
+os.mkdir(os.path.join(farm, "openab_browser"))
+for part in ("core", "gateway", "bridge", "extension"):
+    os.symlink(os.path.join(tree, part), os.path.join(farm, "openab_browser", part))
+sys.meta_path[:] = [f for f in sys.meta_path if "Editable" not in getattr(f, "__name__", type(f).__name__)]
+sys.path.insert(0, farm)
+sys.argv = [os.path.join(tree, "bench", "pod_process.py"), *sys.argv[2:]]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
-    def __init__(self, **settings: Any) -> None:
+
+class PodProcess:
+    """``python bench/pod_process.py`` as a child: its address, and :meth:`ask` for the control lines above;
+    ``tree``: another checkout's gateway (the module docstring)."""
+
+    def __init__(self, *, tree: Path | None = None, **settings: Any) -> None:
         self._settings = settings
+        self._tree = tree
         self._child: asyncio.subprocess.Process | None = None
         self.ws_url = ""
         self.token = ""
         self.pid = 0
+        self.source = ""
 
     async def __aenter__(self) -> PodProcess:
+        command = [_SCRIPT] if self._tree is None else ["-c", _FROM_TREE, str(self._tree.resolve())]
         self._child = await asyncio.create_subprocess_exec(
-            sys.executable, _SCRIPT, json.dumps(self._settings),
+            sys.executable, *command, json.dumps(self._settings),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=1 << 20,
         )
         hello = await self._line()
         self.ws_url, self.token, self.pid = hello["ws_url"], hello["token"], hello["pid"]
+        self.source = hello.get("source", "?")  # the checkout whose gateway this is
         return self
 
     async def __aexit__(
@@ -131,7 +155,8 @@ async def _serve(settings: dict[str, Any]) -> None:
         passthrough.loads = lambda data, _rule: orjson.loads(data)  # type: ignore[assignment]
     collections = _time_collections()
     async with run_gateway(**settings) as gw:
-        say({"ws_url": gw.ws_url, "token": gw.token, "pid": os.getpid()})
+        say({"ws_url": gw.ws_url, "token": gw.token, "pid": os.getpid(),
+             "source": str(Path(sys.modules["openab_browser.gateway"].__file__ or "?").parent.parent)})
         while line := await reader.readline():
             question = json.loads(line)
             try:
