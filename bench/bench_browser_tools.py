@@ -37,10 +37,11 @@ model turn later. A click is the one tool that this changes (a click watches for
 call within 80 ms waits out), so clicks are timed both ways: back to back, and 0.3 s apart (untimed; shorter
 than any model turn).
 
-Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR] [--extension DIR] [--input-only]`` (from the
-repository, venv active); ``--extension`` times another copy of ``extension/`` (an earlier commit's, from ``git
-worktree add``), so a change is measured before and after in the same session, alternating runs; ``--input-only``
-runs the rows by the agent tab's place alone.
+Run: ``python bench/bench_browser_tools.py [--quick] [--out DIR] [--extension DIR] [--input-only] [--only ROWS]``
+(from the repository, venv active); ``--extension`` times another copy of ``extension/`` (an earlier commit's, from
+``git worktree add``), so a change is measured before and after in the same session, alternating runs;
+``--input-only`` runs the rows by the agent tab's place alone; ``--only`` runs the rows of the comparison with
+Playwright named (comma-separated, e.g. ``--only "click,click, a turn apart,type"``) and no others.
 """
 
 from __future__ import annotations
@@ -175,8 +176,8 @@ async def timed(action: Callable[[], Awaitable[Any]]) -> float:
     return time.perf_counter() - start
 
 
-async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool = False
-                  ) -> dict[str, dict[str, list[float]]]:
+async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool = False,
+                  only: Sequence[str] = ()) -> dict[str, dict[str, list[float]]]:
     """Samples in seconds, by tool, then by side ('openab', 'playwright')."""
     form = f"{rig.site}/bench/form.html"
     client = rig.client
@@ -266,7 +267,7 @@ async def measure(rig: Rig, page: Page, rounds: int, per_round: int, quick: bool
     ]
     for tool, mine, theirs in plan:
         idle = tool.endswith("idle")
-        if idle and quick:  # its warm-up alone is two idle gaps
+        if (idle and quick) or (only and tool not in only):  # an idle row's warm-up alone is two idle gaps
             continue
         if tool != "navigate":
             await page.goto(fresh(form))
@@ -333,15 +334,18 @@ def compared(samples: dict[str, dict[str, list[float]]], sides: Sequence[str], t
     return figures
 
 
-async def run(quick: bool, out: Path, extension: Path | None = None, input_only: bool = False) -> Path:
+async def run(quick: bool, out: Path, extension: Path | None = None, input_only: bool = False,
+              only: Sequence[str] = ()) -> Path:
     rounds, per_round = (2, 2) if quick else (15, 4)
     samples: dict[str, dict[str, list[float]]] = {}
+    by_place: dict[str, dict[str, list[float]]] = {}
     async with browser_rig(extension) as rig:
         # Before Playwright attaches: its focus emulation would make a tab behind another one in front.
-        by_place = await measure_positions(rig, 2 if quick else 8)
+        if not only:
+            by_place = await measure_positions(rig, 2 if quick else 8)
         if not input_only:
             async with playwright_page(rig.cdp) as page:
-                samples = await measure(rig, page, rounds, per_round, quick)
+                samples = await measure(rig, page, rounds, per_round, quick, only)
     flat: dict[str, list[float]] = {}
     figures = compared(samples, ("openab", "playwright"), TARGET, flat, "{side} {tool}")
     places = compared(by_place, POSITIONS, POSITION_TARGET, flat, "{tool}, agent tab {side}")
@@ -351,6 +355,7 @@ async def run(quick: bool, out: Path, extension: Path | None = None, input_only:
                                     "front, same run", "tools": places},
         "rounds": rounds, "per_round": per_round, "quick": quick, "chromium": CHROMIUM, "tools": figures,
         "extension": "a copy given by --extension" if extension else "extension/", "input_only": input_only,
+        "only": list(only),
     }
     path = write_result(NAME, result, out)
     plot_latencies(NAME, flat, out, title="browser tools: openab extension vs Playwright (CDP), same Chromium")
@@ -363,10 +368,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
                             help="time this copy of extension/ instead (e.g. an earlier commit's, from git worktree)")
         parser.add_argument("--input-only", action="store_true",
                             help="only the real input rows by the agent tab's place (no Playwright)")
+        parser.add_argument("--only", default="", metavar="ROWS",
+                            help="only these rows of the comparison with Playwright, comma-separated (e.g. "
+                                 "'click,click, a turn apart,type'; no rows by the tab's place)")
 
     args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, more)
     out: Path = args.out
-    return asyncio.run(run(bool(args.quick), out, args.extension, bool(args.input_only)))
+    only = tuple(row.strip() for row in re.split(r",(?! )", str(args.only)) if row.strip())
+    if unknown := [row for row in only if row not in (*TOOLS, "snapshot after 21 s idle")]:
+        raise SystemExit(f"--only: no such row {unknown[0]!r}; the rows are {', '.join(TOOLS)}")
+    return asyncio.run(run(bool(args.quick), out, args.extension, bool(args.input_only), only))
 
 
 if __name__ == "__main__":

@@ -101,6 +101,27 @@ const LONG_TEXT = 1_000;
 const TAIL = 16;
 // Characters typed as text, not keys: a line break or a tab would be Enter or Tab, which submit or move the focus.
 const AS_TEXT = /[\r\n\t]/;
+// What the page's own script hears of typing. Where it listens for none of it on the way to the focused field (the
+// field, the elements and shadow roots around it, the document, the window), keys and one insertion leave the same
+// page, and the insertion costs one answer from the page where keys cost one a character: the first character is a
+// key (the gate in page/agent.js checks the focus on it, and holds the insertion as it holds keys), the rest one
+// insertion. The listeners are the page's own, listed by the protocol for its main world's objects (ours, in our
+// isolated world, are not listed for them); short text is keys.
+const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'textInput', 'compositionstart',
+  'compositionupdate', 'compositionend', 'selectionchange', 'select']);
+const QUIET_MIN = 3;
+const LISTENERS = 'openab-listeners'; // the object group the look holds its objects in, let go of after it
+// The way to the focused field, in the page's main world; a field in a closed shadow root (the focus stops at its
+// host, which is no field) gives none, and is typed by keys.
+const PATH = `(() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  if (!el || !(el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable)) return null;
+  const path = [];
+  for (let n = el; n; n = n.parentNode || n.host) path.push(n);
+  path.push(window);
+  return path;
+})()`;
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -159,12 +180,15 @@ export class RealInput {
       setup.push(send('Emulation.setFocusEmulationEnabled', { enabled: true }));
     }
     if (frames) setup.push(send('Page.startScreencast', { format: 'jpeg', quality: 1, maxWidth: 16, maxHeight: 16 }));
-    if (chooser) setup.push(send('Page.setInterceptFileChooserDialog', { enabled: true }));
+    // The file chooser's hand-over is set in Chrome itself, in the order the session's commands come: the input
+    // sent after it finds it set without waiting for its answer; and so for the two commands that end the work.
+    if (chooser) send('Page.setInterceptFileChooserDialog', { enabled: true });
     await Promise.all(setup);
     try {
       return await work();
     } finally {
-      await Promise.all([frames && send('Page.stopScreencast'), chooser && send('Page.setInterceptFileChooserDialog', { enabled: false })]);
+      if (frames) send('Page.stopScreencast');
+      if (chooser) send('Page.setInterceptFileChooserDialog', { enabled: false });
     }
   }
 
@@ -194,12 +218,42 @@ export class RealInput {
     const chars = [...text];
     const inserted = chars.length > LONG_TEXT ? chars.length - 1 - TAIL : 0;
     await this.awake(tabId, async () => {
-      await this._keys(tabId, chars.slice(0, inserted ? 1 : chars.length));
-      if (!inserted) return;
+      if (!inserted && chars.length < QUIET_MIN) return this._keys(tabId, chars);
+      // Asked while the first character's keys go: the answer costs no wait of its own.
+      const [, listened] = await Promise.all([this._keys(tabId, chars.slice(0, 1)), inserted || this._listened(tabId)]);
+      if (!inserted) {
+        if (listened) await this._keys(tabId, chars.slice(1));
+        else await this._send(tabId, 'Input.insertText', { text: chars.slice(1).join('') });
+        return;
+      }
       await this._send(tabId, 'Input.insertText', { text: chars.slice(1, 1 + inserted).join('') });
       await this._keys(tabId, chars.slice(1 + inserted));
     }, { frames: false });
     return inserted;
+  }
+
+  /**
+   * Whether the page's own script listens for typing (HEARD) on the way to the focused field: the field, the
+   * elements and shadow roots around it, the document, the window. True when it cannot be told.
+   */
+  async _listened(tabId) {
+    const send = (method, params) => this.dialogs.send(tabId, method, params);
+    try {
+      const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true });
+      if (!result || !result.objectId || result.subtype !== 'array') return true;
+      const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
+      const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
+      if (!path.length) return true;
+      const heard = await Promise.all(path.map(async (p) => {
+        const { listeners } = await send('DOMDebugger.getEventListeners', { objectId: p.value.objectId, depth: 0 });
+        return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
+      }));
+      return heard.some(Boolean);
+    } catch {
+      return true;
+    } finally {
+      send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
+    }
   }
 
   async _keys(tabId, chars) {
@@ -236,13 +290,17 @@ export class RealInput {
       chooser = true;
     });
     try {
-      await this.awake(tabId, async () => {
-        await this._move(tabId, at, modifiers);
+      // Sent at once, not each after the last's answer: Chrome keeps their order, and the press that follows the
+      // move has the page handle the move at once, where a move alone waits for the page's next frame (up to 16 ms
+      // in front, none drawn behind). So a click needs no screencast to be drawn.
+      await this.awake(tabId, () => {
+        const sent = [this._move(tabId, at, modifiers)];
         for (let clickCount = 1; clickCount <= count; clickCount++) {
-          await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount });
-          await this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount });
+          sent.push(this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mousePressed', buttons: BUTTONS[button], clickCount }));
+          sent.push(this._send(tabId, 'Input.dispatchMouseEvent', { ...mouse, type: 'mouseReleased', buttons: 0, clickCount }));
         }
-      }, { chooser: true });
+        return Promise.all(sent);
+      }, { frames: false, chooser: true });
     } finally {
       this.choosers.delete(tabId);
     }

@@ -261,15 +261,17 @@
   // gate, armed meanwhile, lets them through only while it still is there, and keeps them all from the page once
   // it is not (a script that moved the focus in that moment). Its listeners are on the window in the capture
   // phase, ahead of the page's own on any element. Only the first key that is not a modifier is checked: what its
-  // own handler does with the focus after it is the page's.
+  // own handler does with the focus after it is the page's. Text that goes in without keys (lib/input.js inserts
+  // it where the page hears no typing) is held the same way: its beforeinput, cancelled once the gate has refused.
   const GATE_MS = 10_000;
   const MODIFIER_KEYS = new Set(['Control', 'Shift', 'Alt', 'Meta']);
+  const GATED = ['keydown', 'keypress', 'keyup', 'beforeinput'];
   let gate = null;
 
   function gateKey(e) {
     const g = gate;
     if (!g || !e.isTrusted) return;
-    if (!g.passed && !g.refused && e.type === 'keydown') {
+    if (!g.passed && !g.refused && (e.type === 'keydown' || e.type === 'beforeinput')) {
       const now = focusHolder();
       if (!(g.page ? now === null : holds(now, g.el))) g.refused = true;
       else if (!MODIFIER_KEYS.has(e.key)) g.passed = true;
@@ -289,7 +291,7 @@
     watchLeaving();
     gate = { el, page: Boolean(spec.page), passed: false, refused: false, left: false, submits: [],
       timer: setTimeout(disarm, GATE_MS) };
-    for (const type of ['keydown', 'keypress', 'keyup']) addEventListener(type, gateKey, true);
+    for (const type of GATED) addEventListener(type, gateKey, true);
     addEventListener('submit', gateSubmit, true);
   }
 
@@ -298,7 +300,7 @@
     if (!g) return null;
     gate = null;
     clearTimeout(g.timer);
-    for (const type of ['keydown', 'keypress', 'keyup']) removeEventListener(type, gateKey, true);
+    for (const type of GATED) removeEventListener(type, gateKey, true);
     removeEventListener('submit', gateSubmit, true);
     leaveSent = false;
     watchUntil = performance.now() + LEAVE_WATCH_MS;
