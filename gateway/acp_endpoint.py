@@ -1,8 +1,8 @@
 """`GET /acp`: the extension's WebSocket, bound to an :class:`AcpServerConnection`.
 
 One JSON-RPC message per text frame; a binary frame is a file chunk's request (docs/files.md), answered here by the
-file methods, in the order frames come; a frame over the transport limit (8 MiB) closes the connection with 1009,
-because nothing in it can be trusted enough to answer. When the connection
+file methods in the order frames come (any other binary frame is ignored); a frame over the transport limit (8 MiB)
+closes the connection with 1009, because nothing in it can be trusted enough to answer. When the connection
 closes itself (a client that stops reading overflows its send buffer), the socket is closed too, with 1008
 and the reason, rather than left open answering pings with nothing behind it.
 """
@@ -140,9 +140,12 @@ async def _read(websocket: WebSocket, server: AcpServerConnection, max_frame_byt
                         await websocket.close(MESSAGE_TOO_BIG, reason)
                     return reason
                 # Answered before the next frame is read: a client's chunks in flight wait in its socket, not here.
+                answer = files.frame(data)
+                if answer is None:
+                    continue  # not a file frame: ignored, as any other binary frame
                 try:
                     async with asyncio.timeout(FILE_ANSWER_TIMEOUT):
-                        await send(files.frame(data))
+                        await send(answer)
                 except TimeoutError:
                     return f"the client read no file chunk's answer for {FILE_ANSWER_TIMEOUT:g} s"
                 except ConnectionError as exc:

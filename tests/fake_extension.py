@@ -21,6 +21,8 @@ from typing import Any
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from openab_browser.core.acp.file_methods import frame, parse_frame
+
 ToolFunction = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
@@ -68,6 +70,17 @@ class FakeExtension:
         if params is not None:
             message["params"] = params
         await self.send(message)
+        async with asyncio.timeout(timeout):
+            return await future
+
+    async def request_frame(self, method: str, params: Any, payload: bytes = b"", *, timeout: float = 10.0) -> Any:
+        """A file chunk's request as a binary frame (docs/files.md); a binary answer's result gets its bytes under
+        ``"bytes"``."""
+        self.next_id += 1
+        request_id = self.next_id  # a binary frame's id is an integer
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.pending[request_id] = future
+        await self.ws.send(frame({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}, payload))
         async with asyncio.timeout(timeout):
             return await future
 
@@ -187,7 +200,12 @@ class FakeExtension:
     async def read_loop(self) -> None:
         try:
             async for raw in self.ws:
-                message = json.loads(raw)
+                if isinstance(raw, bytes):  # a file chunk's answer (docs/files.md): its header, its bytes beside
+                    message, payload = parse_frame(raw)
+                    if isinstance(message.get("result"), dict):
+                        message["result"]["bytes"] = bytes(payload)
+                else:
+                    message = json.loads(raw)
                 if "method" not in message and "id" in message:
                     future = self.pending.pop(message["id"], None)
                     if future is not None and not future.done():

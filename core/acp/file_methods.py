@@ -116,10 +116,13 @@ class FileMethods:
             raise LocalRpcError(INVALID_PARAMS, str(exc)) from None
         return {"written": written}
 
-    def frame(self, data: bytes) -> bytes | str:
+    def frame(self, data: bytes) -> bytes | str | None:
         """The answer to one binary frame: a read's chunk as a binary frame, everything else a JSON-RPC response in
-        text (an error included: a frame too broken to name its request is answered with ``id`` null). Never
-        raises for bad input."""
+        text (an error included: a frame too broken to name its request is answered with ``id`` null); ``None`` for
+        a binary frame that does not start as a file frame, which is ignored, as every binary frame was before
+        them. Never raises for bad input."""
+        if data[:1] != bytes((FRAME_VERSION,)):
+            return None
         try:
             header, payload = parse_frame(data)
         except FrameError as exc:
