@@ -191,12 +191,14 @@ export class Loads {
 
   /**
    * After an action: the load of the navigation it started (the page saw itself leave, or the tab began
-   * loading within NAVIGATION_WINDOW_MS), as the loaded tab; null at once when it started none. A navigation
-   * the page starts later is left to `lateLoad`, so the next call meets the new page, not the old one.
+   * loading within NAVIGATION_WINDOW_MS of `acted`, when the action reached the page), as the loaded tab; null at
+   * once when it started none. A navigation the page starts later is left to `lateLoad`, so the next call meets
+   * the new page, not the old one.
    */
-  async settle(watch, left) {
-    const acted = Date.now();
-    if (!left && !(await watch.until(() => watch.started || watch.left, NAVIGATION_WINDOW_MS))) {
+  async settle(watch, left, acted = Date.now()) {
+    // The window runs from the action, not from the page's word on it that came after (lib/tools-act.js, sendKeys).
+    const rest = Math.max(0, acted + NAVIGATION_WINDOW_MS - Date.now());
+    if (!left && !(await watch.until(() => watch.started || watch.left, rest))) {
       if (this._late) this._late.stop();
       watch.windowEnd = acted + LATE_WINDOW_MS;
       this._late = watch;

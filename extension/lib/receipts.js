@@ -287,10 +287,8 @@ export class Receipts {
     if ((at.kind !== 'element' && !at.look) || this._blocked(at.tabId)) return receipt;
     // Lines compared only on the same document of the same tab: a page that another replaced is all new.
     const compare = at.look && tab && tabId === at.tabId && receipt.url_after === at.url && !this._blocked(tabId);
-    // The element and the look after, at once: two calls into the page, one wait.
-    const [element, now] = await Promise.all([
-      at.kind === 'element' ? this._element(at, args, receipt.url_after === at.url) : null,
-      compare ? this._look(tab) : null]);
+    const samePage = receipt.url_after === at.url;
+    const [element, now] = await this._elementAndLook(at, args, samePage, compare ? tab : null);
     if (element) receipt.element = element;
     if (at.skipped) receipt.delta_skipped = at.skipped;
     if (now && now.documentId === at.look.documentId) {
@@ -347,60 +345,115 @@ export class Receipts {
     return ref ? { ...found, ref, ref_before: String(args.ref) } : found;
   }
 
-  /** The element the step named, as it is now: its ref, role, name and state, or gone. */
-  async _element(at, args, samePage) {
-    const { page } = this.parts;
-    const table = page.table(at.tabId);
-    let target;
-    let spec;
+  /**
+   * The step's element as it is now (`_element`) and a look at the page (`tab`, null for none), at once. Where the
+   * element is in the top frame, both are one call into the page (page/agent.js, receiptLook): the outline's pass
+   * reads the element too. Says `[element, look]`.
+   */
+  async _elementAndLook(at, args, samePage, tab) {
+    const named = at.kind === 'element' ? this._named(at, args, samePage) : null;
+    if (!tab) return [named ? await this._element(named, args) : null, null];
+    if (!named || named.frameId !== 0) return Promise.all([named ? this._element(named, args) : null, this._look(tab)]);
+    let after;
+    const now = await this._look(tab, named.spec, (r) => {
+      after = r;
+    });
+    // The element's document is no longer the top frame's (the step loaded another page): it is gone with it.
+    if (now && after && named.documentId && after.documentId !== named.documentId) after = { result: { ok: true, gone: true } };
+    return [now && after ? this._found(named, args, after) : await this._element(named, args), now];
+  }
+
+  /**
+   * Where the element the step named is looked for after it: `{target, spec, ref, frameId, documentId}`, its
+   * document's frame and id when known, or null when it is not looked for.
+   */
+  _named(at, args, samePage) {
     if (args.ref != null && args.ref !== '') {
       let hit;
       try {
-        hit = table.lookup(args.ref);
+        hit = this.parts.page.table(at.tabId).lookup(args.ref);
       } catch {
         return null;
       }
-      target = { tabId: at.tabId, documentIds: [hit.documentId] };
-      spec = { local: hit.local };
-    } else if (typeof args.selector === 'string' && args.selector) {
+      return { target: { tabId: at.tabId, documentIds: [hit.documentId] }, spec: { local: hit.local }, ref: String(args.ref),
+        frameId: hit.frameId, documentId: hit.documentId };
+    }
+    if (typeof args.selector === 'string' && args.selector) {
       // In the document the step began in: a page loaded since has other elements, whatever they match.
       if (!at.look && !samePage) return null;
-      target = at.look ? { tabId: at.tabId, documentIds: [at.look.documentId] } : { tabId: at.tabId, frameIds: [0] };
-      spec = { selector: args.selector };
-    } else return null;
-    const ref = args.ref != null && args.ref !== '' ? String(args.ref) : undefined;
-    const found = await this._stateIn(target, spec);
+      const target = at.look ? { tabId: at.tabId, documentIds: [at.look.documentId] } : { tabId: at.tabId, frameIds: [0] };
+      return { target, spec: { selector: args.selector }, frameId: 0, documentId: at.look ? at.look.documentId : null };
+    }
+    return null;
+  }
+
+  /** The element the step named (`named`), as it is now: its ref, role, name and state, or gone. */
+  async _element(named, args) {
+    return this._found(named, args, await this._stateOf(named.target, named.spec));
+  }
+
+  /** What the page said of the element (`r`, its page script's stateAfter in a frame, or null) in a receipt's words. */
+  _found(named, args, r) {
+    const found = this._stateFrom(named.target.tabId, r);
     // A target named by its selector that left keeps the selector: the agent can tell which it was.
-    if (found && found.gone) return ref ? { ref, gone: true } : { selector: args.selector, gone: true };
-    return found && ref ? { ...found, ref } : found;
+    if (found && found.gone) return named.ref ? { ref: named.ref, gone: true } : { selector: args.selector, gone: true };
+    return found && named.ref ? { ...found, ref: named.ref } : found;
+  }
+
+  /** The page script's stateAfter of `spec` in `target`'s document: one frame's answer, or null. */
+  async _stateOf(target, spec) {
+    try {
+      const [r] = await within(LOOK_MS, this.parts.page.exec(target, 'stateAfter', [spec]), 'the page');
+      return r || null;
+    } catch (e) {
+      // The document is gone (the step loaded another page): so is the element.
+      return /gone/.test(String(e.message)) ? { result: { ok: true, gone: true } } : null;
+    }
   }
 
   /** The element `spec` names in `target`'s document: {ref, role, name, state}, {gone: true}, or null. */
   async _stateIn(target, spec) {
-    const table = this.parts.page.table(target.tabId);
-    let r;
-    try {
-      [r] = await within(LOOK_MS, this.parts.page.exec(target, 'stateAfter', [spec]), 'the page');
-    } catch (e) {
-      // The document is gone (the step loaded another page): so is the element.
-      return /gone/.test(String(e.message)) ? { gone: true } : null;
-    }
+    return this._stateFrom(target.tabId, await this._stateOf(target, spec));
+  }
+
+  /** A frame's answer to stateAfter as {ref, role, name, state}, {gone: true}, or null. */
+  _stateFrom(tabId, r) {
     const res = r && r.result;
     if (!res || !res.ok) return null;
     if (res.gone) return { gone: true };
     const state = { ...res.state };
     if (typeof state.value === 'string') state.value = redactTokens(state.value);
-    const ref = table.refFor(r.documentId, r.frameId, res.local);
+    const ref = this.parts.page.table(tabId).refFor(r.documentId, r.frameId, res.local);
     return { ref, role: res.role, name: redactTokens(res.name || ''), state };
   }
 
-  async _look(tab) {
+  /**
+   * A look at the tab's page: its outline's lines and its top frame's document. With `spec`, the same pass reads
+   * the element it names in the top frame, handed to `element` as a frame's answer to stateAfter.
+   */
+  async _look(tab, spec = null, element = () => {}) {
+    const parts = spec ? { ...this.parts, page: this._lookingFor(spec, element) } : this.parts;
     try {
-      const { lines, documentId } = await within(LOOK_MS, render(this.parts, false, tab), 'the page');
+      const { lines, documentId } = await within(LOOK_MS, render(parts, false, tab), 'the page');
       return { lines, documentId };
     } catch {
       return null; // a page that cannot be read (or is slow to) gets a receipt without its lines
     }
+  }
+
+  /** The page script as render (lib/tools-read.js) uses it, its outline's pass also reading `spec`'s element. */
+  _lookingFor(spec, element) {
+    const { page } = this.parts;
+    return {
+      table: (tabId) => page.table(tabId),
+      exec: async (target, name, args) => {
+        if (name !== 'snapshot') return page.exec(target, name, args);
+        const results = await page.exec(target, 'receiptLook', [...args, spec]);
+        const top = results.find((r) => r.frameId === 0 && r.result);
+        if (top && top.result.after) element({ documentId: top.documentId, frameId: 0, result: top.result.after });
+        return results;
+      },
+    };
   }
 
   /** The last whole outline of the tab's page at its URL the agent was given: a receipt's, or its last snapshot. */

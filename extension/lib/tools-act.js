@@ -23,13 +23,15 @@ const FRAMED = 'real mouse events reach elements of the top frame only for now, 
  */
 async function sendKeys(b, tab, documentId, send, keyless = false) {
   let sent;
+  let acted;
   try {
     await send();
   } finally {
+    acted = Date.now();
     [sent] = await b.page.exec({ tabId: tab.id, documentIds: [documentId] }, 'pressed', []).catch(() => [null]);
   }
   const res = sent && sent.result;
-  if (!res || res.error) return { left: true };
+  if (!res || res.error) return { left: true, acted };
   if (res.refused) {
     throw new ToolError(FOCUS_MOVED, 'nothing was pressed: the keyboard focus moved to another element after the key ' +
       'was checked. Take a new browser_snapshot, and press the key on the element by its ref');
@@ -38,7 +40,7 @@ async function sendKeys(b, tab, documentId, send, keyless = false) {
     throw new ToolError(TOOL_ERROR, 'the key did not reach the element: Chrome gave it to another part of the window. ' +
       'Take a browser_screenshot to see the tab, then try again');
   }
-  return { left: res.left };
+  return { left: res.left, acted };
 }
 
 /**
@@ -97,7 +99,7 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
     watch.stop();
     throw e;
   }
-  const loaded = await b.loads.settle(watch, r.left);
+  const loaded = await b.loads.settle(watch, r.left, r.acted);
   return { ...r, what, element, desc, loaded, download: watch.download };
 }
 
@@ -118,22 +120,28 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
     unreached = clicked.unreached;
   }
   const [r] = await b.page.exec(loc.target, 'act', [op, loc.spec, opArgs, desc.fingerprint]);
+  let acted = Date.now();
   if (!r || !r.result || r.result.error) throw b.page.error(r && r.result, loc, args);
   let left = r.result.left === true;
   let verb = r.result.verb;
+  let keys = null;
   if (verb === 'ready' && op === 'type') {
     const { text: typed, clear } = opArgs;
     const send = typed || !clear ? async () => {
       inserted = await b.input.type(tab.id, typed);
     } : () => b.input.key(tab.id, keyPress('Delete'));
-    left = (await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed))).left || left;
+    keys = await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed));
     verb = 'typed into';
     keyed = true;
   } else if (verb === 'ready') {
-    left = (await sendKeys(b, tab, documentId, () => b.input.key(tab.id, opArgs.press))).left || left;
+    keys = await sendKeys(b, tab, documentId, () => b.input.key(tab.id, opArgs.press));
     verb = `pressed ${keyName(opArgs.press)} in`;
   }
-  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true, unreached, keyed, inserted };
+  if (keys) {
+    left = keys.left || left;
+    acted = keys.acted;
+  }
+  return { verb, chosen: r.result.chosen, left, framed: opArgs.framed === true, unreached, keyed, inserted, acted };
 }
 
 // A click's words by its button and count.
@@ -161,11 +169,11 @@ async function realClick(b, loc, opArgs, desc, tab, documentId) {
   const how = { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) };
   // The page tells whether the click submitted a form or began to leave, as for a key (sendKeys).
   let chooser = false;
-  const { left } = await sendKeys(b, tab, documentId, async () => {
+  const { left, acted } = await sendKeys(b, tab, documentId, async () => {
     ({ chooser } = await b.input.click(tab.id, res.from, how));
   }, true);
   const verb = `${opArgs.count === 2 ? 'double-' : ''}${CLICKED[opArgs.button]}`;
-  return { verb, left, framed: false, unreached: '', chooser };
+  return { verb, left, framed: false, unreached: '', chooser, acted };
 }
 
 /** A press in our words: its modifiers and its key ("Control+a", "Space"). */

@@ -537,6 +537,12 @@
     },
     act,
     stateAfter,
+    // A receipt's look after a step, in one pass (lib/receipts.js): the frame's outline, and in the top frame the
+    // step's element as it is now.
+    receiptLook(options, target) {
+      const snap = snapshot(options);
+      return target && window.top === window ? { ...snap, after: stateAfter(target) } : snap;
+    },
     personTurn() {
       startPersonTurn();
       return { ok: true };
