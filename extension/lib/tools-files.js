@@ -16,8 +16,10 @@ import { BYTES } from './rpc.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
-// Raw bytes per piece handed to the page (a script's arguments are JSON, so base64).
+// Raw bytes per piece handed to the page (an extension's message is JSON, so base64), and how many at once: a message
+// costs about a third of a script's (executeScript) with the same argument, and several overlap.
 const PIECE = 1024 * 1024;
+const PIECES_IN_FLIGHT = 4;
 // Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
 // An upload is held whole in the worker's memory to be checked before the page gets any of it.
@@ -118,9 +120,8 @@ async function windowed(count, window, ask, took) {
   }
 }
 
-/** The whole upload from the pod in binary frames, `file.window` chunks in flight. */
-async function readFrames(b, call, file) {
-  const bytes = new Uint8Array(file.size);
+/** The whole upload from the pod into `bytes` in binary frames, `file.window` chunks in flight; `took` after each. */
+async function readFrames(b, call, file, bytes, took) {
   const count = Math.max(1, Math.ceil(file.size / CHUNK)); // a file of 0 bytes is one read, answered eof
   await windowed(count, file.window,
     (i) => podRequest(b, call, READ, { transfer: file.transfer, offset: i * CHUNK, [BYTES]: NO_BYTES }, 'give the file'),
@@ -133,22 +134,25 @@ async function readFrames(b, call, file) {
           `${want} of the file's ${file.size} were asked; nothing was uploaded`);
       }
       bytes.set(chunk, offset);
+      return took(bytes, offset + chunk.length);
     });
-  return bytes;
 }
 
-/** The whole upload from the pod, checked against the size and digest the pod gave before the card. */
-async function readUpload(b, call, file) {
-  const bytes = file.window ? await readFrames(b, call, file) : await readJson(b, call, file);
+/**
+ * The whole upload from the pod, checked against the size and digest the pod gave before the card. `took(bytes, n)`
+ * hears each time the first `n` bytes are in (awaited: it may hold the reads back).
+ */
+async function readUpload(b, call, file, took) {
+  const bytes = new Uint8Array(file.size);
+  await (file.window ? readFrames(b, call, file, bytes, took) : readJson(b, call, file, bytes, took));
   if (hex(await crypto.subtle.digest('SHA-256', bytes)) !== file.sha256) {
     throw new ToolError(TOOL_ERROR, 'the file\'s bytes do not match the sha256 the person was shown; nothing was uploaded');
   }
   return bytes;
 }
 
-/** The whole upload from the pod in JSON, one chunk at a time (a pod that offers no binary frames). */
-async function readJson(b, call, file) {
-  const bytes = new Uint8Array(file.size);
+/** The whole upload from the pod into `bytes` in JSON, one chunk at a time (a pod that offers no binary frames). */
+async function readJson(b, call, file, bytes, took) {
   let offset = 0;
   for (;;) {
     const r = await podRequest(b, call, READ, { transfer: file.transfer, offset }, 'give the file');
@@ -163,6 +167,7 @@ async function readJson(b, call, file) {
     }
     bytes.set(chunk, offset);
     offset += chunk.length;
+    await took(bytes, offset);
     if (r.eof === true) break;
     if (!chunk.length) throw new ToolError(TOOL_ERROR, 'the pod sent an empty piece before the end; nothing was uploaded');
   }
@@ -170,7 +175,6 @@ async function readJson(b, call, file) {
     throw new ToolError(TOOL_ERROR, `the file came with ${offset} bytes, not the ${file.size} it had when the person was asked; ` +
       'nothing was uploaded');
   }
-  return bytes;
 }
 
 // -- browser_upload ------------------------------------------------------------------------------------------------
@@ -211,16 +215,17 @@ async function upload(b, args, call) {
     throw new ToolError(STALE_REF, `${SWAPPED}. Nothing was read from your file. Take a new browser_snapshot and call ` +
       'browser_upload again if the task still needs it');
   }
-  const bytes = await readUpload(b, call, file);
   const key = crypto.randomUUID();
   const expected = { kind: res.kind, fingerprint: res.desc.fingerprint, origin: res.origin };
   let done;
   try {
+    // The page's isolated world stages the pieces as they come from the pod; the page itself gets the file only at
+    // fileCommit, once its sha256 is checked, and only if the element is still the one the person was asked about.
     await pageCall(b, at, 'fileBegin', [key, file.size]);
-    for (let i = 0; i < bytes.length; i += PIECE) {
-      call.throwIfCancelled();
-      await pageCall(b, at, 'filePiece', [key, toBase64(bytes.subarray(i, i + PIECE))]);
-    }
+    const feed = new PageFeed(at, key);
+    const bytes = await readUpload(b, call, file, (got, n) => feed.upTo(got, n));
+    await feed.upTo(bytes, file.size);
+    await feed.drained();
     call.throwIfCancelled();
     done = await pageCall(b, at, 'fileCommit', [key, spec, expected, { name: file.name, type: file.type }]);
   } catch (e) {
@@ -243,13 +248,50 @@ async function upload(b, args, call) {
   return text(withPage(`${said} into the file field ${label}.${note}${several} Submitting the form is a separate step.`, element));
 }
 
-/** One of page/files.js's functions in the document the file goes to, its refusal as an error. */
-async function pageCall(b, at, name, args) {
-  const [r] = await b.page.exec(at, name, args);
-  const res = r && r.result;
+/**
+ * The file's bytes into the page's isolated world (page/files.js) in base64 pieces as they come from the pod, a few
+ * messages in flight, each to the one document the person was asked about (`at`).
+ */
+class PageFeed {
+  constructor(at, key) {
+    this.tabId = at.tabId;
+    this.documentId = at.documentIds[0];
+    this.key = key;
+    this.fed = 0;
+    this.flying = [];
+  }
+
+  /** Sends the whole pieces of the first `n` bytes not sent yet, and the last short one once `n` is the size. */
+  async upTo(bytes, n) {
+    while (this.fed < n && (n - this.fed >= PIECE || n === bytes.length)) {
+      const end = Math.min(this.fed + PIECE, n);
+      const message = { openab: 'filePiece', key: this.key, offset: this.fed, data: toBase64(bytes.subarray(this.fed, end)) };
+      const sent = chrome.tabs.sendMessage(this.tabId, message, { documentId: this.documentId }).then(pageAnswer, () => {
+        throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
+      });
+      sent.catch(() => {}); // awaited in its turn
+      this.flying.push(sent);
+      this.fed = end;
+      if (this.flying.length >= PIECES_IN_FLIGHT) await this.flying.shift();
+    }
+  }
+
+  async drained() {
+    while (this.flying.length) await this.flying.shift();
+  }
+}
+
+/** A page function's answer (page/files.js), its refusal as an error. */
+function pageAnswer(res) {
   if (!res) throw new ToolError(STALE_REF, 'stale_ref: the page did not answer (it was reloaded or closed)');
   if (res.error) throw new ToolError(res.error === 'stale_ref' ? STALE_REF : TOOL_ERROR, `${res.error === 'stale_ref' ? 'stale_ref: ' : ''}${res.message}`);
   return res;
+}
+
+/** One of page/files.js's functions in the document the file goes to, its refusal as an error. */
+async function pageCall(b, at, name, args) {
+  const [r] = await b.page.exec(at, name, args);
+  return pageAnswer(r && r.result);
 }
 
 // -- browser_download ----------------------------------------------------------------------------------------------

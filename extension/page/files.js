@@ -1,6 +1,7 @@
 // The last page script (page/elements.js says how they share their namespace): a file from the agent's working
 // folder put into the page (browser_upload, lib/tools-files.js). The service worker names the file field or the drop
-// zone, hands the file's bytes over in base64 pieces (a script's arguments are JSON), then asks for it to be set:
+// zone, hands the file's bytes over in base64 pieces (its messages to this isolated world are JSON, and so are a
+// script's arguments), then asks for it to be set:
 // the File is built here, in the isolated world, and given to the page as a person's pick or drop would be, only if
 // the element is still the one the person was asked about.
 (() => {
@@ -48,6 +49,13 @@
     return out;
   }
 
+  // The worker's pieces come as messages (lib/tools-files.js, PageFeed): only the extension's own, never a page's.
+  chrome.runtime.onMessage.addListener((message, sender, reply) => {
+    if (!message || message.openab !== 'filePiece' || sender.id !== chrome.runtime.id || sender.tab) return false;
+    reply(api.filePiece(message.key, message.data, message.offset));
+    return false;
+  });
+
   Object.assign(api, {
     /** What the element is to an upload: `kind` 'input' or 'drop', its local id, its description and origin. */
     fileTarget(target) {
@@ -65,8 +73,12 @@
       return { ok: true };
     },
 
-    filePiece(key, b64) {
+    filePiece(key, b64, offset = incoming && incoming.received) {
       if (!incoming || incoming.key !== key) return { error: 'stale_ref', message: 'the page was reloaded while the file came' };
+      if (typeof b64 !== 'string' || offset !== incoming.received) {
+        incoming = null;
+        return { error: 'action_failed', message: 'a piece of the file came out of order' };
+      }
       const bytes = decode(b64);
       if (incoming.received + bytes.length > incoming.size || incoming.parts.length >= MAX_PIECES) {
         incoming = null;
