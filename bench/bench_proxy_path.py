@@ -13,7 +13,10 @@ for both ends alike):
 - ``proxy``: the same ``httpx2`` POSTs to the proxy (the pod as shipped, audit log on): what the gateway adds;
 - ``proxy, audit off``: the same with ``audit_log=False``: what the audit record costs a call;
 - ``proxy, mcp client``: the official ``mcp`` client (``Client.call_tool``) on the shipped pod: what an agent
-  built on the SDK sees, the SDK's own work included.
+  built on the SDK sees, the SDK's own work included;
+- ``proxy, click``: ``browser_click`` with distinct arguments each call: a step of the action journal (its
+  ``running`` record, the panel told, the step's own task) on top of the audit record;
+- ``proxy, read``: ``browser_snapshot``, a catalogue tool that only reads: the same path less the journal.
 
 Run: ``python bench/bench_proxy_path.py [--quick] [--out DIR]``.
 """
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from pathlib import Path
@@ -39,10 +43,13 @@ from mcp.client.streamable_http import streamable_http_client
 
 from bench.baselines import McpPoster, bare_http, bare_ws
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
+from openab_browser.core.acp.schema import MARKS_RUNNING_META
 from openab_browser.core.mcp.access import HttpEndpoint
 
 NAME = "proxy_path"
 TOOL = "browser_small"
+CLICK = "browser_click"  # the catalogue's: a journalled step
+READ = "browser_snapshot"  # the catalogue's: read-only, never journalled
 # A tools/call as an agent sends it, on the bare WebSocket: the frame the extension's stand-in reads.
 _WS_FRAME = ('{"jsonrpc":"2.0","id":1,"method":"mcp/message","params":{"connectionId":"c","method":"tools/call",'
              '"params":{"name":"browser_small","arguments":{}}}}')
@@ -56,9 +63,12 @@ async def proxy_endpoint(**settings: Any) -> AsyncIterator[HttpEndpoint]:
         return text_result("ok")
 
     async with run_gateway(**settings) as gw, connect_extension(gw.ws_url, gw.token) as ext:
-        ext.add_tool(TOOL, small)
+        for name in (TOOL, CLICK, READ):
+            ext.add_tool(name, small)
         await ext.initialize()
-        session_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}])
+        # As the panel opens it: it marks a journalled step running from the step's call (lib/acp.js).
+        session_id = await ext.new_session([{"type": "acp", "name": "browser", "serverId": "b"}],
+                                           _meta={MARKS_RUNNING_META: True})
         await gw.pod.tunnels.wait_attached(session_id, timeout=10)
         session = gw.pod.sessions.get(session_id)
         assert session is not None and gw.pod.browser is not None
@@ -90,11 +100,18 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
             await ws.send(_WS_FRAME)
             await ws.recv()
 
+        refs = itertools.count()
+
+        async def click() -> None:  # distinct arguments: each call is a step of its own, never a journal's answer
+            await proxy.call_tool(CLICK, {"ref": f"e{next(refs)}"})
+
         paths: dict[str, Callable[[], Awaitable[object]]] = {
             "baseline": baseline,
             "proxy": lambda: proxy.call_tool(TOOL),
             "proxy, audit off": lambda: proxy_quiet.call_tool(TOOL),
             "proxy, mcp client": lambda: sdk.call_tool(TOOL, {}),
+            "proxy, click": click,
+            "proxy, read": lambda: proxy.call_tool(READ),
         }
         for one in paths.values():  # warm: connections, caches, the first-call imports
             for _ in range(warm):
@@ -109,6 +126,7 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
         "paths": stats,
         "ratio_to_baseline": ratios,
         "audit_cost": ratio(stats["proxy"], stats["proxy, audit off"]),
+        "journal_cost": ratio(stats["proxy, click"], stats["proxy, read"]),
         "target": {"p50_max": 1.5, "p99_max": 2.0,
                    "met": ratios["proxy"]["p50"] <= 1.5 and ratios["proxy"]["p99"] <= 2.0},
         "_samples": samples,

@@ -16,6 +16,7 @@ from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection, PodParts
 from .files import Transfers
 from .journal import JOURNAL_METHOD
+from .journal.telling import Telling, running_from_call
 from .leftovers import StateDirLock
 from .mcp.access import BrowserAccess
 from .mcp.journal import ActionJournal
@@ -62,6 +63,8 @@ class Pod:
         self.files = files
         self.journal = journal
         self.connections = AcpConnections()
+        self.telling = Telling()  # the journal's views on their way to the panels (core/journal/telling.py)
+        self._tell_timers: dict[tuple[str, str], asyncio.TimerHandle] = {}
         if journal is not None:
             journal.add_listener(self._tell_journal)
         self._releasing: set[asyncio.Task[Any]] = set()  # evictions made for room, still closing their parts
@@ -88,10 +91,35 @@ class Pod:
         self._tell_journal(session_id, steps)
 
     def _tell_journal(self, session_id: str, steps: list[dict[str, Any]]) -> None:
-        """``_openab/journal`` to the socket that holds the session now, if one does."""
+        """The panel's view of steps that changed state, for the socket that holds the session now, gathered for
+        :attr:`Telling.delay` (core/journal/telling.py): off the path of the call's answer, one message a burst."""
         session = self.sessions.get(session_id)
-        connection = self.connections.get(session.owner) if session is not None and session.owner else None
-        if connection is not None:
+        if session is None or session.owner is None:
+            return  # no panel to tell: the one that takes the session up is told its unsettled steps then
+        started = any(running_from_call(step) for step in steps)
+        if started and session.marks_running:
+            steps = [step for step in steps if not running_from_call(step)]
+        if not steps:
+            return
+        to = (session_id, session.owner)
+        due = self.telling.add(to, steps)
+        # A panel that does not mark a step running itself is told before the call, as it always was: it ties the
+        # step to the agent's row while that row still runs.
+        if due == "now" or (started and not session.marks_running):
+            self._flush_journal(to)
+        elif due == "schedule":
+            self._tell_timers[to] = asyncio.get_running_loop().call_later(self.telling.delay, self._flush_journal, to)
+
+    def _flush_journal(self, to: tuple[str, str]) -> None:
+        """``_openab/journal`` with what was gathered for a session's socket, if that socket still holds it."""
+        timer = self._tell_timers.pop(to, None)
+        if timer is not None:
+            timer.cancel()
+        steps = self.telling.take(to)
+        session_id, owner = to
+        session = self.sessions.get(session_id)
+        connection = self.connections.get(owner) if session is not None and session.owner == owner else None
+        if steps and connection is not None:
             connection.rpc.notify(JOURNAL_METHOD, {"sessionId": session_id, "steps": steps})
 
     async def evict(self, session_id: str, reason: str) -> None:
@@ -122,6 +150,8 @@ class Pod:
             self.files.session_closed(session_id)  # its transfers fail, their partial files go
         if self.journal is not None:
             self.journal.forget(session_id)
+        for to in [to for to in self._tell_timers if to[0] == session_id]:
+            self._flush_journal(to)  # the session is out of the store: what was gathered for it goes, its timer too
         for tunnel in self.tunnels.drop_session(session_id, reason):
             self.tasks.spawn(tunnel.disconnect(), name=f"disconnect {tunnel.name}")
         # The agent first (it may still be reading its config file), then the endpoint it used.
@@ -172,6 +202,8 @@ class Pod:
             turns_drained = group.create_task(self.connections.drain(settings.drain_timeout, settings.cancel_grace))
             calls_drained = group.create_task(self.tunnels.drain(settings.drain_timeout))
         cancelled, unanswered = turns_drained.result(), calls_drained.result()
+        for to in list(self._tell_timers):  # the steps' ends reach the panels before their sockets close
+            self._flush_journal(to)
         if cancelled:
             log.warning("drain timed out: %d turn(s) still running were cancelled", cancelled)
         if unanswered:

@@ -43,6 +43,9 @@ class Session:
     owner: str | None = None
     owner_generation: int = 0
     permission_relay: bool = False
+    # Its panel marks a journalled step running when the step's call reaches it (``dev.openab/marksRunning``):
+    # the pod does not tell it so (core/journal/telling.py).
+    marks_running: bool = False
     prompting: bool = False
     # It has run a prompt (in this pod): it has a conversation, and is never the spare one evicted for room.
     prompted: bool = False

@@ -24,6 +24,7 @@ __all__ = [
     "AGENT_META",
     "AUTH_REQUIRED",
     "FRESH_META",
+    "MARKS_RUNNING_META",
     "PERMISSION_RELAY_META",
     "PROTOCOL_VERSION",
     "AcpServerDeclaration",
@@ -47,6 +48,9 @@ __all__ = [
 PROTOCOL_VERSION: Final = 1
 # The client answers permission cards: sent in session/new or resume ``_meta``, advertised in initialize.
 PERMISSION_RELAY_META: Final = META["permissionRelay"]
+# The panel marks a journalled step running when its call arrives (session/new or resume ``_meta``): the pod need
+# not send it a ``running`` notification first (core/journal/telling.py).
+MARKS_RUNNING_META: Final = META["marksRunning"]
 ACP_TUNNEL_META: Final = META_PREFIX + "acp"
 # The agents a session may run: ``[{id, title}]`` in the initialize result's ``_meta``, the first the default.
 AGENTS_META: Final = META["agents"]

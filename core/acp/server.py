@@ -44,6 +44,7 @@ from .logcontext import SESSION_TAG, log_context
 from .schema import (
     AGENT_META,
     FRESH_META,
+    MARKS_RUNNING_META,
     PERMISSION_RELAY_META,
     AcpServerDeclaration,
     AgentOffer,
@@ -91,10 +92,9 @@ STEP_METHOD: Final = METHOD_PREFIX + "step"
 # Told to a socket whose session another socket resumed: it no longer holds it, nor serves its browser.
 SESSION_MOVED_METHOD: Final = METHOD_PREFIX + "session/moved"
 
-def _wants_permission_relay(meta: dict[str, Any] | None) -> bool:
-    if not meta:
-        return False
-    return meta.get(PERMISSION_RELAY_META) is True
+def _declares(meta: dict[str, Any] | None, key: str) -> bool:
+    """Whether the client's ``_meta`` says ``key`` is true of it (anything but ``true`` is no)."""
+    return meta is not None and meta.get(key) is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -239,7 +239,8 @@ class AcpServerConnection:
         self._sessions.add(session.id)
         if session.agent is None:
             session.agent = agent
-        session.permission_relay = _wants_permission_relay(meta)
+        session.permission_relay = _declares(meta, PERMISSION_RELAY_META)
+        session.marks_running = _declares(meta, MARKS_RUNNING_META)
         # Inside handle_request's log_context, which puts it back: what session/new goes on to log names it.
         SESSION_TAG.set(self.sessions.naming.tag(session.id))
         log.info("session %s %s on %s", session.id, "created" if created else "resumed", self.id)

@@ -29,6 +29,9 @@ export class McpServer {
     // Hears the guard's decision on a journalled step as it is made: `(action, decision, rule)` (lib/acp.js tells
     // the pod, whose record of the step keeps it even if the step's answer is lost).
     this.onDecided = () => {};
+    // Hears a journalled step's call arrive: `(action, tool)`; the panel marks the step running from it, so the pod
+    // sends no notification of its own before the call (`dev.openab/marksRunning`, core/journal/telling.py).
+    this.onRunning = () => {};
     this.connections = new Map(); // connectionId -> {initialized, protocolVersion}
     this.inflight = new Map(); // outer request id -> AbortController
     this.statelessSeen = false;
@@ -156,6 +159,7 @@ export class McpServer {
     // what this browser knows of it (lib/stages/again.js).
     const earlier = action && earlierOf(p);
     try {
+      if (action) this.onRunning(action, p.name);
       if (earlier) earlier.record = await this.actions.recordOf(earlier.action);
       const journal = action ? { earlier, decided: (decision, rule) => this.onDecided(action, decision, rule),
         described: (name) => this.actions.onNamed(action, name) } : null;

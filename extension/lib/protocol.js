@@ -18,6 +18,7 @@ export const PROTOCOL = Object.freeze(/* JSON */ {
     "fresh": "dev.openab/fresh",
     "guard": "dev.openab/guard",
     "guardRule": "dev.openab/guard_rule",
+    "marksRunning": "dev.openab/marksRunning",
     "permissionRelay": "dev.openab/permissionRelay",
     "receipt": "dev.openab/receipt",
     "stopped": "dev.openab/stopped"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 from agents.fake_model import Call, FakeModel, Script, serving
@@ -58,6 +59,9 @@ async def test_the_agents_steps_and_reply_are_in_plain_words(panel: Page, site: 
     assert not ENVELOPE.search(await reply.inner_text()), await reply.inner_text()
     # The words sum the step up; the row opens on what went to the browser and what came back, as it was.
     typed = rows.nth(2)
+    # The journal's step is this row's (tied to it when its call reached the browser), so its site is the row's: what
+    # "Show me" opens.
+    await expect(typed).to_have_attribute("data-site", urlsplit(site).hostname or "")
     await typed.locator("summary").click()
     await expect(typed.locator(".step-input")).to_contain_text('"text": "Ada"')
     await expect(typed.locator(".step-result")).to_contain_text("typed into")
