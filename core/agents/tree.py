@@ -224,32 +224,44 @@ class Tree:
         self.leader = read_stat(pid)
 
     def members(self, *, marked: bool = True) -> dict[int, ProcStat]:
-        """The tree's live processes (not zombies: they are dead, only their parent's to reap)."""
+        """The tree's live processes (not zombies: they are dead, only their parent's to reap). ``marked``: also
+        every process carrying the tree's mark, which takes reading every process's environment; without it
+        (the runtime's look every :data:`TREE_LOOK_INTERVAL`, the wait after a kill) the tree is walked down
+        the kernel's lists of children from what it was last seen to hold: the cost of the tree, not of every
+        process on the machine."""
         if self.cgroup is not None:
             try:
                 pids = [int(p) for p in (self.cgroup / "cgroup.procs").read_text().split()]
             except (OSError, ValueError):
                 return {}
             return {pid: st for pid in pids if (st := read_stat(pid)) is not None and st.state != "Z"}
+        roots = dict(self._known)
+        if self.leader is not None:
+            roots[self.leader.pid] = self.leader
+        found = None if marked else _descendants(roots)
+        if found is None:
+            found = self._scanned(roots, marked=marked)
+        self._known = {pid: st for pid, st in found.items() if st.state != "Z"}
+        return dict(self._known)
+
+    def _scanned(self, roots: dict[int, ProcStat], *, marked: bool) -> dict[int, ProcStat]:
+        """:meth:`members` the long way: every process in /proc, and the marked ones among them."""
         everything = _processes()
-        roots = {pid for pid, st in self._known.items() if (now := everything.get(pid)) and now.start == st.start}
-        if self.leader is not None and (now := everything.get(self.leader.pid)) and now.start == self.leader.start:
-            roots.add(self.leader.pid)
+        alive = {pid for pid, st in roots.items() if (now := everything.get(pid)) and now.start == st.start}
         me = os.getpid()
         if marked:
-            roots |= {pid for pid, st in everything.items() if pid != me and st.state != "Z" and st.ppid != 2
+            alive |= {pid for pid, st in everything.items() if pid != me and st.state != "Z" and st.ppid != 2
                       and _has_mark(pid, self._mark)}
         children: dict[int, list[int]] = collections.defaultdict(list)
         for st in everything.values():
             children[st.ppid].append(st.pid)
-        found, todo = set(), list(roots)
+        found, todo = set(), list(alive)
         while todo:
             pid = todo.pop()
             if pid not in found and pid != me:
                 found.add(pid)
                 todo.extend(children.get(pid, ()))
-        self._known = {pid: everything[pid] for pid in found if everything[pid].state != "Z"}
-        return dict(self._known)
+        return {pid: everything[pid] for pid in found}
 
     def signal(self, sig: int, *, except_group: int | None = None) -> None:
         for st in self.members().values():
@@ -440,16 +452,53 @@ class ChildReaper:
         return reaped
 
 
-def _children(pid: int) -> set[int]:
+def _listed_children(pid: int) -> set[int] | None:
+    """``pid``'s children as the kernel lists them (none once it is gone); ``None`` where it keeps no such list
+    (a kernel without CONFIG_PROC_CHILDREN)."""
     children: set[int] = set()
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
-        for task in tasks:
+    except OSError:
+        return children if os.path.isdir("/proc/self/task") else None
+    for task in tasks:
+        try:
             with open(f"/proc/{pid}/task/{task}/children") as f:
                 children.update(int(c) for c in f.read().split())
-        return children
-    except (OSError, ValueError):  # no CONFIG_PROC_CHILDREN: the long way
+        except FileNotFoundError:
+            if not os.path.isdir(f"/proc/{pid}/task/{task}"):
+                continue  # the thread ended meanwhile
+            return None
+        except (OSError, ValueError):
+            continue
+    return children
+
+
+def _descendants(roots: dict[int, ProcStat]) -> dict[int, ProcStat] | None:
+    """The processes of ``roots`` that are still the same (same start), and everything under them, walked down
+    the kernel's children lists; ``None`` where the kernel keeps none. This process is never among them."""
+    me = os.getpid()
+    found: dict[int, ProcStat] = {}
+    todo = [pid for pid in roots if pid != me]
+    while todo:
+        pid = todo.pop()
+        if pid in found or pid == me:
+            continue
+        st = read_stat(pid)
+        if st is None or (pid in roots and roots[pid].start != st.start):
+            continue  # gone, or its pid is another process's now
+        found[pid] = st
+        children = _listed_children(pid)
+        if children is None:
+            return None
+        todo.extend(children)
+    return found
+
+
+def _children(pid: int) -> set[int]:
+    children = _listed_children(pid)
+    if children is None:  # no CONFIG_PROC_CHILDREN: the long way
         return {st.pid for st in _processes().values() if st.ppid == pid}
+    return children
 
 
 def _subreaper(on: bool) -> bool | None:
