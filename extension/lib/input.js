@@ -106,10 +106,10 @@ const AS_TEXT = /[\r\n\t]/;
 // page, and the insertion costs one answer from the page where keys cost one a character: the first character is a
 // key (the gate in page/agent.js checks the focus on it, and holds the insertion as it holds keys), the rest one
 // insertion. The listeners are the page's own, listed by the protocol for its main world's objects (ours, in our
-// isolated world, are not listed for them); short text is keys.
+// isolated world, are not listed for them). Text shorter than QUIET_MIN is keys: they cost less than the look.
 const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'textInput', 'compositionstart',
   'compositionupdate', 'compositionend', 'selectionchange', 'select']);
-const QUIET_MIN = 3;
+const QUIET_MIN = 6;
 const LISTENERS = 'openab-listeners'; // the object group the look holds its objects in, let go of after it
 // The way to the focused field, in the page's main world; a field in a closed shadow root (the focus stops at its
 // host, which is no field) gives none, and is typed by keys.
