@@ -50,7 +50,9 @@ async function sendKeys(b, tab, documentId, send, keyless = false) {
  * `focused`: the element is the one with the keyboard focus, held to that one element from then on.
  */
 async function action(b, call, tool, op, args, opArgs, options = {}) {
-  const tab = await b.tabs.target();
+  // `options.tab`: the call's own look at the agent tab a moment ago, still its current one and owned.
+  const tab = options.tab && b.tabs.current === options.tab.id && b.tabs.owned.has(options.tab.id) ? options.tab
+    : await b.tabs.target();
   // Anything but typing may start a download: caught at its answer until the page has settled
   // (lib/held-downloads.js). Asked for now, so the browser sets it up while the element is described and checked.
   const held = op !== 'type' && b.files && b.files.held;
@@ -197,11 +199,12 @@ async function click(b, args, call) {
   const button = args.button == null ? 'left' : args.button;
   if (!Object.hasOwn(CLICKED, button)) throw new ToolError(BAD_ARGS, '"button" is "left", "right" or "middle"');
   const count = args.double_click === true ? 2 : 1;
-  const why = await b.input.unavailable((await b.tabs.target()).id);
+  const tab = await b.tabs.target();
+  const why = await b.input.unavailable(tab.id);
   // A link clicked with Control, Meta or Shift held opens in a new tab or window, as it does for a person.
   const newTab = (desc) => desc.newTab || Boolean(desc.href && mods && (mods.ctrlKey || mods.metaKey || mods.shiftKey));
   const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers, button, count, real: !why },
-    { opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
+    { tab, opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
   if (r.opened) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
@@ -227,8 +230,10 @@ function scriptClickNote(r, why) {
 
 async function type(b, args, call) {
   if (typeof args.text !== 'string') throw new ToolError(BAD_ARGS, '"text" must be a string');
-  const why = await b.input.unavailable((await b.tabs.target()).id);
-  const r = await action(b, call, 'browser_type', 'type', args, { text: args.text, clear: args.clear !== false, real: !why });
+  const tab = await b.tabs.target();
+  const why = await b.input.unavailable(tab.id);
+  const r = await action(b, call, 'browser_type', 'type', args, { text: args.text, clear: args.clear !== false, real: !why },
+    { tab });
   const long = r.inserted ? ` (${r.inserted} of its characters went in as one insertion, as a paste, with no key ` +
     'events of their own: the first and the last ones were typed as keys)' : '';
   return text(withPage(`typed into ${r.what}${r.keyed ? long : ` (${why ? `as a value set by script: ${why}` : 'as a value ' +
@@ -268,7 +273,7 @@ async function pressKey(b, args, call) {
   const opArgs = { key: args.key, modifiers: args.modifiers, press, real };
   try {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
-    const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { focused, want: { keys: true } });
+    const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { tab, focused, want: { keys: true } });
     const led = r.download ? ` It ${STARTED_DOWNLOAD}`
       : r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
     return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}${led && `.${led}`}`,
