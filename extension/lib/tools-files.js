@@ -19,10 +19,11 @@ export const CHUNK = 512 * 1024;
 // Raw bytes per piece handed to the page (an extension's message is JSON, so base64), and how many at once: a message
 // costs about a third of a script's (executeScript) with the same argument, and several overlap.
 const PIECE = 1024 * 1024;
-const PIECES_IN_FLIGHT = 4;
+const PIECES_IN_FLIGHT = 8;
 // Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
-// An upload is held whole in the worker's memory to be checked before the page gets any of it.
+// An upload is held whole in the worker's memory to be checked before the page gets it (its pieces wait in the page's
+// isolated world meanwhile, out of the page's reach).
 const MAX_UPLOAD = 512 * 1024 * 1024;
 const MAX_NAME = 1000;
 const MAX_TYPE = 200;
@@ -466,16 +467,18 @@ async function download(b, args, call) {
 
 /**
  * The body to the pod in chunks of at most CHUNK bytes, stopped at the cap. To a pod that offered binary frames: each
- * chunk with its sha256 (WebCrypto, native), `file.window` chunks in flight, and the pod hashes the file; to any other,
- * in JSON, each write answered before the next, the whole body hashed here (lib/sha256.js).
+ * chunk with its sha256 (WebCrypto, native, taken while the body is read on), `file.window` chunks in flight, and the
+ * pod hashes the file; to any other, in JSON, each write answered before the next, the whole body hashed here
+ * (lib/sha256.js).
  */
 async function stream(b, call, file, reader) {
   const hash = file.window ? null : new Sha256();
-  const buf = new Uint8Array(CHUNK);
   const flying = [];
+  let buf = new Uint8Array(CHUNK);
   let filled = 0;
   let sent = 0;
   let written = 0;
+  let queue = Promise.resolve(); // the frames go in order, each once its digest is taken
   const answered = (end) => (r) => {
     if (!r || r.written !== end) {
       throw new ToolError(TOOL_ERROR, `the pod counted ${r && r.written} bytes written where ${end} were sent; ` +
@@ -488,19 +491,24 @@ async function stream(b, call, file, reader) {
     const chunk = buf.subarray(0, filled);
     const params = { transfer: file.transfer, offset: sent };
     const end = sent + filled;
-    if (file.window) {
-      params.sha256 = hex(await crypto.subtle.digest('SHA-256', chunk));
-      params[BYTES] = chunk; // copied into its frame as the request is made: buf is free again at once
-      const acked = podRequest(b, call, WRITE, params, 'take the file').then(answered(end));
-      acked.catch(() => {}); // awaited in its turn
-      flying.push(acked);
-      if (flying.length >= file.window) await flying.shift();
-    } else {
-      params.data = toBase64(chunk);
-      answered(end)(await podRequest(b, call, WRITE, params, 'take the file'));
-    }
     sent = end;
     filled = 0;
+    if (!file.window) {
+      params.data = toBase64(chunk);
+      answered(end)(await podRequest(b, call, WRITE, params, 'take the file'));
+      return;
+    }
+    buf = new Uint8Array(CHUNK); // this one is the frame's until it is sent
+    const digest = crypto.subtle.digest('SHA-256', chunk);
+    queue = queue.then(async () => {
+      params.sha256 = hex(await digest);
+      params[BYTES] = chunk;
+      return podRequest(b, call, WRITE, params, 'take the file');
+    });
+    const acked = queue.then(answered(end));
+    acked.catch(() => {}); // awaited in its turn
+    flying.push(acked);
+    if (flying.length >= file.window) await flying.shift();
   };
   for (;;) {
     call.throwIfCancelled();

@@ -520,6 +520,92 @@ async def test_the_servers_name_for_a_file(panel: Page, disposition: str, url: s
     assert await run(panel, "tools-files.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
 
 
+# -- the wire: binary frames where the pod offers them, JSON where it does not ----------------------------------------
+
+
+def chunk_requests(gateway: LiveGateway, method: str, since: int) -> list[dict[str, Any]]:
+    """The params of the extension's `method` requests after the first `since`, as the tap kept them (a binary
+    frame's as its header)."""
+    return [r["params"] for r in socket_of(gateway).requests(method)[since:]]
+
+
+async def test_files_go_in_binary_frames_and_in_json_to_a_pod_that_offers_none(
+        panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    data = document(2_621_440 + 7)  # 2.5 MB and a bit: six chunks of the pod's, three pieces into the page
+    put(workdir, "framed.txt", data)
+    await open_page(client, context, f"{site}/files/sign-in")
+    for offered in (True, False):
+        if not offered:  # an older pod: its calls' `file` says nothing of frames or a window
+            monkeypatch.setattr("openab_browser.core.files.calls._OFFER", {})
+        writes, reads = asked(gateway, WRITE), asked(gateway, READ)
+        text, is_error = await call(client, "browser_download", {"url": f"{site}/files/private/report.csv",
+                                                                 "path": f"report-{offered}.csv"})
+        assert not is_error, text
+        assert (workdir / f"report-{offered}.csv").read_bytes() == PRIVATE_REPORT
+        assert sha256(PRIVATE_REPORT) in text
+        sent = chunk_requests(gateway, WRITE, writes)
+        assert sent and all(("sha256" in p) is offered and ("data" in p) is not offered for p in sent), sent
+
+        snap, tab = await open_page(client, context, f"{site}/upload.html?offered={offered}")
+        _, _, result = await card_answered(panel, client, "browser_upload",
+                                           {"ref": ref_of(snap, '"Document"'), "path": "framed.txt"}, "allow")
+        assert not result.is_error, result_text(result)
+        held = await tab.evaluate("""async () => { const f = document.getElementById('doc').files[0];
+            const d = new Uint8Array(await crypto.subtle.digest('SHA-256', await f.arrayBuffer()));
+            return [f.size, Array.from(d, (v) => v.toString(16).padStart(2, '0')).join('')]; }""")
+        assert held == [len(data), sha256(data)]
+        assert len(chunk_requests(gateway, READ, reads)) == 6
+        # The pod's answers: a binary frame's result says its size, a JSON one carries the chunk in base64.
+        answers = [socket_of(gateway).answer(r) for r in socket_of(gateway).requests(READ)[reads:]]
+        assert all(a is not None and ("size" in a["result"]) is offered and ("data" in a["result"]) is not offered
+                   for a in answers), answers
+
+
+# The extension's end of a binary frame (lib/rpc.js): a request with bytes goes as one frame of the pod's layout, and
+# an answer in a frame settles its request with its bytes; a frame that is not one is dropped, the request still open.
+RPC_FRAMES = """(async () => {
+  const frames = [];
+  const peer = new m.RpcPeer((f) => frames.push(f), { onRequest: async () => null, onNotification: () => {} });
+  const params = { transfer: 't', offset: 0, [m.BYTES]: new Uint8Array([7, 8, 9]) };
+  const asked = peer.request('_openab/file/write', params, 5000);
+  const sent = frames[0];
+  const length = new DataView(sent.buffer).getUint32(1);
+  const header = JSON.parse(new TextDecoder().decode(sent.subarray(5, 5 + length)));
+  const answer = (version, id, declared, body, extra = []) => {
+    const h = new TextEncoder().encode(JSON.stringify({ jsonrpc: '2.0', id, result: { eof: true, size: 2 } }));
+    const f = new Uint8Array(5 + h.length + extra.length);
+    new DataView(f.buffer).setUint8(0, version);
+    new DataView(f.buffer).setUint32(1, declared === 'long' ? h.length + 50 : declared === null ? h.length : declared);
+    f.set(h, 5);
+    f.set(extra, 5 + h.length);
+    return body ? f.buffer.slice(0, body) : f.buffer;
+  };
+  let settled = false;
+  asked.then(() => { settled = true; }, () => { settled = true; });
+  peer.receiveBinary(answer(1, header.id, 'long', null, [1, 2]));  // a header longer than the frame: dropped
+  peer.receiveBinary(answer(1, header.id, 5000, null, [1, 2]));  // a header over 4096 bytes: dropped
+  peer.receiveBinary(answer(2, header.id, null, null, [1, 2]));  // another version: dropped
+  peer.receiveBinary(answer(1, header.id, null, 3));  // truncated before its header: dropped
+  peer.receiveBinary(new ArrayBuffer(2));
+  await new Promise((r) => setTimeout(r, 0));
+  const early = settled;
+  peer.receiveBinary(answer(1, header.id, null, null, [5, 6]));
+  const got = await asked;
+  return { version: sent[0], header, payload: Array.from(sent.subarray(5 + length)), early,
+    bytes: Array.from(got[m.BYTES]), eof: got.eof, inJson: JSON.stringify(got) };
+})()"""
+
+
+async def test_binary_frames_at_the_extensions_end(panel: Page) -> None:
+    got = await run(panel, "rpc.js", RPC_FRAMES)
+    assert got["version"] == 1 and got["payload"] == [7, 8, 9]
+    header = got["header"]
+    assert header["method"] == WRITE and header["params"] == {"transfer": "t", "offset": 0}  # the bytes not in JSON
+    assert got["early"] is False  # no broken frame settled the request
+    assert got["bytes"] == [5, 6] and got["eof"] is True and "5" not in got["inJson"]
+
+
 @pytest.mark.parametrize(("method", "status", "headers", "download"), [
     ("POST", 200, {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="a.csv"'}, True),
     ("GET", 200, {"content-type": "application/octet-stream"}, True),
