@@ -12,6 +12,7 @@
 // screencast stops when the action ends, and the emulation with the session (lib/dialogs.js: 20 s after a call).
 
 import { ToolError, TOOL_ERROR } from './errors.js';
+import { within } from './page-script.js';
 
 export const NO_REAL_INPUT = 'no_real_input';
 
@@ -111,6 +112,9 @@ const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', '
   'compositionupdate', 'compositionend', 'selectionchange', 'select']);
 const QUIET_MIN = 6;
 const LISTENERS = 'openab-listeners'; // the object group the look holds its objects in, let go of after it
+// The look runs the page's own getters (its main world's); one that takes longer is given up, and the text is keys.
+const LISTENED_MS = 1_000;
+const PATH_MS = 200; // Chrome stops the expression itself past this
 // The way to the focused field, in the page's main world; a field in a closed shadow root (the focus stops at its
 // host, which is no field) gives none, and is typed by keys.
 const PATH = `(() => {
@@ -237,9 +241,17 @@ export class RealInput {
    * elements and shadow roots around it, the document, the window. True when it cannot be told.
    */
   async _listened(tabId) {
-    const send = (method, params) => this.dialogs.send(tabId, method, params);
     try {
-      const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true });
+      return await within(LISTENED_MS, this._lookForListeners((method, params) => this.dialogs.send(tabId, method, params)),
+        'the page');
+    } catch {
+      return true;
+    }
+  }
+
+  async _lookForListeners(send) {
+    try {
+      const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
       if (!result || !result.objectId || result.subtype !== 'array') return true;
       const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
       const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
@@ -249,8 +261,6 @@ export class RealInput {
         return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
       }));
       return heard.some(Boolean);
-    } catch {
-      return true;
     } finally {
       send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
     }
