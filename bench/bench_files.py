@@ -15,7 +15,10 @@ offer it; else base64 in JSON-RPC, one request answered before the next.
 The baseline, in the same rounds and the same run: the same 20 MiB pushed over a plain loopback WebSocket
 (``websockets``, its server in a process of its own, as the pod is) in 512 KiB binary frames, each direction;
 beside it, the same chunks as openab moves them (lock-step: a JSON request answered with base64, or base64 sent
-and acknowledged) on the same plain socket: the floor of the protocol's shape, without the browser.
+and acknowledged) on the same plain socket: the floor of the protocol's shape, without the browser. And the socket
+the file itself crosses: Chromium's own WebSocket, in an extension page, moving the same bytes in the same frames
+to a plain ``websockets`` server (deflate as the pod is set) each way, with nothing of openab's: what a browser's
+socket moves on this machine, so openab's share of it (``ratio_openab_over_browser_socket``).
 
 Chrome offers permessage-deflate and the pod accepts it by default (``ws_deflate``): both are run, a pod and a
 Chromium each, the raw socket with the same choice. Where the time goes is measured, not guessed: the pod's
@@ -97,9 +100,13 @@ RAW_DOWN = "raw push, pod -> browser"
 RAW_UP = "raw push, browser -> pod"
 LOCK_READ = "lock-step base64 JSON, pod -> browser"
 LOCK_WRITE = "lock-step base64 JSON, browser -> pod"
-PATHS = (UPLOAD, DOWNLOAD, RAW_DOWN, RAW_UP, LOCK_READ, LOCK_WRITE)
+BROWSER_DOWN = "Chromium's raw socket, pod -> browser"
+BROWSER_UP = "Chromium's raw socket, browser -> pod"
+PATHS = (UPLOAD, DOWNLOAD, RAW_DOWN, RAW_UP, LOCK_READ, LOCK_WRITE, BROWSER_DOWN, BROWSER_UP)
 # Each openab direction against the raw push in the same direction.
 AGAINST = {UPLOAD: RAW_DOWN, DOWNLOAD: RAW_UP}
+# And against the browser's own WebSocket, the one the file crosses, moving the same bytes in the same frames.
+AGAINST_BROWSER = {UPLOAD: BROWSER_DOWN, DOWNLOAD: BROWSER_UP}
 BENCH_FILE = "/files/private/bench.bin"
 
 
@@ -416,6 +423,61 @@ async def extension_work(rig: Rig, size: int) -> dict[str, float]:
     return {name: round(float(ms), 1) for name, ms in said.items()}
 
 
+# -- Chromium's own socket ----------------------------------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[str]:
+    """A plain ``websockets`` server (deflate as the pod is set) for Chromium's own WebSocket, in an extension page:
+    ``push`` sends ``size`` bytes in CHUNK binary frames then ``end``; ``take`` reads as many then says ``ok``."""
+    payload = random.Random(24).randbytes(size)
+
+    async def handler(ws: Any) -> None:
+        async for what in ws:
+            if what == "push":
+                for at in range(0, size, CHUNK):
+                    await ws.send(payload[at:at + CHUNK])
+                await ws.send("end")
+            elif what == "take":
+                got = 0
+                while got < size:
+                    got += len(await ws.recv())
+                await ws.send("ok")
+
+    async with websockets.serve(handler, "127.0.0.1", 0, max_size=4 * MiB,
+                                compression="deflate" if ws_deflate else None) as server:
+        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
+
+
+# Chromium's WebSocket in the extension page: opened once, then each exchange moves the file one way in CHUNK frames
+# (the upload's frames sent at once: the socket's own buffer is the window).
+BROWSER_SOCKET = """async ([url, size, chunk]) => {
+    const ws = new WebSocket(url);
+    ws.binaryType = 'arraybuffer';
+    await new Promise((ok, no) => { ws.onopen = ok; ws.onerror = no; });
+    const inbox = [];
+    let wake = null;
+    ws.onmessage = (ev) => { inbox.push(ev.data); if (wake) { wake(); wake = null; } };
+    const next = async () => { while (!inbox.length) await new Promise((r) => { wake = r; }); return inbox.shift(); };
+    const data = new Uint8Array(size);
+    for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, i + 65536));
+    globalThis.__rawSocket = {
+      async push() { ws.send('push'); for (;;) { if (typeof (await next()) === 'string') return; } },
+      async take() {
+        ws.send('take');
+        for (let i = 0; i < size; i += chunk) ws.send(data.subarray(i, i + chunk));
+        await next();
+      },
+    };
+}"""
+
+
+async def browser_socket(rig: Rig, way: str) -> float:
+    start = time.perf_counter()
+    await rig.extension_page.evaluate(f"globalThis.__rawSocket.{way}()")
+    return time.perf_counter() - start
+
+
 # -- the run -------------------------------------------------------------------------------------------------------
 
 
@@ -456,11 +518,13 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
         async with (
             pod_and_browser(tmp, payload, ws_deflate=ws_deflate) as rig,
             raw_process(size) as raw_url,
+            browser_raw_server(size, ws_deflate=ws_deflate) as browser_url,
             websockets.connect(raw_url, max_size=4 * MiB, compression="deflate" if ws_deflate else None) as ws,
         ):
             (rig.workdir / "bench-upload.bin").write_bytes(payload)
             await call(rig.client, "browser_navigate", {"url": f"{rig.site}/files/sign-in"})  # the session cookie
             raw = RawClient(ws, size)
+            await rig.extension_page.evaluate(BROWSER_SOCKET, [browser_url, size, CHUNK])
             paths: dict[str, Callable[[], Awaitable[list[float]]]] = {
                 UPLOAD: repeated(1, lambda n: upload_once(rig, clock, phases[UPLOAD], payload, n)),
                 DOWNLOAD: repeated(1, lambda n: download_once(rig, clock, phases[DOWNLOAD], payload, n)),
@@ -468,6 +532,8 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
                 RAW_UP: repeated(1, lambda _n: raw.push_up()),
                 LOCK_READ: repeated(1, lambda _n: raw.lock_read()),
                 LOCK_WRITE: repeated(1, lambda _n: raw.lock_write()),
+                BROWSER_DOWN: repeated(1, lambda _n: browser_socket(rig, "push")),
+                BROWSER_UP: repeated(1, lambda _n: browser_socket(rig, "take")),
             }
             for run in paths.values():  # warm: the page scripts, the sockets' buffers, the allocator's arenas
                 await run()
@@ -486,6 +552,9 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
         "paths": figures,
         "ratio_raw_over_openab": {name: round(figures[base]["p50_mib_s"] / figures[name]["p50_mib_s"], 1)
                                   for name, base in AGAINST.items()},
+        "ratio_openab_over_browser_socket": {
+            name: round(figures[name]["p50_mib_s"] / figures[base]["p50_mib_s"], 3)
+            for name, base in AGAINST_BROWSER.items()},
         "ratio_lock_step_over_openab": {
             UPLOAD: round(figures[LOCK_READ]["p50_mib_s"] / figures[UPLOAD]["p50_mib_s"], 1),
             DOWNLOAD: round(figures[LOCK_WRITE]["p50_mib_s"] / figures[DOWNLOAD]["p50_mib_s"], 1)},

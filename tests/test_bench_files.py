@@ -29,6 +29,8 @@ def test_files_quick_run_times_both_directions_beside_the_raw_socket(tmp_path: P
             assert figures["n"] == result["rounds"] >= 2, name
             assert 0 < figures["min_mib_s"] <= figures["p50_mib_s"] <= figures["max_mib_s"], name
         assert all(r > 0 for r in setting["ratio_raw_over_openab"].values())
+        assert set(setting["ratio_openab_over_browser_socket"]) == {bench_files.UPLOAD, bench_files.DOWNLOAD}
+        assert all(r > 0 for r in setting["ratio_openab_over_browser_socket"].values())
         phases = setting["phases_p50_ms"]
         assert phases[bench_files.UPLOAD]["chunks"] == phases[bench_files.DOWNLOAD]["chunks"] == chunks
         assert all(ms >= 0 for kept in phases.values() for ms in kept.values())
