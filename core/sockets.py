@@ -16,7 +16,6 @@ head over 16 KiB itself; on httptools, which would take any size, the same bound
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import logging
 import time
 import zlib
@@ -68,17 +67,18 @@ class ClosedSockets:
             self._unlogged, self._logged_at = 0, now
 
 
-HTTP_PARSER: Final = "httptools" if importlib.util.find_spec("httptools") is not None else "h11"
+if TYPE_CHECKING:  # the same attributes and hooks either way, as far as HeadTimedHttp and its subclasses go
+    _Http = H11Protocol
+else:
+    try:  # uvicorn's module imports httptools: a missing or unusable one leaves h11
+        from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Http
+    except ImportError:
+        _Http = H11Protocol
+
+HTTP_PARSER: Final = "h11" if _Http is H11Protocol else "httptools"
 """What parses the pod's request heads: httptools when installed, else h11 (see the module docstring)."""
 # h11's own bound on an unfinished head (its max_incomplete_event_size default), and ours on httptools.
 HEAD_MAX_BYTES: Final = 16 << 10
-
-if TYPE_CHECKING:  # the same attributes and hooks either way, as far as HeadTimedHttp and its subclasses go
-    _Http = H11Protocol
-elif HTTP_PARSER == "httptools":
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol as _Http
-else:
-    _Http = H11Protocol
 
 
 class HeadTimedHttp(_Http):
@@ -170,7 +170,7 @@ class HeadTimedHttp(_Http):
             self.on_head_timeout()
 
 
-_BOUND_HEADS: Final = HeadTimedHttp.__mro__[1] is not H11Protocol
+_BOUND_HEADS: Final = HTTP_PARSER == "httptools"
 
 
 # -- permessage-deflate -----------------------------------------------------------------------------------------
