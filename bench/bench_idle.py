@@ -16,9 +16,10 @@ session, and the busy session's p99 with 1,000 of them <= 1.2x its twin's.
 With ``--before DIR`` (a checkout of the tree before a change, ``git worktree add DIR REV``) it measures only
 the memory: the gateway's RSS per idle session at 1,000 sessions (``--sessions``), for this tree, the one in
 DIR and this tree without deflate, each in a fresh gateway process, in alternating order, ``--repeats`` times;
-min / median / max of each, and of this tree's over DIR's.
+min / median / max of each, and of this tree's over DIR's. ``--after DIR`` measures another checkout in place of
+this one (two clean checkouts: nothing uncommitted in this one measured).
 
-Run: ``python bench/bench_idle.py [--quick] [--out DIR] [--before DIR [--sessions N] [--repeats N]]``.
+Run: ``python bench/bench_idle.py [--quick] [--out DIR] [--before DIR [--after DIR] [--sessions N] [--repeats N]]``.
 """
 
 from __future__ import annotations
@@ -180,9 +181,10 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
             "max": round(max(values), 2)}
 
 
-async def memory_before_after(before: Path, count: int, repeats: int) -> dict[str, Any]:
-    arms: dict[str, dict[str, Any]] = {"this tree": {}, "before": {"tree": before},
-                                       "this tree, no deflate": {"ws_deflate": False}}
+async def memory_before_after(before: Path, count: int, repeats: int, after: Path | None = None) -> dict[str, Any]:
+    this: dict[str, Any] = {} if after is None else {"tree": after}
+    arms: dict[str, dict[str, Any]] = {"this tree": this, "before": {"tree": before},
+                                       "this tree, no deflate": {**this, "ws_deflate": False}}
     per_session: dict[str, list[float]] = {name: [] for name in arms}
     for repeat in range(repeats):
         order = list(arms) if repeat % 2 == 0 else list(reversed(arms))
@@ -190,6 +192,8 @@ async def memory_before_after(before: Path, count: int, repeats: int) -> dict[st
             per_session[name].append(await idle_memory(count, **arms[name]))
     ratios = [now / then for now, then in zip(per_session["this tree"], per_session["before"], strict=True)]
     return {
+        "before": str(before),
+        "after": None if after is None else str(after),
         "idle_sessions": count,
         "repeats": repeats,
         "rss_per_idle_session_kib": {name: _spread(values) for name, values in per_session.items()},
@@ -200,6 +204,7 @@ async def memory_before_after(before: Path, count: int, repeats: int) -> dict[st
 
 def _before_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--before", type=Path, help="a checkout of the tree before a change: memory only, both")
+    parser.add_argument("--after", type=Path, help="with --before: a checkout measured in place of this one")
     parser.add_argument("--sessions", type=int, default=1_000, help="idle sessions with --before (default 1000)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of each tree with --before (default 3)")
 
@@ -208,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     args = arguments(__doc__.splitlines()[0], argv, _before_options)
     if args.before is not None:
         stages_allowed([args.sessions])  # raises the open-file limit for the children
-        compared = asyncio.run(memory_before_after(args.before, args.sessions, args.repeats))
+        compared = asyncio.run(memory_before_after(args.before, args.sessions, args.repeats, args.after))
         write_result(NAME + "_before_after", compared, args.out)
         return compared
     wanted, calls = ((20,), 100) if args.quick else ((1_000, 4_000), 4_000)

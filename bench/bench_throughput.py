@@ -10,9 +10,11 @@ the baseline.
 With ``--before DIR`` (a checkout of the tree before a change, ``git worktree add DIR REV``) a second gateway
 runs DIR's code, with extensions and clients of its own, as a third path in the same alternating rounds; each
 round's rates give the ratios (this tree over the baseline, DIR's over the baseline, this tree over DIR's), as
-min / median / max over the rounds. ``--sessions`` picks the counts, ``--rounds`` and ``--seconds`` the rounds.
+min / median / max over the rounds. ``--after DIR`` runs another checkout's gateway in place of this one (two
+clean checkouts: nothing uncommitted in this one measured). ``--sessions`` picks the counts, ``--rounds`` and
+``--seconds`` the rounds.
 
-Run: ``python bench/bench_throughput.py [--quick] [--out DIR] [--before DIR] [--sessions 64 ...]``.
+Run: ``python bench/bench_throughput.py [--quick] [--out DIR] [--before DIR] [--after DIR] [--sessions 64 ...]``.
 """
 
 from __future__ import annotations
@@ -118,11 +120,11 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
 
 
 async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: Path | None = None,
-                  ) -> dict[str, Any]:
+                  after: Path | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {}
     plotted: dict[str, list[float]] = {}
     async with contextlib.AsyncExitStack() as stack:
-        gateways = {"proxy": await _pod_clients(stack, max(sessions), None)}
+        gateways = {"proxy": await _pod_clients(stack, max(sessions), after)}
         if before is not None:
             gateways["before"] = await _pod_clients(stack, max(sessions), before)
         bare = await stack.enter_async_context(BareHttpProcess())
@@ -162,6 +164,7 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: 
         "rounds": rounds,
         "seconds_per_round": seconds,
         "before": None if before is None else str(before),
+        "after": None if after is None else str(after),
         "sessions": results,
         "target": {"at_64_sessions_min_calls_per_s": 3000, "at_64_sessions_min_ratio": 0.5,
                    "met": None if at_64 is None else at_64["proxy_calls_per_s"] >= 3000 and at_64["ratio"] >= 0.5},
@@ -171,6 +174,7 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: 
 
 def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--before", type=Path, help="a checkout of the tree before a change, run as a third path")
+    parser.add_argument("--after", type=Path, help="a checkout whose gateway runs in place of this one's")
     parser.add_argument("--sessions", type=int, nargs="+", help=f"session counts (default {list(SESSIONS)})")
     parser.add_argument("--rounds", type=int, help="alternating rounds per count (default 4)")
     parser.add_argument("--seconds", type=float, help="seconds per round (default 3)")
@@ -181,7 +185,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sessions, rounds, seconds = ((1, 8), 2, 0.3) if args.quick else (SESSIONS, 4, 3.0)
     sessions = args.sessions or sessions
     rounds, seconds = args.rounds or rounds, args.seconds or seconds
-    result = asyncio.run(measure(sessions, rounds, seconds, args.before))
+    result = asyncio.run(measure(sessions, rounds, seconds, args.before, args.after))
     samples = result.pop("_samples")
     write_result(NAME, result, args.out)
     plot_latencies(NAME, samples, args.out, title="call latency under load: proxy sessions vs bare uvicorn")
