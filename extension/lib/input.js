@@ -107,10 +107,12 @@ const AS_TEXT = /[\r\n\t]/;
 // page, and the insertion costs one answer from the page where keys cost one a character: the first character is a
 // key (the gate in page/agent.js checks the focus on it, and holds the insertion as it holds keys), the rest one
 // insertion. The listeners are the page's own, listed by the protocol for its main world's objects (ours, in our
-// isolated world, are not listed for them). Text shorter than QUIET_MIN is keys: they cost less than the look.
+// isolated world, are not listed for them). The look is three answers from the page, which come after any key
+// already sent (the page handles its input first), so it goes before the second key: a page that listens pays
+// them, and text shorter than QUIET_MIN, where they would cost about what keys do, is all keys.
 const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'textInput', 'compositionstart',
   'compositionupdate', 'compositionend', 'selectionchange', 'select']);
-const QUIET_MIN = 6;
+const QUIET_MIN = 10;
 const LISTENERS = 'openab-listeners'; // the object group the look holds its objects in, let go of after it
 // The look runs the page's own getters (its main world's); one that takes longer is given up, and the text is keys.
 const LISTENED_MS = 1_000;
@@ -223,8 +225,10 @@ export class RealInput {
     const inserted = chars.length > LONG_TEXT ? chars.length - 1 - TAIL : 0;
     await this.awake(tabId, async () => {
       if (!inserted && chars.length < QUIET_MIN) return this._keys(tabId, chars);
-      // Asked while the first character's keys go: the answer costs no wait of its own.
-      const [, listened] = await Promise.all([this._keys(tabId, chars.slice(0, 1)), inserted || this._listened(tabId)]);
+      // Asked as the first character's keys go, and before them: the page answers in the order it was asked.
+      const look = inserted ? Promise.resolve(true) : this._listened(tabId);
+      await this._keys(tabId, chars.slice(0, 1));
+      const listened = await look;
       if (!inserted) {
         if (listened) await this._keys(tabId, chars.slice(1));
         else await this._send(tabId, 'Input.insertText', { text: chars.slice(1).join('') });
