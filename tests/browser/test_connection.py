@@ -41,7 +41,9 @@ async def test_dials_with_the_key_as_a_subprotocol_and_declares_the_browser(
     assert decl is not None
     assert decl["type"] == "acp" and decl["name"] == "browser"
     assert decl["serverId"] == decl["id"]
-    assert sock.opened is not None and sock.opened["params"]["_meta"] == {"dev.openab/permissionRelay": True}
+    # It answers the agent's permission questions, and marks a journalled step running when the step's call comes.
+    assert sock.opened is not None and sock.opened["params"]["_meta"] == {"dev.openab/permissionRelay": True,
+                                                                          "dev.openab/marksRunning": True}
     hello = sock.received[0]
     assert hello["method"] == "initialize" and hello["params"]["protocolVersion"] == 1
     # What the gateway made of it: the declared browser, tunnelled in the connection form, may ask the user.
