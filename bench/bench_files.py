@@ -16,9 +16,9 @@ The baseline, in the same rounds and the same run: the same 20 MiB pushed over a
 (``websockets``, its server in a process of its own, as the pod is) in 512 KiB binary frames, each direction;
 beside it, the same chunks as openab moves them (lock-step: a JSON request answered with base64, or base64 sent
 and acknowledged) on the same plain socket: the floor of the protocol's shape, without the browser. And the socket
-the file itself crosses: Chromium's own WebSocket, in an extension page, moving the same bytes in the same frames
-to a plain ``websockets`` server (deflate as the pod is set) each way, with nothing of openab's: what a browser's
-socket moves on this machine, so openab's share of it (``ratio_openab_over_browser_socket``).
+the file itself crosses: Chromium's own WebSocket, in the extension's service worker, moving the same bytes in the
+same frames to a plain ``websockets`` server (deflate as the pod is set) each way, with nothing of openab's: what a
+browser's socket moves on this machine, so openab's share of it (``ratio_openab_over_browser_socket``).
 
 Chrome offers permessage-deflate and the pod accepts it by default (``ws_deflate``): both are run, a pod and a
 Chromium each, the raw socket with the same choice. Where the time goes is measured, not guessed: the pod's
@@ -64,13 +64,14 @@ from browser.harness import (
     chromium,
     extension_id,
     page_at,
+    service_worker_url,
     serving,
     stage_extension,
 )
 from browser.live_pod import KEY
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.async_api import Page, async_playwright
+from playwright.async_api import Page, Worker, async_playwright
 from pydantic import SecretStr
 from waits import eventually
 
@@ -207,6 +208,7 @@ class Rig:
     tab: Callable[[str], Awaitable[Page]]  # the agent's tab, through Playwright over CDP, once at that address
     workdir: Path
     extension_page: Page  # a page of the extension's own, for timing its codecs
+    worker: Worker  # the extension's service worker, where its socket to the pod is
     chromium_version: str
 
 
@@ -248,7 +250,11 @@ async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool) -> Asy
                     own = await context.new_page()
                     await own.goto(f"chrome-extension://{extension_id()}/pair/pair.html")
                     try:
-                        yield Rig(site, client, functools.partial(page_at, context), workdir, own, browser.version)
+                        await service_worker_url(context)
+                        [worker] = [w for w in context.service_workers
+                                    if w.url.startswith(f"chrome-extension://{extension_id()}/")]
+                        yield Rig(site, client, functools.partial(page_at, context), workdir, own, worker,
+                                  browser.version)
                     finally:
                         await own.close()
 
@@ -428,7 +434,7 @@ async def extension_work(rig: Rig, size: int) -> dict[str, float]:
 
 @contextlib.asynccontextmanager
 async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[str]:
-    """A plain ``websockets`` server (deflate as the pod is set) for Chromium's own WebSocket, in an extension page:
+    """A plain ``websockets`` server (deflate as the pod is set) for Chromium's own WebSocket, in the extension's SW:
     ``push`` sends ``size`` bytes in CHUNK binary frames then ``end``; ``take`` reads as many then says ``ok``."""
     payload = random.Random(24).randbytes(size)
 
@@ -449,8 +455,9 @@ async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[st
         yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
 
 
-# Chromium's WebSocket in the extension page: opened once, then each exchange moves the file one way in CHUNK frames
-# (the upload's frames sent at once: the socket's own buffer is the window).
+# Chromium's WebSocket in the extension's service worker, where its socket to the pod is (an extension page in a
+# background tab runs at the renderer's background priority): opened once, then each exchange moves the file one way
+# in CHUNK frames (the upload's frames sent at once: the socket's own buffer is the window).
 BROWSER_SOCKET = """async ([url, size, chunk]) => {
     const ws = new WebSocket(url);
     ws.binaryType = 'arraybuffer';
@@ -474,7 +481,7 @@ BROWSER_SOCKET = """async ([url, size, chunk]) => {
 
 async def browser_socket(rig: Rig, way: str) -> float:
     start = time.perf_counter()
-    await rig.extension_page.evaluate(f"globalThis.__rawSocket.{way}()")
+    await rig.worker.evaluate(f"globalThis.__rawSocket.{way}()")
     return time.perf_counter() - start
 
 
@@ -524,7 +531,7 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
             (rig.workdir / "bench-upload.bin").write_bytes(payload)
             await call(rig.client, "browser_navigate", {"url": f"{rig.site}/files/sign-in"})  # the session cookie
             raw = RawClient(ws, size)
-            await rig.extension_page.evaluate(BROWSER_SOCKET, [browser_url, size, CHUNK])
+            await rig.worker.evaluate(BROWSER_SOCKET, [browser_url, size, CHUNK])
             paths: dict[str, Callable[[], Awaitable[list[float]]]] = {
                 UPLOAD: repeated(1, lambda n: upload_once(rig, clock, phases[UPLOAD], payload, n)),
                 DOWNLOAD: repeated(1, lambda n: download_once(rig, clock, phases[DOWNLOAD], payload, n)),
