@@ -11,7 +11,6 @@ or a server-sent event stream, as the client accepts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import logging
 import secrets
@@ -54,6 +53,9 @@ log = logging.getLogger(__name__)
 MCP_PATH: Final = "/mcp"
 # Host values already found to name this machine (127.0.0.1:<port>, localhost:<port>, [::1]:<port>).
 _MAX_KNOWN_HOSTS: Final = 8
+# Seconds a call runs before its client is watched for going away: a call's answer mostly comes well before, and the
+# watch is a task of its own reading the request's stream. A client gone sooner is noticed at this mark.
+_WATCH_AFTER: Final = 0.05
 _ALLOWED_METHODS: Final = "GET, POST, DELETE"
 # Headers whose second copy would let a client and a check disagree about which one counts.
 _SINGLE_HEADERS: Final = frozenset((b"host", b"origin", b"authorization", b"mcp-session-id",
@@ -293,46 +295,58 @@ class McpHttpApp:
         Deciding late keeps big results (an 8 MiB screenshot) in one JSON body, which every client reads,
         while a long call that reports progress still streams it.
         """
-        progress: asyncio.Queue[JsonObject] = asyncio.Queue(self.max_queued)
+        notes: deque[JsonObject] = deque()
+        loop = asyncio.get_running_loop()
+        wake: asyncio.Future[None] = loop.create_future()  # set by a note; a new one after each is taken
 
         def on_progress(note: JsonObject) -> None:
-            with contextlib.suppress(asyncio.QueueFull):  # progress is advisory: drop rather than grow
-                progress.put_nowait(note)
+            if len(notes) < self.max_queued:  # progress is advisory: drop rather than grow
+                notes.append(note)
+            if not wake.done():
+                wake.set_result(None)
 
         work = asyncio.ensure_future(server.handle(message, progress=on_progress if sse_ok else None))
-        gone = asyncio.ensure_future(_disconnected(receive))
+        gone: asyncio.Future[None] | None = None
         streaming = False
         try:
-            while True:
-                next_note = asyncio.ensure_future(progress.get())
-                try:
-                    await asyncio.wait({work, gone, next_note}, return_when=asyncio.FIRST_COMPLETED)
-                finally:
-                    next_note.cancel()
+            # Most calls are answered in a few milliseconds: the watch for a client that went away (a task that
+            # reads the request's stream) starts only for one that is not, or that reports progress.
+            first: set[asyncio.Future[Any]] = {work, wake}
+            await asyncio.wait(first, timeout=_WATCH_AFTER, return_when=asyncio.FIRST_COMPLETED)
+            while not work.done():
+                if gone is None:
+                    gone = asyncio.ensure_future(_disconnected(receive))
+                if wake.done():  # before the notes are taken: one that comes while they are sent wakes the wait
+                    wake = loop.create_future()
+                if notes:
+                    if not streaming:
+                        await _start_sse(send, ())
+                        streaming = True
+                    while notes:
+                        await _sse_event(send, notes.popleft())
+                watched: set[asyncio.Future[Any]] = {work, gone, wake}
+                await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
                 if gone.done() and not work.done():
                     # Nobody can receive the answer (no resumption here): a read is stopped in the browser at
                     # once; a state-changing step runs on in the journal for its window, so the client's
                     # re-issue joins it (docs/journal.md). In 2026-07-28 this is also how a client cancels.
                     work.cancel()
                     return
-                if next_note.done() and not next_note.cancelled():
-                    if not streaming:
-                        await _start_sse(send, ())
-                        streaming = True
-                    await _sse_event(send, next_note.result())
-                if work.done():
-                    break
             response = work.result()
             if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
                 response = error_message(message["id"], LocalRpcError(REQUEST_CANCELLED, "Request cancelled"))
+            if notes and not streaming:  # progress came before the answer: the client takes SSE
+                await _start_sse(send, ())
+                streaming = True
             if streaming:
-                while not progress.empty():
-                    await _sse_event(send, progress.get_nowait())
+                while notes:
+                    await _sse_event(send, notes.popleft())
                 await _sse_event(send, response, more=False)
             else:
                 await _respond(send, response, status_of(response), (), json_ok=json_ok)
         finally:
-            gone.cancel()
+            if gone is not None:
+                gone.cancel()
             if not work.done():
                 work.cancel()
 
