@@ -17,8 +17,10 @@ The baseline, in the same rounds and the same run: the same 20 MiB pushed over a
 beside it, the same chunks as openab moves them (lock-step: a JSON request answered with base64, or base64 sent
 and acknowledged) on the same plain socket: the floor of the protocol's shape, without the browser. And the socket
 the file itself crosses: Chromium's own WebSocket, in the extension's service worker, moving the same bytes in the
-same frames to a plain ``websockets`` server (deflate as the pod is set) each way, with nothing of openab's: what a
-browser's socket moves on this machine, so openab's share of it (``ratio_openab_over_browser_socket``).
+same frames to a plain ``websockets`` server (deflate as the pod is set, in this process) each way, with nothing of
+openab's (``ratio_openab_over_browser_socket``). It hands all the frames to the socket at once and reads with one
+await per message: one way of pushing from the browser, not the socket's ceiling (openab's window of acknowledged
+frames has moved more than it on a loaded machine).
 
 Chrome offers permessage-deflate and the pod accepts it by default (``ws_deflate``): both are run, a pod and a
 Chromium each, the raw socket with the same choice. Where the time goes is measured, not guessed: the pod's
