@@ -91,8 +91,7 @@ async def acp_websocket_endpoint(websocket: WebSocket) -> None:
     async def send(message: bytes) -> None:
         await answer(message.decode())
 
-    # The same checks as the JSON methods', bound to this socket's sessions (the session must be one it holds).
-    files = FileMethods(pod.files, server._owned_session) if pod.files is not None else None
+    files = server.files  # the binary file frames take the same checks as the JSON methods
     writer = asyncio.create_task(server.rpc.run(send), name=f"{server.id} writer")
     keepalive = asyncio.create_task(server.keepalive(), name=f"{server.id} keepalive")
     reader = asyncio.create_task(_read(websocket, server, settings.max_frame_bytes, files, answer),

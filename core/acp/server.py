@@ -159,8 +159,10 @@ class AcpServerConnection:
             "session/prompt": self._prompt,
             "session/close": self._close_session,
         }
-        if parts.files is not None:
-            files = FileMethods(parts.files, self._owned_session)
+        # The file methods, bound to this socket's sessions (a session must be one it holds): the JSON methods
+        # here and the binary frames the endpoint reads (docs/files.md) go through the same checks.
+        self.files = FileMethods(parts.files, self._owned_session) if parts.files is not None else None
+        if (files := self.files) is not None:
             self._requests[FILE_READ_METHOD] = lambda request: files.read(request.params)
             self._requests[FILE_WRITE_METHOD] = lambda request: files.write(request.params)
         self._notifications: dict[str, Callable[[Any], None]] = {
