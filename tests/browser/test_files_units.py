@@ -1,0 +1,129 @@
+"""The extension's file modules on their own, as shipped, in its own page (docs/files.md): the streamed digest, the
+server's name for a file, binary frames at the extension's end, which answers are files, sizes in a person's words.
+The whole path, with the pod and the person, is tests/browser/test_files.py."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+from playwright.async_api import Page
+
+from .harness import unpaired_panel
+from .test_units import run
+
+pytestmark = pytest.mark.anyio
+
+WRITE = "_openab/file/write"
+
+
+@pytest.fixture(scope="module")
+async def page(site: str, tmp_path_factory: pytest.TempPathFactory) -> AsyncIterator[Page]:
+    async with unpaired_panel(site, tmp_path_factory.mktemp("files-units")) as page:
+        yield page
+
+
+async def test_the_streamed_digest_is_sha256(page: Page) -> None:
+    same = await page.evaluate("""async () => {
+        const { Sha256 } = await import('/lib/sha256.js');
+        const out = [];
+        for (const n of [0, 1, 55, 56, 63, 64, 65, 127, 1000, 300000]) {
+            const bytes = crypto.getRandomValues(new Uint8Array(n > 65536 ? 65536 : n));
+            const data = new Uint8Array(n);
+            for (let i = 0; i < n; i += bytes.length || 1) {
+                data.set(bytes.subarray(0, Math.min(bytes.length, n - i)), i);
+            }
+            const h = new Sha256();
+            for (let i = 0; i < n; i += 37) h.update(data.subarray(i, i + 37));
+            const want = Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', data)),
+                (b) => b.toString(16).padStart(2, '0')).join('');
+            out.push(h.hex() === want);
+        }
+        return out;
+    }""")
+    assert same == [True] * 10
+
+
+@pytest.mark.parametrize(("disposition", "url", "name"), [
+    ('attachment; filename="report.csv"', "https://a.example/x", "report.csv"),
+    ("attachment; filename*=UTF-8''na%C3%AFve%20plan.pdf", "https://a.example/x", "naïve plan.pdf"),
+    ('attachment; filename="fallback.txt"; filename*=UTF-8\'\'real.txt', "https://a.example/x", "real.txt"),
+    ('attachment; filename="say \\"hi\\".txt"', "https://a.example/x", 'say "hi".txt'),
+    ("attachment", "https://a.example/files/Q3%20sales.xlsx?v=2", "Q3 sales.xlsx"),
+    ("", "https://a.example/", "download"),
+])
+async def test_the_servers_name_for_a_file(page: Page, disposition: str, url: str, name: str) -> None:
+    assert await run(page, "tools-files.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
+
+
+RPC_FRAMES = """(async () => {
+  const frames = [];
+  const peer = new m.RpcPeer((f) => frames.push(f), { onRequest: async () => null, onNotification: () => {} });
+  const params = { transfer: 't', offset: 0, [m.BYTES]: new Uint8Array([7, 8, 9]) };
+  const asked = peer.request('_openab/file/write', params, 5000);
+  const sent = frames[0];
+  const length = new DataView(sent.buffer).getUint32(1);
+  const header = JSON.parse(new TextDecoder().decode(sent.subarray(5, 5 + length)));
+  const answer = (version, id, declared, body, extra = []) => {
+    const h = new TextEncoder().encode(JSON.stringify({ jsonrpc: '2.0', id, result: { eof: true, size: 2 } }));
+    const f = new Uint8Array(5 + h.length + extra.length);
+    new DataView(f.buffer).setUint8(0, version);
+    new DataView(f.buffer).setUint32(1, declared === 'long' ? h.length + 50 : declared === null ? h.length : declared);
+    f.set(h, 5);
+    f.set(extra, 5 + h.length);
+    return body ? f.buffer.slice(0, body) : f.buffer;
+  };
+  let settled = false;
+  asked.then(() => { settled = true; }, () => { settled = true; });
+  peer.receiveBinary(answer(1, header.id, 'long', null, [1, 2]));  // a header longer than the frame: dropped
+  peer.receiveBinary(answer(1, header.id, 5000, null, [1, 2]));  // a header over 4096 bytes: dropped
+  peer.receiveBinary(answer(2, header.id, null, null, [1, 2]));  // another version: dropped
+  peer.receiveBinary(answer(1, header.id, null, 3));  // truncated before its header: dropped
+  peer.receiveBinary(new ArrayBuffer(2));
+  await new Promise((r) => setTimeout(r, 0));
+  const early = settled;
+  peer.receiveBinary(answer(1, header.id, null, null, [5, 6]));
+  const got = await asked;
+  return { version: sent[0], header, payload: Array.from(sent.subarray(5 + length)), early,
+    bytes: Array.from(got[m.BYTES]), eof: got.eof, inJson: JSON.stringify(got) };
+})()"""
+
+
+async def test_binary_frames_at_the_extensions_end(page: Page) -> None:
+    got = await run(page, "rpc.js", RPC_FRAMES)
+    assert got["version"] == 1 and got["payload"] == [7, 8, 9]
+    header = got["header"]
+    assert header["method"] == WRITE and header["params"] == {"transfer": "t", "offset": 0}  # the bytes not in JSON
+    assert got["early"] is False  # no broken frame settled the request
+    assert got["bytes"] == [5, 6] and got["eof"] is True and "5" not in got["inJson"]
+
+
+@pytest.mark.parametrize(("method", "status", "headers", "download"), [
+    ("POST", 200, {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="a.csv"'}, True),
+    ("GET", 200, {"content-type": "application/octet-stream"}, True),
+    ("GET", 200, {"content-type": "application/zip"}, True),
+    ("POST", 200, {"content-type": "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet"}, True),
+    # What Chrome shows in the tab goes on to it: pages, text, images, PDFs, JSON, feeds.
+    ("POST", 200, {"content-type": "text/html; charset=utf-8"}, False),
+    ("GET", 200, {"content-type": "text/csv"}, False),
+    ("GET", 200, {"content-type": "image/png"}, False),
+    ("GET", 200, {"content-type": "application/pdf"}, False),
+    ("GET", 200, {"content-type": "application/json"}, False),
+    ("GET", 200, {"content-type": "application/atom+xml"}, False),
+    ("GET", 200, {"content-disposition": "inline", "content-type": "application/pdf"}, False),
+    # No type: Chrome sniffs it. Not 2xx, or HEAD: no file.
+    ("GET", 200, {}, False),
+    ("POST", 500, {"content-disposition": "attachment"}, False),
+    ("GET", 302, {"content-type": "application/zip"}, False),
+    ("HEAD", 200, {"content-disposition": "attachment"}, False),
+])
+async def test_which_answers_are_files_and_not_pages(
+        page: Page, method: str, status: int, headers: dict[str, str], download: bool) -> None:
+    as_sent = [{"name": k, "value": v} for k, v in headers.items()]
+    assert await run(page, "held-downloads.js", "m.isDownload(...arg)", [method, status, as_sent]) is download
+
+
+@pytest.mark.parametrize(("size", "said"), [(0, "0 bytes"), (1, "1 byte"), (1023, "1023 bytes"), (1536, "1.5 KB"),
+                                            (1_572_864, "1.5 MB"), (734_003_200, "700 MB"), (3 << 30, "3.0 GB")])
+async def test_sizes_as_a_person_reads_them(page: Page, size: int, said: str) -> None:
+    assert await run(page, "guard.js", "m.humanSize(arg)", size) == said
