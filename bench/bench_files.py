@@ -78,6 +78,7 @@ from pydantic import SecretStr
 from waits import eventually
 
 from bench.bench_browser_tools import ref_of
+from bench.browser_socket import BROWSER_SOCKET, browser_raw_server, browser_socket
 from bench.common import arguments, interleaved, plot_latencies, summary, write_result
 from bench.raw_socket import RawClient, raw_process
 from openab_browser.core.acp.backend import NoAgentBackend
@@ -431,62 +432,6 @@ async def extension_work(rig: Rig, size: int) -> dict[str, float]:
     return {name: round(float(ms), 1) for name, ms in said.items()}
 
 
-# -- Chromium's own socket ----------------------------------------------------------------------------------------
-
-
-@contextlib.asynccontextmanager
-async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[str]:
-    """A plain ``websockets`` server (deflate as the pod is set) for Chromium's own WebSocket, in the extension's SW:
-    ``push`` sends ``size`` bytes in CHUNK binary frames then ``end``; ``take`` reads as many then says ``ok``."""
-    payload = random.Random(24).randbytes(size)
-
-    async def handler(ws: Any) -> None:
-        async for what in ws:
-            if what == "push":
-                for at in range(0, size, CHUNK):
-                    await ws.send(payload[at:at + CHUNK])
-                await ws.send("end")
-            elif what == "take":
-                got = 0
-                while got < size:
-                    got += len(await ws.recv())
-                await ws.send("ok")
-
-    async with websockets.serve(handler, "127.0.0.1", 0, max_size=4 * MiB,
-                                compression="deflate" if ws_deflate else None) as server:
-        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
-
-
-# Chromium's WebSocket in the extension's service worker, where its socket to the pod is (an extension page in a
-# background tab runs at the renderer's background priority): opened once, then each exchange moves the file one way
-# in CHUNK frames (the upload's frames sent at once: the socket's own buffer is the window).
-BROWSER_SOCKET = """async ([url, size, chunk]) => {
-    const ws = new WebSocket(url);
-    ws.binaryType = 'arraybuffer';
-    await new Promise((ok, no) => { ws.onopen = ok; ws.onerror = no; });
-    const inbox = [];
-    let wake = null;
-    ws.onmessage = (ev) => { inbox.push(ev.data); if (wake) { wake(); wake = null; } };
-    const next = async () => { while (!inbox.length) await new Promise((r) => { wake = r; }); return inbox.shift(); };
-    const data = new Uint8Array(size);
-    for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, i + 65536));
-    globalThis.__rawSocket = {
-      async push() { ws.send('push'); for (;;) { if (typeof (await next()) === 'string') return; } },
-      async take() {
-        ws.send('take');
-        for (let i = 0; i < size; i += chunk) ws.send(data.subarray(i, i + chunk));
-        await next();
-      },
-    };
-}"""
-
-
-async def browser_socket(rig: Rig, way: str) -> float:
-    start = time.perf_counter()
-    await rig.worker.evaluate(f"globalThis.__rawSocket.{way}()")
-    return time.perf_counter() - start
-
-
 # -- the run -------------------------------------------------------------------------------------------------------
 
 
@@ -541,8 +486,8 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
                 RAW_UP: repeated(1, lambda _n: raw.push_up()),
                 LOCK_READ: repeated(1, lambda _n: raw.lock_read()),
                 LOCK_WRITE: repeated(1, lambda _n: raw.lock_write()),
-                BROWSER_DOWN: repeated(1, lambda _n: browser_socket(rig, "push")),
-                BROWSER_UP: repeated(1, lambda _n: browser_socket(rig, "take")),
+                BROWSER_DOWN: repeated(1, lambda _n: browser_socket(rig.worker, "push")),
+                BROWSER_UP: repeated(1, lambda _n: browser_socket(rig.worker, "take")),
             }
             for run in paths.values():  # warm: the page scripts, the sockets' buffers, the allocator's arenas
                 await run()

@@ -1,0 +1,70 @@
+"""Chromium's own WebSocket beside openab's file path (bench/bench_files.py): a plain ``websockets`` server, and the
+script that opens Chromium's socket to it in the extension's service worker and moves the file one way an exchange.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import websockets
+from playwright.async_api import Worker
+
+from openab_browser.core.files.transfers import CHUNK
+
+
+@contextlib.asynccontextmanager
+async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[str]:
+    """A plain ``websockets`` server (deflate as the pod is set) for Chromium's own WebSocket, in the extension's SW:
+    ``push`` sends ``size`` bytes in CHUNK binary frames then ``end``; ``take`` reads as many then says ``ok``."""
+    payload = random.Random(24).randbytes(size)
+
+    async def handler(ws: Any) -> None:
+        async for what in ws:
+            if what == "push":
+                for at in range(0, size, CHUNK):
+                    await ws.send(payload[at:at + CHUNK])
+                await ws.send("end")
+            elif what == "take":
+                got = 0
+                while got < size:
+                    got += len(await ws.recv())
+                await ws.send("ok")
+
+    async with websockets.serve(handler, "127.0.0.1", 0, max_size=4 << 20,
+                                compression="deflate" if ws_deflate else None) as server:
+        yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
+
+
+# Chromium's WebSocket in the extension's service worker, where its socket to the pod is (an extension page in a
+# background tab runs at the renderer's background priority): opened once, then each exchange moves the file one way
+# in CHUNK frames (the upload's frames sent at once: the socket's own buffer is the window).
+BROWSER_SOCKET = """async ([url, size, chunk]) => {
+    const ws = new WebSocket(url);
+    ws.binaryType = 'arraybuffer';
+    await new Promise((ok, no) => { ws.onopen = ok; ws.onerror = no; });
+    const inbox = [];
+    let wake = null;
+    ws.onmessage = (ev) => { inbox.push(ev.data); if (wake) { wake(); wake = null; } };
+    const next = async () => { while (!inbox.length) await new Promise((r) => { wake = r; }); return inbox.shift(); };
+    const data = new Uint8Array(size);
+    for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, i + 65536));
+    globalThis.__rawSocket = {
+      async push() { ws.send('push'); for (;;) { if (typeof (await next()) === 'string') return; } },
+      async take() {
+        ws.send('take');
+        for (let i = 0; i < size; i += chunk) ws.send(data.subarray(i, i + chunk));
+        await next();
+      },
+    };
+}"""
+
+
+async def browser_socket(worker: Worker, way: str) -> float:
+    """Seconds one exchange (``push`` or ``take``) takes on the socket :data:`BROWSER_SOCKET` opened in ``worker``."""
+    start = time.perf_counter()
+    await worker.evaluate(f"globalThis.__rawSocket.{way}()")
+    return time.perf_counter() - start
