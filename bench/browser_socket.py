@@ -13,7 +13,7 @@ from typing import Any
 import websockets
 from playwright.async_api import Worker
 
-from openab_browser.core.files.transfers import CHUNK
+from bench.raw_socket import push_or_take
 
 
 @contextlib.asynccontextmanager
@@ -24,15 +24,7 @@ async def browser_raw_server(size: int, *, ws_deflate: bool) -> AsyncIterator[st
 
     async def handler(ws: Any) -> None:
         async for what in ws:
-            if what == "push":
-                for at in range(0, size, CHUNK):
-                    await ws.send(payload[at:at + CHUNK])
-                await ws.send("end")
-            elif what == "take":
-                got = 0
-                while got < size:
-                    got += len(await ws.recv())
-                await ws.send("ok")
+            await push_or_take(ws, what, payload)
 
     async with websockets.serve(handler, "127.0.0.1", 0, max_size=4 << 20,
                                 compression="deflate" if ws_deflate else None) as server:

@@ -28,6 +28,23 @@ __all__ = ["RawClient", "raw_process", "raw_server"]
 THIS = Path(__file__).resolve()
 
 
+async def push_or_take(ws: Any, what: str, payload: bytes) -> bool:
+    """The ``push`` and ``take`` exchanges of :func:`raw_server` (and of Chromium's socket's server,
+    bench/browser_socket.py) on ``ws``; ``False`` for any other."""
+    if what == "push":
+        for at in range(0, len(payload), CHUNK):
+            await ws.send(payload[at:at + CHUNK])
+        await ws.send("end")
+        return True
+    if what == "take":
+        got = 0
+        while got < len(payload):
+            got += len(await ws.recv())
+        await ws.send("ok")
+        return True
+    return False
+
+
 async def raw_server(size: int) -> None:
     """The baseline's server (``python bench/raw_socket.py SIZE``, a process of its own): says its port, serves
     until stdin ends.
@@ -39,16 +56,9 @@ async def raw_server(size: int) -> None:
 
     async def handler(ws: Any) -> None:
         async for what in ws:
-            if what == "push":
-                for at in range(0, size, CHUNK):
-                    await ws.send(payload[at:at + CHUNK])
-                await ws.send("end")
-            elif what == "take":
-                got = 0
-                while got < size:
-                    got += len(await ws.recv())
-                await ws.send("ok")
-            elif what == "read":
+            if await push_or_take(ws, what, payload):
+                continue
+            if what == "read":
                 while True:
                     offset = json.loads(await ws.recv())["params"]["offset"]
                     data = payload[offset:offset + CHUNK]

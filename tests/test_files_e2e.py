@@ -193,6 +193,13 @@ async def test_an_upload_and_a_download_through_the_bridge() -> None:
                 await upload_and_download(pod.gateway.pod, browser, client)
 
 
+def stolen_reads(theirs: str, own: str, transfer: str) -> list[dict[str, Any]]:
+    """What another socket (holding session ``theirs``) tries on ``own``'s upload ``transfer``: the transfer id
+    under its own session, and under the session it does not hold."""
+    return [{"sessionId": theirs, "transfer": transfer, "offset": 0},
+            {"sessionId": own, "transfer": transfer, "offset": 0}]
+
+
 async def test_another_sessions_transfer_or_session_is_refused_on_the_socket() -> None:
     async with (
         run_gateway() as gateway,
@@ -205,10 +212,7 @@ async def test_another_sessions_transfer_or_session_is_refused_on_the_socket() -
         refusals: list[str] = []
 
         async def attack(file: dict[str, Any]) -> None:
-            for params in (
-                {"sessionId": mallory_session, "transfer": file["transfer"], "offset": 0},  # her id, his session
-                {"sessionId": alice.session_id, "transfer": file["transfer"], "offset": 0},  # her session: not his
-            ):
+            for params in stolen_reads(mallory_session, alice.session_id, file["transfer"]):
                 try:
                     await mallory.request(READ, params)
                 except RemoteError as exc:

@@ -18,7 +18,7 @@ import pytest
 from fake_extension import RemoteError, connect_extension
 from gateway_harness import RunningGateway, run_gateway
 from mcp import Client
-from test_files_e2e import READ, WRITE, Browser, files_in, proxied_browser, text, workdir
+from test_files_e2e import READ, WRITE, Browser, files_in, proxied_browser, stolen_reads, text, workdir
 
 from openab_browser.core.acp.file_methods import MAX_FRAME_HEADER, frame
 from openab_browser.core.files import CHUNK, FRAME_VERSION, WINDOW
@@ -135,11 +135,8 @@ async def test_another_sessions_transfer_or_an_unknown_one_is_refused_in_a_frame
         refusals: list[str] = []
 
         async def attack(file: dict[str, Any]) -> None:
-            for params in (
-                {"sessionId": mallory_session, "transfer": file["transfer"], "offset": 0},  # her id, his session
-                {"sessionId": alice.session_id, "transfer": file["transfer"], "offset": 0},  # her session: not his
-                {"sessionId": mallory_session, "transfer": "A" * 22, "offset": 0},  # an id of no transfer
-            ):
+            for params in (*stolen_reads(mallory_session, alice.session_id, file["transfer"]),
+                           {"sessionId": mallory_session, "transfer": "A" * 22, "offset": 0}):  # no transfer's id
                 with pytest.raises(RemoteError) as refused:
                     await mallory.request_frame(READ, params)
                 assert refused.value.code == -32602

@@ -91,13 +91,8 @@ class FileMethods:
     def read(self, params: Any) -> JsonObject:
         """A chunk of an upload. One ``pread`` of at most 512 KiB, inline: short enough for the loop, and chunks
         keep their order."""
-        parsed = parse_params(FileReadParams, params)
-        self._owned(parsed.session_id)
-        try:
-            data, eof = self._files.read(parsed.session_id, parsed.transfer, parsed.offset)
-        except FileRefused as exc:
-            raise LocalRpcError(INVALID_PARAMS, str(exc)) from None
-        return {"data": base64.b64encode(data).decode("ascii"), "eof": eof}
+        data, result = self._read_bytes(params)
+        return {"data": base64.b64encode(data).decode("ascii"), "eof": result["eof"]}
 
     def write(self, params: Any) -> JsonObject:
         """The next chunk of a download, written inline (at most 512 KiB): writes are sequential by contract."""

@@ -20,6 +20,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from playwright.async_api import BrowserContext, Page
 from pydantic import SecretStr
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from waits import eventually
@@ -35,7 +36,7 @@ from openab_browser.gateway.app import create_app
 from openab_browser.gateway.assemble import assemble
 from openab_browser.gateway.server import ReloadingTls, running_server
 
-from .harness import extension_id
+from .harness import extension_id, page_at
 
 Json = dict[str, Any]
 
@@ -308,3 +309,12 @@ async def call(client: Client, name: str, args: dict[str, Any] | None = None) ->
     """A tool call's text and whether it is an error result."""
     res = await client.call_tool(name, args or {})
     return "\n".join(getattr(c, "text", "") for c in res.content), bool(res.is_error)
+
+
+async def opened(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:
+    """``url`` navigated to by the agent and read (its snapshot), and the page it is in the person's browser."""
+    text, is_error = await call(client, "browser_navigate", {"url": url})
+    assert not is_error, text
+    snapshot, is_error = await call(client, "browser_snapshot")
+    assert not is_error, snapshot
+    return snapshot, await page_at(context, url)

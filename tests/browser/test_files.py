@@ -33,7 +33,7 @@ from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
 from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, serving, stage_extension
-from .live_pod import KEY, LiveGateway, TappedSocket, call
+from .live_pod import KEY, LiveGateway, TappedSocket, call, opened
 from .test_panel import guard_said, in_background, result_text
 from .test_units import run
 
@@ -97,12 +97,6 @@ def put(workdir: Path, name: str, data: bytes) -> Path:
     return path
 
 
-async def open_page(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:
-    text, is_error = await call(client, "browser_navigate", {"url": url})
-    assert not is_error, text
-    snap, is_error = await call(client, "browser_snapshot")
-    assert not is_error, snap
-    return snap, await page_at(context, url)
 
 
 async def card_answered(panel: Page, client: Client, tool: str, args: dict[str, Any], decision: str,
@@ -134,7 +128,7 @@ async def test_an_upload_asks_naming_the_file_its_size_and_the_site_and_a_no_rea
         panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
     data = document(1_572_864)  # 1.5 MB: three chunks of the pod's, two pieces into the page
     put(workdir, "notes.txt", data)
-    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    snap, tab = await opened(client, context, f"{site}/upload.html")
     field = ref_of(snap, '"Document"')
     reads = asked(gateway, READ)
 
@@ -173,7 +167,7 @@ async def test_an_upload_asks_naming_the_file_its_size_and_the_site_and_a_no_rea
 async def test_a_page_that_swaps_the_field_after_the_card_gets_nothing(
         panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
     put(workdir, "contract.txt", document(40_000))
-    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    snap, tab = await opened(client, context, f"{site}/upload.html")
     reads = asked(gateway, READ)
 
     async def swap() -> None:
@@ -192,7 +186,7 @@ async def test_a_drop_zone_gets_the_file_as_a_persons_drop(
         panel: Page, client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
     data = document(300_000)
     put(workdir, "photo-list.txt", data)
-    snap, tab = await open_page(client, context, f"{site}/upload.html")
+    snap, tab = await opened(client, context, f"{site}/upload.html")
     title, _, result = await card_answered(panel, client, "browser_upload",
                                            {"ref": ref_of(snap, 'region "Drop files here"'), "path": "photo-list.txt"},
                                            "allow")
@@ -205,7 +199,7 @@ async def test_a_drop_zone_gets_the_file_as_a_persons_drop(
 async def test_an_upload_refuses_a_field_that_takes_no_file(
         panel: Page, client: Client, context: BrowserContext, gateway: LiveGateway, workdir: Path, site: str) -> None:
     put(workdir, "name.txt", b"Ada")
-    snap, _ = await open_page(client, context, f"{site}/form.html")
+    snap, _ = await opened(client, context, f"{site}/form.html")
     reads = asked(gateway, READ)
     field = ref_of(snap, 'textbox "Username"')
     text, is_error = await call(client, "browser_upload", {"ref": field, "path": "name.txt"})
@@ -237,7 +231,7 @@ async def test_a_download_goes_with_the_persons_cookie_into_the_working_folder(
     private = f"{site}/files/private/report.csv"
     assert fetched_without_the_browser(private) == 403  # only the browser's session opens it
     # A page visit leaves the session cookie (SameSite=Lax, HttpOnly) in the browser.
-    await open_page(client, context, f"{site}/files/sign-in")
+    await opened(client, context, f"{site}/files/sign-in")
     writes = asked(gateway, WRITE)
     text, is_error = await call(client, "browser_download", {"url": private})
     assert not is_error, text
@@ -248,7 +242,7 @@ async def test_a_download_goes_with_the_persons_cookie_into_the_working_folder(
     assert asked(gateway, WRITE) - writes == -(-len(PRIVATE_REPORT) // (512 * 1024))  # chunks of 512 KiB
 
     # By a link's ref, under the name the agent gives.
-    snap, _ = await open_page(client, context, f"{site}/download.html")
+    snap, _ = await opened(client, context, f"{site}/download.html")
     text, is_error = await call(client, "browser_download", {"ref": ref_of(snap, "Monthly report"), "path": "may.csv"})
     assert not is_error, text
     assert (workdir / "may.csv").read_bytes() == PRIVATE_REPORT
@@ -352,7 +346,7 @@ async def test_the_extension_itself_refuses_what_is_not_http(panel: Page) -> Non
 
 async def test_a_download_a_click_started_is_the_agents_and_the_persons_downloads_are_untouched(
         panel: Page, client: Client, context: BrowserContext, workdir: Path, downloads: Path, site: str) -> None:
-    snap, _ = await open_page(client, context, f"{site}/download.html")
+    snap, _ = await opened(client, context, f"{site}/download.html")
     text, is_error = await call(client, "browser_download", {})
     assert is_error and "no download is waiting" in text, text
     # A button whose script starts the download, then a link with the download attribute.
@@ -374,8 +368,8 @@ async def test_a_file_an_export_form_posts_is_the_agents_and_its_page_stays(
         site: str) -> None:
     # An "Export" button submitting a POST form, answered with the file: only that POST, with the person's cookie,
     # gets it (the same address fetched again with GET is not found), so the browser's one answer must be taken.
-    await open_page(client, context, f"{site}/files/sign-in")
-    snap, page = await open_page(client, context, f"{site}/download.html")
+    await opened(client, context, f"{site}/files/sign-in")
+    snap, page = await opened(client, context, f"{site}/download.html")
     writes = asked(gateway, WRITE)
     # Submitting a form is a step the person approves (autopilot is off here).
     _, _, clicked = await card_answered(panel, client, "browser_click", {"ref": ref_of(snap, 'button "Export orders"')},
@@ -416,7 +410,7 @@ async def test_a_file_an_export_form_posts_is_the_agents_and_its_page_stays(
 async def test_a_one_time_link_a_click_follows_is_taken_from_the_browsers_one_answer(
         client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
     # A receipt's signed link answers once: the file is the browser's answer to the click, not a second fetch.
-    snap, _ = await open_page(client, context, f"{site}/download.html")
+    snap, _ = await opened(client, context, f"{site}/download.html")
     text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, "Your receipt")})
     assert not is_error and "it started a download" in text, text
     text, is_error = await call(client, "browser_download", {"path": "receipt.bin"})
@@ -501,7 +495,7 @@ async def test_files_go_in_binary_frames_and_in_json_to_a_pod_that_offers_none(
         monkeypatch: pytest.MonkeyPatch) -> None:
     data = document(2_621_440 + 7)  # 2.5 MB and a bit: six chunks of the pod's, three pieces into the page
     put(workdir, "framed.txt", data)
-    await open_page(client, context, f"{site}/files/sign-in")
+    await opened(client, context, f"{site}/files/sign-in")
     for offered in (True, False):
         if not offered:  # an older pod: its calls' `file` says nothing of frames or a window
             monkeypatch.setattr("openab_browser.core.files.calls._OFFER", {})
@@ -514,7 +508,7 @@ async def test_files_go_in_binary_frames_and_in_json_to_a_pod_that_offers_none(
         sent = chunk_requests(gateway, WRITE, writes)
         assert sent and all(("sha256" in p) is offered and ("data" in p) is not offered for p in sent), sent
 
-        snap, tab = await open_page(client, context, f"{site}/upload.html?offered={offered}")
+        snap, tab = await opened(client, context, f"{site}/upload.html?offered={offered}")
         _, _, result = await card_answered(panel, client, "browser_upload",
                                            {"ref": ref_of(snap, '"Document"'), "path": "framed.txt"}, "allow")
         assert not result.is_error, result_text(result)

@@ -25,8 +25,8 @@ from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
 from .harness import PRIVATE_REPORT, page_at, playwright_browser, stage_extension
-from .live_pod import KEY, LiveGateway, call
-from .test_files import document, open_page
+from .live_pod import KEY, LiveGateway, call, opened
+from .test_files import document
 
 pytestmark = pytest.mark.anyio
 
@@ -79,7 +79,7 @@ async def test_an_upload_through_the_bridge_reaches_the_forms_server(
         client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
     data = document(700_000)
     (workdir / "minutes.txt").write_bytes(data)
-    snap, _ = await open_page(client, context, f"{site}/upload.html")
+    snap, _ = await opened(client, context, f"{site}/upload.html")
     text, is_error = await call(client, "browser_upload", {"ref": ref_of(snap, '"Document"'), "path": "minutes.txt"})
     assert not is_error, text
     text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'button "Send"')})
@@ -93,7 +93,7 @@ async def test_an_upload_through_the_bridge_reaches_the_forms_server(
 
 async def test_a_download_through_the_bridge_carries_the_persons_cookie(
         client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
-    await open_page(client, context, f"{site}/files/sign-in")
+    await opened(client, context, f"{site}/files/sign-in")
     text, is_error = await call(client, "browser_download",
                                 {"url": f"{site}/files/private/report.csv", "path": "bridged.csv"})
     assert not is_error, text

@@ -16,8 +16,7 @@ from playwright.async_api import BrowserContext, Page, expect
 from refs import ref_of
 
 from .conftest import person_browser
-from .harness import page_at
-from .live_pod import call
+from .live_pod import call, opened
 from .test_panel import guard_said, in_background, result_text
 
 pytestmark = pytest.mark.anyio
@@ -31,11 +30,7 @@ context, tunnel = person_browser("keys")
 async def open_page(client: Client, context: BrowserContext, url: str) -> tuple[str, Page]:
     """The agent's tab at `url` (freshly loaded, so its record is empty), its snapshot, and the page as Playwright
     has it."""
-    text, is_error = await call(client, "browser_navigate", {"url": url})
-    assert not is_error, text
-    snap, is_error = await call(client, "browser_snapshot")
-    assert not is_error, snap
-    tab = await page_at(context, url)
+    snap, tab = await opened(client, context, url)
     assert await events(tab) == []
     return snap, tab
 

@@ -15,8 +15,7 @@ from playwright.async_api import BrowserContext, Page
 from refs import ref_of
 
 from .conftest import person_browser
-from .harness import page_at
-from .live_pod import call
+from .live_pod import call, opened
 from .test_guard_keys import answer, declined, events
 from .test_panel import guard_said, result_text
 
@@ -26,12 +25,7 @@ context, tunnel = person_browser("input")
 
 
 async def open_input(client: Client, context: BrowserContext, site: str) -> tuple[str, Page]:
-    url = f"{site}/input.html"
-    text, is_error = await call(client, "browser_navigate", {"url": url})
-    assert not is_error, text
-    snap, is_error = await call(client, "browser_snapshot")
-    assert not is_error, snap
-    return snap, await page_at(context, url)
+    return await opened(client, context, f"{site}/input.html")
 
 
 async def press(client: Client, args: dict[str, object]) -> str:

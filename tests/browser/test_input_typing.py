@@ -14,8 +14,7 @@ from playwright.async_api import BrowserContext, Page
 from refs import ref_of
 
 from .conftest import person_browser
-from .harness import page_at
-from .live_pod import call
+from .live_pod import call, opened
 
 pytestmark = pytest.mark.anyio
 
@@ -23,12 +22,7 @@ context, tunnel = person_browser("typing")
 
 
 async def open_typing(client: Client, context: BrowserContext, site: str) -> tuple[str, Page]:
-    url = f"{site}/typing.html"
-    text, is_error = await call(client, "browser_navigate", {"url": url})
-    assert not is_error, text
-    snap, is_error = await call(client, "browser_snapshot")
-    assert not is_error, snap
-    return snap, await page_at(context, url)
+    return await opened(client, context, f"{site}/typing.html")
 
 
 async def type_into(client: Client, ref: str, text: str) -> str:
