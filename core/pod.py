@@ -16,7 +16,7 @@ from .acp.schema import AgentOffer
 from .acp.server import AcpConnections, AcpServerConnection, PodParts
 from .files import Transfers
 from .journal import JOURNAL_METHOD
-from .journal.telling import Telling, running_from_call
+from .journal.telling import Telling, running_from_call, ties_a_row
 from .leftovers import StateDirLock
 from .mcp.access import BrowserAccess
 from .mcp.journal import ActionJournal
@@ -96,16 +96,13 @@ class Pod:
         session = self.sessions.get(session_id)
         if session is None or session.owner is None:
             return  # no panel to tell: the one that takes the session up is told its unsettled steps then
-        started = any(running_from_call(step) for step in steps)
-        if started and session.marks_running:
+        if session.marks_running:
             steps = [step for step in steps if not running_from_call(step)]
         if not steps:
             return
         to = (session_id, session.owner)
         due = self.telling.add(to, steps)
-        # A panel that does not mark a step running itself is told before the call, as it always was: it ties the
-        # step to the agent's row while that row still runs.
-        if due == "now" or (started and not session.marks_running):
+        if due == "now" or any(ties_a_row(step, marks_running=session.marks_running) for step in steps):
             self._flush_journal(to)
         elif due == "schedule":
             self._tell_timers[to] = asyncio.get_running_loop().call_later(self.telling.delay, self._flush_journal, to)

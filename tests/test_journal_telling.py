@@ -13,7 +13,7 @@ from test_proxy import BROWSER, endpoint, extension, mcp_client
 from waits import eventually
 
 from openab_browser.core.acp.schema import MARKS_RUNNING_META
-from openab_browser.core.journal.telling import Telling, running_from_call
+from openab_browser.core.journal.telling import Telling, running_from_call, ties_a_row
 from openab_browser.core.mcp.proxy import BrowserProxy
 
 pytestmark = pytest.mark.anyio
@@ -42,6 +42,32 @@ def test_only_a_freshly_running_step_is_known_from_its_call() -> None:
     assert running_from_call({"action": "act-a", "state": "running"})
     assert not running_from_call({"action": "act-a", "state": "committed"})
     assert not running_from_call({"action": "act-b", "state": "running", "deduplicated": "act-a"})
+
+
+def test_what_the_panel_ties_to_a_running_row_goes_at_once() -> None:
+    again = {"action": "act-b", "state": "committed", "deduplicated": "act-a"}
+    started = {"action": "act-a", "state": "running"}
+    ended = {"action": "act-a", "state": "committed"}
+    assert ties_a_row(again, marks_running=True) and ties_a_row(again, marks_running=False)
+    assert ties_a_row(started, marks_running=False) and not ties_a_row(started, marks_running=True)
+    assert not ties_a_row(ended, marks_running=False)
+
+
+async def test_a_reissued_call_answered_from_the_journal_is_told_before_its_answer() -> None:
+    async with run_gateway() as gateway, extension(gateway) as ext:
+        gateway.pod.telling.delay = 600.0  # nothing gathered is sent in this test but by what goes at once
+        Browser().attach(ext)
+        session_id = await _session(gateway, ext, True)
+        proxy = gateway.pod.browser
+        assert isinstance(proxy, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+            await client.call_tool("browser_click", {"nonce": "twice"})
+            await client.call_tool("browser_click", {"nonce": "twice"})  # the same within the window: answered
+            # The agent's row for it is tied to the journal's view while it still runs: the view comes with the answer.
+            await eventually(lambda: journal_messages(ext, session_id), 10)
+        (told,) = journal_messages(ext, session_id)
+        assert [step["state"] for step in told] == ["committed", "committed"]
+        assert "deduplicated" not in told[0] and told[1]["deduplicated"] == told[0]["action"]
 
 
 async def _session(gateway: RunningGateway, ext: FakeExtension, marks_running: bool) -> str:

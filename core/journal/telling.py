@@ -4,8 +4,9 @@ A click used to put three frames on ``/acp``: the journal's ``running`` notifica
 ``committed`` notification, the last of them sent before the agent had its answer. Now
 
 - a panel that says it marks a step running when the step's call reaches it (``dev.openab/marksRunning`` in
-  ``session/new``; lib/acp.js) is not told ``running`` at all: the call it is about to run says as much (a panel
-  that does not say so is told at once, with what was gathered before, as it always was);
+  ``session/new``; lib/acp.js) is not told ``running`` at all: the call it is about to run says as much;
+- a view the panel ties to the agent's call while that call's row still runs (:func:`ties_a_row`) goes at once,
+  before the call's answer, with whatever was gathered before it;
 - every other view waits :attr:`Telling.delay` seconds (after the call's answer has gone to the agent), and the
   views a session gathered meanwhile go as one ``_openab/journal`` notification, in the order they came.
 
@@ -19,7 +20,7 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["DELAY", "LIMIT", "Telling", "running_from_call"]
+__all__ = ["DELAY", "LIMIT", "Telling", "running_from_call", "ties_a_row"]
 
 DELAY: Final = 0.02
 """Seconds a view waits for others of its session: well under what a person can see, longer than a call's answer
@@ -32,6 +33,13 @@ def running_from_call(view: Mapping[str, Any]) -> bool:
     """Whether a panel that marks steps running from their calls already knows ``view``: a step just started, which
     reaches the browser as a call with its action id. A re-issued call's own row (``deduplicated``) never does."""
     return view.get("state") == "running" and "deduplicated" not in view
+
+
+def ties_a_row(view: Mapping[str, Any], *, marks_running: bool) -> bool:
+    """Whether the panel ties ``view`` to the agent's call while the call's row still runs (lib/chat.js ``_rowFor``),
+    so that it must arrive before the call's answer: a re-issued call's own row (``deduplicated``: it never reaches
+    the browser), and a step just started for a panel that does not mark it from the call."""
+    return "deduplicated" in view or (not marks_running and running_from_call(view))
 
 
 @dataclass
