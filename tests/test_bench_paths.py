@@ -34,13 +34,17 @@ def test_the_proxy_path_benchmark_times_each_path_beside_the_wire_alone(tmp_path
     document = _document(tmp_path, "proxy_path")
 
     paths = document["paths"]
-    assert set(paths) == {"baseline", "proxy", "proxy, audit off", "proxy, mcp client"}
+    rows = {"proxy", "proxy, audit off", "proxy, mcp client", "proxy, click", "proxy, read"}
+    assert set(paths) == {"baseline", *rows}
     for row in paths.values():
         _sane(row, document["rounds"] * document["calls_per_round"])
-    assert set(document["ratio_to_baseline"]) == {"proxy", "proxy, audit off", "proxy, mcp client"}
+    assert set(document["ratio_to_baseline"]) == rows
     assert abs(document["ratio_to_baseline"]["proxy"]["p50"] - paths["proxy"]["p50_ms"] / paths["baseline"]["p50_ms"]) \
         < 0.01
     assert set(document["audit_cost"]) == {"p50", "p99"}
+    # The journal's share of a click: the click's p50 over the read's, as the two rows have them.
+    journal = document["journal_cost"]["p50"]
+    assert abs(journal - paths["proxy, click"]["p50_ms"] / paths["proxy, read"]["p50_ms"]) < 0.01
     assert isinstance(document["target"]["met"], bool)
 
 
