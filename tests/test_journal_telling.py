@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from fake_extension import FakeExtension
 from gateway_harness import RunningGateway, run_gateway
+from mcp import Client
 from test_journal_e2e import Browser, journal_notes
 from test_proxy import BROWSER, endpoint, extension, mcp_client
 from waits import eventually
@@ -58,9 +61,7 @@ async def test_a_reissued_call_answered_from_the_journal_is_told_before_its_answ
         gateway.pod.telling.delay = 600.0  # nothing gathered is sent in this test but by what goes at once
         Browser().attach(ext)
         session_id = await _session(gateway, ext, True)
-        proxy = gateway.pod.browser
-        assert isinstance(proxy, BrowserProxy)
-        async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+        async with agent_of(gateway, session_id) as client:
             await client.call_tool("browser_click", {"nonce": "twice"})
             await client.call_tool("browser_click", {"nonce": "twice"})  # the same within the window: answered
             # The agent's row for it is tied to the journal's view while it still runs: the view comes with the answer.
@@ -68,6 +69,15 @@ async def test_a_reissued_call_answered_from_the_journal_is_told_before_its_answ
         (told,) = journal_messages(ext, session_id)
         assert [step["state"] for step in told] == ["committed", "committed"]
         assert "deduplicated" not in told[0] and told[1]["deduplicated"] == told[0]["action"]
+
+
+@contextlib.asynccontextmanager
+async def agent_of(gateway: RunningGateway, session_id: str) -> AsyncIterator[Client]:
+    """The official MCP client at the session's proxy endpoint, as its agent has it."""
+    proxy = gateway.pod.browser
+    assert isinstance(proxy, BrowserProxy)
+    async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+        yield client
 
 
 async def _session(gateway: RunningGateway, ext: FakeExtension, marks_running: bool) -> str:
@@ -85,9 +95,7 @@ async def test_a_burst_of_clicks_is_one_message_each_state_in_order_and_no_runni
         for ext, marks in ((marking, True), (old, False)):
             Browser().attach(ext)
             sessions[marks] = session_id = await _session(gateway, ext, marks)
-            proxy = gateway.pod.browser
-            assert isinstance(proxy, BrowserProxy)
-            async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+            async with agent_of(gateway, session_id) as client:
                 for nonce in ("a", "b", "c"):
                     result = await client.call_tool("browser_click", {"nonce": nonce})
                     assert not result.is_error
@@ -135,9 +143,7 @@ async def test_a_stop_tells_what_was_gathered_before_the_sockets_close() -> None
         gateway.pod.telling.delay = 600.0
         Browser().attach(ext)
         session_id = await _session(gateway, ext, True)
-        proxy = gateway.pod.browser
-        assert isinstance(proxy, BrowserProxy)
-        async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+        async with agent_of(gateway, session_id) as client:
             await client.call_tool("browser_click", {"nonce": "last"})
         await gateway.pod.drain()
         await eventually(lambda: journal_notes(ext, session_id), 10)
