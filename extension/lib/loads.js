@@ -6,13 +6,14 @@ import { ToolError, NO_TAB, TIMEOUT, throwIfCancelled } from './errors.js';
 
 const LOAD_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 10_000;
-// After a click, a key or a choice that the page did not see itself leave on: how long its call watches the tab
-// for a navigation starting (a script may redirect in its handler's promise or a timer). Short, because every
-// such action pays it, and nothing is lost past it: a navigation that starts later, up to LATE_WINDOW_MS after
-// the action, still holds the next call until its load, and the next call waits out what is left of that
-// window (an agent's next call comes a model turn later, when it has passed). One that starts within
-// LATE_NAVIGATION_MS holds the next call too.
-const NAVIGATION_WINDOW_MS = 10;
+// After a click, a key or a choice: its own call names the page it led to when the page said it began leaving by the
+// time it answered for the action (a link, a form's submission, a script setting the location in its handler or in
+// a task that ran before that answer), or when the tab reports loading by then. It sleeps for no window after that:
+// every such action paid it (a click a turn apart spent a third of its time asleep in a 10 ms one), and nothing is
+// lost without it: a navigation that starts later, up to LATE_WINDOW_MS after the action, holds the next call until
+// its load, and the next call waits out what is left of that window (an agent's next call comes a model turn later,
+// when it has passed). One that starts within LATE_NAVIGATION_MS holds the next call too. What a later start
+// changes is that the action's own result does not name the page it loads.
 const LATE_WINDOW_MS = 80;
 const LATE_NAVIGATION_MS = 1_000;
 // A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
@@ -51,6 +52,7 @@ class LoadWatch {
   /** Whether `test()` holds, at once or within `ms`. */
   async until(test, ms) {
     if (test()) return true;
+    if (ms <= 0) return false;
     await new Promise((resolve) => {
       const done = () => {
         clearTimeout(timer);
@@ -190,15 +192,13 @@ export class Loads {
   }
 
   /**
-   * After an action: the load of the navigation it started (the page saw itself leave, or the tab began
-   * loading within NAVIGATION_WINDOW_MS of `acted`, when the action reached the page), as the loaded tab; null at
-   * once when it started none. A navigation the page starts later is left to `lateLoad`, so the next call meets
-   * the new page, not the old one.
+   * After an action: the load of the navigation it started (the page saw itself leave, or the tab is loading now), as
+   * the loaded tab; null at once when it started none. A navigation the page starts later is left to `lateLoad`, so
+   * the next call meets the new page, not the old one. `acted`: when the action reached the page (lib/tools-act.js,
+   * sendKeys), from which the late window runs.
    */
   async settle(watch, left, acted = Date.now()) {
-    // The window runs from the action, not from the page's word on it that came after (lib/tools-act.js, sendKeys).
-    const rest = Math.max(0, acted + NAVIGATION_WINDOW_MS - Date.now());
-    if (!left && !(await watch.until(() => watch.started || watch.left, rest))) {
+    if (!left && !watch.started && !watch.left) {
       if (this._late) this._late.stop();
       watch.windowEnd = acted + LATE_WINDOW_MS;
       this._late = watch;
