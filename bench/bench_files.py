@@ -28,9 +28,15 @@ file methods are wrapped in this process (timestamps and durations of each chunk
 page's ``change`` event is stamped when the file lands in the field, and the extension's own codecs and digests
 (lib/tools-files.js, lib/sha256.js) are timed on 20 MiB in an extension page of the same Chromium.
 
-Run: ``python bench/bench_files.py [--quick] [--mib N] [--rounds N] [--out DIR]`` (from the repository, venv active;
-``--mib 100`` for issue 39's 100 MiB). The same script measures an older tree when run from its worktree with its
-link farm first on the path (``PYTHONPATH=WORKTREE/.dev``): the instrumentation wraps what that tree has.
+No DevTools client stays attached while a path is timed: Playwright's keeps the ``Network`` domain on in every
+target, so Chromium copies each WebSocket frame of the file, in base64, to it (a 100 MiB file ran two to four times
+slower with it attached). The page and the service worker are reached through bench/cdp.py, one bare
+``Runtime.evaluate`` at a time; Playwright connects only for the untimed codec figures at the end.
+
+Run: ``python bench/bench_files.py [--quick] [--mib N] [--rounds N] [--deflate both|on|off] [--out DIR]`` (from the
+repository, venv active; ``--mib 100`` for issue 39's 100 MiB). It measures an older tree with that tree's link farm
+first on the path and its extension staged: ``PYTHONPATH=WORKTREE/.dev python bench/bench_files.py --extension
+WORKTREE/extension``; the instrumentation wraps what that tree has.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ import functools
 import hashlib
 import itertools
 import random
+import shutil
 import statistics
 import sys
 import tempfile
@@ -54,10 +61,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import httpx
 import httpx2
 import websockets
 from browser.harness import (
     CHROMIUM,
+    EXTENSION_SRC,
     MAX_UPLOAD_ECHO,
     SESSION_COOKIE,
     SITE,
@@ -65,20 +74,19 @@ from browser.harness import (
     _Server,
     chromium,
     extension_id,
-    page_at,
-    service_worker_url,
     serving,
     stage_extension,
 )
 from browser.live_pod import KEY
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from playwright.async_api import Page, Worker, async_playwright
+from playwright.async_api import async_playwright
 from pydantic import SecretStr
 from waits import eventually
 
 from bench.bench_browser_tools import ref_of
-from bench.browser_socket import BROWSER_SOCKET, browser_raw_server, browser_socket
+from bench.browser_socket import browser_raw_server, browser_socket, open_browser_socket, service_worker
+from bench.cdp import evaluate, wait_target
 from bench.common import arguments, interleaved, plot_latencies, summary, write_result
 from bench.raw_socket import RawClient, raw_process
 from openab_browser.core.acp.backend import NoAgentBackend
@@ -208,18 +216,23 @@ def instrumented(clock: Clock) -> contextlib.ExitStack:
 class Rig:
     site: str
     client: Client
-    tab: Callable[[str], Awaitable[Page]]  # the agent's tab, through Playwright over CDP, once at that address
     workdir: Path
-    extension_page: Page  # a page of the extension's own, for timing its codecs
-    worker: Worker  # the extension's service worker, where its socket to the pod is
+    devtools: int  # Chromium's DevTools port: bench/cdp.py evaluates in a tab or the service worker through it
     chromium_version: str
+
+    async def in_tab(self, url: str, expression: str, timeout: float = 60) -> Any:
+        """``expression``'s value in the agent's tab, once it is at ``url``."""
+        return await evaluate(self.devtools, lambda t: t.get("type") == "page" and t.get("url") == url, expression,
+                              timeout=timeout, what=f"the tab at {url}")
 
 
 @contextlib.asynccontextmanager
-async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool) -> AsyncIterator[Rig]:
-    """The real pod on uvicorn (as `openab run` serves it, with ``ws_deflate``), the real extension in headless
-    Chromium with an `Always allow` rule for the test site (the one thing besides the person that lets a file go),
-    and the agent's official MCP client at the session's proxy endpoint."""
+async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool,
+                          extension: Path = EXTENSION_SRC) -> AsyncIterator[Rig]:
+    """The real pod on uvicorn (as `openab run` serves it, with ``ws_deflate``), the real extension (``extension``:
+    another tree's to measure it) in headless Chromium with an `Always allow` rule for the test site (the one thing
+    besides the person that lets a file go), and the agent's official MCP client at the session's proxy endpoint.
+    No DevTools client stays attached (bench/cdp.py says why)."""
     settings = Settings(token=SecretStr(KEY), port=0, state_dir=tmp / "state", ws_deflate=ws_deflate,
                         max_session_file_bytes=64 << 30)
     pod: Pod = assemble(settings, backend=NoAgentBackend())
@@ -230,6 +243,8 @@ async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool) -> Asy
             host = site.removeprefix("http://")
             ext = stage_extension(tmp / "ext", {"url": url, "key": KEY, "autopilot": True,
                                                 "siteRules": {host: "always"}})
+            if extension != EXTENSION_SRC:  # another tree's files under the same defaults
+                shutil.copytree(extension, ext, dirs_exist_ok=True, ignore=shutil.ignore_patterns("defaults.json"))
             with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log",
                           extra=("--remote-debugging-port=0",)):
                 port_file = tmp / "profile" / "DevToolsActivePort"
@@ -242,24 +257,15 @@ async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool) -> Asy
                 assert isinstance(endpoint, HttpEndpoint)
                 workdir = session_workdir(settings.state_dir, pod.sessions.naming.channel(session_id), create=True)
                 headers = {"Authorization": f"Bearer {endpoint.token}"}
+                devtools = int(port_file.read_text().split()[0])
+                await wait_target(devtools, service_worker(extension_id()), 30, what="the extension's service worker")
+                async with httpx.AsyncClient(timeout=10) as http:
+                    version = (await http.get(f"http://127.0.0.1:{devtools}/json/version")).json()["Browser"]
                 async with (
-                    httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=CALL_TIMEOUT)) as http,
-                    Client(streamable_http_client(endpoint.url, http_client=http), mode="legacy") as client,
-                    async_playwright() as p,
+                    httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=CALL_TIMEOUT)) as http2,
+                    Client(streamable_http_client(endpoint.url, http_client=http2), mode="legacy") as client,
                 ):
-                    browser = await p.chromium.connect_over_cdp(
-                        f"http://127.0.0.1:{port_file.read_text().split()[0]}")
-                    context = browser.contexts[0]
-                    own = await context.new_page()
-                    await own.goto(f"chrome-extension://{extension_id()}/pair/pair.html")
-                    try:
-                        await service_worker_url(context)
-                        [worker] = [w for w in context.service_workers
-                                    if w.url.startswith(f"chrome-extension://{extension_id()}/")]
-                        yield Rig(site, client, functools.partial(page_at, context), workdir, own, worker,
-                                  browser.version)
-                    finally:
-                        await own.close()
+                    yield Rig(site, client, workdir, devtools, version.split("/", 1)[-1])
 
 
 async def attached_session(pod: Pod) -> str:
@@ -297,7 +303,7 @@ def record(phases: Phases, name: str, seconds: float) -> None:
     phases.setdefault(name, []).append(seconds)
 
 
-async def upload_form(rig: Rig, number: int) -> tuple[str, Page]:
+async def upload_form(rig: Rig, number: int) -> tuple[str, str]:
     """The form in the agent's tab, at a new address each time (a real load), and its file field's ref. The tab
     was just at the form's echo, after a POST of 20 MiB: should a snapshot still see that page, it is taken again."""
     url = f"{rig.site}/upload.html?n={number}"
@@ -306,40 +312,39 @@ async def upload_form(rig: Rig, number: int) -> tuple[str, Page]:
         await call(rig.client, "browser_navigate", {"url": url})
         snapshot = await call(rig.client, "browser_snapshot", {})
         if '"Document"' in snapshot:
-            return ref_of(snapshot, '"Document"'), await rig.tab(url)
+            return ref_of(snapshot, '"Document"'), url
         print(f"the form was not in the snapshot after browser_navigate: again\n{snapshot[:300]}", file=sys.stderr)
         await asyncio.sleep(1)
-    return ref_of(snapshot, '"Document"'), await rig.tab(url)
+    return ref_of(snapshot, '"Document"'), url
 
 
 async def upload_once(rig: Rig, clock: Clock, phases: Phases, payload: bytes, number: int) -> float:
     field_ref, tab = await upload_form(rig, number)
     # The moment the page's field holds the file, in this process's clock: the page stamps its wall clock.
-    await tab.evaluate("""() => { window.__landed = 0; document.getElementById('doc').addEventListener('change',
-        () => { window.__landed = performance.timeOrigin + performance.now(); }); }""")
+    await rig.in_tab(tab, """window.__landed = 0; document.getElementById('doc').addEventListener('change',
+        () => { window.__landed = performance.timeOrigin + performance.now(); }); true""")
     wall, start = time.time(), time.perf_counter()
     said = await call(rig.client, "browser_upload", {"ref": field_ref, "path": "bench-upload.bin"})
     end = time.perf_counter()
     digest = hashlib.sha256(payload).hexdigest()
     if digest not in said:
         raise RuntimeError(f"the upload's result does not name the file's sha256: {said[:300]}")
-    landed = start + (await tab.evaluate("window.__landed") / 1000 - wall)
+    landed = start + (await rig.in_tab(tab, "window.__landed") / 1000 - wall)
     # Untimed: the form goes to its server, whose echo must name the same bytes; a file larger than the echo takes
     # is read in the page instead, from the field.
     if len(payload) > MAX_UPLOAD_ECHO:
-        size, sha = await tab.evaluate("""async () => { const f = document.getElementById('doc').files[0];
+        size, sha = await rig.in_tab(tab, """(async () => { const f = document.getElementById('doc').files[0];
             const d = new Uint8Array(await crypto.subtle.digest('SHA-256', await f.arrayBuffer()));
-            return [f.size, Array.from(d, (v) => v.toString(16).padStart(2, '0')).join('')]; }""")
+            return [f.size, Array.from(d, (v) => v.toString(16).padStart(2, '0')).join('')]; })()""")
         if sha != digest or size != len(payload):
             raise RuntimeError("the page's file field does not hold the uploaded file's size and sha256")
     else:
         snapshot = await call(rig.client, "browser_snapshot", {})
         await call(rig.client, "browser_click", {"ref": ref_of(snapshot, 'button "Send"')})
-        echo = await rig.tab(f"{rig.site}/upload-echo")
-        got = echo.locator("#received li.file")
-        await got.wait_for(timeout=60_000)
-        named = await got.get_attribute("data-sha256"), await got.get_attribute("data-size")
-        if named != (digest, str(len(payload))):
+        named = await rig.in_tab(f"{rig.site}/upload-echo", """new Promise((ok) => { const look = () => {
+            const li = document.querySelector('#received li.file');
+            if (li) ok([li.dataset.sha256, li.dataset.size]); else setTimeout(look, 50); }; look(); })""")
+        if named != [digest, str(len(payload))]:
             raise RuntimeError("the site's echo does not name the uploaded file's size and sha256")
     reads = between(clock, start, end, "read")
     [opened] = between(clock, start, end, "open")
@@ -427,8 +432,17 @@ EXTENSION_WORK = """async ([size, site]) => {
 
 
 async def extension_work(rig: Rig, size: int) -> dict[str, float]:
-    """Milliseconds the extension's own codecs and digests take on ``size`` bytes (lib/tools-files.js, sha256.js)."""
-    said = await rig.extension_page.evaluate(EXTENSION_WORK, [size, rig.site])
+    """Milliseconds the extension's own codecs and digests take on ``size`` bytes (lib/tools-files.js, sha256.js),
+    in an extension page Playwright opens once the timed paths are done."""
+    async with async_playwright() as p:
+        browser = await p.chromium.connect_over_cdp(f"http://127.0.0.1:{rig.devtools}")
+        own = await browser.contexts[0].new_page()
+        try:
+            await own.goto(f"chrome-extension://{extension_id()}/pair/pair.html")
+            said = await own.evaluate(EXTENSION_WORK, [size, rig.site])
+        finally:
+            await own.close()
+            await browser.close()  # over CDP: disconnects, Chromium stays
     return {name: round(float(ms), 1) for name, ms in said.items()}
 
 
@@ -463,14 +477,14 @@ def phase_medians(phases: Phases) -> dict[str, float]:
 
 
 async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
-                      samples_out: dict[str, list[float]]) -> dict[str, Any]:
+                      samples_out: dict[str, list[float]], extension: Path) -> dict[str, Any]:
     clock = Clock()
     phases: dict[str, Phases] = {UPLOAD: {}, DOWNLOAD: {}}
     with tempfile.TemporaryDirectory(prefix="openab-bench-files-") as tmp_name, instrumented(clock):
         tmp = Path(tmp_name)
         (tmp / "state").mkdir(mode=0o700)
         async with (
-            pod_and_browser(tmp, payload, ws_deflate=ws_deflate) as rig,
+            pod_and_browser(tmp, payload, ws_deflate=ws_deflate, extension=extension) as rig,
             raw_process(size) as raw_url,
             browser_raw_server(size, ws_deflate=ws_deflate) as browser_url,
             websockets.connect(raw_url, max_size=4 * MiB, compression="deflate" if ws_deflate else None) as ws,
@@ -478,7 +492,7 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
             (rig.workdir / "bench-upload.bin").write_bytes(payload)
             await call(rig.client, "browser_navigate", {"url": f"{rig.site}/files/sign-in"})  # the session cookie
             raw = RawClient(ws, size)
-            await rig.worker.evaluate(BROWSER_SOCKET, [browser_url, size, CHUNK])
+            await open_browser_socket(rig.devtools, extension_id(), browser_url, size, CHUNK)
             paths: dict[str, Callable[[], Awaitable[list[float]]]] = {
                 UPLOAD: repeated(1, lambda n: upload_once(rig, clock, phases[UPLOAD], payload, n)),
                 DOWNLOAD: repeated(1, lambda n: download_once(rig, clock, phases[DOWNLOAD], payload, n)),
@@ -486,8 +500,8 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
                 RAW_UP: repeated(1, lambda _n: raw.push_up()),
                 LOCK_READ: repeated(1, lambda _n: raw.lock_read()),
                 LOCK_WRITE: repeated(1, lambda _n: raw.lock_write()),
-                BROWSER_DOWN: repeated(1, lambda _n: browser_socket(rig.worker, "push")),
-                BROWSER_UP: repeated(1, lambda _n: browser_socket(rig.worker, "take")),
+                BROWSER_DOWN: repeated(1, lambda _n: browser_socket(rig.devtools, extension_id(), "push")),
+                BROWSER_UP: repeated(1, lambda _n: browser_socket(rig.devtools, extension_id(), "take")),
             }
             for run in paths.values():  # warm: the page scripts, the sockets' buffers, the allocator's arenas
                 await run()
@@ -517,16 +531,17 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
     }
 
 
-async def run(quick: bool, out: Path, mib: int | None = None, rounds: int | None = None) -> Path:
+async def run(quick: bool, out: Path, mib: int | None = None, rounds: int | None = None, deflate: str = "both",
+              extension: Path = EXTENSION_SRC) -> Path:
     size, default_rounds = (QUICK_SIZE, 2) if quick else (SIZE, 7)
     size = mib * MiB if mib else size
     rounds = rounds or default_rounds
     payload = random.Random(7).randbytes(size)
     samples: dict[str, list[float]] = {}
     settings = {}
-    for ws_deflate in (True, False):
+    for ws_deflate in {"both": (True, False), "on": (True,), "off": (False,)}[deflate]:
         settings["deflate" if ws_deflate else "no deflate"] = await one_setting(ws_deflate, rounds, size, payload,
-                                                                               samples)
+                                                                               samples, extension)
     result = {
         "file_bytes": size, "chunk_bytes": CHUNK, "rounds": rounds, "quick": quick,
         "settings": settings,
@@ -540,12 +555,16 @@ def main(argv: Sequence[str] | None = None) -> Path:
     def more(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--mib", type=int, default=None, help="the file's size in MiB (default 20; 2 with --quick)")
         parser.add_argument("--rounds", type=int, default=None, help="rounds of every path (default 7; 2 with --quick)")
+        parser.add_argument("--deflate", choices=("both", "on", "off"), default="both",
+                            help="the pod's and the raw socket's permessage-deflate: both settings (default), or one")
+        parser.add_argument("--extension", type=Path, default=EXTENSION_SRC,
+                            help="the extension folder to stage (another tree's, to measure it; default this one's)")
 
     args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, more)
     if not CHROMIUM:
         raise SystemExit("Debian chromium is not installed: apt-get install chromium")
     out: Path = args.out
-    return asyncio.run(run(bool(args.quick), out, args.mib, args.rounds))
+    return asyncio.run(run(bool(args.quick), out, args.mib, args.rounds, args.deflate, args.extension))
 
 
 if __name__ == "__main__":

@@ -5,15 +5,19 @@ script that opens Chromium's socket to it in the extension's service worker and 
 from __future__ import annotations
 
 import contextlib
+import json
 import random
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import websockets
-from playwright.async_api import Worker
 
+from bench.cdp import JsonObject, evaluate
 from bench.raw_socket import push_or_take
+
+# An exchange of 100 MiB on a loaded machine takes seconds; this bounds a socket that stopped.
+EXCHANGE_TIMEOUT = 300.0
 
 
 @contextlib.asynccontextmanager
@@ -55,8 +59,21 @@ BROWSER_SOCKET = """async ([url, size, chunk]) => {
 }"""
 
 
-async def browser_socket(worker: Worker, way: str) -> float:
-    """Seconds one exchange (``push`` or ``take``) takes on the socket :data:`BROWSER_SOCKET` opened in ``worker``."""
+def service_worker(extension_id: str) -> Callable[[JsonObject], bool]:
+    """Picks the extension's service worker among Chromium's DevTools targets."""
+    return lambda t: t.get("type") == "service_worker" and str(t.get("url")).startswith(
+        f"chrome-extension://{extension_id}/")
+
+
+async def open_browser_socket(port: int, extension_id: str, url: str, size: int, chunk: int) -> None:
+    """:data:`BROWSER_SOCKET` run in the extension's service worker (DevTools on ``port``), opened to ``url``."""
+    await evaluate(port, service_worker(extension_id), f"({BROWSER_SOCKET})({json.dumps([url, size, chunk])})",
+                   timeout=60, what="the extension's service worker")
+
+
+async def browser_socket(port: int, extension_id: str, way: str) -> float:
+    """Seconds one exchange (``push`` or ``take``) takes on the socket :func:`open_browser_socket` opened."""
     start = time.perf_counter()
-    await worker.evaluate(f"globalThis.__rawSocket.{way}()")
+    await evaluate(port, service_worker(extension_id), f"globalThis.__rawSocket.{way}()", timeout=EXCHANGE_TIMEOUT,
+                   what="the extension's service worker")
     return time.perf_counter() - start
