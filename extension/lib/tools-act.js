@@ -15,6 +15,9 @@ const MAX_OFFSET = 10_000;
 // What the agent is told when a framed element would need real mouse events.
 const FRAMED = 'real mouse events reach elements of the top frame only for now, and this element is inside a frame ' +
   'of the page. Open the frame\'s own page with browser_navigate (browser_read_dom shows its src) to act on it there';
+// A real click's aim taken as its element was described is used when the guard decided within this long and asked no
+// one: to the guard, the same moment as an aim after its decision (one call into the page fewer).
+const AIM_FRESH_MS = 50;
 
 /**
  * The real keys for a press or a text that `act` found ready (the gate in page/agent.js is armed): `send` sends
@@ -68,6 +71,7 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   let loc = await b.page.locate(tab, args, focused);
   const [d] = await b.page.exec(loc.target, 'describeTarget', [loc.spec, want]);
   if (!d || !d.result || d.result.error) throw b.page.error(d && d.result, loc, args);
+  const describedAt = Date.now();
   const desc = d.result.desc;
   // Real keys go where the page's focus is; one meant for an element in a frame is sent as the page's events.
   if (opArgs.real && d.frameId !== 0) opArgs = { ...opArgs, real: false, framed: true };
@@ -80,6 +84,8 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   const show = (on) => b.page.exec(loc.target, 'outline', [on ? loc.spec : null]);
   await call.check(tool, desc, { ...opArgs }, { url: tab.url, tabId: tab.id, ref: args.ref, show });
   call.throwIfCancelled();
+  const aimed = d.result.aimed && d.frameId === 0 && !call.personAllowed && Date.now() - describedAt <= AIM_FRESH_MS
+    ? d.result.aimed : null;
   // Chrome would offer to save a password the agent typed as the person's own (lib/passwords.js).
   if (op === 'type' && desc.sensitive === 'password' && b.passwords) await b.passwords.typing(tab.id);
   // `what` is ours (the ref, or the agent's own selector); the element's role and name are the page's.
@@ -96,7 +102,7 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   const watch = b.loads.watch(tab.id);
   let r;
   try {
-    r = await act(b, loc, op, args, opArgs, desc, tab, d.documentId);
+    r = await act(b, loc, op, args, opArgs, desc, tab, d.documentId, aimed);
   } catch (e) {
     watch.stop();
     throw e;
@@ -112,12 +118,12 @@ const STAYS = new Set(['type', 'selectText']);
  * The act itself: a real click where the mouse can reach the element, else in the page, and a key's real press or
  * a text's real keys where the page readied them: `{verb, chosen, left, framed, unreached, keyed, inserted}`.
  */
-async function act(b, loc, op, args, opArgs, desc, tab, documentId) {
+async function act(b, loc, op, args, opArgs, desc, tab, documentId, aimed = null) {
   let unreached = '';
   let keyed = false;
   let inserted = 0;
   if (op === 'click' && opArgs.real) {
-    const clicked = await realClick(b, loc, opArgs, desc, tab, documentId);
+    const clicked = await realClick(b, loc, opArgs, desc, tab, documentId, aimed);
     if (clicked.verb) return clicked;
     unreached = clicked.unreached;
   }
@@ -153,10 +159,11 @@ const CLICKED = { left: 'clicked', right: 'right-clicked', middle: 'middle-click
 const PICKERS = /^(select|input:(file|date|datetime-local|month|week|time|color))$/;
 
 /**
- * A click with the real mouse at the element's visible middle, aimed again at the element the guard saw. Where
- * the mouse cannot reach it (hidden, off screen, covered), `{unreached}` says why and the page's click is used.
+ * A click with the real mouse at the element's visible middle, aimed again at the element the guard saw (or by
+ * `early`, the page's answer to the aim taken as it was described, when it stands: actOn). Where the mouse cannot
+ * reach it (hidden, off screen, covered), `{unreached}` says why and the page's click is used.
  */
-async function realClick(b, loc, opArgs, desc, tab, documentId) {
+async function realClick(b, loc, opArgs, desc, tab, documentId, early = null) {
   if (desc.disabled) throw new ToolError(TOOL_ERROR, `the element is disabled; wait for the page or pick another element (${loc.label})`);
   if (PICKERS.test(desc.tag === 'input' ? `input:${desc.type}` : desc.tag)) {
     return { unreached: "it opens a window of the browser's own (a list, a picker, a file chooser), which would come over " +
@@ -164,8 +171,7 @@ async function realClick(b, loc, opArgs, desc, tab, documentId) {
   }
   const at = { tabId: tab.id, documentIds: [documentId] };
   const ask = { target: loc.spec, click: true, right: opArgs.button === 'right' };
-  const [aimed] = await b.page.exec(at, 'aim', [ask, { from: desc.fingerprint, to: '' }]);
-  const res = aimed && aimed.result;
+  const res = early || (await b.page.exec(at, 'aim', [ask, { from: desc.fingerprint, to: '' }]).then(([aimed]) => aimed && aimed.result));
   if (!res || res.error === 'stale_ref' || res.error === 'not_found') throw b.page.error(res, loc, {});
   if (res.error) return { unreached: res.message };
   const how = { button: opArgs.button, count: opArgs.count, modifiers: modifierBits(opArgs.mods || {}) };
@@ -203,8 +209,11 @@ async function click(b, args, call) {
   const why = await b.input.unavailable(tab.id);
   // A link clicked with Control, Meta or Shift held opens in a new tab or window, as it does for a person.
   const newTab = (desc) => desc.newTab || Boolean(desc.href && mods && (mods.ctrlKey || mods.metaKey || mods.shiftKey));
+  // A plain real click is aimed as its element is described (realClick); a right click (it shuts the page's menu
+  // as it aims) and one with modifiers (a link may open a tab instead) are aimed after the guard's decision only.
+  const want = !why && !mods && button !== 'right' ? { aim: { skip: PICKERS.source } } : {};
   const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers, button, count, real: !why },
-    { tab, opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
+    { tab, want, opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
   if (r.opened) {
     return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
       'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));

@@ -263,6 +263,8 @@
   // phase, ahead of the page's own on any element. Only the first key that is not a modifier is checked: what its
   // own handler does with the focus after it is the page's. Text that goes in without keys (lib/input.js inserts
   // it where the page hears no typing) is held the same way: its beforeinput, cancelled once the gate has refused.
+  // A click's gate holds no key: it is armed as the element is described (aim), before the guard has decided, and
+  // the person may type in the page meanwhile; what it keeps is the click's submission and leaving (`pressed`).
   const GATE_MS = 10_000;
   const MODIFIER_KEYS = new Set(['Control', 'Shift', 'Alt', 'Meta']);
   const GATED = ['keydown', 'keypress', 'keyup', 'beforeinput'];
@@ -270,7 +272,7 @@
 
   function gateKey(e) {
     const g = gate;
-    if (!g || !e.isTrusted) return;
+    if (!g || !g.keys || !e.isTrusted) return;
     if (!g.passed && !g.refused && (e.type === 'keydown' || e.type === 'beforeinput')) {
       const now = focusHolder();
       if (!(g.page ? now === null : holds(now, g.el))) g.refused = true;
@@ -286,12 +288,12 @@
     if (gate) gate.submits.push(e);
   }
 
-  function arm(el, spec) {
+  function arm(el, spec, keys = true) {
     disarm();
     watchLeaving();
-    gate = { el, page: Boolean(spec.page), passed: false, refused: false, left: false, submits: [],
+    gate = { el, page: Boolean(spec.page), keys, passed: false, refused: false, left: false, submits: [],
       timer: setTimeout(disarm, GATE_MS) };
-    for (const type of GATED) addEventListener(type, gateKey, true);
+    if (keys) for (const type of GATED) addEventListener(type, gateKey, true);
     addEventListener('submit', gateSubmit, true);
   }
 
@@ -435,8 +437,9 @@
    * Where real mouse events for a step go (lib/input.js): the middle of the element, scrolled into view, and for a
    * drag the middle of the element it drops onto, or the point `offset` away and the element there. `expected`
    * binds the points to the elements the guard saw (their fingerprints); without it, they are being described.
+   * `still`: the page is not scrolled (an element off screen is refused).
    */
-  function aim({ target, to, offset, click = false, right = false }, expected = null) {
+  function aim({ target, to, offset, click = false, right = false, still = false }, expected = null) {
     try {
       const found = resolve(target);
       if (found.error) return found;
@@ -447,7 +450,7 @@
         // submission is kept for `pressed` to tell, as a key's is.
         watchLeaving();
         watchUntil = performance.now() + LEAVE_WATCH_MS;
-        if (click) arm(el, {});
+        if (click) arm(el, {}, false);
         // A right click on a page with no menu of its own would open Chrome's, over the person's window; the
         // person's own right click later is left alone.
         if (right) {
@@ -456,7 +459,7 @@
           setTimeout(() => removeEventListener('contextmenu', shut), GATE_MS);
         }
       }
-      el.scrollIntoView({ block: 'center', inline: 'center' });
+      if (!still) el.scrollIntoView({ block: 'center', inline: 'center' });
       let drop = null;
       if (to) {
         const there = resolve(to);
@@ -533,7 +536,15 @@
         const selected = selectedThere(target.page ? null : found.el);
         if (selected) desc.selected = selected;
       }
-      return { ok: true, desc, ...(target.focused && { local: idFor(found.el) }) };
+      // A real click's aim in the same pass (lib/tools-act.js, realClick), bound to the element as described: the
+      // click uses it when the guard decides at once, and aims again after a person's answer. Nothing moves before
+      // the guard has decided: an element the page would have to scroll to is aimed at after it, as is one the mouse
+      // does not click (in a frame, disabled, a link to a new tab, which is opened, or a field whose click opens a
+      // window of the browser's own: `want.aim.skip`).
+      const clicked = want.aim && window.top === window && !target.page && !desc.disabled && !desc.newTab
+        && !new RegExp(want.aim.skip).test(desc.tag === 'input' ? `input:${desc.type}` : desc.tag);
+      const aimed = clicked ? aim({ target, click: true, still: true }, { from: desc.fingerprint, to: '' }) : null;
+      return { ok: true, desc, ...(target.focused && { local: idFor(found.el) }), ...(aimed && aimed.ok && { aimed }) };
     },
     act,
     stateAfter,
