@@ -254,4 +254,7 @@ if __name__ == "__main__":
     if sys.argv[1:2] == ["--extensions"]:
         asyncio.run(_extensions(json.loads(sys.argv[2])))
     else:
-        asyncio.run(_serve(json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}))
+        from openab_browser.core.event_loop import run
+
+        pod_settings = json.loads(sys.argv[1]) if len(sys.argv) > 1 else {}
+        run(_serve(pod_settings), pod_settings.get("event_loop", "auto"))  # the loop `openab run` takes

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationInfo, fi
 from .addresses import LOOPBACK_NAMES
 from .agent_names import canonical_agent
 from .errors import ConfigurationError
+from .event_loop import EventLoopChoice
 from .protocol_file import CARD_WAIT, PROMPT_WAIT
 
 __all__ = ["ENV_VARS", "Settings"]
@@ -75,6 +76,7 @@ ENV_VARS: Mapping[str, str] = {
     "OPENAB_BEHIND_PROXY": "behind_proxy",
     "OPENAB_INSECURE_NO_TLS": "insecure_no_tls",
     "OPENAB_WS_DEFLATE": "ws_deflate",
+    "OPENAB_EVENT_LOOP": "event_loop",
     # Bounds on what any key holder may open (docs/security.md, "The pod").
     "OPENAB_MAX_SESSIONS": "max_sessions",
     "OPENAB_MAX_SESSIONS_PER_CONNECTION": "max_sessions_per_connection",
@@ -188,6 +190,9 @@ class Settings(BaseModel):
     # text; on loopback or a LAN it is pure cost (a 6 MiB screenshot: about 0.45 s of compressing in the
     # browser and 50 ms of inflating here; docs/benchmarks.md, large results).
     ws_deflate: bool = True
+    # uvloop when installed (core/event_loop.py): what the pod's sockets and timers cost in Python, a part of
+    # every proxied call.
+    event_loop: EventLoopChoice = "auto"
 
     # The pod's sessions in all (when full, one that no socket holds and that never ran a prompt makes room) and
     # the ones a single socket may hold.

@@ -141,15 +141,15 @@ class DemoTurn:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    # asyncio here, not at module level: `openab browser-bridge` imports this module to build its parser, and
+    # The loop here, not at module level: `openab browser-bridge` imports this module to build its parser, and
     # its relay keeps asyncio from loading ssl (bridge/relay_command.py), which only works before asyncio loads.
-    import asyncio
+    from openab_browser.core.event_loop import run
 
     from .logs import configure_logging
 
     configure_logging("warning")
     try:
-        return asyncio.run(run_demo(args, out=sys.stdout))
+        return run(run_demo(args, out=sys.stdout))
     except KeyboardInterrupt:
         return 130
 

@@ -77,6 +77,11 @@ def add_pod_flags(parser: argparse.ArgumentParser) -> None:
         help="decline permessage-deflate on /acp: for a pod the browser reaches over loopback or a LAN, where "
              "compressing screenshots costs more than it saves (env OPENAB_WS_DEFLATE=false)",
     )
+    parser.add_argument(
+        "--event-loop", choices=["auto", "uvloop", "asyncio"],
+        help="the event loop the pod runs on: uvloop when installed (auto, the default), or asyncio's own "
+             "(env OPENAB_EVENT_LOOP)",
+    )
     parser.add_argument("--browser-mode", choices=["proxy", "bridge"], help="how the agent reaches the browser")
     parser.add_argument("--state-dir", help="where sessions keep their files (env OPENAB_STATE_DIR)")
     parser.add_argument(
@@ -205,9 +210,12 @@ def register(commands: Any) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     import asyncio
+    import logging
     import os
 
+    from openab_browser.core.event_loop import loop_factory
     from openab_browser.core.settings import Settings
+    from openab_browser.core.sockets import HTTP_PARSER
 
     from .app import create_app
     from .assemble import assemble
@@ -243,6 +251,7 @@ def _run(args: argparse.Namespace) -> int:
             insecure_no_tls=args.insecure_no_tls,
             public_url=args.public_url,
             ws_deflate=args.ws_deflate,
+            event_loop=args.event_loop,
             jupyterhub=getattr(args, "jupyterhub", None),
             **runtime_overrides(args),
         )
@@ -259,10 +268,13 @@ def _run(args: argparse.Namespace) -> int:
         app = create_app(pod, hub, kept_key)
         check_transport(settings)
         tls = tls_for(settings)
+        loop_name, new_loop = loop_factory(settings.event_loop)
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
-    return asyncio.run(_serve(pod, app, args.log_level, tls, kept_key))
+    logging.getLogger(__name__).info("event loop: %s; HTTP parser: %s", loop_name, HTTP_PARSER)
+    with asyncio.Runner(loop_factory=new_loop) as runner:
+        return runner.run(_serve(pod, app, args.log_level, tls, kept_key))
 
 
 def _hub_environment(settings: Settings, args: argparse.Namespace) -> HubEnvironment:

@@ -13,6 +13,7 @@ import re
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -26,11 +27,19 @@ from waits import eventually
 from openab_browser.core.agents.process import AgentProcess, find_program
 from openab_browser.core.agents.tree import HOLDING_SHELL, RELEASE_LINE, Tree, own_cgroup
 from openab_browser.core.errors import ConnectionClosed
+from openab_browser.core.event_loop import loop_factory
 from openab_browser.core.jsonrpc import SERVER_OVERLOADED
 from openab_browser.core.settings import Settings
 from openab_browser.gateway.run_command import register, runtime_overrides
 
 pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, Any]]:
+    # The pod runs on uvloop when it is installed (core/event_loop.py): every agent's life here is tried on both.
+    _, new_loop = loop_factory(request.param)
+    return "asyncio", {"loop_factory": new_loop}
 
 # An ACP agent that, before it answers anything, sets two processes loose, both ignoring SIGTERM: a child
 # that calls setsid and sheds its environment, and a daemon (double fork + setsid, re-parented away from the
@@ -527,3 +536,29 @@ async def test_an_agent_that_cannot_be_spoken_to_any_more_is_stopped(tmp_path: P
         assert "its ACP connection closed" in agent.exit_message()
     finally:
         await agent.stop(grace=1)
+
+
+async def test_an_agent_holds_no_descriptor_of_the_pods_but_its_three_pipes(tmp_path: Path) -> None:
+    # uvloop's own spawn would leave second descriptors of the pipes (and more) open in the child: an agent
+    # could then hold its stdin open after closing it, or write to what it was never given.
+    listing = tmp_path / "fds.json"
+    lister = ("import json, os, sys, time\n"
+              "fds = {}\n"
+              "for fd in os.listdir('/proc/self/fd'):\n"
+              "    try: fds[fd] = os.readlink(f'/proc/self/fd/{fd}')\n"
+              "    except FileNotFoundError: pass  # the listing's own, closed already\n"
+              f"with open({str(listing)!r} + '.part', 'w') as f: f.write(json.dumps(fds))\n"
+              f"os.rename({str(listing)!r} + '.part', {str(listing)!r})\n"
+              "time.sleep(60)\n")
+    held = socket.socket()  # one of the pod's own, open while the agent starts
+    agent = AgentProcess([sys.executable, "-c", lister], handler=Silent(), env=dict(os.environ), cwd=tmp_path,
+                         name="lister")
+    await agent.start()
+    try:
+        await eventually(listing.exists, timeout=10)
+        fds = json.loads(listing.read_text())
+    finally:
+        await agent.stop(grace=1)
+        held.close()
+    assert sorted(fds) == ["0", "1", "2"], fds
+    assert all(fds[fd].startswith("pipe:") for fd in ("0", "1", "2")), fds

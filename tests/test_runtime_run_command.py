@@ -74,12 +74,12 @@ async def stop(pod: Pod) -> int:
         return await pod.process.wait()
 
 
-@pytest.mark.parametrize("mode", ["proxy", "bridge"])
-async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize(("mode", "loop"), [("proxy", None), ("bridge", None), ("proxy", "asyncio")])
+async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path, mode: str, loop: str | None) -> None:
     # A short socket path: pytest's tmp_path may be too long for a Unix socket address.
     socket_dir = Path(f"/tmp/openab-{secrets.token_hex(4)}")
-    pod = await start_pod(tmp_path, "--browser-mode", mode, env={"OPENAB_AGENT": "builtin",
-                                                                 "OPENAB_BROWSER_SOCKET": str(socket_dir / "s")})
+    pod = await start_pod(tmp_path, "--browser-mode", mode, *(["--event-loop", loop] if loop else []),
+                          env={"OPENAB_AGENT": "builtin", "OPENAB_BROWSER_SOCKET": str(socket_dir / "s")})
     try:
         async with connect_extension(pod.ws_url, pod.token) as ext:
             await ext.initialize()
@@ -97,6 +97,8 @@ async def test_openab_run_serves_a_session_with_the_builtin_agent(tmp_path: Path
     assert browser.url == "https://example.org/run"
     assert "Example Domain" in turn.text
     log = "".join(pod.log)
+    # uvloop is a dependency: the pod runs on it unless told otherwise, and says so.
+    assert f"event loop: {loop or 'uvloop'}; HTTP parser: httptools" in log
     # The log names the session by its tag: its id would let a reader of the log resume it.
     assert "sess_" not in log
     tag = SessionNaming(naming_secret(tmp_path / "state")).tag(session_id)
@@ -141,6 +143,13 @@ async def test_openab_run_refuses_an_unknown_agent_and_an_unsafe_bind(tmp_path: 
     )
     _, err = await exposed.communicate()
     assert exposed.returncode == 2 and b"without a key" in err
+
+    no_such_loop = await asyncio.create_subprocess_exec(
+        *OPENAB, "run", "--state-dir", str(tmp_path / "loop"), stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "OPENAB_EVENT_LOOP": "trio"},
+    )
+    _, err = await no_such_loop.communicate()
+    assert no_such_loop.returncode == 2 and b"event_loop" in err and b"'uvloop'" in err, err
 
 
 # -- signals: SIGHUP, and what a SIGKILL leaves ---------------------------------------------------------------

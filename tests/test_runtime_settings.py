@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import inspect
 import os
 import subprocess
 import sys
@@ -11,6 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from openab_browser.core.agents.recipes import recipe_for
+from openab_browser.core.errors import ConfigurationError
+from openab_browser.core.event_loop import loop_factory, run
 from openab_browser.core.settings import Settings
 
 
@@ -135,3 +139,19 @@ def test_the_socket_caps_are_settings() -> None:
     assert (Settings.from_env({}).max_connections, Settings.from_env({}).max_connections_per_peer) == (1024, 256)
     with pytest.raises(ValidationError):
         Settings.from_env({"OPENAB_MAX_CONNECTIONS_PER_PEER": "0"})
+
+
+def test_the_event_loop_is_uvloop_when_installed_and_a_missing_one_asked_for_says_what_to_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert loop_factory("auto")[0] == "uvloop"  # a dependency: installed wherever the suite runs
+    assert loop_factory("asyncio")[0] == "asyncio"
+    assert Settings.from_env({"OPENAB_EVENT_LOOP": "asyncio"}).event_loop == "asyncio"
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as on a platform uvloop has no wheel for
+    assert loop_factory("auto")[0] == "asyncio"
+    with pytest.raises(ConfigurationError, match=r"pip install uvloop, or .*--event-loop asyncio"):
+        loop_factory("uvloop")
+    main = asyncio.sleep(0)
+    with pytest.raises(ConfigurationError):
+        run(main, "uvloop")
+    assert inspect.getcoroutinestate(main) == inspect.CORO_CLOSED  # not left to warn that it was never awaited

@@ -25,6 +25,7 @@ from pathlib import Path
 from ..addresses import LOOPBACK_NAMES
 from ..errors import AgentExited, AgentNotFound
 from ..jsonrpc import Handler, Peer, RpcConnection
+from .child import Child
 from .tree import REAPER, RELEASE_LINE, TREE_LOOK_INTERVAL, TREE_MARK_ENV, Tree
 
 __all__ = ["AgentExited", "AgentNotFound", "AgentProcess", "scrubbed_env"]
@@ -114,7 +115,7 @@ class AgentProcess:
         self.rpc = RpcConnection(handler, name=name, peer=Peer(max_open_requests=64))
         self.exited = asyncio.Event()
         self.returncode: int | None = None
-        self._process: asyncio.subprocess.Process | None = None
+        self._process: Child | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL_LINES)
         # Agents echo their keys in error messages; what they say goes to the log and to the person.
@@ -170,19 +171,10 @@ class AgentProcess:
             loop.create_task(self._stop_when_unreachable(), name=f"{self.name} rpc watch"),
         ]
 
-    async def _spawn(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
-        return await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=self._env,
-            cwd=self._cwd,
-            start_new_session=True,
-            limit=self._max_line,
-        )
+    async def _spawn(self, argv: Sequence[str]) -> Child:
+        return await Child.spawn(argv, env=self._env, cwd=self._cwd, limit=self._max_line)
 
-    async def _spawn_held(self, argv: Sequence[str]) -> asyncio.subprocess.Process:
+    async def _spawn_held(self, argv: Sequence[str]) -> Child:
         """Starts the agent held (:meth:`Tree.held`), moves it into its cgroup, then lets it run."""
         # The shell's own "not found" would read as the agent exiting: the program is found here first.
         process = await self._spawn(self.tree.held([find_program(argv[0], self._env, self._cwd), *argv[1:]]))
@@ -198,8 +190,7 @@ class AgentProcess:
             process.kill()
             await process.wait()
             raise
-        assert process.stdin is not None
-        process.stdin.write(RELEASE_LINE)  # before any message: the shell takes this line, the agent the rest
+        process.stdio.stdin.write(RELEASE_LINE)  # before any message: the shell takes this line, the agent the rest
         return process
 
     async def _stop_when_unreachable(self) -> None:
@@ -212,13 +203,16 @@ class AgentProcess:
             await self.stop()
 
     async def _write(self, message: bytes) -> None:
-        assert self._process is not None and self._process.stdin is not None
-        self._process.stdin.write(message + b"\n")
-        await self._process.stdin.drain()
+        assert self._process is not None
+        stdin = self._process.stdio.stdin
+        if stdin.is_closing():  # uvloop's transport refuses a write once its pipe is gone; asyncio's drops it
+            raise ConnectionResetError("the agent closed its stdin")
+        stdin.write(message + b"\n")
+        await stdin.drain()
 
     async def _read_stdout(self) -> None:
-        assert self._process is not None and self._process.stdout is not None
-        stdout = self._process.stdout
+        assert self._process is not None
+        stdout = self._process.stdio.stdout
         try:
             while True:
                 try:
@@ -237,8 +231,8 @@ class AgentProcess:
             return
 
     async def _drain_stderr(self) -> None:
-        assert self._process is not None and self._process.stderr is not None
-        stderr = self._process.stderr
+        assert self._process is not None
+        stderr = self._process.stdio.stderr
         with contextlib.suppress(ConnectionError, OSError):
             while True:
                 try:
@@ -260,8 +254,7 @@ class AgentProcess:
     async def _watch(self) -> None:
         process = self._process
         assert process is not None
-        # Process.wait() also waits for the pipes to close, and a native binary orphaned by its launcher keeps
-        # them open: watch the returncode the child watcher sets on exit instead.
+        # Waited in steps: without a cgroup the tree is looked at meanwhile (below).
         waiter = asyncio.ensure_future(process.wait())
         look_again = time.monotonic() + TREE_LOOK_INTERVAL
         while process.returncode is None and not waiter.done():
@@ -286,6 +279,7 @@ class AgentProcess:
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(1.0):
                 await asyncio.gather(*self._tasks[:2], return_exceptions=True)
+        process.close()  # an orphan still holding the pipes keeps them, not the pod's descriptors
         reason = self.exit_message()
         log.info("%s: %s", self.name, reason)
         self.rpc.close(reason)
@@ -335,6 +329,4 @@ class AgentProcess:
             await self.tree.kill()  # the agent is stuck (uninterruptible): its tree goes anyway
         for task in self._tasks:
             task.cancel()
-        if process.stdin is not None:
-            with contextlib.suppress(Exception):
-                process.stdin.close()
+        process.close()
