@@ -47,6 +47,7 @@ import contextlib
 import functools
 import hashlib
 import itertools
+import json
 import random
 import shutil
 import statistics
@@ -227,12 +228,13 @@ class Rig:
 
 
 @contextlib.asynccontextmanager
-async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool,
-                          extension: Path = EXTENSION_SRC) -> AsyncIterator[Rig]:
+async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool, extension: Path = EXTENSION_SRC,
+                          cloned_messages: bool = False) -> AsyncIterator[Rig]:
     """The real pod on uvicorn (as `openab run` serves it, with ``ws_deflate``), the real extension (``extension``:
     another tree's to measure it) in headless Chromium with an `Always allow` rule for the test site (the one thing
     besides the person that lets a file go), and the agent's official MCP client at the session's proxy endpoint.
-    No DevTools client stays attached (bench/cdp.py says why)."""
+    No DevTools client stays attached (bench/cdp.py says why). ``cloned_messages``: the staged manifest opts in to
+    structured-clone extension messages (``message_serialization``), which the upload's page hand-over uses."""
     settings = Settings(token=SecretStr(KEY), port=0, state_dir=tmp / "state", ws_deflate=ws_deflate,
                         max_session_file_bytes=64 << 30)
     pod: Pod = assemble(settings, backend=NoAgentBackend())
@@ -245,6 +247,10 @@ async def pod_and_browser(tmp: Path, payload: bytes, *, ws_deflate: bool,
                                                 "siteRules": {host: "always"}})
             if extension != EXTENSION_SRC:  # another tree's files under the same defaults
                 shutil.copytree(extension, ext, dirs_exist_ok=True, ignore=shutil.ignore_patterns("defaults.json"))
+            if cloned_messages:
+                manifest = json.loads((ext / "manifest.json").read_text())
+                manifest["message_serialization"] = "structured_clone"
+                (ext / "manifest.json").write_text(json.dumps(manifest))
             with chromium(ext, tmp / "profile", f"{site}/index.html", log=tmp / "chromium.log",
                           extra=("--remote-debugging-port=0",)):
                 port_file = tmp / "profile" / "DevToolsActivePort"
@@ -477,14 +483,15 @@ def phase_medians(phases: Phases) -> dict[str, float]:
 
 
 async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
-                      samples_out: dict[str, list[float]], extension: Path) -> dict[str, Any]:
+                      samples_out: dict[str, list[float]], extension: Path, cloned_messages: bool) -> dict[str, Any]:
     clock = Clock()
     phases: dict[str, Phases] = {UPLOAD: {}, DOWNLOAD: {}}
     with tempfile.TemporaryDirectory(prefix="openab-bench-files-") as tmp_name, instrumented(clock):
         tmp = Path(tmp_name)
         (tmp / "state").mkdir(mode=0o700)
         async with (
-            pod_and_browser(tmp, payload, ws_deflate=ws_deflate, extension=extension) as rig,
+            pod_and_browser(tmp, payload, ws_deflate=ws_deflate, extension=extension,
+                            cloned_messages=cloned_messages) as rig,
             raw_process(size) as raw_url,
             browser_raw_server(size, ws_deflate=ws_deflate) as browser_url,
             websockets.connect(raw_url, max_size=4 * MiB, compression="deflate" if ws_deflate else None) as ws,
@@ -532,7 +539,7 @@ async def one_setting(ws_deflate: bool, rounds: int, size: int, payload: bytes,
 
 
 async def run(quick: bool, out: Path, mib: int | None = None, rounds: int | None = None, deflate: str = "both",
-              extension: Path = EXTENSION_SRC) -> Path:
+              extension: Path = EXTENSION_SRC, cloned_messages: bool = False) -> Path:
     size, default_rounds = (QUICK_SIZE, 2) if quick else (SIZE, 7)
     size = mib * MiB if mib else size
     rounds = rounds or default_rounds
@@ -541,9 +548,9 @@ async def run(quick: bool, out: Path, mib: int | None = None, rounds: int | None
     settings = {}
     for ws_deflate in {"both": (True, False), "on": (True,), "off": (False,)}[deflate]:
         settings["deflate" if ws_deflate else "no deflate"] = await one_setting(ws_deflate, rounds, size, payload,
-                                                                               samples, extension)
+                                                                               samples, extension, cloned_messages)
     result = {
-        "file_bytes": size, "chunk_bytes": CHUNK, "rounds": rounds, "quick": quick,
+        "file_bytes": size, "chunk_bytes": CHUNK, "rounds": rounds, "quick": quick, "cloned_messages": cloned_messages,
         "settings": settings,
     }
     path = write_result(NAME, result, out)
@@ -559,12 +566,15 @@ def main(argv: Sequence[str] | None = None) -> Path:
                             help="the pod's and the raw socket's permessage-deflate: both settings (default), or one")
         parser.add_argument("--extension", type=Path, default=EXTENSION_SRC,
                             help="the extension folder to stage (another tree's, to measure it; default this one's)")
+        parser.add_argument("--cloned-messages", action="store_true",
+                            help="stage the manifest with message_serialization: structured_clone (Chrome 148+)")
 
     args = arguments(__doc__.splitlines()[0] if __doc__ else NAME, argv, more)
     if not CHROMIUM:
         raise SystemExit("Debian chromium is not installed: apt-get install chromium")
     out: Path = args.out
-    return asyncio.run(run(bool(args.quick), out, args.mib, args.rounds, args.deflate, args.extension))
+    return asyncio.run(run(bool(args.quick), out, args.mib, args.rounds, args.deflate, args.extension,
+                           bool(args.cloned_messages)))
 
 
 if __name__ == "__main__":

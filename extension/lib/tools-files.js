@@ -16,10 +16,17 @@ import { BYTES } from './rpc.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
-// Raw bytes per piece handed to the page (an extension's message is JSON, so base64), and how many at once: a message
-// costs about a third of a script's (executeScript) with the same argument, and several overlap.
+// Raw bytes per piece handed to the page, and how many at once. An extension's messages are JSON unless its manifest
+// opts in to the structured clone (`message_serialization`, Chrome 148+): then a piece goes as its bytes, else as
+// base64, which costs the worker, the browser process (it relays the message) and the page about 40 ms a MiB between
+// them; a message costs about a third of a script's (executeScript) with the same argument, and several overlap.
 const PIECE = 1024 * 1024;
 const PIECES_IN_FLIGHT = 8;
+// Both ends of a message follow the one manifest, so the worker knows what the page receives; a Chrome older than the
+// key ignores it (and keeps JSON), so its version is read too.
+const CHROME_MAJOR = Number((/Chrome\/(\d+)/.exec(navigator.userAgent) || [])[1] || 0);
+export const CLONED_MESSAGES = chrome.runtime.getManifest().message_serialization === 'structured_clone' &&
+  CHROME_MAJOR >= 148;
 // Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
 // An upload is held whole in the worker's memory to be checked before the page gets it (its pieces wait in the page's
@@ -140,16 +147,20 @@ async function readFrames(b, call, file, bytes, took) {
 }
 
 /**
- * The whole upload from the pod, checked against the size and digest the pod gave before the card. `took(bytes, n)`
- * hears each time the first `n` bytes are in (awaited: it may hold the reads back).
+ * The whole upload from the pod, of the size the pod gave before the card (its digest is checkUpload's).
+ * `took(bytes, n)` hears each time the first `n` bytes are in (awaited: it may hold the reads back).
  */
 async function readUpload(b, call, file, took) {
   const bytes = new Uint8Array(file.size);
   await (file.window ? readFrames(b, call, file, bytes, took) : readJson(b, call, file, bytes, took));
+  return bytes;
+}
+
+/** Throws unless `bytes` have the sha256 the pod gave before the card, the one the person was shown. */
+async function checkUpload(file, bytes) {
   if (hex(await crypto.subtle.digest('SHA-256', bytes)) !== file.sha256) {
     throw new ToolError(TOOL_ERROR, 'the file\'s bytes do not match the sha256 the person was shown; nothing was uploaded');
   }
-  return bytes;
 }
 
 /** The whole upload from the pod into `bytes` in JSON, one chunk at a time (a pod that offers no binary frames). */
@@ -225,8 +236,12 @@ async function upload(b, args, call) {
     await pageCall(b, at, 'fileBegin', [key, file.size]);
     const feed = new PageFeed(at, key);
     const bytes = await readUpload(b, call, file, (got, n) => feed.upTo(got, n));
+    // WebCrypto hashes on a thread of its own while the last pieces go to the page; the commit waits for both.
+    const checked = checkUpload(file, bytes);
+    checked.catch(() => {}); // awaited below, unless the page's pieces fail first
     await feed.upTo(bytes, file.size);
     await feed.drained();
+    await checked;
     call.throwIfCancelled();
     done = await pageCall(b, at, 'fileCommit', [key, spec, expected, { name: file.name, type: file.type }]);
   } catch (e) {
@@ -250,8 +265,9 @@ async function upload(b, args, call) {
 }
 
 /**
- * The file's bytes into the page's isolated world (page/files.js) in base64 pieces as they come from the pod, a few
- * messages in flight, each to the one document the person was asked about (`at`).
+ * The file's bytes into the page's isolated world (page/files.js) in pieces as they come from the pod (base64, or
+ * bytes where messages are cloned), a few messages in flight, each to the one document the person was asked about
+ * (`at`).
  */
 class PageFeed {
   constructor(at, key) {
@@ -266,7 +282,9 @@ class PageFeed {
   async upTo(bytes, n) {
     while (this.fed < n && (n - this.fed >= PIECE || n === bytes.length)) {
       const end = Math.min(this.fed + PIECE, n);
-      const message = { openab: 'filePiece', key: this.key, offset: this.fed, data: toBase64(bytes.subarray(this.fed, end)) };
+      // A copy, not a view: a view is cloned with the whole buffer under it (the file).
+      const data = CLONED_MESSAGES ? bytes.slice(this.fed, end) : toBase64(bytes.subarray(this.fed, end));
+      const message = { openab: 'filePiece', key: this.key, offset: this.fed, data };
       const sent = chrome.tabs.sendMessage(this.tabId, message, { documentId: this.documentId }).then(pageAnswer, () => {
         throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
       });

@@ -1,7 +1,7 @@
 // The last page script (page/elements.js says how they share their namespace): a file from the agent's working
 // folder put into the page (browser_upload, lib/tools-files.js). The service worker names the file field or the drop
-// zone, hands the file's bytes over in base64 pieces (its messages to this isolated world are JSON, and so are a
-// script's arguments), then asks for it to be set:
+// zone, hands the file's bytes over in pieces (base64 where its messages to this isolated world are JSON, as a script's
+// arguments are; bytes where the manifest has them cloned), then asks for it to be set:
 // the File is built here, in the isolated world, and given to the page as a person's pick or drop would be, only if
 // the element is still the one the person was asked about.
 (() => {
@@ -73,13 +73,14 @@
       return { ok: true };
     },
 
-    filePiece(key, b64, offset = incoming && incoming.received) {
+    /** A piece of the file: its bytes (a Uint8Array, where messages are cloned) or their base64. */
+    filePiece(key, data, offset = incoming && incoming.received) {
       if (!incoming || incoming.key !== key) return { error: 'stale_ref', message: 'the page was reloaded while the file came' };
-      if (typeof b64 !== 'string' || offset !== incoming.received) {
+      if ((typeof data !== 'string' && !(data instanceof Uint8Array)) || offset !== incoming.received) {
         incoming = null;
         return { error: 'action_failed', message: 'a piece of the file came out of order' };
       }
-      const bytes = decode(b64);
+      const bytes = typeof data === 'string' ? decode(data) : data;
       if (incoming.received + bytes.length > incoming.size || incoming.parts.length >= MAX_PIECES) {
         incoming = null;
         return { error: 'action_failed', message: 'more bytes came than the file has' };
