@@ -107,9 +107,11 @@ const AS_TEXT = /[\r\n\t]/;
 // page, and the insertion costs one answer from the page where keys cost one a character: the first character is a
 // key (the gate in page/agent.js checks the focus on it, and holds the insertion as it holds keys), the rest one
 // insertion. The listeners are the page's own, listed by the protocol for its main world's objects (ours, in our
-// isolated world, are not listed for them). The look is three answers from the page, which come after any key
-// already sent (the page handles its input first), so it goes before the second key: a page that listens pays
-// them, and text shorter than QUIET_MIN, where they would cost about what keys do, is all keys.
+// isolated world, are not listed for them). The look's answers from the page come after any key already sent (the
+// page handles its input first), so it goes before the second key: a page that listens pays them, and text shorter
+// than QUIET_MIN, where they would cost about what keys do, is all keys. It is two answers where the page listens
+// on no element at all (the field's document and window, then their listeners and all of the document's elements'
+// in one), and where it listens on some element, three more to walk the way to the field, node by node.
 const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'textInput', 'compositionstart',
   'compositionupdate', 'compositionend', 'selectionchange', 'select']);
 const QUIET_MIN = 10;
@@ -117,8 +119,13 @@ const LISTENERS = 'openab-listeners'; // the object group the look holds its obj
 // The look runs the page's own getters (its main world's); one that takes longer is given up, and the text is keys.
 const LISTENED_MS = 1_000;
 const PATH_MS = 200; // Chrome stops the expression itself past this
-// The way to the focused field, in the page's main world; a field in a closed shadow root (the focus stops at its
-// host, which is no field) gives none, and is typed by keys.
+// The focused field's document, in the page's main world, and the way to the field; a field in a closed shadow root
+// (the focus stops at its host, which is no field) gives none, and is typed by keys.
+const FIELD_DOCUMENT = `(() => {
+  let el = document.activeElement;
+  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
+  return el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable) ? document : null;
+})()`;
 const PATH = `(() => {
   let el = document.activeElement;
   while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
@@ -255,19 +262,45 @@ export class RealInput {
 
   async _lookForListeners(send) {
     try {
-      const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
-      if (!result || !result.objectId || result.subtype !== 'array') return true;
-      const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
-      const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
-      if (!path.length) return true;
-      const heard = await Promise.all(path.map(async (p) => {
-        const { listeners } = await send('DOMDebugger.getEventListeners', { objectId: p.value.objectId, depth: 0 });
-        return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
-      }));
-      return heard.some(Boolean);
+      const where = await this._listenersAnywhere(send);
+      return where === 'elsewhere' ? await this._listenersOnTheWay(send) : where === 'heard';
     } finally {
       send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
     }
+  }
+
+  /**
+   * Where the page listens for typing, in two answers: 'heard' on the field's document or its window (on the way to
+   * any field), or when it cannot be told; 'elsewhere' on an element of the document, its shadow roots or frames,
+   * which may or may not be on the way; 'none'.
+   */
+  async _listenersAnywhere(send) {
+    const look = (expression) => send('Runtime.evaluate', { expression, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
+    const [doc, win] = (await Promise.all([look(FIELD_DOCUMENT), look('window')])).map((r) => r && r.result && r.result.objectId);
+    if (!doc || !win) return 'heard';
+    // At depth 0 without piercing, the protocol lists the main world's listeners only; deeper, every world's, which
+    // on the document itself are ours too (page/*.js listens there), so the document's own are the shallow list's.
+    const listeners = (objectId, depth) => send('DOMDebugger.getEventListeners', { objectId, depth, pierce: depth !== 0 })
+      .then((r) => (r && Array.isArray(r.listeners) ? r.listeners : null));
+    const [own, onWindow, under, { node }] = await Promise.all([listeners(doc, 0), listeners(win, 0), listeners(doc, -1),
+      send('DOM.describeNode', { objectId: doc })]);
+    const heard = (l) => HEARD.has(l.type);
+    if (!own || !onWindow || !under || !node || own.some(heard) || onWindow.some(heard)) return 'heard';
+    return under.some((l) => heard(l) && l.backendNodeId !== node.backendNodeId) ? 'elsewhere' : 'none';
+  }
+
+  /** Whether the page listens for typing on the way to the focused field, node by node. */
+  async _listenersOnTheWay(send) {
+    const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
+    if (!result || !result.objectId || result.subtype !== 'array') return true;
+    const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
+    const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
+    if (!path.length) return true;
+    const heard = await Promise.all(path.map(async (p) => {
+      const { listeners } = await send('DOMDebugger.getEventListeners', { objectId: p.value.objectId, depth: 0 });
+      return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
+    }));
+    return heard.some(Boolean);
   }
 
   async _keys(tabId, chars) {

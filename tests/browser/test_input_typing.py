@@ -3,14 +3,18 @@ typing on the way to the field, its text after the first key goes in as one inse
 text as key by key; where one does (an input listener around the field), each character is its own key, as before.
 
 Real Chromium with the real extension and gateway; the agent's calls come through the official MCP client.
-tests/site/typing.html has two plain fields and one inside a box that records each input event.
+tests/site/typing.html has two plain fields and one inside a box that records each input event. What reaches a field
+is read from a world of the test's own beside the page's (as the extension's page script is), whose listener on the
+document the page's script cannot see and the extension does not count as the page's.
 """
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from mcp import Client
-from playwright.async_api import BrowserContext, Page
+from playwright.async_api import BrowserContext, CDPSession, Page
 from refs import ref_of
 
 from .conftest import person_browser
@@ -53,3 +57,53 @@ async def test_a_field_the_page_listens_around_gets_a_key_a_character(
     await type_into(client, ref_of(snap, 'textbox "Counted"'), words)
     assert await tab.input_value("#counted") == words
     assert await tab.evaluate("window.heard") == list(words)
+
+
+class InputSeen:
+    """The input events that reach the page's document, recorded in an isolated world of the test's own."""
+
+    def __init__(self, cdp: CDPSession, context_id: int) -> None:
+        self.cdp = cdp
+        self.context_id = context_id
+
+    @classmethod
+    async def watching(cls, tab: Page) -> InputSeen:
+        cdp = await tab.context.new_cdp_session(tab)
+        tree = await cdp.send("Page.getFrameTree")
+        world = await cdp.send("Page.createIsolatedWorld", {"frameId": tree["frameTree"]["frame"]["id"],
+                                                            "worldName": "openab-test-observer"})
+        seen = cls(cdp, world["executionContextId"])
+        await seen._run("globalThis.seen = []; "
+                        "document.addEventListener('input', (e) => seen.push([e.inputType, e.data]), true)")
+        return seen
+
+    async def _run(self, expression: str) -> object:
+        said = await self.cdp.send("Runtime.evaluate", {"expression": expression, "contextId": self.context_id,
+                                                        "returnByValue": True})
+        return said["result"].get("value")
+
+    async def taken(self) -> list[list[str]]:
+        """The events seen since the last call, as [inputType, data]."""
+        events = json.loads(str(await self._run("JSON.stringify(seen.splice(0))")))
+        assert isinstance(events, list)
+        return events
+
+
+async def test_where_no_script_hears_typing_the_text_after_its_first_key_goes_in_as_one_insertion(
+        panel: Page, client: Client, context: BrowserContext, site: str) -> None:
+    snap, tab = await open_typing(client, context, site)
+    seen = await InputSeen.watching(tab)
+    plain = ref_of(snap, 'textbox "Plain"')
+    # The box around the other field listens: this field's way is walked, and no listener is on it.
+    await type_into(client, plain, "Grace Hopper, 1906")
+    assert await seen.taken() == [["insertText", "G"], ["insertText", "race Hopper, 1906"]]
+    # No element of the page listens at all (the box replaced by a copy, which has no listeners): the same.
+    await tab.evaluate("(box => box.replaceWith(box.cloneNode(true)))(document.getElementById('box'))")
+    await type_into(client, plain, "Ada Lovelace, 1815")
+    assert await seen.taken() == [["insertText", "A"], ["insertText", "da Lovelace, 1815"]]
+    assert await tab.input_value("#plain") == "Ada Lovelace, 1815"
+    # The page's own script listens on the document, which is on the way to every field: a key a character.
+    await tab.evaluate("document.addEventListener('keydown', () => {})")
+    await type_into(client, plain, "Alan Turing, 1912")
+    assert await seen.taken() == [["insertText", ch] for ch in "Alan Turing, 1912"]
+    assert await tab.input_value("#plain") == "Alan Turing, 1912"
