@@ -36,6 +36,25 @@ export const MAX_COMPARED_LINES = 300;
 const MAX_COMPARED_ELEMENTS = 1000;
 // A look for a receipt that takes longer is given up: the step's own result never waits on its receipt for long.
 const LOOK_MS = 1500;
+// The look after a step with real input is taken in the step's own last call into its page (lib/tools-act.js,
+// sendKeys: the page says what became of the input and, in the same pass, how it looks now), one call where there
+// were two. By tab, for the step running there: the step's element in the top frame as the look reads it (`spec`),
+// and once taken, the page's answer as render reads it. Where the page began to leave or has frames, none is kept,
+// and the look after the step is taken as before, in every frame.
+const ahead = new Map(); // tabId -> {spec, results: null | frames' answers to receiptLook}
+const LOOK_OPTIONS = { whole: false, root: 0 }; // render's for a whole outline (lib/tools-read.js)
+
+/** What the running step's last call into the page of tab `tabId` also reads for its receipt: `{options, spec}`, or null. */
+export function lookAhead(tabId) {
+  const want = ahead.get(tabId);
+  return want && !want.results ? { options: LOOK_OPTIONS, spec: want.spec } : null;
+}
+
+/** The page's answers to that look (the top frame's receiptLook), taken once the step's input was handled. */
+export function lookedAhead(tabId, results) {
+  const want = ahead.get(tabId);
+  if (want && Array.isArray(results)) want.results = results;
+}
 
 /**
  * 'element', 'page', or null: what the receipt of `name` holds, its catalogue's facts.receipt. Reads have none, nor
@@ -233,9 +252,10 @@ export class Receipts {
 
   /** What a step's receipt starts from, taken before it runs; null for a tool without one. */
   async before(name, args) {
+    const tabId = this.parts.tabs.current;
+    ahead.delete(tabId);
     const kind = receiptKind(name, args);
     if (!kind) return null;
-    const tabId = this.parts.tabs.current;
     const tab = await this._tab(tabId);
     const at = { kind, tabId, url: tab ? tab.url || tab.pendingUrl || '' : undefined, look: null, skipped: '' };
     // The lines that changed need a look before (a dialog open blocks the page: no look then), on a page small
@@ -248,6 +268,8 @@ export class Receipts {
         at.skipped = `the page is too long (${size}) to say here which lines changed; browser_snapshot since=true ` +
           'compares it with your last snapshot';
       } else at.look = last ? { lines: last.lines, documentId: last.documentId } : await this._look(tab);
+      const named = at.look && this._named(at, args, true);
+      if (named && named.frameId === 0) ahead.set(tabId, { spec: named.spec, results: null });
     } else if (kind === 'page' && tab && !this._blocked(tabId) && sameAddress(args.url, at.url)) {
       // Going to the address the tab is at reloads the page: its receipt says what changed, as after a form's
       // POST, from the same outline and within the same bounds.
@@ -261,8 +283,11 @@ export class Receipts {
 
   /** The step's result with its receipt, when it went through; any failure here leaves the result as it was. */
   async after(at, args, result) {
+    const taken = at && ahead.get(at.tabId);
+    if (at) ahead.delete(at.tabId);
     if (!at || !result || result.isError) return result;
     try {
+      at.taken = taken && taken.results;
       const receipt = await this._receipt(at, args);
       return {
         ...result,
@@ -357,7 +382,7 @@ export class Receipts {
     let after;
     const now = await this._look(tab, named.spec, (r) => {
       after = r;
-    });
+    }, at.taken);
     // The element's document is no longer the top frame's (the step loaded another page): it is gone with it.
     if (now && after && named.documentId && after.documentId !== named.documentId) after = { result: { ok: true, gone: true } };
     return [now && after ? this._found(named, args, after) : await this._element(named, args), now];
@@ -431,8 +456,8 @@ export class Receipts {
    * A look at the tab's page: its outline's lines and its top frame's document. With `spec`, the same pass reads
    * the element it names in the top frame, handed to `element` as a frame's answer to stateAfter.
    */
-  async _look(tab, spec = null, element = () => {}) {
-    const parts = spec ? { ...this.parts, page: this._lookingFor(spec, element) } : this.parts;
+  async _look(tab, spec = null, element = () => {}, taken = null) {
+    const parts = spec ? { ...this.parts, page: this._lookingFor(spec, element, taken) } : this.parts;
     try {
       const { lines, documentId } = await within(LOOK_MS, render(parts, false, tab), 'the page');
       return { lines, documentId };
@@ -441,14 +466,17 @@ export class Receipts {
     }
   }
 
-  /** The page script as render (lib/tools-read.js) uses it, its outline's pass also reading `spec`'s element. */
-  _lookingFor(spec, element) {
+  /**
+   * The page script as render (lib/tools-read.js) uses it, its outline's pass also reading `spec`'s element; its
+   * answers are `taken` where the step's last call into the page took them (lookAhead).
+   */
+  _lookingFor(spec, element, taken = null) {
     const { page } = this.parts;
     return {
       table: (tabId) => page.table(tabId),
       exec: async (target, name, args) => {
         if (name !== 'snapshot') return page.exec(target, name, args);
-        const results = await page.exec(target, 'receiptLook', [...args, spec]);
+        const results = taken || await page.exec(target, 'receiptLook', [...args, spec]);
         const top = results.find((r) => r.frameId === 0 && r.result);
         if (top && top.result.after) element({ documentId: top.documentId, frameId: 0, result: top.result.after });
         return results;

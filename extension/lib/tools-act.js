@@ -8,6 +8,7 @@ import { ToolError, BAD_ARGS, BAD_TARGET, FOCUS_MOVED, NO_FOCUS, TOOL_ERROR } fr
 import { checkNavigable } from './tabs.js';
 import { keyPress, modifierFlags } from './guard.js';
 import { modifierBits } from './input.js';
+import { lookAhead, lookedAhead } from './receipts.js';
 import { text, withPage } from './results.js';
 
 const MAX_VALUES = 100;
@@ -31,7 +32,7 @@ async function sendKeys(b, tab, documentId, send, keyless = false) {
     await send();
   } finally {
     acted = Date.now();
-    [sent] = await b.page.exec({ tabId: tab.id, documentIds: [documentId] }, 'pressed', []).catch(() => [null]);
+    sent = await pressed(b, tab, documentId);
   }
   const res = sent && sent.result;
   if (!res || res.error) return { left: true, acted };
@@ -44,6 +45,22 @@ async function sendKeys(b, tab, documentId, send, keyless = false) {
       'Take a browser_screenshot to see the tab, then try again');
   }
   return { left: res.left, acted };
+}
+
+/**
+ * The page's word on the real input just sent (page/agent.js, pressed), from the top frame's document `documentId`,
+ * which real input reaches; null when it did not answer. Where the step's receipt looks at the page after it
+ * (lib/receipts.js, lookAhead), the page's outline is read in the same pass, and kept for the receipt unless the page
+ * began to leave or has frames (their outlines are the receipt's own look's, after the step, in every frame).
+ */
+async function pressed(b, tab, documentId) {
+  const look = lookAhead(tab.id);
+  const [sent] = await b.page.exec({ tabId: tab.id, documentIds: [documentId] }, look ? 'pressedLook' : 'pressed',
+    look ? [look.options, look.spec] : []).catch(() => [null]);
+  if (!look || !sent || !sent.result) return sent;
+  const { pressed: res, look: seen } = sent.result;
+  if (res && !res.error && !res.left && seen && !seen.frames) lookedAhead(tab.id, [{ ...sent, result: seen }]);
+  return { ...sent, result: res };
 }
 
 /**

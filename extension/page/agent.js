@@ -263,8 +263,8 @@
   // phase, ahead of the page's own on any element. Only the first key that is not a modifier is checked: what its
   // own handler does with the focus after it is the page's. Text that goes in without keys (lib/input.js inserts
   // it where the page hears no typing) is held the same way: its beforeinput, cancelled once the gate has refused.
-  // A click's gate holds no key: it is armed as the element is described (aim), before the guard has decided, and
-  // the person may type in the page meanwhile; what it keeps is the click's submission and leaving (`pressed`).
+  // A click's gate holds no key (it is armed as the element is described, before the guard decides, while the person
+  // may type in the page): it keeps the click's submission and leaving.
   const GATE_MS = 10_000;
   const MODIFIER_KEYS = new Set(['Control', 'Shift', 'Alt', 'Meta']);
   const GATED = ['keydown', 'keypress', 'keyup', 'beforeinput'];
@@ -536,14 +536,11 @@
         const selected = selectedThere(target.page ? null : found.el);
         if (selected) desc.selected = selected;
       }
-      // A real click's aim in the same pass (lib/tools-act.js, realClick), bound to the element as described: the
-      // click uses it when the guard decides at once, and aims again after a person's answer. Nothing moves before
-      // the guard has decided: an element the page would have to scroll to is aimed at after it, as is one the mouse
-      // does not click (in a frame, disabled, a link to a new tab, which is opened, or a field whose click opens a
-      // window of the browser's own: `want.aim.skip`).
-      const clicked = want.aim && window.top === window && !target.page && !desc.disabled && !desc.newTab
-        && !new RegExp(want.aim.skip).test(desc.tag === 'input' ? `input:${desc.type}` : desc.tag);
-      const aimed = clicked ? aim({ target, click: true, still: true }, { from: desc.fingerprint, to: '' }) : null;
+      // A real click's aim in the same pass (lib/tools-act.js, realClick), moving nothing before the guard decides:
+      // not for an element off screen, in a frame, disabled, a link to a new tab or a field of `want.aim.skip`.
+      const aimed = want.aim && window.top === window && !target.page && !desc.disabled && !desc.newTab
+        && !new RegExp(want.aim.skip).test(desc.tag === 'input' ? `input:${desc.type}` : desc.tag)
+        && aim({ target, click: true, still: true }, { from: desc.fingerprint, to: '' });
       return { ok: true, desc, ...(target.focused && { local: idFor(found.el) }), ...(aimed && aimed.ok && { aimed }) };
     },
     act,
@@ -553,6 +550,11 @@
     receiptLook(options, target) {
       const snap = snapshot(options);
       return target && window.top === window ? { ...snap, after: stateAfter(target) } : snap;
+    },
+    // `pressed` and the receipt's look in one call (lib/tools-act.js); a page with frames is looked at in each later.
+    pressedLook(options, target) {
+      const said = pressed();
+      return { pressed: said, look: window.frames.length ? { frames: true } : this.receiptLook(options, target) };
     },
     personTurn() {
       startPersonTurn();
