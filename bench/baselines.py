@@ -168,11 +168,13 @@ class McpPoster:
 
 class BareHttpProcess:
     """:func:`bare_http` in a child process; ``url`` once entered, ``pid`` for its CPU and memory. With
-    ``relay=True`` the bare relay, whose "extension" connects to :attr:`ws_url`."""
+    ``relay=True`` the bare relay, whose "extension" connects to :attr:`ws_url`; ``uvloop=True`` on uvloop, as
+    ``uvicorn.run`` picks where it is installed (else asyncio's own loop)."""
 
-    def __init__(self, *, relay: bool = False) -> None:
+    def __init__(self, *, relay: bool = False, uvloop: bool = False) -> None:
         self._child: asyncio.subprocess.Process | None = None
         self._relay = relay
+        self._uvloop = uvloop
         self.url = ""
         self.pid = 0
 
@@ -182,7 +184,8 @@ class BareHttpProcess:
 
     async def __aenter__(self) -> BareHttpProcess:
         self._child = await asyncio.create_subprocess_exec(
-            sys.executable, _SCRIPT, *(["relay"] if self._relay else []), stdin=subprocess.PIPE,
+            sys.executable, _SCRIPT, *(["relay"] if self._relay else []), *(["--uvloop"] if self._uvloop else []),
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
         )
         assert self._child.stdout is not None
@@ -212,4 +215,9 @@ async def _serve_until_stdin_closes(relay: bool) -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(_serve_until_stdin_closes(sys.argv[1:] == ["relay"]))
+    if "--uvloop" in sys.argv[1:]:  # uvicorn's own pick where uvloop is installed (`uvicorn.run`, loop="auto")
+        import uvloop
+
+        uvloop.run(_serve_until_stdin_closes("relay" in sys.argv[1:]))
+    else:
+        asyncio.run(_serve_until_stdin_closes("relay" in sys.argv[1:]))

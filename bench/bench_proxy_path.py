@@ -23,7 +23,7 @@ Run: ``python bench/bench_proxy_path.py [--quick] [--out DIR]``.
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import contextlib
 import itertools
 import sys
@@ -44,6 +44,7 @@ from mcp.client.streamable_http import streamable_http_client
 from bench.baselines import McpPoster, bare_http, bare_ws
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
 from openab_browser.core.acp.schema import MARKS_RUNNING_META
+from openab_browser.core.event_loop import loop_factory, run
 from openab_browser.core.mcp.access import HttpEndpoint
 
 NAME = "proxy_path"
@@ -133,10 +134,16 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
     }
 
 
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--event-loop", choices=["auto", "uvloop", "asyncio"], default="auto",
+                        help="the loop the pod, the wire and the clients all run on (default: the pod's own, auto)")
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    args = arguments(__doc__.splitlines()[0], argv)
+    args = arguments(__doc__.splitlines()[0], argv, _options)
     rounds, calls, warm = (2, 10, 5) if args.quick else (30, 100, 100)
-    result = asyncio.run(measure(rounds, calls, warm))
+    loop_name, _ = loop_factory(args.event_loop)
+    result = {"event_loop": loop_name, **run(measure(rounds, calls, warm), args.event_loop)}
     samples = result.pop("_samples")
     write_result(NAME, result, args.out)
     plot_latencies(NAME, samples, args.out, title="one tool call: proxy path vs HTTP + WebSocket round trips")

@@ -120,7 +120,7 @@ def _spread(values: Sequence[float]) -> dict[str, float]:
 
 
 async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: Path | None = None,
-                  after: Path | None = None) -> dict[str, Any]:
+                  after: Path | None = None, uvloop_baseline: bool = False) -> dict[str, Any]:
     results: dict[str, Any] = {}
     plotted: dict[str, list[float]] = {}
     async with contextlib.AsyncExitStack() as stack:
@@ -129,7 +129,10 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: 
             gateways["before"] = await _pod_clients(stack, max(sessions), before)
         bare = await stack.enter_async_context(BareHttpProcess())
         direct = [await stack.enter_async_context(McpPoster(bare.url)) for _ in range(max(sessions))]
-        for client in (*(c for _, _, clients in gateways.values() for c in clients), *direct):
+        bare_uv = await stack.enter_async_context(BareHttpProcess(uvloop=True)) if uvloop_baseline else None
+        direct_uv = [await stack.enter_async_context(McpPoster(bare_uv.url)) for _ in range(max(sessions))
+                     ] if bare_uv is not None else []
+        for client in (*(c for _, _, clients in gateways.values() for c in clients), *direct, *direct_uv):
             await client.call_tool(TOOL)  # warm: every socket open, every session's first call made
         for count in sessions:
             tallies = {name: Tally({"gateway": pod.pid, "extensions": extensions.pid})
@@ -137,7 +140,11 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: 
             tallies["baseline"] = Tally({"bare uvicorn": bare.pid})
             paths = {name: one_round(clients[:count], seconds, tallies[name])
                      for name, (_, _, clients) in gateways.items()}
-            await interleaved(rounds, {**paths, "baseline": one_round(direct[:count], seconds, tallies["baseline"])})
+            paths["baseline"] = one_round(direct[:count], seconds, tallies["baseline"])
+            if bare_uv is not None:
+                tallies["baseline on uvloop"] = Tally({"bare uvicorn": bare_uv.pid})
+                paths["baseline on uvloop"] = one_round(direct_uv[:count], seconds, tallies["baseline on uvloop"])
+            await interleaved(rounds, paths)
             proxy, baseline = max(tallies["proxy"].rates), max(tallies["baseline"].rates)
             cpu = {name: tally.cpu_us_per_call() for name, tally in tallies.items()}
             results[str(count)] = {
@@ -150,12 +157,19 @@ async def measure(sessions: Sequence[int], rounds: int, seconds: float, before: 
                 "cpu_us_per_call": cpu,
                 "server_cpu_ratio": round(cpu["proxy"]["gateway"] / max(cpu["baseline"]["bare uvicorn"], 0.1), 2),
             }
-            if before is not None:  # each round's rates against the same round's others
-                rates = {name: tally.rates for name, tally in tallies.items()}
-                results[str(count)]["round_ratios"] = {
-                    f"{top} / {bottom}": _spread([a / b for a, b in zip(rates[top], rates[bottom], strict=True)])
-                    for top, bottom in (("proxy", "baseline"), ("before", "baseline"), ("proxy", "before"))
-                }
+            pairs = [("proxy", "baseline")]
+            if before is not None:
+                pairs += [("before", "baseline"), ("proxy", "before")]
+            if bare_uv is not None:
+                pairs += [("proxy", "baseline on uvloop"), *([("before", "baseline on uvloop")] if before else [])]
+                results[str(count)]["server_cpu_ratio_uvloop_baseline"] = round(
+                    cpu["proxy"]["gateway"] / max(cpu["baseline on uvloop"]["bare uvicorn"], 0.1), 2)
+            rates = {name: tally.rates for name, tally in tallies.items()}  # each round against the same round's
+            results[str(count)]["round_ratios"] = {
+                f"{top} / {bottom}": _spread([a / b for a, b in zip(rates[top], rates[bottom], strict=True)])
+                for top, bottom in pairs
+            }
+            if before is not None:
                 results[str(count)]["gateway_cpu_us_per_call_before"] = cpu["before"]["gateway"]
             for name, tally in tallies.items():
                 plotted[f"{name}, {count} sessions"] = tally.latencies
@@ -178,6 +192,8 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sessions", type=int, nargs="+", help=f"session counts (default {list(SESSIONS)})")
     parser.add_argument("--rounds", type=int, help="alternating rounds per count (default 4)")
     parser.add_argument("--seconds", type=float, help="seconds per round (default 3)")
+    parser.add_argument("--uvloop-baseline", action="store_true",
+                        help="also bare uvicorn on uvloop (uvicorn.run's pick where installed), a path of its own")
 
 
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -185,7 +201,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     sessions, rounds, seconds = ((1, 8), 2, 0.3) if args.quick else (SESSIONS, 4, 3.0)
     sessions = args.sessions or sessions
     rounds, seconds = args.rounds or rounds, args.seconds or seconds
-    result = asyncio.run(measure(sessions, rounds, seconds, args.before, args.after))
+    result = asyncio.run(measure(sessions, rounds, seconds, args.before, args.after, args.uvloop_baseline))
     samples = result.pop("_samples")
     write_result(NAME, result, args.out)
     plot_latencies(NAME, samples, args.out, title="call latency under load: proxy sessions vs bare uvicorn")
