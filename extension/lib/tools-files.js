@@ -265,9 +265,11 @@ async function upload(b, args, call) {
 }
 
 /**
- * The file's bytes into the page's isolated world (page/files.js) in pieces as they come from the pod (base64, or
- * bytes where messages are cloned), a few messages in flight, each to the one document the person was asked about
- * (`at`).
+ * The file's bytes into the page's isolated world (page/files.js) as they come from the pod, each message to the one
+ * document the person was asked about (`at`). Where messages are JSON: base64 pieces, a few in flight. Where they are
+ * cloned: each stretch of bytes becomes a Blob as it comes (Chrome keeps a Blob's bytes in the browser process), and
+ * the file goes as one Blob of them once it is all in, passed by reference: the page's renderer never copies the
+ * bytes, and its File is made of the same Blob.
  */
 class PageFeed {
   constructor(at, key) {
@@ -276,23 +278,35 @@ class PageFeed {
     this.key = key;
     this.fed = 0;
     this.flying = [];
+    this.parts = CLONED_MESSAGES ? [] : null;
   }
 
   /** Sends the whole pieces of the first `n` bytes not sent yet, and the last short one once `n` is the size. */
   async upTo(bytes, n) {
+    if (this.parts) {
+      if (n > this.fed) this.parts.push(new Blob([bytes.subarray(this.fed, n)]));
+      if (n === bytes.length && !this.whole) {
+        this.whole = true;
+        this.send(0, new Blob(this.parts));
+      }
+      this.fed = Math.max(this.fed, n);
+      return;
+    }
     while (this.fed < n && (n - this.fed >= PIECE || n === bytes.length)) {
       const end = Math.min(this.fed + PIECE, n);
-      // A copy, not a view: a view is cloned with the whole buffer under it (the file).
-      const data = CLONED_MESSAGES ? bytes.slice(this.fed, end) : toBase64(bytes.subarray(this.fed, end));
-      const message = { openab: 'filePiece', key: this.key, offset: this.fed, data };
-      const sent = chrome.tabs.sendMessage(this.tabId, message, { documentId: this.documentId }).then(pageAnswer, () => {
-        throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
-      });
-      sent.catch(() => {}); // awaited in its turn
-      this.flying.push(sent);
+      this.send(this.fed, toBase64(bytes.subarray(this.fed, end)));
       this.fed = end;
       if (this.flying.length >= PIECES_IN_FLIGHT) await this.flying.shift();
     }
+  }
+
+  send(offset, data) {
+    const message = { openab: 'filePiece', key: this.key, offset, data };
+    const sent = chrome.tabs.sendMessage(this.tabId, message, { documentId: this.documentId }).then(pageAnswer, () => {
+      throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
+    });
+    sent.catch(() => {}); // awaited in its turn
+    this.flying.push(sent);
   }
 
   async drained() {

@@ -73,20 +73,26 @@
       return { ok: true };
     },
 
-    /** A piece of the file: its bytes (a Uint8Array, where messages are cloned) or their base64. */
+    /**
+     * A piece of the file: the base64 of its bytes where messages are JSON; where they are cloned, a Blob (the
+     * whole file, its bytes in the browser process) or its bytes.
+     */
     filePiece(key, data, offset = incoming && incoming.received) {
       if (!incoming || incoming.key !== key) return { error: 'stale_ref', message: 'the page was reloaded while the file came' };
-      if ((typeof data !== 'string' && !(data instanceof Uint8Array)) || offset !== incoming.received) {
+      const known = typeof data === 'string' || data instanceof Uint8Array || data instanceof Blob;
+      if (!known || offset !== incoming.received) {
         incoming = null;
-        return { error: 'action_failed', message: 'a piece of the file came out of order' };
+        return { error: 'action_failed', message: known ? 'a piece of the file came out of order' :
+          'a piece of the file came in a form this page script does not read' };
       }
-      const bytes = typeof data === 'string' ? decode(data) : data;
-      if (incoming.received + bytes.length > incoming.size || incoming.parts.length >= MAX_PIECES) {
+      const piece = typeof data === 'string' ? decode(data) : data;
+      const length = piece instanceof Blob ? piece.size : piece.length;
+      if (incoming.received + length > incoming.size || incoming.parts.length >= MAX_PIECES) {
         incoming = null;
         return { error: 'action_failed', message: 'more bytes came than the file has' };
       }
-      incoming.parts.push(bytes);
-      incoming.received += bytes.length;
+      incoming.parts.push(piece);
+      incoming.received += length;
       return { ok: true, received: incoming.received };
     },
 
