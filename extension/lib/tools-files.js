@@ -511,6 +511,7 @@ async function stream(b, call, file, reader) {
   let sent = 0;
   let written = 0;
   let queue = Promise.resolve(); // the frames go in order, each once its digest is taken
+  const spare = []; // chunk buffers whose frame went
   const answered = (end) => (r) => {
     if (!r || r.written !== end) {
       throw new ToolError(TOOL_ERROR, `the pod counted ${r && r.written} bytes written where ${end} were sent; ` +
@@ -530,12 +531,17 @@ async function stream(b, call, file, reader) {
       answered(end)(await podRequest(b, call, WRITE, params, 'take the file'));
       return;
     }
-    buf = new Uint8Array(CHUNK); // this one is the frame's until it is sent
-    const digest = crypto.subtle.digest('SHA-256', chunk);
+    const held = buf; // the frame's until it is sent, then reused: a download allocates a window of them, not 200
+    buf = spare.pop() || new Uint8Array(CHUNK);
+    const digest = crypto.subtle.digest('SHA-256', chunk); // WebCrypto copies the bytes as it is called
     queue = queue.then(async () => {
       params.sha256 = hex(await digest);
       params[BYTES] = chunk;
-      return podRequest(b, call, WRITE, params, 'take the file');
+      // The socket's frame is a copy made as the request is sent (lib/rpc.js); were it ever made later, the reused
+      // bytes would differ from the digest taken above, and the pod would refuse the chunk rather than keep it.
+      const answer = podRequest(b, call, WRITE, params, 'take the file');
+      spare.push(held);
+      return answer;
     });
     const acked = queue.then(answered(end));
     acked.catch(() => {}); // awaited in its turn
