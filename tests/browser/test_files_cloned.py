@@ -1,6 +1,6 @@
 """An upload where the extension's messages are structured clones (the manifest's ``message_serialization``, Chrome
-148+): the worker hands the page's isolated world the file's pieces as bytes, not base64 (lib/tools-files.js,
-page/files.js). The rest of the suite runs the manifest as shipped, whose messages are JSON.
+148+): the worker hands the page's isolated world the file as one Blob made of its chunks, not in base64 pieces
+(lib/tools-files.js, page/files.js). The rest of the suite runs the manifest as shipped, whose messages are JSON.
 
 The file must land whole and only through the isolated world: a page that replaced its own ``File``,
 ``Uint8Array`` and ``DataTransfer`` in its main world changes nothing, since the isolated world has globals of its
@@ -58,9 +58,9 @@ async def test_the_extension_hands_the_page_bytes_where_its_manifest_clones_mess
     assert panel.url.startswith(f"chrome-extension://{extension_id()}/")
 
 
-async def test_an_upload_lands_whole_in_pieces_of_bytes_past_a_page_that_replaced_its_own_globals(
+async def test_an_upload_lands_whole_as_a_blob_past_a_page_that_replaced_its_own_globals(
         panel: Page, client: Client, context: BrowserContext, workdir: Path, site: str) -> None:
-    data = bytes(range(256)) * (2_621_440 // 256) + b"tail!!!"  # 2.5 MB and 7 bytes: three pieces, the last short
+    data = bytes(range(256)) * (2_621_440 // 256) + b"tail!!!"  # 2.5 MB and 7 bytes: six chunks, the last short
     (workdir / "cloned.bin").write_bytes(data)
     snap, tab = await opened(client, context, f"{site}/upload.html")
     # A hostile page's main world: its own constructors broken and a watch on every message it could be sent.
