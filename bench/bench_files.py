@@ -36,7 +36,9 @@ slower with it attached). The page and the service worker are reached through be
 Run: ``python bench/bench_files.py [--quick] [--mib N] [--rounds N] [--deflate both|on|off] [--out DIR]`` (from the
 repository, venv active; ``--mib 100`` for issue 39's 100 MiB). It measures an older tree with that tree's link farm
 first on the path and its extension staged: ``PYTHONPATH=WORKTREE/.dev python bench/bench_files.py --extension
-WORKTREE/extension``; the instrumentation wraps what that tree has.
+WORKTREE/extension``; the instrumentation wraps what that tree has. ``--cloned-messages`` stages the manifest with
+``"message_serialization": "structured_clone"`` (Chrome 148+), under which the upload hands the page one Blob instead
+of base64 pieces (docs/files.md).
 """
 
 from __future__ import annotations
