@@ -2,7 +2,8 @@
 close frame after a random number of chunks of an upload or a download in binary frames, as a laptop's network
 drops. Each time the agent's call ends within a bound with its outcome unknown, nothing of the file is left in the
 working folder, no transfer stays open in the pod, and once the extension resumes the session the same file, asked
-again with ``repeat`` (the journal holds back a blind repeat), goes through whole, byte for byte. CI-sized: 8 cuts; ``OPENAB_LONG=1``: 120."""
+again with ``repeat`` (the journal holds back a blind repeat), goes through whole, byte for byte. CI-sized: 8 cuts;
+``OPENAB_LONG=1``: 120."""
 
 from __future__ import annotations
 
