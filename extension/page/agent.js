@@ -545,21 +545,16 @@
     },
     act,
     stateAfter,
-    // A receipt's look after a step, in one pass (lib/receipts.js): the frame's outline, and in the top frame the
-    // step's element as it is now.
+    // A receipt's look after a step in one pass (lib/receipts.js): the outline, and in the top frame the element now.
     receiptLook(options, target) {
       const snap = snapshot(options);
       return target && window.top === window ? { ...snap, after: stateAfter(target) } : snap;
     },
     // `pressed` and the receipt's look in one call (lib/tools-act.js); a page with frames is looked at in each later.
     pressedLook(options, target) {
-      const said = pressed();
-      return { pressed: said, look: window.frames.length ? { frames: true } : this.receiptLook(options, target) };
+      return { pressed: pressed(), look: window.frames.length ? { frames: true } : this.receiptLook(options, target) };
     },
-    personTurn() {
-      startPersonTurn();
-      return { ok: true };
-    },
+    personTurn() { startPersonTurn(); return { ok: true }; },
     readDom(selector) {
       let el = document.body || document.documentElement;
       if (selector) {
@@ -589,8 +584,7 @@
         else scrollBy(0, direction === 'up' ? -step : step);
       }
       await settled(at() !== before);
-      const h = document.documentElement.scrollHeight;
-      return { ok: true, scrollY: Math.round(scrollY), height: h, viewport: innerHeight };
+      return { ok: true, scrollY: Math.round(scrollY), height: document.documentElement.scrollHeight, viewport: innerHeight };
     },
     check({ text, selector }) {
       if (selector) {
