@@ -1,6 +1,7 @@
 """An upload where the extension's messages are structured clones (the manifest's ``message_serialization``, Chrome
 148+): the worker hands the page's isolated world the file as one Blob made of its chunks, not in base64 pieces
-(lib/tools-files.js, page/files.js). The rest of the suite runs the manifest as shipped, whose messages are JSON.
+(lib/tools-files.js, page/files.js). The shipped manifest sets the key too; this module sets it on its own copy, so
+the Blob path stays tested whatever the shipped one says.
 
 The file must land whole and only through the isolated world: a page that replaced its own ``File``,
 ``Uint8Array`` and ``DataTransfer`` in its main world changes nothing, since the isolated world has globals of its
