@@ -16,6 +16,7 @@ from scripted_agent import ScriptedAgent
 
 from openab_browser.core.pod import Pod
 from openab_browser.core.settings import Settings
+from openab_browser.core.statedir import session_workdir
 from openab_browser.core.tunnel.tunnel import Tunnel
 from openab_browser.gateway.app import create_app
 from openab_browser.gateway.assemble import assemble
@@ -109,6 +110,14 @@ def panel_tunnel() -> Any:
         return await gateway.attached(await gateway.browser_socket(0))
 
     return tunnel
+
+
+@pytest.fixture(scope="module")
+def workdir(gateway: LiveGateway, tunnel: Tunnel) -> Path:
+    """The session's working folder in the pod (of the module's ``tunnel``): the agent's cwd, where its files are
+    read and written."""
+    return session_workdir(gateway.pod.settings.state_dir, gateway.pod.sessions.naming.channel(tunnel.session_id),
+                           create=True)
 
 
 def person_browser(name: str, *, autopilot: bool = False, extra: tuple[str, ...] = ()) -> tuple[Any, Any]:

@@ -28,9 +28,6 @@ from refs import ref_of
 from scripted_agent import ScriptedAgent
 from waits import eventually
 
-from openab_browser.core.statedir import session_workdir
-from openab_browser.core.tunnel.tunnel import Tunnel
-
 from .conftest import panel_tunnel
 from .harness import ODD_NAME, PLAIN_REPORT, PRIVATE_REPORT, page_at, playwright_browser, serving, stage_extension
 from .live_pod import KEY, LiveGateway, TappedSocket, call, opened
@@ -69,12 +66,6 @@ async def context(gateway: LiveGateway, site: str, downloads: Path,
 
 tunnel = panel_tunnel()
 
-
-@pytest.fixture(scope="module")
-def workdir(gateway: LiveGateway, tunnel: Tunnel) -> Path:
-    """The session's working folder in the pod: the agent's cwd, where its files are read and written."""
-    return session_workdir(gateway.pod.settings.state_dir, gateway.pod.sessions.naming.channel(tunnel.session_id),
-                           create=True)
 
 
 def socket_of(gateway: LiveGateway) -> TappedSocket:

@@ -20,7 +20,6 @@ from refs import ref_of
 from scripted_agent import ScriptedAgent
 
 from openab_browser.bridge.server import BridgeServer
-from openab_browser.core.statedir import session_workdir
 from openab_browser.core.tunnel.tunnel import Tunnel
 
 from .conftest import panel_tunnel
@@ -68,11 +67,6 @@ async def client(gateway: LiveGateway, tunnel: Tunnel) -> AsyncIterator[Client]:
     async with Client(relay_params(session.channel, bridge.path), mode="legacy") as c:
         yield c
 
-
-@pytest.fixture(scope="module")
-def workdir(gateway: LiveGateway, tunnel: Tunnel) -> Path:
-    return session_workdir(gateway.pod.settings.state_dir, gateway.pod.sessions.naming.channel(tunnel.session_id),
-                           create=True)
 
 
 async def test_an_upload_through_the_bridge_reaches_the_forms_server(

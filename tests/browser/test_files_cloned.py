@@ -20,9 +20,6 @@ from mcp import Client
 from playwright.async_api import BrowserContext, Page
 from refs import ref_of
 
-from openab_browser.core.statedir import session_workdir
-from openab_browser.core.tunnel.tunnel import Tunnel
-
 from .conftest import panel_tunnel
 from .harness import extension_id, playwright_browser, stage_extension
 from .live_pod import KEY, LiveGateway, call, opened
@@ -46,11 +43,6 @@ async def context(gateway: LiveGateway, site: str,
 
 tunnel = panel_tunnel()
 
-
-@pytest.fixture(scope="module")
-def workdir(gateway: LiveGateway, tunnel: Tunnel) -> Path:
-    return session_workdir(gateway.pod.settings.state_dir, gateway.pod.sessions.naming.channel(tunnel.session_id),
-                           create=True)
 
 
 async def test_the_extension_hands_the_page_bytes_where_its_manifest_clones_messages(panel: Page) -> None:
