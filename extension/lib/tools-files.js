@@ -24,9 +24,16 @@ const PIECE = 1024 * 1024;
 const PIECES_IN_FLIGHT = 8;
 // Both ends of a message follow the one manifest, so the worker knows what the page receives; a Chrome older than the
 // key ignores it (and keeps JSON), so its version is read too.
-const CHROME_MAJOR = Number((/Chrome\/(\d+)/.exec(navigator.userAgent) || [])[1] || 0);
-export const CLONED_MESSAGES = chrome.runtime.getManifest().message_serialization === 'structured_clone' &&
-  CHROME_MAJOR >= 148;
+// Read at the first upload, not on import: the module is also loaded where there is no browser (the catalogue's
+// checks under Node).
+let cloned = null;
+export function clonedMessages() {
+  if (cloned === null) {
+    const major = Number((/Chrome\/(\d+)/.exec(globalThis.navigator?.userAgent || '') || [])[1] || 0);
+    cloned = chrome.runtime.getManifest().message_serialization === 'structured_clone' && major >= 148;
+  }
+  return cloned;
+}
 // Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
 // An upload is held whole in the worker's memory to be checked before the page gets it (its pieces wait in the page's
@@ -278,7 +285,7 @@ class PageFeed {
     this.key = key;
     this.fed = 0;
     this.flying = [];
-    this.parts = CLONED_MESSAGES ? [] : null;
+    this.parts = clonedMessages() ? [] : null;
   }
 
   /** Sends the whole pieces of the first `n` bytes not sent yet, and the last short one once `n` is the size. */

@@ -46,7 +46,7 @@ tunnel = panel_tunnel()
 
 
 async def test_the_extension_hands_the_page_bytes_where_its_manifest_clones_messages(panel: Page) -> None:
-    said = await panel.evaluate("import('/lib/tools-files.js').then((m) => m.CLONED_MESSAGES)")
+    said = await panel.evaluate("import('/lib/tools-files.js').then((m) => m.clonedMessages())")
     assert said is True, "the extension reads its manifest's message_serialization and this Chromium's version"
     assert panel.url.startswith(f"chrome-extension://{extension_id()}/")
 
