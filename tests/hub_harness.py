@@ -496,8 +496,10 @@ def running_hub(folder: Path, *, people: Sequence[str] = PEOPLE, cull_timeout: i
             _subreaper(False)
     if checked:
         logs = hub.logs()
-        leaked = [t[:6] for t in hub.minted if t in logs]
-        assert not leaked, f"tokens in the logs (their first characters): {leaked}"
+        leaked = [t for t in hub.minted if t in logs]
+        # Where each leaked, the token itself blotted out: the line says which part of the stack wrote it.
+        lines = [line.replace(t, f"<token {t[:6]}>")[:300] for t in leaked for line in logs.splitlines() if t in line]
+        assert not leaked, f"tokens in the logs (their first characters): {[t[:6] for t in leaked]}: {lines[:5]}"
 
 
 def ws_handshake(url: str, token: str | None, *, extra: dict[str, str] | None = None,
