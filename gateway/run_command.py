@@ -209,11 +209,10 @@ def register(commands: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    import asyncio
     import logging
     import os
 
-    from openab_browser.core.event_loop import loop_factory
+    from openab_browser.core.event_loop import loop_factory, run
     from openab_browser.core.settings import Settings
     from openab_browser.core.sockets import HTTP_PARSER
 
@@ -268,13 +267,12 @@ def _run(args: argparse.Namespace) -> int:
         app = create_app(pod, hub, kept_key)
         check_transport(settings)
         tls = tls_for(settings)
-        loop_name, new_loop = loop_factory(settings.event_loop)
+        loop_name, _ = loop_factory(settings.event_loop)  # refused here, with the other settings
     except ValueError as exc:  # ConfigurationError and pydantic's ValidationError are ValueErrors
         print(f"openab: {exc}", file=sys.stderr)
         return 2
     logging.getLogger(__name__).info("event loop: %s; HTTP parser: %s", loop_name, HTTP_PARSER)
-    with asyncio.Runner(loop_factory=new_loop) as runner:
-        return runner.run(_serve(pod, app, args.log_level, tls, kept_key))
+    return run(_serve(pod, app, args.log_level, tls, kept_key), settings.event_loop)
 
 
 def _hub_environment(settings: Settings, args: argparse.Namespace) -> HubEnvironment:
