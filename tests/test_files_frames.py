@@ -52,6 +52,10 @@ class FramedBrowser(Browser):
         got = b"".join(a["bytes"] for a in answers)
         assert [a["eof"] for a in answers] == [False] * (count - 1) + [True]
         assert [a["size"] for a in answers] == [len(a["bytes"]) for a in answers]
+        # Each chunk comes with its digest, and the last with the file's: every byte left in order and hashed to it.
+        assert [a["sha256"] for a in answers] == [digest(a["bytes"]) for a in answers]
+        assert [a.get("file_sha256") for a in answers] == [None] * (count - 1) + [file["sha256"]]
+        assert file["sha256"] == digest(got)
         self.uploads.append((arguments, got))
         return {"content": [{"type": "text", "text": f"{file['name']} set"}]}
 
@@ -171,6 +175,29 @@ async def test_a_read_past_the_window_is_refused_and_the_transfer_goes_on() -> N
         result = await client.call_tool("browser_upload", {"ref": "e1", "path": "w.bin"})
         assert not result.is_error, text(result)
         assert browser.uploads[-1][1] == body
+
+
+async def test_the_last_chunk_vouches_for_the_files_digest_only_when_every_byte_left_in_order() -> None:
+    # The extension keeps a chunk's bytes on its digest and the whole file on the last answer's word (docs/files.md):
+    # a last chunk read before the ones ahead of it says nothing of the file, whatever is read after.
+    async with run_framed() as (gateway, browser, client):
+        body = os.urandom(CHUNK * 2 + 5)
+        (workdir(gateway.pod, browser.session_id) / "o.bin").write_bytes(body)
+        seen: list[dict[str, Any]] = []
+
+        async def out_of_order(file: dict[str, Any]) -> None:
+            params = {"sessionId": browser.session_id, "transfer": file["transfer"]}
+            for offset in (2 * CHUNK, 0, CHUNK):
+                seen.append(await browser.ext.request_frame(READ, {**params, "offset": offset}))
+
+        browser.during = out_of_order
+        result = await client.call_tool("browser_upload", {"ref": "e1", "path": "o.bin"})
+        assert not result.is_error, text(result)
+        last, first, middle = seen
+        assert last["eof"] and "file_sha256" not in last and last["sha256"] == digest(body[2 * CHUNK:])
+        assert "file_sha256" not in first and "file_sha256" not in middle
+        assert b"".join(a["bytes"] for a in (first, middle, last)) == body
+        assert browser.uploads[-1][1] == body  # then read in order: the last answer vouches (FramedBrowser checks)
 
 
 async def test_a_frame_that_is_not_one_is_answered_with_an_error_and_the_socket_goes_on() -> None:

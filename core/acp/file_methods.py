@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import struct
@@ -130,7 +131,7 @@ class FileMethods:
             if method == FILE_READ_METHOD:
                 if payload:
                     raise LocalRpcError(INVALID_PARAMS, "a read carries no bytes")
-                chunk, result = self._read_bytes(params)
+                chunk, result = self._read_bytes(params, digests=True)
                 return frame({"jsonrpc": "2.0", "id": request_id, "result": result}, chunk)
             if method == FILE_WRITE_METHOD:
                 written = self._write_bytes(params, payload)
@@ -140,14 +141,22 @@ class FileMethods:
         except LocalRpcError as exc:
             return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": exc.to_json()})
 
-    def _read_bytes(self, params: Any) -> tuple[bytes, JsonObject]:
+    def _read_bytes(self, params: Any, *, digests: bool = False) -> tuple[bytes, JsonObject]:
+        """A chunk of an upload and its answer's result; with ``digests`` (binary frames), the chunk's sha256, and
+        on the last chunk the file's once every byte left in order and hashed to it (docs/files.md): the extension
+        then checks each chunk as it comes instead of hashing the whole file after the last."""
         parsed = parse_params(FileReadParams, params)
         self._owned(parsed.session_id)
         try:
             data, eof = self._files.read(parsed.session_id, parsed.transfer, parsed.offset)
+            result: JsonObject = {"eof": eof, "size": len(data)}
+            if digests:
+                result["sha256"] = hashlib.sha256(data).hexdigest()
+                if eof and (whole := self._files.served_whole(parsed.session_id, parsed.transfer)):
+                    result["file_sha256"] = whole
         except FileRefused as exc:
             raise LocalRpcError(INVALID_PARAMS, str(exc)) from None
-        return data, {"eof": eof, "size": len(data)}
+        return data, result
 
     def _write_bytes(self, params: Any, data: memoryview) -> int:
         parsed = parse_params(FileReadParams, params)  # the write's params but its data: that is the payload

@@ -181,6 +181,9 @@ class Transfer:
         self.opened_at = now
         self.last_chunk: float | None = None
         self.served_end = False  # an upload's last chunk was read: no idle clock any more
+        # An upload's every byte left in order, once each, and they hash to ``sha256``: what the last binary read
+        # answer vouches for (docs/files.md), beside each chunk's own digest.
+        self.served_whole = False
         self.fd = -1
         self.folder: Folder | None = None  # a download's folder, where its temporary file is
         self.temp: str | None = None
@@ -328,9 +331,15 @@ class Transfers:
                                     "the call began): what the page got may differ; upload it again once nothing "
                                     "writes to it")
                 raise TransferInvalid(f"this transfer failed: {transfer.failure}")
+            transfer.served_whole = transfer.moved == transfer.size
         eof = offset + len(data) >= transfer.size
         transfer.served_end = transfer.served_end or eof
         return data, eof
+
+    def served_whole(self, session_id: str, transfer_id: str) -> str | None:
+        """An upload's sha256 once every byte of it was read in order and they hash to it (``None`` before)."""
+        transfer = self.get(session_id, transfer_id, Direction.UPLOAD)
+        return transfer.sha256 if transfer.served_whole else None
 
     def write(self, session_id: str, transfer_id: str, offset: int, data: bytes | memoryview,
               sha256: str | None = None) -> int:

@@ -22,6 +22,9 @@ export const CHUNK = 512 * 1024;
 // them; a message costs about a third of a script's (executeScript) with the same argument, and several overlap.
 const PIECE = 1024 * 1024;
 const PIECES_IN_FLIGHT = 8;
+// Bytes per Blob where messages are cloned: Chrome registers each Blob with the browser process, about 1.5 ms apiece
+// whatever its size (measured: 100 MiB as 200 Blobs of 512 KiB took 150-440 ms of the worker, as 13 of 8 MiB 65-180).
+const STRETCH = 8 * 1024 * 1024;
 // Both ends of a message follow the one manifest, so the worker knows what the page receives; a Chrome older than the
 // key ignores it (and keeps JSON), so its version is read too.
 // Read at the first upload, not on import: the module is also loaded where there is no browser (the catalogue's
@@ -34,7 +37,8 @@ export function clonedMessages() {
   }
   return cloned;
 }
-// Each answer of the pod's, and each read of a download's body, within this (the pod's own idle bound is 30 s).
+// Each answer of the pod's, each read of a download's body, and each answer of the page to a piece of the file,
+// within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
 // An upload is held whole in the worker's memory to be checked before the page gets it (its pieces wait in the page's
 // isolated world meanwhile, out of the page's reach).
@@ -135,22 +139,95 @@ async function windowed(count, window, ask, took) {
   }
 }
 
+/** Chunk `i` of an upload's `count` in binary frames, `file.window` of them in flight, each answer to `took(i, r)`. */
+function readChunks(b, call, file, count, took) {
+  return windowed(count, file.window,
+    (i) => podRequest(b, call, READ, { transfer: file.transfer, offset: i * CHUNK, [BYTES]: NO_BYTES }, 'give the file'),
+    took);
+}
+
+/** The bytes of a read's answer `r` for chunk `i` of `count`: throws unless they are as many as were asked. */
+function chunkOf(file, i, count, r) {
+  const chunk = r && r[BYTES];
+  const want = Math.min(CHUNK, file.size - i * CHUNK);
+  if (!(chunk instanceof Uint8Array) || chunk.length !== want || r.eof !== (i === count - 1)) {
+    throw new ToolError(TOOL_ERROR, `the pod sent ${chunk instanceof Uint8Array ? chunk.length : 'no'} bytes where ` +
+      `${want} of the file's ${file.size} were asked; nothing was uploaded`);
+  }
+  return chunk;
+}
+
 /** The whole upload from the pod into `bytes` in binary frames, `file.window` chunks in flight; `took` after each. */
 async function readFrames(b, call, file, bytes, took) {
   const count = Math.max(1, Math.ceil(file.size / CHUNK)); // a file of 0 bytes is one read, answered eof
-  await windowed(count, file.window,
-    (i) => podRequest(b, call, READ, { transfer: file.transfer, offset: i * CHUNK, [BYTES]: NO_BYTES }, 'give the file'),
-    (i, r) => {
-      const chunk = r && r[BYTES];
-      const offset = i * CHUNK;
-      const want = Math.min(CHUNK, file.size - offset);
-      if (!(chunk instanceof Uint8Array) || chunk.length !== want || r.eof !== (i === count - 1)) {
-        throw new ToolError(TOOL_ERROR, `the pod sent ${chunk instanceof Uint8Array ? chunk.length : 'no'} bytes where ` +
-          `${want} of the file's ${file.size} were asked; nothing was uploaded`);
-      }
-      bytes.set(chunk, offset);
-      return took(bytes, offset + chunk.length);
-    });
+  await readChunks(b, call, file, count, (i, r) => {
+    const chunk = chunkOf(file, i, count, r);
+    bytes.set(chunk, i * CHUNK);
+    return took(bytes, i * CHUNK + chunk.length);
+  });
+}
+
+/**
+ * The upload from the pod in binary frames as one Blob (where messages are cloned), made of Blobs of STRETCH bytes as
+ * the chunks come: the worker never holds the whole file in one buffer. Each chunk is checked against the sha256 the
+ * pod sent with it (WebCrypto, on threads of its own, while the next chunks come), and the last answer must carry the
+ * file's, which the pod sends only once every byte left it in order and hashed to the digest it announced before the
+ * card (core/files/transfers.py): the Blob then holds the bytes whose sha256 the person was shown, with no pass over
+ * the whole file after the last chunk. From a pod that sends no chunk digests (before them) the chunks are kept and
+ * the whole file is hashed here after the last, as checkUpload does.
+ */
+export async function readBlob(b, call, file) {
+  const count = Math.max(1, Math.ceil(file.size / CHUNK));
+  const parts = [];
+  const checks = [];
+  let stretch = [];
+  let stretched = 0;
+  let kept = null; // every chunk, from a pod that sends no digests
+  let last = null;
+  await readChunks(b, call, file, count, async (i, r) => {
+    const chunk = chunkOf(file, i, count, r);
+    if (i === 0 && typeof r.sha256 !== 'string') kept = [];
+    if (kept) kept.push(chunk);
+    else checks.push(chunkChecked(chunk, r.sha256, i * CHUNK));
+    stretch.push(chunk);
+    stretched += chunk.length;
+    if (stretched >= STRETCH || i === count - 1) {
+      parts.push(new Blob(stretch));
+      stretch = [];
+      stretched = 0;
+    }
+    last = r;
+    // A chunk unlike its digest stops the reads a window after it, and the checks waiting stay bounded.
+    if (checks.length > file.window) await checks.shift();
+  });
+  if (kept) {
+    const bytes = new Uint8Array(file.size);
+    kept.reduce((at, c) => (bytes.set(c, at), at + c.length), 0);
+    await checkUpload(file, bytes);
+  } else {
+    while (checks.length) await checks.shift();
+    if (last.file_sha256 !== file.sha256) {
+      throw new ToolError(TOOL_ERROR, 'the pod did not confirm that the bytes it sent have the sha256 the person was ' +
+        'shown; nothing was uploaded');
+    }
+  }
+  return new Blob(parts);
+}
+
+/** Resolves once `chunk` has the sha256 the pod sent with it (`sha256`), else rejects saying which chunk differs. */
+function chunkChecked(chunk, sha256, offset) {
+  if (typeof sha256 !== 'string') {
+    throw new ToolError(TOOL_ERROR, `the pod sent the chunk at ${offset} without its sha256, the chunks before it with ` +
+      'theirs; nothing was uploaded');
+  }
+  const checked = crypto.subtle.digest('SHA-256', chunk).then((d) => {
+    if (hex(d) !== sha256) {
+      throw new ToolError(TOOL_ERROR, `the chunk at ${offset} is not the bytes the pod sent (its sha256 differs); ` +
+        'nothing was uploaded');
+    }
+  });
+  checked.catch(() => {}); // awaited in its turn
+  return checked;
 }
 
 /**
@@ -241,14 +318,18 @@ async function upload(b, args, call) {
     // The page's isolated world stages the pieces as they come from the pod; the page itself gets the file only at
     // fileCommit, once its sha256 is checked, and only if the element is still the one the person was asked about.
     await pageCall(b, at, 'fileBegin', [key, file.size]);
-    const feed = new PageFeed(at, key);
-    const bytes = await readUpload(b, call, file, (got, n) => feed.upTo(got, n));
-    // WebCrypto hashes on a thread of its own while the last pieces go to the page; the commit waits for both.
-    const checked = checkUpload(file, bytes);
-    checked.catch(() => {}); // awaited below, unless the page's pieces fail first
-    await feed.upTo(bytes, file.size);
-    await feed.drained();
-    await checked;
+    if (file.window && clonedMessages()) {
+      await toPage(at, { openab: 'filePiece', key, offset: 0, data: await readBlob(b, call, file) });
+    } else {
+      const feed = new PageFeed(at, key);
+      const bytes = await readUpload(b, call, file, (got, n) => feed.upTo(got, n));
+      // WebCrypto hashes on a thread of its own while the last pieces go to the page; the commit waits for both.
+      const checked = checkUpload(file, bytes);
+      checked.catch(() => {}); // awaited below, unless the page's pieces fail first
+      await feed.upTo(bytes, file.size);
+      await feed.drained();
+      await checked;
+    }
     call.throwIfCancelled();
     done = await pageCall(b, at, 'fileCommit', [key, spec, expected, { name: file.name, type: file.type }]);
   } catch (e) {
@@ -274,14 +355,13 @@ async function upload(b, args, call) {
 /**
  * The file's bytes into the page's isolated world (page/files.js) as they come from the pod, each message to the one
  * document the person was asked about (`at`). Where messages are JSON: base64 pieces, a few in flight. Where they are
- * cloned: each stretch of bytes becomes a Blob as it comes (Chrome keeps a Blob's bytes in the browser process), and
- * the file goes as one Blob of them once it is all in, passed by reference: the page's renderer never copies the
- * bytes, and its File is made of the same Blob.
+ * cloned: each stretch of STRETCH bytes becomes a Blob as it comes (Chrome keeps a Blob's bytes in the browser
+ * process), and the file goes as one Blob of them once it is all in, passed by reference: the page's renderer never
+ * copies the bytes, and its File is made of the same Blob (readBlob does the same from binary frames).
  */
 class PageFeed {
   constructor(at, key) {
-    this.tabId = at.tabId;
-    this.documentId = at.documentIds[0];
+    this.at = at;
     this.key = key;
     this.fed = 0;
     this.flying = [];
@@ -291,12 +371,14 @@ class PageFeed {
   /** Sends the whole pieces of the first `n` bytes not sent yet, and the last short one once `n` is the size. */
   async upTo(bytes, n) {
     if (this.parts) {
-      if (n > this.fed) this.parts.push(new Blob([bytes.subarray(this.fed, n)]));
+      if (n - this.fed >= STRETCH || (n === bytes.length && n > this.fed)) {
+        this.parts.push(new Blob([bytes.subarray(this.fed, n)]));
+        this.fed = n;
+      }
       if (n === bytes.length && !this.whole) {
         this.whole = true;
         this.send(0, new Blob(this.parts));
       }
-      this.fed = Math.max(this.fed, n);
       return;
     }
     while (this.fed < n && (n - this.fed >= PIECE || n === bytes.length)) {
@@ -308,10 +390,7 @@ class PageFeed {
   }
 
   send(offset, data) {
-    const message = { openab: 'filePiece', key: this.key, offset, data };
-    const sent = chrome.tabs.sendMessage(this.tabId, message, { documentId: this.documentId }).then(pageAnswer, () => {
-      throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
-    });
+    const sent = toPage(this.at, { openab: 'filePiece', key: this.key, offset, data });
     sent.catch(() => {}); // awaited in its turn
     this.flying.push(sent);
   }
@@ -319,6 +398,23 @@ class PageFeed {
   async drained() {
     while (this.flying.length) await this.flying.shift();
   }
+}
+
+/**
+ * A piece of the file to the page's isolated world (page/files.js), in the one document the person was asked about,
+ * and the page's answer, within ANSWER_MS: a page that never answers (its renderer hung, or frozen in a background
+ * tab) ends the upload instead of holding the call until the pod's own bound.
+ */
+function toPage(at, message) {
+  let timer;
+  const late = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new ToolError(TIMEOUT, `the page did not take a piece of the file within ` +
+      `${ANSWER_MS / 1000} s (its tab may be frozen or busy); nothing was uploaded`)), ANSWER_MS);
+  });
+  const sent = chrome.tabs.sendMessage(at.tabId, message, { documentId: at.documentIds[0] }).then(pageAnswer, () => {
+    throw new ToolError(STALE_REF, 'stale_ref: the page was reloaded or closed while the file came');
+  });
+  return Promise.race([sent, late]).finally(() => clearTimeout(timer));
 }
 
 /** A page function's answer (page/files.js), its refusal as an error. */

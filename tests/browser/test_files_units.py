@@ -98,6 +98,56 @@ async def test_binary_frames_at_the_extensions_end(page: Page) -> None:
     assert got["bytes"] == [5, 6] and got["eof"] is True and "5" not in got["inJson"]
 
 
+READ_BLOB = """(async () => {
+  const { BYTES } = await import('/lib/rpc.js');
+  const CHUNK = m.CHUNK;
+  const size = 17 * CHUNK + 3;  // past one Blob's stretch, the last chunk a short one
+  const data = new Uint8Array(size);
+  for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, Math.min(size, i + 65536)));
+  const hex = async (b) => Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', b)),
+    (v) => v.toString(16).padStart(2, '0')).join('');
+  const whole = await hex(data);
+  const upload = async (pod) => {
+    const asked = [];
+    const b = { files: { sessionId: () => 's', request: async (method, params) => {
+      asked.push(params.offset);
+      const chunk = data.slice(params.offset, Math.min(size, params.offset + CHUNK));
+      const r = { eof: params.offset + CHUNK >= size, size: chunk.length, [BYTES]: chunk };
+      if (pod !== 'no digests' && pod !== 'no digests, a chunk changed') r.sha256 = await hex(chunk);
+      if (pod.endsWith('a chunk changed') && params.offset === 3 * CHUNK) chunk[9] ^= 1;
+      if (r.eof && pod === 'digests') r.file_sha256 = whole;
+      if (r.eof && pod === 'another file') r.file_sha256 = '0'.repeat(64);
+      return r;
+    } } };
+    try {
+      const blob = await m.readBlob(b, { throwIfCancelled() {}, signal: null },
+        { transfer: 't', size, sha256: whole, window: 8 });
+      return { same: blob.size === size && (await hex(await blob.arrayBuffer())) === whole, asked: asked.length };
+    } catch (e) {
+      return { error: String(e.message), asked: asked.length };
+    }
+  };
+  const out = {};
+  for (const pod of ['digests', 'no digests', 'a chunk changed', 'not vouched', 'another file',
+    'no digests, a chunk changed']) out[pod] = await upload(pod);
+  return out;
+})()"""
+
+
+async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_name(page: Page) -> None:
+    # Where messages are cloned, each chunk is checked against the digest the pod sent with it and the file against
+    # the last answer's word; a pod that sends no digests has the whole file hashed here after its last chunk.
+    got = await run(page, "tools-files.js", READ_BLOB)
+    assert got["digests"] == {"same": True, "asked": 18}
+    assert got["no digests"] == {"same": True, "asked": 18}
+    changed = got["a chunk changed"]
+    assert changed["error"] == "the chunk at 1572864 is not the bytes the pod sent (its sha256 differs); nothing " \
+        "was uploaded"
+    for pod in ("not vouched", "another file"):
+        assert "did not confirm that the bytes it sent have the sha256 the person was shown" in got[pod]["error"]
+    assert "do not match the sha256 the person was shown" in got["no digests, a chunk changed"]["error"]
+
+
 @pytest.mark.parametrize(("method", "status", "headers", "download"), [
     ("POST", 200, {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="a.csv"'}, True),
     ("GET", 200, {"content-type": "application/octet-stream"}, True),
