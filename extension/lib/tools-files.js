@@ -606,7 +606,7 @@ async function download(b, args, call) {
  * pod hashes the file; to any other, in JSON, each write answered before the next, the whole body hashed here
  * (lib/sha256.js).
  */
-async function stream(b, call, file, reader) {
+export async function stream(b, call, file, reader) {
   const hash = file.window ? null : new Sha256();
   const flying = [];
   let buf = new Uint8Array(CHUNK);
@@ -637,16 +637,21 @@ async function stream(b, call, file, reader) {
     const held = buf; // the frame's until it is sent, then reused: a download allocates a window of them, not 200
     buf = spare.pop() || new Uint8Array(CHUNK);
     const digest = crypto.subtle.digest('SHA-256', chunk); // WebCrypto copies the bytes as it is called
-    queue = queue.then(async () => {
+    // The queue holds each frame until the one before it went, not until it was answered: the answer comes wrapped,
+    // since a promise returned bare would be adopted, and each chunk would wait for the last one's answer (one chunk
+    // in flight, whatever the window).
+    const went = queue.then(async () => {
       params.sha256 = hex(await digest);
       params[BYTES] = chunk;
       // The socket's frame is a copy made as the request is sent (lib/rpc.js); were it ever made later, the reused
       // bytes would differ from the digest taken above, and the pod would refuse the chunk rather than keep it.
       const answer = podRequest(b, call, WRITE, params, 'take the file');
+      answer.catch(() => {}); // taken by `acked` below
       spare.push(held);
-      return answer;
+      return { answer };
     });
-    const acked = queue.then(answered(end));
+    queue = went;
+    const acked = went.then((w) => w.answer).then(answered(end));
     acked.catch(() => {}); // awaited in its turn
     flying.push(acked);
     if (flying.length >= file.window) await flying.shift();

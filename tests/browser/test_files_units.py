@@ -148,6 +148,36 @@ async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_
     assert "do not match the sha256 the person was shown" in got["no digests, a chunk changed"]["error"]
 
 
+STREAM = """(async () => {
+  const { BYTES } = await import('/lib/rpc.js');
+  const body = crypto.getRandomValues(new Uint8Array(65536));
+  const pieces = Array.from({ length: 200 }, () => body.slice(0, 40000));  // 8,000,000 bytes: 16 chunks
+  let outstanding = 0;
+  let most = 0;
+  const offsets = [];
+  const b = { files: { sessionId: () => 's', request: (method, params) => {
+    offsets.push(params.offset);
+    outstanding += 1;
+    most = Math.max(most, outstanding);
+    const written = params.offset + params[BYTES].length;
+    return new Promise((ok) => setTimeout(() => { outstanding -= 1; ok({ written }); }, 20));
+  } } };
+  let i = 0;
+  const reader = { read: async () => (i < pieces.length ? { done: false, value: pieces[i++] } : { done: true }) };
+  const got = await m.stream(b, { throwIfCancelled() {}, signal: null }, { transfer: 't', max: 1 << 30, window: 4 },
+    reader);
+  return { most, offsets, size: got.size };
+})()"""
+
+
+async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page) -> None:
+    # Each chunk goes once its digest is taken and the one before it went, not once the pod answered the one before.
+    got = await run(page, "tools-files.js", STREAM)
+    assert got["size"] == 8_000_000 and len(got["offsets"]) == 16
+    assert got["offsets"] == sorted(got["offsets"])
+    assert got["most"] == 4  # the window, every time the pod is slower than the body
+
+
 @pytest.mark.parametrize(("method", "status", "headers", "download"), [
     ("POST", 200, {"Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="a.csv"'}, True),
     ("GET", 200, {"content-type": "application/octet-stream"}, True),
