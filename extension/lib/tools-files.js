@@ -622,20 +622,22 @@ export async function stream(b, call, file, reader) {
     }
     written = end;
   };
-  const flush = async () => {
-    if (!filled) return;
-    const chunk = buf.subarray(0, filled);
+  // `whole`: a chunk's bytes as the body gave them, sent from there instead of copied into a buffer first.
+  const flush = async (whole) => {
+    if (!whole && !filled) return;
+    const chunk = whole || buf.subarray(0, filled);
     const params = { transfer: file.transfer, offset: sent };
-    const end = sent + filled;
+    const end = sent + chunk.length;
     sent = end;
-    filled = 0;
+    if (!whole) filled = 0;
     if (!file.window) {
       params.data = toBase64(chunk);
       answered(end)(await podRequest(b, call, WRITE, params, 'take the file'));
       return;
     }
-    const held = buf; // the frame's until it is sent, then reused: a download allocates a window of them, not 200
-    buf = spare.pop() || new Uint8Array(CHUNK);
+    // The frame's until it is sent, then reused: a download allocates a window of them, not 200.
+    const held = whole ? null : buf;
+    if (held) buf = spare.pop() || new Uint8Array(CHUNK);
     const digest = crypto.subtle.digest('SHA-256', chunk); // WebCrypto copies the bytes as it is called
     // The queue holds each frame until the one before it went, not until it was answered: the answer comes wrapped,
     // since a promise returned bare would be adopted, and each chunk would wait for the last one's answer (one chunk
@@ -647,7 +649,7 @@ export async function stream(b, call, file, reader) {
       // bytes would differ from the digest taken above, and the pod would refuse the chunk rather than keep it.
       const answer = podRequest(b, call, WRITE, params, 'take the file');
       answer.catch(() => {}); // taken by `acked` below
-      spare.push(held);
+      if (held) spare.push(held);
       return { answer };
     });
     queue = went;
@@ -666,6 +668,11 @@ export async function stream(b, call, file, reader) {
     }
     if (hash) hash.update(value);
     for (let at = 0; at < value.length;) {
+      if (!filled && value.length - at >= CHUNK) {
+        await flush(value.subarray(at, at + CHUNK));
+        at += CHUNK;
+        continue;
+      }
       const take = Math.min(CHUNK - filled, value.length - at);
       buf.set(value.subarray(at, at + take), filled);
       filled += take;

@@ -148,33 +148,49 @@ async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_
     assert "do not match the sha256 the person was shown" in got["no digests, a chunk changed"]["error"]
 
 
-STREAM = """(async () => {
+STREAM = """(async ([size, piece]) => {
   const { BYTES } = await import('/lib/rpc.js');
-  const body = crypto.getRandomValues(new Uint8Array(65536));
-  const pieces = Array.from({ length: 200 }, () => body.slice(0, 40000));  // 8,000,000 bytes: 16 chunks
+  const body = new Uint8Array(size);
+  for (let i = 0; i < size; i += 65536) crypto.getRandomValues(body.subarray(i, Math.min(size, i + 65536)));
+  const hex = async (b) => Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', b)),
+    (v) => v.toString(16).padStart(2, '0')).join('');
   let outstanding = 0;
   let most = 0;
   const offsets = [];
+  const received = [];
+  const checked = [];
   const b = { files: { sessionId: () => 's', request: (method, params) => {
     offsets.push(params.offset);
+    const bytes = params[BYTES].slice();  // the socket's frame is a copy made as the request is sent
+    received.push(bytes);
+    checked.push(hex(bytes).then((h) => h === params.sha256));
     outstanding += 1;
     most = Math.max(most, outstanding);
-    const written = params.offset + params[BYTES].length;
+    const written = params.offset + bytes.length;
     return new Promise((ok) => setTimeout(() => { outstanding -= 1; ok({ written }); }, 20));
   } } };
-  let i = 0;
-  const reader = { read: async () => (i < pieces.length ? { done: false, value: pieces[i++] } : { done: true }) };
+  let at = 0;
+  const reader = { read: async () => {
+    if (at >= size) return { done: true };
+    const value = body.slice(at, at + piece);  // a body's read is bytes of its own
+    at += value.length;
+    return { done: false, value };
+  } };
   const got = await m.stream(b, { throwIfCancelled() {}, signal: null }, { transfer: 't', max: 1 << 30, window: 4 },
     reader);
-  return { most, offsets, size: got.size };
-})()"""
+  const whole = new Uint8Array(await new Blob(received).arrayBuffer());
+  return { most, offsets, size: got.size, same: (await hex(whole)) === (await hex(body)),
+    digests: (await Promise.all(checked)).every(Boolean) };
+})(arg)"""
 
 
-async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page) -> None:
+@pytest.mark.parametrize("piece", [40_000, 1_300_000])  # reads smaller than a chunk, and larger
+async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page, piece: int) -> None:
     # Each chunk goes once its digest is taken and the one before it went, not once the pod answered the one before.
-    got = await run(page, "tools-files.js", STREAM)
+    got = await run(page, "tools-files.js", STREAM, [8_000_000, piece])
     assert got["size"] == 8_000_000 and len(got["offsets"]) == 16
-    assert got["offsets"] == sorted(got["offsets"])
+    assert got["offsets"] == [i * 512 * 1024 for i in range(16)]
+    assert got["same"] and got["digests"]  # the pod gets the body's bytes, each chunk with its own digest
     assert got["most"] == 4  # the window, every time the pod is slower than the body
 
 
