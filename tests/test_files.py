@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from openab_browser.core.errors import FileRefused, TransferInvalid
-from openab_browser.core.files import CHUNK, FileLimits, Transfers
+from openab_browser.core.files import CHUNK, FileLimits, Transfer, Transfers
 from openab_browser.core.files.paths import TEMP_PREFIX, safe_name
 from openab_browser.core.settings import Settings
 
@@ -257,6 +257,19 @@ def _download(files: Transfers, path: str | None, body: bytes) -> object:
     for offset in range(0, len(body), CHUNK):
         files.write(SESSION, transfer.id, offset, body[offset:offset + CHUNK])
     return transfer
+
+
+async def test_a_long_download_is_written_back_to_disk_while_it_comes(root: Path) -> None:
+    # So that the fsync before the file is placed waits for its last stretch only; the file is the same.
+    files = transfers(root)
+    body = os.urandom(40 << 20)
+    transfer = _download(files, "long.bin", body)
+    assert isinstance(transfer, Transfer) and transfer.writing_back is not None
+    assert 16 << 20 <= transfer.written_back <= len(body)  # one every 16 MiB, once the last one is done
+    transfer.writing_back.result(timeout=30)
+    placed = files.finish_download(transfer, {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()})
+    assert (root / "a" / placed.path).read_bytes() == body
+    files.end(transfer)
 
 
 async def test_a_digest_or_size_mismatch_removes_the_file(root: Path) -> None:
