@@ -148,7 +148,7 @@ async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_
     assert "do not match the sha256 the person was shown" in got["no digests, a chunk changed"]["error"]
 
 
-STREAM = """(async ([size, piece]) => {
+STREAM = """(async ([size, piece, kind]) => {
   const { BYTES } = await import('/lib/rpc.js');
   const body = new Uint8Array(size);
   for (let i = 0; i < size; i += 65536) crypto.getRandomValues(body.subarray(i, Math.min(size, i + 65536)));
@@ -170,12 +170,19 @@ STREAM = """(async ([size, piece]) => {
     return new Promise((ok) => setTimeout(() => { outstanding -= 1; ok({ written }); }, 20));
   } } };
   let at = 0;
-  const reader = { read: async () => {
-    if (at >= size) return { done: true };
+  const next = () => {
     const value = body.slice(at, at + piece);  // a body's read is bytes of its own
     at += value.length;
-    return { done: false, value };
-  } };
+    return value;
+  };
+  // A fetch's body is a byte stream, read into the download's buffers; a download held at its answer is read as is.
+  const reader = kind === 'bytes'
+    ? new ReadableStream({ type: 'bytes', pull: (c) => {
+      if (at < size) return c.enqueue(next());
+      c.close();
+      return c.byobRequest && c.byobRequest.respond(0);  // a read waiting gets its buffer back, empty, and done
+    } }).getReader({ mode: 'byob' })
+    : { read: async () => (at >= size ? { done: true } : { done: false, value: next() }) };
   const got = await m.stream(b, { throwIfCancelled() {}, signal: null }, { transfer: 't', max: 1 << 30, window: 4 },
     reader);
   const whole = new Uint8Array(await new Blob(received).arrayBuffer());
@@ -184,10 +191,11 @@ STREAM = """(async ([size, piece]) => {
 })(arg)"""
 
 
+@pytest.mark.parametrize("kind", ["bytes", "held"])
 @pytest.mark.parametrize("piece", [40_000, 1_300_000])  # reads smaller than a chunk, and larger
-async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page, piece: int) -> None:
+async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page, piece: int, kind: str) -> None:
     # Each chunk goes once its digest is taken and the one before it went, not once the pod answered the one before.
-    got = await run(page, "tools-files.js", STREAM, [8_000_000, piece])
+    got = await run(page, "tools-files.js", STREAM, [8_000_000, piece, kind])
     assert got["size"] == 8_000_000 and len(got["offsets"]) == 16
     assert got["offsets"] == [i * 512 * 1024 for i in range(16)]
     assert got["same"] and got["digests"]  # the pod gets the body's bytes, each chunk with its own digest
