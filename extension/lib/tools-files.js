@@ -40,8 +40,8 @@ export function clonedMessages() {
 // Each answer of the pod's, each read of a download's body, and each answer of the page to a piece of the file,
 // within this (the pod's own idle bound is 30 s).
 const ANSWER_MS = 30_000;
-// An upload is held whole in the worker's memory to be checked before the page gets it (its pieces wait in the page's
-// isolated world meanwhile, out of the page's reach).
+// An upload is held whole to be checked before the page gets it: in the worker's memory, or as Blobs in the browser
+// process where messages are cloned (its pieces wait in the page's isolated world meanwhile, out of the page's reach).
 const MAX_UPLOAD = 512 * 1024 * 1024;
 const MAX_NAME = 1000;
 const MAX_TYPE = 200;
