@@ -200,6 +200,28 @@ async def test_the_last_chunk_vouches_for_the_files_digest_only_when_every_byte_
         assert browser.uploads[-1][1] == body  # then read in order: the last answer vouches (FramedBrowser checks)
 
 
+async def test_a_file_that_changed_after_the_call_began_fails_at_its_last_chunk_which_vouches_for_nothing() -> None:
+    async with run_framed() as (gateway, browser, client):
+        path = workdir(gateway.pod, browser.session_id) / "c.bin"
+        path.write_bytes(os.urandom(CHUNK * 2 + 7))
+        seen: list[dict[str, Any]] = []
+
+        async def rewrite(file: dict[str, Any]) -> None:
+            path.write_bytes(os.urandom(CHUNK * 2 + 7))  # the same size, other bytes: after the digest was taken
+            params = {"sessionId": browser.session_id, "transfer": file["transfer"]}
+            for offset in (0, CHUNK):
+                seen.append(await browser.ext.request_frame(READ, {**params, "offset": offset}))
+            with pytest.raises(RemoteError, match="changed while it was uploaded"):
+                await browser.ext.request_frame(READ, {**params, "offset": 2 * CHUNK})
+
+        browser.during = rewrite
+        result = await client.call_tool("browser_upload", {"ref": "e1", "path": "c.bin"})
+        assert result.is_error, text(result)
+        assert [a["sha256"] for a in seen] == [digest(a["bytes"]) for a in seen]  # each chunk as it left
+        assert not any("file_sha256" in a for a in seen)
+        assert browser.uploads == []
+
+
 async def test_a_frame_that_is_not_one_is_answered_with_an_error_and_the_socket_goes_on() -> None:
     async with run_framed() as (_gateway, browser, _client):
         ext = browser.ext
