@@ -38,6 +38,7 @@ import sys
 import textwrap
 import threading
 import time
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -384,16 +385,44 @@ def _all_gone(pids: Sequence[int]) -> bool:
 
 
 def _processes_of(uid: int) -> list[int]:
-    """The live processes running as ``uid``."""
-    found = []
+    """The live processes running as ``uid``, once this process's own ended ones of ``uid`` are reaped.
+
+    A pod whose hub was restarted is this process's child (the subreaper's), and an ended child stays a zombie until
+    it is reaped here: the hub, no longer its parent, takes it for alive (a signal 0 reaches a zombie) and waits its
+    whole stop timeout for it. So every look reaps them, not only those seen alive before."""
+    found, me = [], os.getpid()
     for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError):
-            lines = status.read_text().splitlines()
-            state = next(line for line in lines if line.startswith("State:")).split()[1]
-            real_uid = int(next(line for line in lines if line.startswith("Uid:")).split()[1])
-            if real_uid == uid and state != "Z":
-                found.append(int(status.parent.name))
+        with contextlib.suppress(OSError, StopIteration, ValueError):
+            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+            if int(fields["Uid"].split()[0]) != uid:
+                continue
+            pid = int(status.parent.name)
+            if fields["State"].split()[0] != "Z":
+                found.append(pid)
+            elif int(fields["PPid"]) == me:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
     return found
+
+
+def _outlived(hub: Hub, name: str, pids: Sequence[int]) -> None:
+    """Says which of ``name``'s processes outlived 15 s of the hub stopping their pod (killed next), in a warning
+    and in the hub's folder: a pod slow to stop, or an agent outliving its pod."""
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            parent = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
+                          if line.startswith("PPid:")).split()[1]
+            lines.append(f"{pid} (parent {parent}): {command[:300]}")
+    report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + "\n".join(lines)
+    with (hub.folder / "outlived.txt").open("a") as out:
+        out.write(report + "\n")
+    warnings.warn(report, stacklevel=2)
+
+
+def _none_left(uid: int) -> bool:
+    return not _processes_of(uid)
 
 
 def _stop_pods(hub: Hub) -> None:
@@ -409,19 +438,28 @@ def _stop_pods(hub: Hub) -> None:
 
             asked.append(threading.Thread(target=ask, daemon=True))
             asked[-1].start()
-    for name in hub.people:
-        uid = pwd.getpwnam(name).pw_uid
-        all_gone = functools.partial(_all_gone, _processes_of(uid))
+    uids = [pwd.getpwnam(name).pw_uid for name in hub.people]
+    for name, uid in zip(hub.people, uids, strict=True):
+        # Looked at again each time: a process that ends between two looks is reaped at the next.
         with contextlib.suppress(TimeoutError):
-            eventually_sync(all_gone, timeout=15, interval=0.1, what=f"{name}'s pod stopped by the hub")
+            eventually_sync(functools.partial(_none_left, uid), timeout=15, interval=0.1,
+                            what=f"{name}'s pod stopped by the hub")
         left = _processes_of(uid)
+        if left:
+            _outlived(hub, name, left)
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         eventually_sync(functools.partial(_all_gone, left), timeout=10, interval=0.1,
                         what=f"{name}'s processes killed")
-    for thread in asked:
-        thread.join(15)
+    # The hub answers once it sees each pod gone, which for a pod of ours means reaped here: reaping goes on while
+    # the answers are awaited.
+    deadline = time.monotonic() + 15
+    while any(thread.is_alive() for thread in asked) and time.monotonic() < deadline:
+        for uid in uids:
+            _processes_of(uid)
+        for thread in asked:
+            thread.join(0.05)
 
 
 @contextlib.contextmanager
