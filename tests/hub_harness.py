@@ -173,6 +173,8 @@ class Hub:
         try:
             self.process.wait(30)
         except subprocess.TimeoutExpired:
+            warnings.warn("the hub did not stop within 30 s of SIGTERM (killed now); its log ends:\n"
+                          + self.log_tail(15), stacklevel=2)
             # The services the hub runs (its culler) are in its process group, and would outlive a hub killed alone.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
