@@ -165,6 +165,20 @@ async def test_two_at_once_per_session_and_the_pod_bound(root: Path) -> None:
     assert not files.ledger.running and not files.ledger.reserved
 
 
+async def test_an_uploads_chunks_have_the_digests_taken_when_it_opened(root: Path) -> None:
+    body = os.urandom(CHUNK * 2 + 3)
+    (root / "a" / "c.bin").write_bytes(body)
+    files = transfers(root)
+    upload = await files.open_upload(SESSION, "c.bin")
+    assert upload.sha256 == hashlib.sha256(body).hexdigest()
+    assert upload.chunk_sha256 == [hashlib.sha256(body[at:at + CHUNK]).hexdigest() for at in (0, CHUNK, 2 * CHUNK)]
+    data, _ = files.read(SESSION, upload.id, CHUNK)
+    assert files.chunk_digest(SESSION, upload.id, CHUNK, data) == upload.chunk_sha256[1]
+    data, _ = files.read(SESSION, upload.id, 5)  # inside a chunk: hashed as it is read
+    assert files.chunk_digest(SESSION, upload.id, 5, data) == hashlib.sha256(body[5:5 + CHUNK]).hexdigest()
+    files.end(upload)
+
+
 async def test_the_session_cap_counts_both_ways_over_the_session_life(root: Path) -> None:
     (root / "a" / "six").write_bytes(b"6" * 600)
     files = transfers(root, max_session_bytes=1000)

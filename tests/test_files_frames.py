@@ -203,7 +203,8 @@ async def test_the_last_chunk_vouches_for_the_files_digest_only_when_every_byte_
 async def test_a_file_that_changed_after_the_call_began_fails_at_its_last_chunk_which_vouches_for_nothing() -> None:
     async with run_framed() as (gateway, browser, client):
         path = workdir(gateway.pod, browser.session_id) / "c.bin"
-        path.write_bytes(os.urandom(CHUNK * 2 + 7))
+        before = os.urandom(CHUNK * 2 + 7)
+        path.write_bytes(before)
         seen: list[dict[str, Any]] = []
 
         async def rewrite(file: dict[str, Any]) -> None:
@@ -217,7 +218,9 @@ async def test_a_file_that_changed_after_the_call_began_fails_at_its_last_chunk_
         browser.during = rewrite
         result = await client.call_tool("browser_upload", {"ref": "e1", "path": "c.bin"})
         assert result.is_error, text(result)
-        assert [a["sha256"] for a in seen] == [digest(a["bytes"]) for a in seen]  # each chunk as it left
+        # Each chunk's digest is the one it had when the call began: the extension refuses the first that changed.
+        assert [a["sha256"] for a in seen] == [digest(before[:CHUNK]), digest(before[CHUNK:2 * CHUNK])]
+        assert all(a["sha256"] != digest(a["bytes"]) for a in seen)
         assert not any("file_sha256" in a for a in seen)
         assert browser.uploads == []
 

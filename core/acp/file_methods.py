@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
 import json
 import re
 import struct
@@ -142,16 +141,17 @@ class FileMethods:
             return json.dumps({"jsonrpc": "2.0", "id": request_id, "error": exc.to_json()})
 
     def _read_bytes(self, params: Any, *, digests: bool = False) -> tuple[bytes, JsonObject]:
-        """A chunk of an upload and its answer's result; with ``digests`` (binary frames), the chunk's sha256, and
-        on the last chunk the file's once every byte left in order and hashed to it (docs/files.md): the extension
-        then checks each chunk as it comes instead of hashing the whole file after the last."""
+        """A chunk of an upload and its answer's result; with ``digests`` (binary frames), the chunk's sha256 as
+        the file was when the call began, and on the last chunk the file's once every byte left in order and hashed to
+        it (docs/files.md): the extension then checks each chunk as it comes instead of hashing the whole file after
+        the last."""
         parsed = parse_params(FileReadParams, params)
         self._owned(parsed.session_id)
         try:
             data, eof = self._files.read(parsed.session_id, parsed.transfer, parsed.offset)
             result: JsonObject = {"eof": eof, "size": len(data)}
             if digests:
-                result["sha256"] = hashlib.sha256(data).hexdigest()
+                result["sha256"] = self._files.chunk_digest(parsed.session_id, parsed.transfer, parsed.offset, data)
                 if eof and (whole := self._files.served_whole(parsed.session_id, parsed.transfer)):
                     result["file_sha256"] = whole
         except FileRefused as exc:

@@ -177,6 +177,7 @@ class Transfer:
         self.size = size  # an upload's size; a download's cap (``max_bytes``)
         self.name = name  # an upload's file name; a download's name the agent asked for ("" for the page's)
         self.sha256 = ""  # an upload's digest, taken when it opened
+        self.chunk_sha256: list[str] = []  # and each of its chunks', taken with it
         self.type = mimetypes.guess_type(name)[0] or "application/octet-stream" if name else ""
         self.moved = 0  # bytes read (upload, the furthest served) or written (download)
         self.failure: str | None = None
@@ -216,6 +217,20 @@ def _digest(fd: int, size: int) -> str:
             hasher.update(block)
             offset += len(block)
         return hasher.hexdigest()
+    finally:
+        os.close(fd)
+
+
+def _chunk_digests(fd: int, size: int) -> list[str]:
+    """sha256 of each :data:`CHUNK` of the first ``size`` bytes of ``fd``, then ``fd`` closed (as :func:`_digest`)."""
+    try:
+        digests = []
+        for offset in range(0, size, CHUNK):
+            block = os.pread(fd, min(CHUNK, size - offset), offset)
+            if len(block) < min(CHUNK, size - offset):
+                raise FileRefused("the file got shorter while it was read: upload it again once nothing writes to it")
+            digests.append(hashlib.sha256(block).hexdigest())
+        return digests
     finally:
         os.close(fd)
 
@@ -272,8 +287,18 @@ class Transfers:
             self._close(transfer, reserved=0)
             raise
         try:
-            # Off the loop: 100 MiB take a few tenths of a second to hash.
-            transfer.sha256 = await asyncio.to_thread(_digest, os.dup(transfer.fd), transfer.size)
+            # Off the loop: 100 MiB take a few tenths of a second to hash. The chunks' digests are taken beside the
+            # file's, each thread on a descriptor of its own, while the browser has nothing to do yet: sent with each
+            # binary read, they spare the pod hashing each chunk again while the browser waits for it.
+            whole = os.dup(transfer.fd)
+            try:
+                chunks = os.dup(transfer.fd)
+            except OSError:
+                os.close(whole)
+                raise
+            transfer.sha256, transfer.chunk_sha256 = await asyncio.gather(
+                asyncio.to_thread(_digest, whole, transfer.size),
+                asyncio.to_thread(_chunk_digests, chunks, transfer.size))
         except OSError as exc:
             self._close(transfer, reserved=transfer.size)
             raise FileRefused(f"{path!r} could not be read: {exc.strerror}") from None
@@ -353,6 +378,16 @@ class Transfers:
         eof = offset + len(data) >= transfer.size
         transfer.served_end = transfer.served_end or eof
         return data, eof
+
+    def chunk_digest(self, session_id: str, transfer_id: str, offset: int, data: bytes) -> str:
+        """The sha256 of an upload's chunk ``data`` read at ``offset``, as the chunk was when the call began (taken
+        with the file's): a chunk that changed since is refused by the extension at once. Hashed now for a read that
+        is not one of those chunks (an offset inside one)."""
+        transfer = self.get(session_id, transfer_id, Direction.UPLOAD)
+        index, inside = divmod(offset, CHUNK)
+        if not inside and index < len(transfer.chunk_sha256) and len(data) == min(CHUNK, transfer.size - offset):
+            return transfer.chunk_sha256[index]
+        return hashlib.sha256(data).hexdigest()
 
     def served_whole(self, session_id: str, transfer_id: str) -> str | None:
         """An upload's sha256 once every byte of it was read in order and they hash to it (``None`` before)."""

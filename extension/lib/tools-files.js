@@ -214,7 +214,10 @@ export async function readBlob(b, call, file) {
   return new Blob(parts);
 }
 
-/** Resolves once `chunk` has the sha256 the pod sent with it (`sha256`), else rejects saying which chunk differs. */
+/**
+ * Resolves once `chunk` has the sha256 the pod sent with it (`sha256`, taken with the file's when the call began),
+ * else rejects saying which chunk differs.
+ */
 function chunkChecked(chunk, sha256, offset) {
   if (typeof sha256 !== 'string') {
     throw new ToolError(TOOL_ERROR, `the pod sent the chunk at ${offset} without its sha256, the chunks before it with ` +
@@ -222,8 +225,8 @@ function chunkChecked(chunk, sha256, offset) {
   }
   const checked = crypto.subtle.digest('SHA-256', chunk).then((d) => {
     if (hex(d) !== sha256) {
-      throw new ToolError(TOOL_ERROR, `the chunk at ${offset} is not the bytes the pod sent (its sha256 differs); ` +
-        'nothing was uploaded');
+      throw new ToolError(TOOL_ERROR, `the chunk at ${offset} is not the bytes whose sha256 the pod sent with it (the ` +
+        'file may have changed since the call began); nothing was uploaded');
     }
   });
   checked.catch(() => {}); // awaited in its turn

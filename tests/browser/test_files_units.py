@@ -141,8 +141,8 @@ async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_
     assert got["digests"] == {"same": True, "asked": 18}
     assert got["no digests"] == {"same": True, "asked": 18}
     changed = got["a chunk changed"]
-    assert changed["error"] == "the chunk at 1572864 is not the bytes the pod sent (its sha256 differs); nothing " \
-        "was uploaded"
+    assert changed["error"] == "the chunk at 1572864 is not the bytes whose sha256 the pod sent with it (the file " \
+        "may have changed since the call began); nothing was uploaded"
     for pod in ("not vouched", "another file"):
         assert "did not confirm that the bytes it sent have the sha256 the person was shown" in got[pod]["error"]
     assert "do not match the sha256 the person was shown" in got["no digests, a chunk changed"]["error"]
