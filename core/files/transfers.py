@@ -250,8 +250,9 @@ class Transfers:
     """The pod's open transfers, by id, with their :class:`Ledger`. One per pod.
 
     ``workdir(session_id)`` is the session's working folder (the agent's cwd), made if missing. ``clock`` reads
-    monotonic seconds (the idle timeout). Not thread-safe: used from the event loop only (the digest of an upload
-    is taken in a worker thread, on a descriptor no one else uses yet).
+    monotonic seconds (the idle timeout). Not thread-safe: used from the event loop only (an upload's digests are
+    taken in worker threads, and a download's write-backs run in them, each on a descriptor of its own that the
+    thread closes).
     """
 
     def __init__(
