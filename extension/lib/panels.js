@@ -110,13 +110,7 @@ export class Panels {
   }
 
   broadcast(msg) {
-    for (const port of this.ports) {
-      try {
-        port.postMessage(msg);
-      } catch {
-        this.ports.delete(port);
-      }
-    }
+    for (const port of this.ports) this._tell(port, msg);
   }
 
   _state() {
@@ -343,12 +337,17 @@ export class Panels {
     }
   }
 
-  /** A message to one panel, which may have gone meanwhile. */
+  /**
+   * A message to one panel, which may have gone meanwhile: its port is then forgotten. Any other refusal (a message
+   * Chrome cannot clone, a defect of ours) is said in the console and the port kept, so the panel goes on hearing
+   * the messages after it.
+   */
   _tell(port, msg) {
     try {
       port.postMessage(msg);
-    } catch {
-      this.ports.delete(port);
+    } catch (e) {
+      if (/disconnected port/i.test(String(e && e.message))) this.ports.delete(port);
+      else console.error('openab: a message to the side panel could not be sent:', msg && msg.type, e);
     }
   }
 

@@ -144,6 +144,38 @@ async def test_the_panel_hears_every_message_whole_and_plain(panel: Page, client
     await tab.close()
 
 
+async def test_a_message_chrome_cannot_clone_is_said_and_the_panel_keeps_hearing(panel: Page) -> None:
+    # The worker's Panels, on real ports of the panel's page: one open, one its page let go. A message holding a
+    # function (a defect: nothing sends one today) cannot be cloned, which JSON would have dropped silently; the
+    # open panel must not be forgotten for it, or it would hear nothing more until reopened.
+    said = await panel.evaluate("""async () => {
+      const { Panels } = await import('/lib/panels.js');
+      const panels = new Panels({});
+      const open = chrome.runtime.connect({ name: 'panel' });
+      const gone = chrome.runtime.connect({ name: 'panel' });
+      gone.disconnect();
+      panels.ports.add(open);
+      panels.ports.add(gone);
+      const errors = [];
+      const error = console.error;
+      console.error = (...args) => errors.push(args.map(String).join(' '));
+      try {
+        panels.broadcast({ type: 'state', plain: true });
+        const forgotten = !panels.ports.has(gone);
+        panels.broadcast({ type: 'state', broken: () => 1 });
+        const keptAfterBroken = panels.ports.has(open);
+        panels.broadcast({ type: 'state', plain: true });
+        return { keptAfterBroken, kept: panels.ports.has(open), forgotten, errors };
+      } finally {
+        console.error = error;
+        open.disconnect();
+      }
+    }""")
+    assert said["keptAfterBroken"] and said["kept"], said
+    assert said["forgotten"], said
+    assert len(said["errors"]) == 1 and "could not be sent: state" in said["errors"][0], said
+
+
 async def test_where_messages_stay_json_an_upload_goes_in_base64_pieces_and_lands_whole(
         gateway: LiveGateway, site: str, tmp_path: Path) -> None:
     # A Chrome before 148 ignores the key and keeps JSON; this Chromium is told so, and the worker must see it.
