@@ -59,6 +59,9 @@ PERSON_MARK = "openab hub test person"
 # so the culler's and a revocation's effects come within the test's bound.
 ACTIVITY_INTERVAL = 1
 AUTH_CACHE_SECS = 2
+# Seconds the hub has to stop on SIGTERM before it is killed: it stops in well under a second, but clean-clone CI runs
+# saw it wait whole 30 s bounds in "Cleaning up 1 services..." (the warning then says what its processes were doing).
+HUB_STOP_SECS = 10
 # Seconds a pod marked to start slowly (Hub.start_slowly) waits before it starts.
 SLOW_START = 4
 # Interpreters a shared venv can be made from, in order: one whose files every user can read.
@@ -171,10 +174,11 @@ class Hub:
         on without it."""
         self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(30)
+            self.process.wait(HUB_STOP_SECS)
         except subprocess.TimeoutExpired:
-            warnings.warn("the hub did not stop within 30 s of SIGTERM (killed now); its log ends:\n"
-                          + self.log_tail(15), stacklevel=2)
+            warnings.warn(f"the hub did not stop within {HUB_STOP_SECS} s of SIGTERM (killed now); its processes:\n"
+                          + _described([self.process.pid, *_children_of(self.process.pid)])
+                          + "\nits log ends:\n" + self.log_tail(15), stacklevel=2)
             # The services the hub runs (its culler) are in its process group, and would outlive a hub killed alone.
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.process.pid, signal.SIGKILL)
@@ -394,8 +398,8 @@ def _processes_of(uid: int) -> list[int]:
     whole stop timeout for it. So every look reaps them, not only those seen alive before."""
     found, me = [], os.getpid()
     for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, StopIteration, ValueError):
-            fields = dict(line.split(":", 1) for line in status.read_text().splitlines() if ":" in line)
+        with contextlib.suppress(OSError, KeyError, ValueError):
+            fields = _status(status)
             if int(fields["Uid"].split()[0]) != uid:
                 continue
             pid = int(status.parent.name)
@@ -410,17 +414,38 @@ def _processes_of(uid: int) -> list[int]:
 def _outlived(hub: Hub, name: str, pids: Sequence[int]) -> None:
     """Says which of ``name``'s processes outlived 15 s of the hub stopping their pod (killed next), in a warning
     and in the hub's folder: a pod slow to stop, or an agent outliving its pod."""
-    lines = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            parent = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines()
-                          if line.startswith("PPid:")).split()[1]
-            lines.append(f"{pid} (parent {parent}): {command[:300]}")
-    report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + "\n".join(lines)
+    report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + _described(pids)
     with (hub.folder / "outlived.txt").open("a") as out:
         out.write(report + "\n")
     warnings.warn(report, stacklevel=2)
+
+
+def _status(status: Path) -> dict[str, str]:
+    """The fields of a /proc/<pid>/status file, by name, their values stripped."""
+    return {name: value.strip() for name, _, value in
+            (line.partition(":") for line in status.read_text().splitlines()) if value}
+
+
+def _children_of(pid: int) -> list[int]:
+    children = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        with contextlib.suppress(OSError, KeyError):
+            if _status(status)["PPid"] == str(pid):
+                children.append(int(status.parent.name))
+    return children
+
+
+def _described(pids: Sequence[int]) -> str:
+    """Each process's state, what it waits in, its signals ignored, blocked and caught, and its command line."""
+    lines = []
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            fields = _status(Path(f"/proc/{pid}/status"))
+            wchan = Path(f"/proc/{pid}/wchan").read_text()
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            lines.append(f"{pid} {fields['State']} in {wchan or '-'}; ignores {fields['SigIgn']}, "
+                         f"blocks {fields['SigBlk']}, catches {fields['SigCgt']}: {command[:200]}")
+    return "\n".join(lines)
 
 
 def _none_left(uid: int) -> bool:
