@@ -2,6 +2,7 @@
 
 import os
 import shutil
+import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,6 +48,14 @@ def pytest_configure(config: pytest.Config) -> None:
     import tempfile
 
     os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="oab-xdg-state-")
+    # A suite started in the background by a shell without job control (a CI runner's `... &`) inherits SIGINT and
+    # SIGQUIT ignored, and so would every process it starts: JupyterHub's managed culler then ignored the SIGINT its
+    # hub stops it with, and the hub waited its timeouts at every stop. Handled here, they are at their defaults in
+    # each child (a handler is not inherited across exec), as systemd or a terminal starts a process.
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -179,10 +179,16 @@ class Hub:
             warnings.warn(f"the hub did not stop within {HUB_STOP_SECS} s of SIGTERM (killed now); its processes:\n"
                           + _described([self.process.pid, *_children_of(self.process.pid)])
                           + "\nits log ends:\n" + self.log_tail(15), stacklevel=2)
-            # The services the hub runs (its culler) are in its process group, and would outlive a hub killed alone.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.process.pid, signal.SIGKILL)
+            # The services the hub runs (its culler) run as the hub's own user, in sessions of their own: killed with
+            # it, or they would outlive it, asking a hub that is gone every second and logging their token with each
+            # failure. The pods run as their persons, and go on as the hub's absence means them to.
+            services = [pid for pid in _children_of(self.process.pid) if _runs_as(pid, os.getuid())]
+            for pid in [self.process.pid, *services]:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self.process.wait(10)
+            # Now this process's children (the subreaper's): reaped here.
+            eventually_sync(functools.partial(_all_gone, services), timeout=10, interval=0.1, what="the hub's services")
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.api, headers={"Authorization": f"token {self.admin_token}"},
@@ -424,6 +430,13 @@ def _status(status: Path) -> dict[str, str]:
     """The fields of a /proc/<pid>/status file, by name, their values stripped."""
     return {name: value.strip() for name, _, value in
             (line.partition(":") for line in status.read_text().splitlines()) if value}
+
+
+def _runs_as(pid: int, uid: int) -> bool:
+    try:
+        return _status(Path(f"/proc/{pid}/status"))["Uid"].split()[0] == str(uid)
+    except (OSError, KeyError):
+        return False
 
 
 def _children_of(pid: int) -> list[int]:
