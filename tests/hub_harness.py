@@ -20,7 +20,6 @@ the proxy and the pods go on. Everything listens on 127.0.0.1 and is stopped at 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import fcntl
 import functools
 import hashlib
@@ -47,6 +46,7 @@ from typing import Any
 
 import httpx
 from ports import free_port
+from proc_table import all_gone, children_of, described, none_left, processes_of, runs_as, subreaper
 from waits import eventually_sync
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -177,18 +177,18 @@ class Hub:
             self.process.wait(HUB_STOP_SECS)
         except subprocess.TimeoutExpired:
             warnings.warn(f"the hub did not stop within {HUB_STOP_SECS} s of SIGTERM (killed now); its processes:\n"
-                          + _described([self.process.pid, *_children_of(self.process.pid)])
+                          + described([self.process.pid, *children_of(self.process.pid)])
                           + "\nits log ends:\n" + self.log_tail(15), stacklevel=2)
             # The services the hub runs (its culler) run as the hub's own user, in sessions of their own: killed with
             # it, or they would outlive it, asking a hub that is gone every second and logging their token with each
             # failure. The pods run as their persons, and go on as the hub's absence means them to.
-            services = [pid for pid in _children_of(self.process.pid) if _runs_as(pid, os.getuid())]
+            services = [pid for pid in children_of(self.process.pid) if runs_as(pid, os.getuid())]
             for pid in [self.process.pid, *services]:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             self.process.wait(10)
             # Now this process's children (the subreaper's): reaped here.
-            eventually_sync(functools.partial(_all_gone, services), timeout=10, interval=0.1, what="the hub's services")
+            eventually_sync(functools.partial(all_gone, services), timeout=10, interval=0.1, what="the hub's services")
 
     def client(self) -> httpx.Client:
         return httpx.Client(base_url=self.api, headers={"Authorization": f"token {self.admin_token}"},
@@ -373,96 +373,13 @@ def _wait_proxy(proxy: subprocess.Popen[bytes], api: str, token: str) -> None:
     eventually_sync(up, timeout=30, interval=0.1, what="the proxy's API answering")
 
 
-def _subreaper(on: bool) -> None:
-    """While on, a process whose parent goes (a pod, once the hub that started it is stopped) becomes this one's
-    child, so it is reaped here when it stops, as systemd reaps it: a zombie pod looks alive to the hub, which
-    would wait its whole kill timeout for it."""
-    set_child_subreaper = 36  # PR_SET_CHILD_SUBREAPER
-    ctypes.CDLL(None, use_errno=True).prctl(set_child_subreaper, int(on), 0, 0, 0)
-
-
-def _gone(pid: int) -> bool:
-    """``pid`` ended: reaped, or a zombie its parent (the hub) has not reaped yet."""
-    with contextlib.suppress(ChildProcessError):  # not this process's child: its parent (the hub) reaps it
-        os.waitpid(pid, os.WNOHANG)
-    try:
-        stat_line = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return True
-    return stat_line.rpartition(")")[2].split()[0] == "Z"
-
-
-def _all_gone(pids: Sequence[int]) -> bool:
-    return all([_gone(pid) for pid in pids])  # each one reaped, not only the first alive
-
-
-def _processes_of(uid: int) -> list[int]:
-    """The live processes running as ``uid``, once this process's own ended ones of ``uid`` are reaped.
-
-    A pod whose hub was restarted is this process's child (the subreaper's), and an ended child stays a zombie until
-    it is reaped here: the hub, no longer its parent, takes it for alive (a signal 0 reaches a zombie) and waits its
-    whole stop timeout for it. So every look reaps them, not only those seen alive before."""
-    found, me = [], os.getpid()
-    for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, KeyError, ValueError):
-            fields = _status(status)
-            if int(fields["Uid"].split()[0]) != uid:
-                continue
-            pid = int(status.parent.name)
-            if fields["State"].split()[0] != "Z":
-                found.append(pid)
-            elif int(fields["PPid"]) == me:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
-    return found
-
-
 def _outlived(hub: Hub, name: str, pids: Sequence[int]) -> None:
     """Says which of ``name``'s processes outlived 15 s of the hub stopping their pod (killed next), in a warning
     and in the hub's folder: a pod slow to stop, or an agent outliving its pod."""
-    report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + _described(pids)
+    report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + described(pids)
     with (hub.folder / "outlived.txt").open("a") as out:
         out.write(report + "\n")
     warnings.warn(report, stacklevel=2)
-
-
-def _status(status: Path) -> dict[str, str]:
-    """The fields of a /proc/<pid>/status file, by name, their values stripped."""
-    return {name: value.strip() for name, _, value in
-            (line.partition(":") for line in status.read_text().splitlines()) if value}
-
-
-def _runs_as(pid: int, uid: int) -> bool:
-    try:
-        return _status(Path(f"/proc/{pid}/status"))["Uid"].split()[0] == str(uid)
-    except (OSError, KeyError):
-        return False
-
-
-def _children_of(pid: int) -> list[int]:
-    children = []
-    for status in Path("/proc").glob("[0-9]*/status"):
-        with contextlib.suppress(OSError, KeyError):
-            if _status(status)["PPid"] == str(pid):
-                children.append(int(status.parent.name))
-    return children
-
-
-def _described(pids: Sequence[int]) -> str:
-    """Each process's state, what it waits in, its signals ignored, blocked and caught, and its command line."""
-    lines = []
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            fields = _status(Path(f"/proc/{pid}/status"))
-            wchan = Path(f"/proc/{pid}/wchan").read_text()
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            lines.append(f"{pid} {fields['State']} in {wchan or '-'}; ignores {fields['SigIgn']}, "
-                         f"blocks {fields['SigBlk']}, catches {fields['SigCgt']}: {command[:200]}")
-    return "\n".join(lines)
-
-
-def _none_left(uid: int) -> bool:
-    return not _processes_of(uid)
 
 
 def _stop_pods(hub: Hub) -> None:
@@ -482,22 +399,22 @@ def _stop_pods(hub: Hub) -> None:
     for name, uid in zip(hub.people, uids, strict=True):
         # Looked at again each time: a process that ends between two looks is reaped at the next.
         with contextlib.suppress(TimeoutError):
-            eventually_sync(functools.partial(_none_left, uid), timeout=15, interval=0.1,
+            eventually_sync(functools.partial(none_left, uid), timeout=15, interval=0.1,
                             what=f"{name}'s pod stopped by the hub")
-        left = _processes_of(uid)
+        left = processes_of(uid)
         if left:
             _outlived(hub, name, left)
         for pid in left:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-        eventually_sync(functools.partial(_all_gone, left), timeout=10, interval=0.1,
+        eventually_sync(functools.partial(all_gone, left), timeout=10, interval=0.1,
                         what=f"{name}'s processes killed")
     # The hub answers once it sees each pod gone, which for a pod of ours means reaped here: reaping goes on while
     # the answers are awaited.
     deadline = time.monotonic() + 15
     while any(thread.is_alive() for thread in asked) and time.monotonic() < deadline:
         for uid in uids:
-            _processes_of(uid)
+            processes_of(uid)
         for thread in asked:
             thread.join(0.05)
 
@@ -548,7 +465,7 @@ def running_hub(folder: Path, *, people: Sequence[str] = PEOPLE, cull_timeout: i
     command = shlex.split(_replaced(hub_unit["ExecStart"], {"/opt/openab": str(venv),
                                                             "/etc/openab-hub": str(folder)}))
     with unix_people(people):
-        _subreaper(True)
+        subreaper(True)
         proxy = _start_proxy(folder, env, ports)
         try:
             _wait_proxy(proxy, f"http://127.0.0.1:{ports['proxy_api']}", proxy_token)
@@ -571,7 +488,7 @@ def running_hub(folder: Path, *, people: Sequence[str] = PEOPLE, cull_timeout: i
                         hub.stop_hub()
         finally:
             _stop(proxy)
-            _subreaper(False)
+            subreaper(False)
     if checked:
         logs = hub.logs()
         leaked = [t for t in hub.minted if t in logs]
