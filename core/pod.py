@@ -221,6 +221,8 @@ class Pod:
         if self.browser is not None:
             await self.browser.aclose()
         await self.tasks.aclose()
+        if self.files is not None:
+            self.files.close()
         if self.journal is not None and self.journal.audit is not None:
             self.journal.audit.close()  # every call has ended: no record is written after this
         self._state_dir_lock.release()  # last: a clean stop, nothing left for the next run to sweep

@@ -9,6 +9,7 @@ import os
 import re
 import stat
 import tempfile
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -284,6 +285,31 @@ async def test_a_long_download_is_written_back_to_disk_while_it_comes(root: Path
     placed = files.finish_download(transfer, {"size": len(body), "sha256": hashlib.sha256(body).hexdigest()})
     assert (root / "a" / placed.path).read_bytes() == body
     files.end(transfer)
+    files.close()
+
+
+async def test_a_pod_that_stops_ends_its_transfers_and_its_write_back_threads(root: Path) -> None:
+    files = transfers(root)
+    others = set(_write_back_threads())  # other tests' stores, never closed
+    transfer = _download(files, "long.bin", os.urandom(40 << 20))
+    assert isinstance(transfer, Transfer) and transfer.writing_back is not None
+    ours = set(_write_back_threads()) - others
+    assert ours
+    files.close()
+    assert transfer.ended and transfer.failure == "the pod is stopping"
+    assert listing(root / "a") == []  # the partial download is removed
+    for thread in ours:
+        await asyncio.to_thread(thread.join, 30)
+    assert not any(t.is_alive() for t in ours)
+    # What stops is the pool, not the store: a pod never writes after it, but nothing breaks if one did.
+    again = _download(files, "again.bin", os.urandom(20 << 20))
+    assert isinstance(again, Transfer) and again.writing_back is not None
+    again.writing_back.result(timeout=30)
+    files.close()
+
+
+def _write_back_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("openab-write-back")]
 
 
 async def test_a_digest_or_size_mismatch_removes_the_file(root: Path) -> None:

@@ -192,6 +192,7 @@ class Transfer:
         self.fd = -1
         self.written_back = 0  # a download's bytes whose write-back to disk was started
         self.writing_back: concurrent.futures.Future[None] | None = None
+        self.writing_back_fd = -1  # the descriptor that write-back closes when it runs
         self.folder: Folder | None = None  # a download's folder, where its temporary file is
         self.temp: str | None = None
         self.hasher = hashlib.sha256()  # a download's written bytes; an upload's bytes served in order
@@ -441,6 +442,7 @@ class Transfers:
             return  # no descriptor to spare: the fsync before the file is placed writes it all
         transfer.written_back = transfer.moved
         transfer.writing_back = self._writer.submit(_write_back, fd)
+        transfer.writing_back_fd = fd
 
     # -- the clock ----------------------------------------------------------------------------------------------
 
@@ -516,6 +518,19 @@ class Transfers:
             self.fail(transfer, "the session was closed")
             self.end(transfer)
         self.ledger.forget(session_id)
+
+    def close(self) -> None:
+        """The pod stops: every open transfer fails and ends (a partial download is removed), and the write-back
+        threads stop once the write-back each may be running ends (one ``fdatasync``, not waited for here)."""
+        for transfer in list(self._open.values()):
+            # A write-back still queued would sync a file that is removed now: it never runs, its descriptor closes.
+            if transfer.writing_back is not None and transfer.writing_back.cancel():
+                os.close(transfer.writing_back_fd)
+            self.fail(transfer, "the pod is stopping")
+            self.end(transfer)
+        if self._writer is not None:
+            self._writer.shutdown(wait=False)
+            self._writer = None
 
     def _discard_temp(self, transfer: Transfer) -> None:
         if transfer.folder is not None and transfer.temp is not None:
