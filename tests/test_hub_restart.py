@@ -9,13 +9,16 @@ cutting sessions").
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hub_harness import Hub, available, running_hub, ws_handshake
+from proc_table import all_gone, children_of, described
 from test_hub import acp_request, connect
+from waits import eventually_sync
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
 
@@ -61,3 +64,32 @@ async def test_a_hub_restart_cuts_no_socket_and_a_handshake_meanwhile_waits_for_
             await acp_request(redialled, 1, "initialize", {"protocolVersion": 1, "clientCapabilities": {}})
             resumed = await acp_request(redialled, 2, "session/resume", {"sessionId": first, "cwd": "/"})
             assert resumed.get("result") == {}, resumed
+
+
+def test_a_hub_that_dies_takes_its_culler_with_it_and_leaves_the_pods(hub: Hub) -> None:
+    # A crash or the kernel's OOM killer: the hub has no chance to stop its services, and the unit's KillMode=process
+    # leaves everything else it started running. Its pods go on as a stop means them to; its culler would go on too,
+    # asking a hub that is gone and failing every round beside the culler the restarted hub starts.
+    pod = hub.pids["alice"]
+    cullers = _cullers_of(hub.process.pid)
+    assert len(cullers) == 1, described(children_of(hub.process.pid))
+    hub.process.kill()
+    hub.process.wait(10)
+    eventually_sync(functools.partial(all_gone, cullers), timeout=10, interval=0.1, what="its culler ending with it")
+    os.kill(pod, 0)  # the pod is still there
+
+    hub.start_hub()
+    assert hub.running("alice") and hub.pod_pid("alice") == pod
+    assert len(_cullers_of(hub.process.pid)) == 1  # the new hub's own
+    assert all_gone(cullers)
+
+
+def _cullers_of(hub: int) -> list[int]:
+    return [pid for pid in children_of(hub) if b"jupyterhub_idle_culler" in _command_line(pid)]
+
+
+def _command_line(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

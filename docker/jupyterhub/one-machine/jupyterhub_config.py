@@ -71,11 +71,15 @@ c.Spawner.pre_spawn_hook = port_of_person
 
 # -- Services -------------------------------------------------------------------------------------------------------
 # The idle culler, run by the hub: a pod whose panel has been closed (no socket, no turn) for an hour is stopped;
-# the person's panel starts it again with their own token. The four scopes are all it needs.
+# the person's panel starts it again with their own token. The four scopes are all it needs. It ends with the hub
+# (setpriv's parent-death signal): the unit stops the hub alone (KillMode=process, so the pods go on), and a culler
+# whose hub crashed would otherwise go on asking a hub that is gone, logging its failures every round, beside the
+# new culler the restarted hub starts.
 c.JupyterHub.services = [
     {
         "name": "idle-culler",
-        "command": [sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600", "--cull-every=300"],
+        "command": ["setpriv", "--pdeathsig", "TERM", "--",
+                    sys.executable, "-m", "jupyterhub_idle_culler", "--timeout=3600", "--cull-every=300"],
     },
 ]
 c.JupyterHub.load_roles = [
