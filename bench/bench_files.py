@@ -26,7 +26,7 @@ Chrome offers permessage-deflate and the pod accepts it by default (``ws_deflate
 Chromium each, the raw socket with the same choice. Where the time goes is measured, not guessed: the pod's
 file methods are wrapped in this process (timestamps and durations of each chunk; no product code changes), the
 page's ``change`` event is stamped when the file lands in the field, and the extension's own codecs and digests
-(lib/tools-files.js, lib/sha256.js) are timed on 20 MiB in an extension page of the same Chromium.
+(lib/file-transfer.js, lib/sha256.js) are timed on 20 MiB in an extension page of the same Chromium.
 
 No DevTools client stays attached while a path is timed: Playwright's keeps the ``Network`` domain on in every
 target, so Chromium copies each WebSocket frame of the file, in base64, to it (a 100 MiB file ran two to four times
@@ -395,7 +395,9 @@ async def download_once(rig: Rig, clock: Clock, phases: Phases, payload: bytes, 
 # The extension's own work on a file, in an extension page of the same Chromium: its codecs and digests, and the
 # pieces the worker hands the page (1 MiB each, as base64 in a script's arguments).
 EXTENSION_WORK = """async ([size, site]) => {
-    const { toBase64, fromBase64, CHUNK } = await import('/lib/tools-files.js');
+    // An older tree (--extension) has them in its tools-files.js, before it was split by tool.
+    const { toBase64, fromBase64, CHUNK } = await import('/lib/file-transfer.js')
+        .catch(() => import('/lib/tools-files.js'));
     const { Sha256 } = await import('/lib/sha256.js');
     const data = new Uint8Array(size);
     for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, i + 65536));
@@ -440,7 +442,7 @@ EXTENSION_WORK = """async ([size, site]) => {
 
 
 async def extension_work(rig: Rig, size: int) -> dict[str, float]:
-    """Milliseconds the extension's own codecs and digests take on ``size`` bytes (lib/tools-files.js, sha256.js),
+    """Milliseconds the extension's own codecs and digests take on ``size`` bytes (lib/file-transfer.js, sha256.js),
     in an extension page Playwright opens once the timed paths are done."""
     async with async_playwright() as p:
         browser = await p.chromium.connect_over_cdp(f"http://127.0.0.1:{rig.devtools}")

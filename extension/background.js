@@ -65,7 +65,7 @@ chrome.webNavigation.onBeforeNavigate.addListener((details) => downloads.navigat
 // (lib/held-downloads.js); the action learns so at once (lib/loads.js).
 const heldDownloads = new HeldDownloads(downloads, (tabId, entry) => tools.loads.downloaded(tabId, entry));
 chrome.tabs.onRemoved.addListener((tabId) => downloads.forget(tabId));
-// Files go to and come from the pod on the chat's socket (lib/tools-files.js).
+// Files go to and come from the pod on the chat's socket (lib/file-transfer.js).
 const files = {
   request: (method, params, ms) => acp.link.request(method, params, ms),
   sessionId: () => acp.link.sessionId,

@@ -32,8 +32,9 @@ def digest(data: bytes) -> str:
 
 
 class FramedBrowser(Browser):
-    """The fake extension's file tools in binary frames, as lib/tools-files.js moves them when the pod offers it:
-    reads `window` at a time, each download chunk with its sha256 and the file's own digest left out."""
+    """The fake extension's file tools in binary frames, as lib/tools-upload.js and tools-download.js move them when
+    the pod offers it: reads `window` at a time, each download chunk with its sha256 and the file's own digest left
+    out."""
 
     corrupt_chunk: int | None = None  # the write whose bytes differ from its digest
 

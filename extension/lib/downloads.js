@@ -1,7 +1,7 @@
 // Downloads a click in an agent tab started: Chrome would save them in the person's downloads folder and list them
 // in their history. Such a download is cancelled and erased at once (its file removed if it was already written),
 // and kept as the tab's pending download, which browser_download (with no ref or url) then fetches for the agent
-// (lib/tools-files.js). Chrome's DownloadItem names no tab, so a download is the agent's while a call runs in an
+// (lib/tools-download.js). Chrome's DownloadItem names no tab, so a download is the agent's while a call runs in an
 // agent tab or within moments after, when that tab navigated to the download's address (a link, a script setting
 // location), or when its referrer is the tab's page (a link with the download attribute) and no tab of the person's
 // is at that page too. Every other download is the person's and is never touched.

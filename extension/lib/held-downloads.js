@@ -9,7 +9,7 @@
 
 import { MAX_HELD_FILE_BYTES } from './downloads.js';
 import { within } from './page-script.js';
-import { fromBase64 } from './tools-files.js';
+import { fromBase64 } from './file-transfer.js';
 
 const READ_BYTES = 1024 * 1024;
 // Each read of the body, and each command, waits this long at most: the tab's navigation waits on us meanwhile.

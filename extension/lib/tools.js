@@ -1,11 +1,11 @@
 // The browser tools: which implementation runs a call, one call at a time, and what its result carries. Their
 // definitions are in ../catalogue.json (lib/catalogue.js); their implementations, by kind, in tools-read.js
 // (reading the page), tools-act.js (acting on it), tools-tabs.js (pages and tabs), tools-screenshot.js and
-// tools-person.js (a JavaScript dialog, the person's turn), tools-files.js (a file into a page, a file from the
-// web into the agent's working folder), and the plan the person approves in plan.js. Every call takes one path,
-// the stages of pipeline.js (queue, the person's turn, errors, the call's turn, the plan, receipts, downloads, late
-// loads, dialogs, the implementation, the guard's decision in _meta). Every failure the agent can fix comes back as
-// an isError result that says what to do next.
+// tools-person.js (a JavaScript dialog, the person's turn), tools-upload.js (a file into a page), tools-download.js
+// (a file from the web into the agent's working folder), and the plan the person approves in plan.js. Every call
+// takes one path, the stages of pipeline.js (queue, the person's turn, errors, the call's turn, the plan, receipts,
+// downloads, late loads, dialogs, the implementation, the guard's decision in _meta). Every failure the agent can
+// fix comes back as an isError result that says what to do next.
 
 import { ToolError, NOT_ALLOWED, throwIfCancelled } from './errors.js';
 import { TOOLS, factsOf } from './catalogue.js';
@@ -18,7 +18,8 @@ import { TAB_TOOLS } from './tools-tabs.js';
 import { SCREENSHOT_TOOLS } from './tools-screenshot.js';
 import { PERSON_TOOLS } from './tools-person.js';
 import { PLAN_TOOLS } from './plan.js';
-import { FILE_TOOLS } from './tools-files.js';
+import { UPLOAD_TOOLS } from './tools-upload.js';
+import { DOWNLOAD_TOOLS } from './tools-download.js';
 import { RealInput } from './input.js';
 import { Receipts } from './receipts.js';
 import { actionPipeline, stepPipeline } from './pipeline.js';
@@ -44,8 +45,8 @@ const GRAVITY = { [ALLOWED]: 0, [ASKED_ALLOWED]: 1, [DENIED]: 2 };
  */
 const IMPLEMENTATIONS = (() => {
   const all = new Map();
-  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS, FILE_TOOLS,
-    DEV_TOOLS, WEBMCP_TOOLS, FORM_TOOLS]) {
+  for (const kind of [READING_TOOLS, ACTING_TOOLS, TAB_TOOLS, SCREENSHOT_TOOLS, PERSON_TOOLS, PLAN_TOOLS, UPLOAD_TOOLS,
+    DOWNLOAD_TOOLS, DEV_TOOLS, WEBMCP_TOOLS, FORM_TOOLS]) {
     for (const [name, run] of Object.entries(kind)) {
       if (all.has(name)) throw new Error(`the browser tool ${name} is implemented twice`);
       all.set(name, run);
@@ -184,7 +185,7 @@ export class BrowserTools {
    */
   /**
    * `passwords`: the holder of Chrome's "Save password?" while the agent types one (lib/passwords.js). `files`: the
-   * file transfers' way to the pod, `{request(method, params, ms), sessionId(), downloads}` (lib/tools-files.js;
+   * file transfers' way to the pod, `{request(method, params, ms), sessionId(), downloads}` (lib/file-transfer.js;
    * `downloads`, the agent tabs' downloads, lib/downloads.js), null where there is no socket.
    */
   constructor(tabs, guard, onActivity, dialogs = null, passwords = null, files = null) {

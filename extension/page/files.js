@@ -1,5 +1,5 @@
 // The last page script (page/elements.js says how they share their namespace): a file from the agent's working
-// folder put into the page (browser_upload, lib/tools-files.js). The service worker names the file field or the drop
+// folder put into the page (browser_upload, lib/tools-upload.js). The service worker names the file field or the drop
 // zone, hands the file's bytes over in pieces (base64 where its messages to this isolated world are JSON, as a script's
 // arguments are; bytes where the manifest has them cloned), then asks for it to be set:
 // the File is built here, in the isolated world, and given to the page as a person's pick or drop would be, only if
@@ -49,7 +49,7 @@
     return out;
   }
 
-  // The worker's pieces come as messages (lib/tools-files.js, PageFeed): only the extension's own, never a page's.
+  // The worker's pieces come as messages (lib/tools-upload.js, PageFeed): only the extension's own, never a page's.
   chrome.runtime.onMessage.addListener((message, sender, reply) => {
     if (!message || message.openab !== 'filePiece' || sender.id !== chrome.runtime.id || sender.tab) return false;
     reply(api.filePiece(message.key, message.data, message.offset));

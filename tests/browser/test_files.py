@@ -328,7 +328,7 @@ async def test_a_download_from_anything_but_http_is_refused(client: Client, work
 
 async def test_the_extension_itself_refuses_what_is_not_http(panel: Page) -> None:
     # The pod refuses these before a call reaches the browser; the browser's own check does not rely on it.
-    said = await run(panel, "tools-files.js", """arg.map((u) => { try { m.downloadUrl(u); return 'fetched'; }
+    said = await run(panel, "tools-download.js", """arg.map((u) => { try { m.downloadUrl(u); return 'fetched'; }
         catch (e) { return e.message; } })""", ["file:///etc/passwd", "data:,x", "blob:https://a.example/1",
                                                  "javascript:void(0)", "chrome://settings", "ftp://a.example/f"])
     assert all(s.startswith("only http(s) URLs can be downloaded") for s in said), said

@@ -1,6 +1,6 @@
 """An upload where the extension's messages are structured clones (the manifest's ``message_serialization``, Chrome
 148+): the worker hands the page's isolated world the file as one Blob made of its chunks, not in base64 pieces
-(lib/tools-files.js, page/files.js). The shipped manifest sets the key too; this module sets it on its own copy, so
+(lib/tools-upload.js, page/files.js). The shipped manifest sets the key too; this module sets it on its own copy, so
 the Blob path stays tested whatever the shipped one says.
 
 The file must land whole and only through the isolated world: a page that replaced its own ``File``,
@@ -46,7 +46,7 @@ tunnel = panel_tunnel()
 
 
 async def test_the_extension_hands_the_page_bytes_where_its_manifest_clones_messages(panel: Page) -> None:
-    said = await panel.evaluate("import('/lib/tools-files.js').then((m) => m.clonedMessages())")
+    said = await panel.evaluate("import('/lib/tools-upload.js').then((m) => m.clonedMessages())")
     assert said is True, "the extension reads its manifest's message_serialization and this Chromium's version"
     assert panel.url.startswith(f"chrome-extension://{extension_id()}/")
 

@@ -53,7 +53,7 @@ async def test_the_streamed_digest_is_sha256(page: Page) -> None:
     ("", "https://a.example/", "download"),
 ])
 async def test_the_servers_name_for_a_file(page: Page, disposition: str, url: str, name: str) -> None:
-    assert await run(page, "tools-files.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
+    assert await run(page, "tools-download.js", "m.suggestedName(arg[0], arg[1])", [disposition, url]) == name
 
 
 RPC_FRAMES = """(async () => {
@@ -100,7 +100,7 @@ async def test_binary_frames_at_the_extensions_end(page: Page) -> None:
 
 READ_BLOB = """(async () => {
   const { BYTES } = await import('/lib/rpc.js');
-  const CHUNK = m.CHUNK;
+  const { CHUNK } = await import('/lib/file-transfer.js');
   const size = 17 * CHUNK + 3;  // past one Blob's stretch, the last chunk a short one
   const data = new Uint8Array(size);
   for (let i = 0; i < size; i += 65536) crypto.getRandomValues(data.subarray(i, Math.min(size, i + 65536)));
@@ -137,7 +137,7 @@ READ_BLOB = """(async () => {
 async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_name(page: Page) -> None:
     # Where messages are cloned, each chunk is checked against the digest the pod sent with it and the file against
     # the last answer's word; a pod that sends no digests has the whole file hashed here after its last chunk.
-    got = await run(page, "tools-files.js", READ_BLOB)
+    got = await run(page, "tools-upload.js", READ_BLOB)
     assert got["digests"] == {"same": True, "asked": 18}
     assert got["no digests"] == {"same": True, "asked": 18}
     changed = got["a chunk changed"]
@@ -195,7 +195,7 @@ STREAM = """(async ([size, piece, kind]) => {
 @pytest.mark.parametrize("piece", [40_000, 1_300_000])  # reads smaller than a chunk, and larger
 async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page, piece: int, kind: str) -> None:
     # Each chunk goes once its digest is taken and the one before it went, not once the pod answered the one before.
-    got = await run(page, "tools-files.js", STREAM, [8_000_000, piece, kind])
+    got = await run(page, "tools-download.js", STREAM, [8_000_000, piece, kind])
     assert got["size"] == 8_000_000 and len(got["offsets"]) == 16
     assert got["offsets"] == [i * 512 * 1024 for i in range(16)]
     assert got["same"] and got["digests"]  # the pod gets the body's bytes, each chunk with its own digest

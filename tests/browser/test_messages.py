@@ -74,7 +74,7 @@ async def rule_is(panel: Page, origin: str, rule: str | None) -> bool:
 async def test_chromium_takes_the_shipped_manifest_with_no_warning(panel: Page, site: str, tmp_path: Path) -> None:
     manifest = json.loads((REPO / "extension" / "manifest.json").read_text())
     assert manifest["message_serialization"] == "structured_clone"
-    assert await panel.evaluate("import('/lib/tools-files.js').then((m) => m.clonedMessages())") is True
+    assert await panel.evaluate("import('/lib/tools-upload.js').then((m) => m.clonedMessages())") is True
     # A browser of its own: Chromium collects an unpacked extension's manifest problems in developer mode only, and
     # only as it loads it, so the extension is loaded again once that mode is on.
     ext = stage_extension(tmp_path / "ext", {})
@@ -187,7 +187,7 @@ async def test_where_messages_stay_json_an_upload_goes_in_base64_pieces_and_land
     dialled = len(gateway.browser_sockets)
     async with playwright_browser(ext, tmp_path / "profile", f"{site}/index.html") as ctx:
         panel = await open_panel(ctx)
-        assert await panel.evaluate("import('/lib/tools-files.js').then((m) => m.clonedMessages())") is False
+        assert await panel.evaluate("import('/lib/tools-upload.js').then((m) => m.clonedMessages())") is False
         tunnel = await gateway.attached(await gateway.browser_socket(dialled))
         workdir = session_workdir(gateway.pod.settings.state_dir,
                                   gateway.pod.sessions.naming.channel(tunnel.session_id), create=True)
