@@ -34,8 +34,34 @@ export const BYTES = Symbol('bytes');
 const FRAME_VERSION = 1;
 const FRAME_PREFIX = 5;
 const MAX_FRAME_HEADER = 4096;
+// A sender that keeps this many bytes free in its buffer in front of its bytes says so with IN_PLACE: the frame's
+// prefix and header are written there, and the frame goes as one view of that buffer, its bytes never copied into a
+// new one (those copies cost the worker 90-111 ms per 100 MiB downloaded). A file write's prefix and header take at
+// most 279 bytes (a 16-digit id and offset, the pod's session and transfer ids, a sha256); a larger one, from a pod
+// with longer ids, is framed the copying way.
+export const FRAME_ROOM = 512;
+export const IN_PLACE = Symbol('in place');
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
+
+/**
+ * The binary frame of message `obj` (its params' BYTES left out of the JSON) and `bytes`. `inPlace`: the FRAME_ROOM
+ * bytes in front of `bytes` in its buffer are free, and the frame is written over them when its prefix and header fit
+ * (a view of that buffer, which the caller may fill again once the frame was sent), else into a buffer of its own.
+ */
+export function frameOf(obj, bytes, inPlace = false) {
+  const header = encoder.encode(JSON.stringify(obj));
+  const front = FRAME_PREFIX + header.length;
+  const room = inPlace && front <= FRAME_ROOM && bytes.byteOffset >= FRAME_ROOM;
+  const frame = room ? new Uint8Array(bytes.buffer, bytes.byteOffset - front, front + bytes.length)
+    : new Uint8Array(front + bytes.length);
+  const view = new DataView(frame.buffer, frame.byteOffset, FRAME_PREFIX);
+  view.setUint8(0, FRAME_VERSION);
+  view.setUint32(1, header.length);
+  frame.set(header, FRAME_PREFIX);
+  if (!room) frame.set(bytes, front);
+  return frame;
+}
 
 export class RpcPeer {
   /**
@@ -64,8 +90,11 @@ export class RpcPeer {
       }, timeoutMs);
       this._pending.set(id, { resolve, reject, timer, method });
       const bytes = params && params[BYTES];
-      if (bytes instanceof Uint8Array) this._writeFrame({ jsonrpc: '2.0', id, method, params }, bytes);
-      else this._write({ jsonrpc: '2.0', id, method, params });
+      if (bytes instanceof Uint8Array) {
+        this._writeFrame({ jsonrpc: '2.0', id, method, params }, bytes, params[IN_PLACE] === true);
+      } else {
+        this._write({ jsonrpc: '2.0', id, method, params });
+      }
     });
   }
 
@@ -151,15 +180,9 @@ export class RpcPeer {
     }
   }
 
-  _writeFrame(obj, bytes) {
+  _writeFrame(obj, bytes, inPlace) {
     if (this.closed) return;
-    const header = encoder.encode(JSON.stringify(obj));
-    const frame = new Uint8Array(FRAME_PREFIX + header.length + bytes.length);
-    const view = new DataView(frame.buffer);
-    view.setUint8(0, FRAME_VERSION);
-    view.setUint32(1, header.length);
-    frame.set(header, FRAME_PREFIX);
-    frame.set(bytes, FRAME_PREFIX + header.length);
+    const frame = frameOf(obj, bytes, inPlace);
     try {
       this._send(frame);
     } catch (e) {

@@ -9,7 +9,7 @@ import { text, withPage } from './results.js';
 import { Sha256 } from './sha256.js';
 import { MAX_HELD_FILE_BYTES, PENDING_SECONDS } from './downloads.js';
 import { META } from './protocol.js';
-import { BYTES } from './rpc.js';
+import { BYTES, FRAME_ROOM, IN_PLACE } from './rpc.js';
 import {
   ANSWER_MS, CHUNK, MAX_NAME, MAX_TYPE, hex, podRequest, toBase64, transferOf, windowOf,
 } from './file-transfer.js';
@@ -217,7 +217,9 @@ async function download(b, args, call) {
 export async function stream(b, call, file, reader) {
   const hash = file.window ? null : new Sha256();
   const flying = [];
-  let buf = new Uint8Array(CHUNK);
+  // A chunk's bytes with FRAME_ROOM free in front of them in their buffer: its frame is built there (lib/rpc.js).
+  const chunkBuffer = () => new Uint8Array(new ArrayBuffer(FRAME_ROOM + CHUNK), FRAME_ROOM, CHUNK);
+  let buf = chunkBuffer();
   let filled = 0;
   let sent = 0;
   let written = 0;
@@ -245,7 +247,7 @@ export async function stream(b, call, file, reader) {
     }
     // The frame's until it is sent, then reused: a download allocates a window of them, not 200.
     const held = whole ? null : buf;
-    if (held) buf = spare.pop() || new Uint8Array(CHUNK);
+    if (held) buf = spare.pop() || chunkBuffer();
     const digest = crypto.subtle.digest('SHA-256', chunk); // WebCrypto copies the bytes as it is called
     // The queue holds each frame until the one before it went, not until it was answered: the answer comes wrapped,
     // since a promise returned bare would be adopted, and each chunk would wait for the last one's answer (one chunk
@@ -253,8 +255,11 @@ export async function stream(b, call, file, reader) {
     const went = queue.then(async () => {
       params.sha256 = hex(await digest);
       params[BYTES] = chunk;
-      // The socket's frame is a copy made as the request is sent (lib/rpc.js); were it ever made later, the reused
-      // bytes would differ from the digest taken above, and the pod would refuse the chunk rather than keep it.
+      if (held) params[IN_PLACE] = true;
+      // The frame is written in the chunk's own buffer and sent as the request is made (lib/rpc.js), and the
+      // socket's send copies it as it is called (Chrome's WebSocket queues a copy): so the buffer is free to read
+      // into again once the request is made. Were the copy ever made later, the reused bytes would differ from the
+      // digest taken above, and the pod would refuse the chunk rather than keep it.
       const answer = podRequest(b, call, WRITE, params, 'take the file');
       answer.catch(() => {}); // taken by `acked` below
       if (held) spare.push(held);
@@ -271,10 +276,10 @@ export async function stream(b, call, file, reader) {
   const byob = typeof ReadableStreamBYOBReader === 'function' && reader instanceof ReadableStreamBYOBReader;
   while (byob) {
     call.throwIfCancelled();
-    const { done, value } = await readPiece(reader, new Uint8Array(buf.buffer, filled, CHUNK - filled));
+    const { done, value } = await readPiece(reader, new Uint8Array(buf.buffer, FRAME_ROOM + filled, CHUNK - filled));
     // The read moved the buffer: the same bytes, the ones read before included, are the value's buffer now.
     if (!value) throw new ToolError(TOOL_ERROR, 'the browser gave back no buffer for the body\'s bytes; nothing was kept');
-    buf = new Uint8Array(value.buffer);
+    buf = new Uint8Array(value.buffer, FRAME_ROOM, CHUNK);
     if (done) break;
     if (sent + filled + value.length > file.max) throw over();
     if (hash) hash.update(value);

@@ -149,7 +149,7 @@ async def test_an_upload_in_binary_frames_is_kept_only_as_the_bytes_its_digests_
 
 
 STREAM = """(async ([size, piece, kind]) => {
-  const { BYTES } = await import('/lib/rpc.js');
+  const { RpcPeer } = await import('/lib/rpc.js');
   const body = new Uint8Array(size);
   for (let i = 0; i < size; i += 65536) crypto.getRandomValues(body.subarray(i, Math.min(size, i + 65536)));
   const hex = async (b) => Array.from(new Uint8Array(await crypto.subtle.digest('SHA-256', b)),
@@ -159,16 +159,26 @@ STREAM = """(async ([size, piece, kind]) => {
   const offsets = [];
   const received = [];
   const checked = [];
-  const b = { files: { sessionId: () => 's', request: (method, params) => {
+  let inPlace = 0;
+  // The extension's own peer frames each write, as on the /acp socket; the pod's side reads the frames.
+  const peer = new RpcPeer((frame) => {
+    if (frame.buffer.byteLength !== frame.length) inPlace += 1;  // a view of the chunk's own buffer
+    const copy = frame.slice();  // WebSocket.send copies the frame as it is called
+    const length = new DataView(copy.buffer).getUint32(1);
+    const { id, params } = JSON.parse(new TextDecoder().decode(copy.subarray(5, 5 + length)));
+    const bytes = copy.subarray(5 + length);
     offsets.push(params.offset);
-    const bytes = params[BYTES].slice();  // the socket's frame is a copy made as the request is sent
     received.push(bytes);
     checked.push(hex(bytes).then((h) => h === params.sha256));
     outstanding += 1;
     most = Math.max(most, outstanding);
     const written = params.offset + bytes.length;
-    return new Promise((ok) => setTimeout(() => { outstanding -= 1; ok({ written }); }, 20));
-  } } };
+    setTimeout(() => {
+      outstanding -= 1;
+      peer.receive(JSON.stringify({ jsonrpc: '2.0', id, result: { written } }));
+    }, 20);
+  }, { onRequest: async () => null, onNotification: () => {} });
+  const b = { files: { sessionId: () => 's', request: (method, params, ms) => peer.request(method, params, ms) } };
   let at = 0;
   const next = () => {
     const value = body.slice(at, at + piece);  // a body's read is bytes of its own
@@ -187,7 +197,7 @@ STREAM = """(async ([size, piece, kind]) => {
     reader);
   const whole = new Uint8Array(await new Blob(received).arrayBuffer());
   return { most, offsets, size: got.size, same: (await hex(whole)) === (await hex(body)),
-    digests: (await Promise.all(checked)).every(Boolean) };
+    digests: (await Promise.all(checked)).every(Boolean), inPlace };
 })(arg)"""
 
 
@@ -200,6 +210,50 @@ async def test_a_download_keeps_its_window_of_chunks_in_flight(page: Page, piece
     assert got["offsets"] == [i * 512 * 1024 for i in range(16)]
     assert got["same"] and got["digests"]  # the pod gets the body's bytes, each chunk with its own digest
     assert got["most"] == 4  # the window, every time the pod is slower than the body
+    # A chunk gathered in the download's buffers is framed where it lies; one a body's read gave whole is copied.
+    if kind == "bytes" or piece < 512 * 1024:
+        assert got["inPlace"] == 16
+    else:
+        assert 0 < got["inPlace"] < 16
+
+
+FRAMED_IN_PLACE = """(() => {
+  const bytes = crypto.getRandomValues(new Uint8Array(700));
+  const sessionId = `sess_${crypto.randomUUID()}`;  // the pod's form
+  const framed = (transfer) => {
+    const out = {};
+    for (const how of ['copied', 'in place']) {
+      const sent = [];
+      const peer = new m.RpcPeer((f) => sent.push(f), { onRequest: async () => null, onNotification: () => {} });
+      peer._nextId = Number.MAX_SAFE_INTEGER;  // the longest id, as the longest offset below
+      const buffer = new Uint8Array(m.FRAME_ROOM + bytes.length).fill(0xee);
+      const chunk = buffer.subarray(m.FRAME_ROOM);
+      chunk.set(bytes);
+      const params = { sessionId, transfer, offset: Number.MAX_SAFE_INTEGER, sha256: 'f'.repeat(64), [m.BYTES]: chunk };
+      if (how === 'in place') params[m.IN_PLACE] = true;
+      peer.request('_openab/file/write', params, 5000).catch(() => {});
+      peer.close();
+      const frame = sent[0];
+      out[how] = { frame: Array.from(frame), inBuffer: frame.buffer === buffer.buffer,
+        kept: chunk.every((v, i) => v === bytes[i]) };
+    }
+    return out;
+  };
+  return { pods: framed('t'.repeat(22)), longer: framed('t'.repeat(400)) };
+})()"""
+
+
+async def test_a_frame_built_in_place_is_the_frame_a_copy_makes(page: Page) -> None:
+    # A download's chunk buffers keep FRAME_ROOM free in front of the bytes for the frame's prefix and header; a
+    # header too large for it (a pod with longer ids) is framed the copying way.
+    got = await run(page, "rpc.js", FRAMED_IN_PLACE)
+    pods, longer = got["pods"], got["longer"]
+    assert pods["in place"]["frame"] == pods["copied"]["frame"]  # byte for byte
+    assert pods["in place"]["inBuffer"] is True and pods["copied"]["inBuffer"] is False
+    assert len(pods["copied"]["frame"]) - 700 == 279  # the largest prefix and header a pod's ids make
+    assert longer["in place"]["frame"] == longer["copied"]["frame"]
+    assert longer["in place"]["inBuffer"] is False and len(longer["copied"]["frame"]) - 700 > 512
+    assert all(side["kept"] for case in (pods, longer) for side in case.values())  # the bytes themselves untouched
 
 
 @pytest.mark.parametrize(("method", "status", "headers", "download"), [
