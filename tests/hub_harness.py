@@ -181,7 +181,9 @@ class Hub:
                           + "\nits log ends:\n" + self.log_tail(15), stacklevel=2)
             # The services the hub runs (its culler) run as the hub's own user, in sessions of their own: killed with
             # it, or they would outlive it, asking a hub that is gone every second and logging their token with each
-            # failure. The pods run as their persons, and go on as the hub's absence means them to.
+            # failure. The recipe's culler ends with the hub by itself (its parent-death signal; test_hub_restart
+            # checks that): this is for any service a test's config runs without one. The pods run as their
+            # persons, and go on as the hub's absence means them to.
             services = [pid for pid in children_of(self.process.pid) if runs_as(pid, os.getuid())]
             for pid in [self.process.pid, *services]:
                 with contextlib.suppress(ProcessLookupError):
