@@ -7,6 +7,7 @@
 // call before it comes here: `file` names the transfer it opened for this one call, and the agent can never set it.
 
 import { ToolError, BAD_ARGS, CANCELLED, TOOL_ERROR } from './errors.js';
+import { FRAME_VERSION } from './rpc.js';
 
 // The contract's chunk (docs/files.md): at most this many bytes per read answer and per write.
 export const CHUNK = 512 * 1024;
@@ -17,8 +18,7 @@ export const ANSWER_MS = 30_000;
 // What a file's name and type are cut to, wherever they come from.
 export const MAX_NAME = 1000;
 export const MAX_TYPE = 200;
-// The binary frames this extension speaks (lib/rpc.js), and the most chunks it keeps in flight whatever a pod offers.
-const FRAME_VERSION = 1;
+// The most chunks this extension keeps in flight whatever a pod offers.
 const MAX_WINDOW = 16;
 
 // -- the pod's side of a transfer ----------------------------------------------------------------------------------
@@ -33,7 +33,8 @@ export function transferOf(args, tool) {
   return f;
 }
 
-/** The chunks to keep in flight: the pod's window when it offered binary frames, else 0 (JSON, one at a time). */
+/** The chunks to keep in flight: the pod's window when it offered the binary frames lib/rpc.js speaks, else 0 (JSON,
+ * one at a time). */
 export function windowOf(f) {
   if (f.frames !== FRAME_VERSION || !Number.isSafeInteger(f.window) || f.window < 1) return 0;
   return Math.min(f.window, MAX_WINDOW);

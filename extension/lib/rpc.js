@@ -31,7 +31,7 @@ const MAX_PENDING = 256;
 export const BYTES = Symbol('bytes');
 // A binary frame: this version byte, the header's length (4 bytes, big-endian), the header (the JSON-RPC message
 // without its bytes), the bytes. The pod reads the same (core/acp/file_methods.py).
-const FRAME_VERSION = 1;
+export const FRAME_VERSION = 1;
 const FRAME_PREFIX = 5;
 const MAX_FRAME_HEADER = 4096;
 // A sender that keeps this many bytes free in its buffer in front of its bytes says so with IN_PLACE: the frame's
