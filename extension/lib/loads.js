@@ -18,10 +18,9 @@ const LATE_WINDOW_MS = 80;
 const LATE_NAVIGATION_MS = 1_000;
 // A navigation the page saw begin that never reaches the tab (a download, a 204) stops being waited for.
 const NAVIGATION_START_MS = 1_000;
-// How long browser_navigate waits for its navigation to show in the tab (its URL, its pending URL or its status),
-// and from a tab whose last load failed, where only the first two can show it.
-const NAVIGATION_SHOWS_MS = 1_000;
-const NAVIGATION_SHOWS_AFTER_FAILURE_MS = 5_000;
+// A navigation's end that loaded nothing into the tab: a download, an answer with no content, or a newer navigation
+// that replaced it (Chrome's own word for a load it dropped, not a failure of the page).
+const DROPPED = 'net::ERR_ABORTED';
 
 /**
  * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
@@ -149,19 +148,90 @@ function failureWords(error) {
 }
 
 /**
- * Keeps in `failed` each tab's top-frame load that failed, until that frame navigates again. An abort is no
- * failure of the page: it is a load another replaced, a download or a 204, and the tab's address says where it is.
+ * One navigation of a tab's top frame, asked for by us, followed by Chrome's webNavigation events from just before it
+ * is asked for. Only these say that it began and how it ended: the tab's fields show the page there was until the
+ * new one commits, one that was dropped leaves them as they were, and the browser's error page reads as a page that
+ * loaded. `nav` is the latest navigation seen in the tab, `{url, end}`, where `end` is `{committed: url}`,
+ * `{failed: error, url}` or `{dropped: url}`, null until it ends. A new tab's id is known only
+ * once Chrome made it, after its navigation may have begun: until `follow(tabId)`, each tab's latest is kept.
  */
-function watchFailures(failed) {
-  if (!chrome.webNavigation) return;
-  const clear = ({ tabId, frameId }) => frameId === 0 && failed.delete(tabId);
-  chrome.webNavigation.onBeforeNavigate.addListener(clear);
-  chrome.webNavigation.onCommitted.addListener(clear);
-  chrome.webNavigation.onErrorOccurred.addListener(({ tabId, frameId, error, url }) => {
-    if (frameId === 0 && error !== 'net::ERR_ABORTED') failed.set(tabId, { error: String(error), url });
-  });
-  chrome.tabs.onRemoved.addListener((tabId) => failed.delete(tabId));
+class NavigationWatch {
+  constructor() {
+    this._tabId = null;
+    this._navs = new Map(); // tabId -> its latest navigation, as above
+    this._wake = new Set();
+    const on = (kind) => (details) => this._on(kind, details);
+    this._listeners = [
+      [chrome.webNavigation.onBeforeNavigate, on('began')],
+      [chrome.webNavigation.onReferenceFragmentUpdated, on('fragment')],
+      [chrome.webNavigation.onCommitted, on('committed')],
+      [chrome.webNavigation.onErrorOccurred, on('error')],
+    ];
+    for (const [event, listener] of this._listeners) event.addListener(listener);
+  }
+
+  /** The navigation asked for is in tab `tabId`: from now on, only its events count. */
+  follow(tabId) {
+    this._tabId = tabId;
+    for (const id of [...this._navs.keys()]) if (id !== tabId) this._navs.delete(id);
+  }
+
+  /** The latest navigation in the followed tab since the watch began, or null. */
+  get nav() {
+    return this._tabId == null ? null : this._navs.get(this._tabId) || null;
+  }
+
+  /** Whether `test()` holds, at once or once an event makes it hold before `deadline` (a Date.now() time). */
+  async until(test, deadline, signal) {
+    while (!test()) {
+      throwIfCancelled(signal);
+      const ms = deadline - Date.now();
+      if (ms <= 0) return false;
+      await new Promise((resolve) => {
+        let timer = null;
+        const wake = () => {
+          clearTimeout(timer);
+          this._wake.delete(wake);
+          if (signal) signal.removeEventListener('abort', wake);
+          resolve();
+        };
+        timer = setTimeout(wake, ms);
+        this._wake.add(wake);
+        if (signal) signal.addEventListener('abort', wake);
+      });
+    }
+    return true;
+  }
+
+  stop() {
+    for (const [event, listener] of this._listeners) event.removeListener(listener);
+    for (const wake of [...this._wake]) wake();
+  }
+
+  _on(kind, { tabId, frameId, url, error }) {
+    if (frameId !== 0 || (this._tabId != null && tabId !== this._tabId)) return;
+    let nav = this._navs.get(tabId);
+    if (kind === 'began') nav = { url, end: null };
+    // A jump within the page (a #fragment) loads nothing: it began and ended at once.
+    else if (kind === 'fragment') nav = { url, end: { committed: url } };
+    // The end of a navigation that began before the watch: not ours.
+    else if (!nav) return;
+    else if (kind === 'committed') nav.end = { committed: url };
+    // An error page commits in place of the page; a dropped navigation leaves the page there was.
+    else nav.end = error === DROPPED ? { dropped: url } : { failed: String(error), url };
+    this._navs.set(tabId, nav);
+    if (this._navs.size > MAX_WATCHED_TABS) this._navs.delete(this._navs.keys().next().value);
+    for (const wake of [...this._wake]) wake();
+  }
 }
+
+/** Whether Chrome has stopped loading in the tab (its page and what that loads), or the tab is gone. */
+function atRest(tab) {
+  return !tab || tab.status === 'complete';
+}
+
+// The tabs a NavigationWatch keeps a latest navigation for before it knows its own (other tabs' loads meanwhile).
+const MAX_WATCHED_TABS = 16;
 
 /**
  * The loads of the agent's tabs, and the navigation each action started. Owns the watches running and the
@@ -171,8 +241,6 @@ export class Loads {
   constructor() {
     this._late = null; // the LoadWatch of the last action that started no navigation in its window
     this._watches = new Set(); // the LoadWatches running
-    this._failed = new Map(); // tabId -> {error, url}: the top frame's last load that failed, until it navigates again
-    watchFailures(this._failed);
     // The page script in an agent tab says when its page starts leaving after an action; only our own
     // isolated world can send this (pages cannot message the extension), and it only ever makes a call wait.
     chrome.runtime.onMessage.addListener((msg, sender) => {
@@ -239,41 +307,51 @@ export class Loads {
     }
   }
 
-  /**
-   * Why the tab's page did not load, in our words, or '' when it did: a tab whose top frame failed (no such host,
-   * a refused connection, a load the browser or a policy blocked) shows the browser's error page at the very URL
-   * asked for, so neither the address nor the load state tells it from a page that loaded.
-   */
-  failure(tabId) {
-    const failed = this._failed.get(tabId);
-    return failed ? failureWords(failed.error) : '';
-  }
-
   /** The tab once it has loaded (LOAD_TIMEOUT_MS at most). */
-  async waitLoaded(tabId, signal, pending = false) {
-    // `pending`: a navigation this call started is not loaded while the tab still has it pending (an error page
-    // the previous load left reads "complete" until the new one commits).
-    const loaded = (t) => !t || (t.status === 'complete' && !(pending && t.pendingUrl));
-    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, loaded, signal);
+  async waitLoaded(tabId, signal) {
+    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, atRest, signal);
     if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
-    if (loaded(tab)) return tab;
+    if (atRest(tab)) return tab;
     throw new ToolError(TIMEOUT, `the page is still loading after ${Math.round(LOAD_TIMEOUT_MS / 1000)} s`);
   }
 
-  /** Loads `url` in the tab and waits for that load, not the one that may still be running there. */
-  async navigate(tabId, url, signal) {
-    const before = await chrome.tabs.get(tabId);
-    // A tab at the error page of a load that failed reads "complete" at that address until the new load commits,
-    // so nothing but the URL or the pending URL can tell that the tab took the new one: wait for them longer (a
-    // busy machine's Chrome took over a second to show either, and the call answered with the error page).
-    const showsMs = this._failed.has(tabId) ? NAVIGATION_SHOWS_AFTER_FAILURE_MS : NAVIGATION_SHOWS_MS;
-    throwIfCancelled(signal);
-    await chrome.tabs.update(tabId, { url });
-    // Wait (briefly) for the navigation to show up in the tab, so the load we wait for is the new one. A tab still
-    // "loading" a page that failed (its error page) is not the new load: only a status that changes, the URL, or
-    // the pending URL says the tab took the new one.
-    const started = (t) => !t || t.url !== before.url || t.pendingUrl === url || (before.status === 'complete' && t.status !== 'complete');
-    await watchTab(tabId, showsMs, 50, started);
-    return this.waitLoaded(tabId, signal, true);
+  /**
+   * Starts a navigation with `start()` (chrome.tabs.update, or a new tab; it says the tab) and waits for it to end
+   * (LOAD_TIMEOUT_MS at most): `{tab, failure, dropped, unfinished}`, `tab` as it is then. `failure`: why the page
+   * did not load, in our words, when the tab shows the browser's error page in its place ('' when it loaded).
+   * `dropped`: the navigation loaded nothing into the tab, which stays at the page it had (a download, an answer with
+   * no content, a newer navigation in its place). `unfinished`: what `LOAD_TIMEOUT_MS` left undone ('' for none):
+   * its words, as "the page is still loading after 30 s". Chrome's own events of the navigation say which
+   * (NavigationWatch); the navigation is followed to its latest, as through a page that sends the tab on at once.
+   */
+  async load(start, signal) {
+    const deadline = Date.now() + LOAD_TIMEOUT_MS;
+    const watch = new NavigationWatch();
+    try {
+      throwIfCancelled(signal);
+      const asked = await start();
+      watch.follow(asked.id);
+      const ended = () => Boolean(watch.nav && watch.nav.end);
+      let tab = null;
+      for (;;) {
+        const over = await watch.until(ended, deadline, signal);
+        // Then Chrome's loading in the tab has stopped: the page and what it loads, or the error page that Chrome
+        // is still committing in its place after the failure, so the next call meets the tab at rest.
+        tab = over ? await watchTab(asked.id, Math.max(0, deadline - Date.now()), 100, atRest, signal)
+          : await chrome.tabs.get(asked.id).catch(() => null);
+        // A newer navigation that began meanwhile (a page that sends the tab on at once) is followed to its end.
+        if (!over || !tab || !atRest(tab) || ended()) break;
+      }
+      if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
+      if (!ended() || !atRest(tab)) {
+        const s = Math.round(LOAD_TIMEOUT_MS / 1000);
+        const unfinished = watch.nav ? `the page is still loading after ${s} s` : `the tab did not start loading the page within ${s} s`;
+        return { tab, failure: '', dropped: false, unfinished };
+      }
+      const { end } = watch.nav;
+      return { tab, failure: end.failed ? failureWords(end.failed) : '', dropped: Boolean(end.dropped), unfinished: '' };
+    } finally {
+      watch.stop();
+    }
   }
 }

@@ -2,7 +2,7 @@
 // (browser_back), and list, open, switch and close its tabs (browser_tabs). Every destination passes the
 // guard's site rules first.
 
-import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY } from './errors.js';
+import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY, TIMEOUT } from './errors.js';
 import { checkNavigable, restrictedReason } from './tabs.js';
 import { watchTab } from './loads.js';
 import { text, untrusted, withPage } from './results.js';
@@ -30,18 +30,17 @@ async function onAgentSite(b, url) {
 }
 
 /**
- * Throws unless the load of `url` ended on a page the agent may use: one that loaded (not the browser's error
- * page), on a site the person's rules do not block and that the browser does not own (a redirect can lead to
- * either). `done` is the tab once its load ended.
+ * Throws unless the load of `url` (`loaded`, lib/loads.js's word on it) ended on a page the agent may use: one that
+ * loaded (not the browser's error page), on a site the person's rules do not block and that the browser does not own
+ * (a redirect can lead to either). Says where the tab is when that is not `url`, and what it is: `{at, dropped}`.
  */
-function checkLanded(b, call, url, done) {
-  const failed = b.loads.failure(done.id);
-  if (failed) {
-    throw new ToolError(LOAD_FAILED, `${url} did not load: ${failed}. The tab shows the browser's error page; ` +
+function checkLanded(call, url, { tab, failure, dropped }) {
+  if (failure) {
+    throw new ToolError(LOAD_FAILED, `${url} did not load: ${failure}. The tab shows the browser's error page; ` +
       'check the URL, or tell the user if the task needs this site.');
   }
-  const at = done.url || url;
-  if (at === url) return;
+  const at = tab.url || tab.pendingUrl || url;
+  if (dropped || at === url) return { at, dropped };
   const why = restrictedReason(at);
   if (why) {
     throw new ToolError(BROWSER_RESTRICTED, `${url} led to a page the agent cannot use (${why}); page tools will ` +
@@ -52,25 +51,32 @@ function checkLanded(b, call, url, done) {
   } catch (e) {
     throw new ToolError(e.code, `${url} redirected to another site: ${e.message}`, `URL: ${at}`);
   }
+  return { at, dropped };
 }
+
+// What the agent is told of a navigation that loaded nothing into the tab (lib/loads.js, load).
+const DROPPED_WORDS = 'the browser ended the navigation without loading a page (the address may have answered with a ' +
+  'download, which browser_download with no ref or url takes, or with no content; or the browser cancelled the load, or ' +
+  'another navigation took its place)';
 
 async function navigate(b, args, call) {
   const url = await call.going(checkNavigable(await onAgentSite(b, args.url)));
-  let tab;
-  if (b.tabs.current == null) {
-    tab = await b.tabs.open(url);
-    tab = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
-  } else {
+  let start;
+  if (b.tabs.current == null) start = () => b.tabs.open(url);
+  else {
     const cur = await b.tabs.target().catch((e) => {
       // A browser-owned page in the agent tab is exactly what navigating away fixes.
       if (e.code === BROWSER_RESTRICTED) return chrome.tabs.get(b.tabs.current);
       throw e;
     });
-    tab = await b.loads.navigate(cur.id, url, call.signal);
+    start = () => chrome.tabs.update(cur.id, { url });
   }
-  checkLanded(b, call, url, tab);
-  if (!tab.url || tab.url === url) return text(`navigated to ${url}`);
-  return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${tab.url}`));
+  const loaded = await b.loads.load(start, call.signal);
+  if (loaded.unfinished) throw new ToolError(TIMEOUT, `${url}: ${loaded.unfinished}`);
+  const { at, dropped } = checkLanded(call, url, loaded);
+  if (dropped) return text(withPage(`${url} did not open: ${DROPPED_WORDS}. The tab stays at the URL in the block below`, `URL: ${at}`));
+  if (at === url) return text(`navigated to ${url}`);
+  return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${at}`));
 }
 
 async function back(b, args, call) {
@@ -103,11 +109,17 @@ async function tabs(b, args, call) {
     }
     case 'open': {
       const url = await call.going(checkNavigable(args.url));
-      const tab = await b.tabs.open(url);
-      const done = await b.loads.waitLoaded(tab.id, call.signal).catch(() => tab);
-      checkLanded(b, call, url, done);
-      if (!done.url || done.url === url) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab`);
-      return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, at the URL in the block below`, `URL: ${done.url}`));
+      const loaded = await b.loads.load(() => b.tabs.open(url), call.signal);
+      const { tab } = loaded;
+      // The tab is open and the agent's, loaded or not.
+      if (loaded.unfinished) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab (${loaded.unfinished})`);
+      const { at, dropped } = checkLanded(call, url, loaded);
+      if (dropped) {
+        return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, but ${url} did not open in it: ` +
+          `${DROPPED_WORDS}. The tab is at the URL in the block below`, `URL: ${at}`));
+      }
+      if (at === url) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab`);
+      return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, at the URL in the block below`, `URL: ${at}`));
     }
     case 'switch': {
       const tab = await b.tabs.switchTo(Number(args.tab_id));
