@@ -212,8 +212,12 @@ class NavigationWatch {
     if (frameId !== 0 || (this._tabId != null && tabId !== this._tabId)) return;
     let nav = this._navs.get(tabId);
     if (kind === 'began') nav = { url, end: null };
-    // A jump within the page (a #fragment) loads nothing: it began and ended at once.
-    else if (kind === 'fragment') nav = { url, end: { committed: url } };
+    // A jump within the page (a #fragment) loads nothing: it began and ended at once. While a navigation to another
+    // document is on its way, one is the page being left moving itself, not where the tab goes.
+    else if (kind === 'fragment') {
+      if (nav && !nav.end) return;
+      nav = { url, end: { committed: url } };
+    }
     // The end of a navigation that began before the watch: not ours.
     else if (!nav) return;
     else if (kind === 'committed') nav.end = { committed: url };

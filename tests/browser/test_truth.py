@@ -100,6 +100,17 @@ async def test_a_navigation_that_loads_no_page_says_so(client: Client, site: str
     assert (without_receipt(text), is_error) == (f"navigated to {site}/form.html?after", False)
 
 
+async def test_a_page_that_sends_the_tab_on_is_followed(client: Client, site: str) -> None:
+    # The page asked for replaces itself as it loads: the answer names where the tab is once it is at rest.
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/goes_on.html"})
+    assert not is_error, text
+    assert text.startswith(f"navigated to {site}/goes_on.html; the page is now at the URL in the block below"), text
+    assert f"URL: {site}/page2.html?from=goes_on" in text
+    # A jump within the page is a navigation too, and it loads nothing.
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?from=goes_on#top"})
+    assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?from=goes_on#top", False)
+
+
 async def test_a_rule_typed_without_a_scheme_covers_the_http_site(panel: Page, client: Client, site: str) -> None:
     host = site.removeprefix("http://")  # 127.0.0.1:<port>, as a person types it
     await panel.locator("#toggle-settings").click()
