@@ -54,6 +54,9 @@ function checkLanded(call, url, { tab, failure, dropped }) {
   return { at, dropped };
 }
 
+// Chrome closes a tab it opened whose first navigation loaded nothing (a download): how long that takes to show.
+const EMPTY_TAB_CLOSES_MS = 1_000;
+
 // What the agent is told of a navigation that loaded nothing into the tab (lib/loads.js, load).
 const DROPPED_WORDS = 'the browser ended the navigation without loading a page (the address may have answered with a ' +
   'download, which browser_download with no ref or url takes, or with no content; or the browser cancelled the load, or ' +
@@ -114,6 +117,10 @@ async function tabs(b, args, call) {
       // The tab is open and the agent's, loaded or not.
       if (loaded.unfinished) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab (${loaded.unfinished})`);
       const { at, dropped } = checkLanded(call, url, loaded);
+      if (dropped && (await watchTab(tab.id, EMPTY_TAB_CLOSES_MS, 100, (t) => !t)) === null) {
+        return text(`${url} did not open: ${DROPPED_WORDS}. Chrome closed the tab it had opened for it; ` +
+          'browser_tabs {"action":"list"} shows your tabs');
+      }
       if (dropped) {
         return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, but ${url} did not open in it: ` +
           `${DROPPED_WORDS}. The tab is at the URL in the block below`, `URL: ${at}`));

@@ -93,6 +93,13 @@ async def test_a_navigation_that_loads_no_page_says_so(client: Client, site: str
     assert not is_error, text
     assert text.startswith(f"{site}/files/plain.csv did not open: "), text
     assert "which browser_download with no ref or url takes" in text and f"URL: {page}" in text
+    # A tab opened at a download: Chrome closes it, and the answer says so.
+    text, is_error = await call(client, "browser_tabs", {"action": "open", "url": f"{site}/files/plain.csv?tab"})
+    assert not is_error, text
+    assert text.startswith(f"{site}/files/plain.csv?tab did not open: "), text
+    assert "Chrome closed the tab it had opened for it" in text
+    text, _ = await call(client, "browser_tabs", {"action": "list"})
+    assert "plain.csv" not in text and f"(current): \"Page two\" {page}" in text, text
     # The tab is where the answers say, and it still works.
     text, is_error = await call(client, "browser_snapshot", {"interactive_only": True})
     assert not is_error and f"URL: {page}" in text, text
