@@ -23,6 +23,36 @@ const NAVIGATION_START_MS = 1_000;
 const DROPPED = 'net::ERR_ABORTED';
 
 /**
+ * Whether `test()` holds, at once or once it holds when `wakers` are woken (wakeAll), before `deadline` (a Date.now()
+ * time) or the `signal`'s cancel, whichever comes first (which throws).
+ */
+async function whenWoken(wakers, test, deadline, signal) {
+  while (!test()) {
+    throwIfCancelled(signal);
+    const ms = deadline - Date.now();
+    if (ms <= 0) return false;
+    await new Promise((resolve) => {
+      let timer = null;
+      const wake = () => {
+        clearTimeout(timer);
+        wakers.delete(wake);
+        if (signal) signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      timer = setTimeout(wake, ms);
+      wakers.add(wake);
+      if (signal) signal.addEventListener('abort', wake);
+    });
+  }
+  return true;
+}
+
+/** Wakes every waiter of `wakers` (whenWoken), each to look at its test again. */
+function wakeAll(wakers) {
+  for (const wake of [...wakers]) wake();
+}
+
+/**
  * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
  * `complete` once that load ends. Chrome's own events, so a timer-throttled background tab costs nothing.
  */
@@ -49,20 +79,9 @@ class LoadWatch {
   }
 
   /** Whether `test()` holds, at once or within `ms`. */
-  async until(test, ms) {
-    if (test()) return true;
-    if (ms <= 0) return false;
-    await new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this._wake.delete(check);
-        resolve();
-      };
-      const check = () => test() && done();
-      const timer = setTimeout(done, ms);
-      this._wake.add(check);
-    });
-    return test();
+  /** Whether `test()` holds, at once or within `ms`. */
+  until(test, ms) {
+    return whenWoken(this._wake, test, Date.now() + ms);
   }
 
   leave() {
@@ -76,7 +95,7 @@ class LoadWatch {
   }
 
   _wakeAll() {
-    for (const wake of [...this._wake]) wake();
+    wakeAll(this._wake);
   }
 
   stop() {
@@ -182,30 +201,13 @@ class NavigationWatch {
   }
 
   /** Whether `test()` holds, at once or once an event makes it hold before `deadline` (a Date.now() time). */
-  async until(test, deadline, signal) {
-    while (!test()) {
-      throwIfCancelled(signal);
-      const ms = deadline - Date.now();
-      if (ms <= 0) return false;
-      await new Promise((resolve) => {
-        let timer = null;
-        const wake = () => {
-          clearTimeout(timer);
-          this._wake.delete(wake);
-          if (signal) signal.removeEventListener('abort', wake);
-          resolve();
-        };
-        timer = setTimeout(wake, ms);
-        this._wake.add(wake);
-        if (signal) signal.addEventListener('abort', wake);
-      });
-    }
-    return true;
+  until(test, deadline, signal) {
+    return whenWoken(this._wake, test, deadline, signal);
   }
 
   stop() {
     for (const [event, listener] of this._listeners) event.removeListener(listener);
-    for (const wake of [...this._wake]) wake();
+    wakeAll(this._wake);
   }
 
   _on(kind, { tabId, frameId, url, error }) {
@@ -225,7 +227,7 @@ class NavigationWatch {
     else nav.end = error === DROPPED ? { dropped: url } : { failed: String(error), url };
     this._navs.set(tabId, nav);
     if (this._navs.size > MAX_WATCHED_TABS) this._navs.delete(this._navs.keys().next().value);
-    for (const wake of [...this._wake]) wake();
+    wakeAll(this._wake);
   }
 }
 
@@ -321,7 +323,8 @@ export class Loads {
 
   /**
    * Starts a navigation with `start()` (chrome.tabs.update, or a new tab; it says the tab) and waits for it to end
-   * (LOAD_TIMEOUT_MS at most): `{tab, failure, dropped, unfinished}`, `tab` as it is then. `failure`: why the page
+   * (LOAD_TIMEOUT_MS at most): `{tab, failure, dropped, unfinished}`, `tab` as it is then (null for a dropped
+   * navigation's new tab that Chrome closed). `failure`: why the page
    * did not load, in our words, when the tab shows the browser's error page in its place ('' when it loaded).
    * `dropped`: the navigation loaded nothing into the tab, which stays at the page it had (a download, an answer with
    * no content, a newer navigation in its place). `unfinished`: what `LOAD_TIMEOUT_MS` left undone ('' for none):
@@ -346,6 +349,8 @@ export class Loads {
         // A newer navigation that began meanwhile (a page that sends the tab on at once) is followed to its end.
         if (!over || !tab || !atRest(tab) || ended()) break;
       }
+      // Chrome closes a tab it opened whose first navigation loaded nothing (a download), at once or a moment later.
+      if (!tab && ended() && watch.nav.end.dropped) return { tab: null, failure: '', dropped: true, unfinished: '' };
       if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
       if (!ended() || !atRest(tab)) {
         const s = Math.round(LOAD_TIMEOUT_MS / 1000);

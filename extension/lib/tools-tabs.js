@@ -2,7 +2,7 @@
 // (browser_back), and list, open, switch and close its tabs (browser_tabs). Every destination passes the
 // guard's site rules first.
 
-import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY, TIMEOUT } from './errors.js';
+import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY, NO_TAB, TIMEOUT } from './errors.js';
 import { checkNavigable, restrictedReason } from './tabs.js';
 import { watchTab } from './loads.js';
 import { text, untrusted, withPage } from './results.js';
@@ -32,7 +32,7 @@ async function onAgentSite(b, url) {
 /**
  * Throws unless the load of `url` (`loaded`, lib/loads.js's word on it) ended on a page the agent may use: one that
  * loaded (not the browser's error page), on a site the person's rules do not block and that the browser does not own
- * (a redirect can lead to either). Says where the tab is when that is not `url`, and what it is: `{at, dropped}`.
+ * (a redirect can lead to either). Says where the tab is.
  */
 function checkLanded(call, url, { tab, failure, dropped }) {
   if (failure) {
@@ -40,7 +40,7 @@ function checkLanded(call, url, { tab, failure, dropped }) {
       'check the URL, or tell the user if the task needs this site.');
   }
   const at = tab.url || tab.pendingUrl || url;
-  if (dropped || at === url) return { at, dropped };
+  if (dropped || at === url) return at;
   const why = restrictedReason(at);
   if (why) {
     throw new ToolError(BROWSER_RESTRICTED, `${url} led to a page the agent cannot use (${why}); page tools will ` +
@@ -51,7 +51,7 @@ function checkLanded(call, url, { tab, failure, dropped }) {
   } catch (e) {
     throw new ToolError(e.code, `${url} redirected to another site: ${e.message}`, `URL: ${at}`);
   }
-  return { at, dropped };
+  return at;
 }
 
 // Chrome closes a tab it opened whose first navigation loaded nothing (a download): how long that takes to show.
@@ -75,9 +75,10 @@ async function navigate(b, args, call) {
     start = () => chrome.tabs.update(cur.id, { url });
   }
   const loaded = await b.loads.load(start, call.signal);
+  if (!loaded.tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
   if (loaded.unfinished) throw new ToolError(TIMEOUT, `${url}: ${loaded.unfinished}`);
-  const { at, dropped } = checkLanded(call, url, loaded);
-  if (dropped) return text(withPage(`${url} did not open: ${DROPPED_WORDS}. The tab stays at the URL in the block below`, `URL: ${at}`));
+  const at = checkLanded(call, url, loaded);
+  if (loaded.dropped) return text(withPage(`${url} did not open: ${DROPPED_WORDS}. The tab stays at the URL in the block below`, `URL: ${at}`));
   if (at === url) return text(`navigated to ${url}`);
   return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${at}`));
 }
@@ -114,14 +115,14 @@ async function tabs(b, args, call) {
       const url = await call.going(checkNavigable(args.url));
       const loaded = await b.loads.load(() => b.tabs.open(url), call.signal);
       const { tab } = loaded;
-      // The tab is open and the agent's, loaded or not.
-      if (loaded.unfinished) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab (${loaded.unfinished})`);
-      const { at, dropped } = checkLanded(call, url, loaded);
-      if (dropped && (await watchTab(tab.id, EMPTY_TAB_CLOSES_MS, 100, (t) => !t)) === null) {
+      if (!tab || (loaded.dropped && (await watchTab(tab.id, EMPTY_TAB_CLOSES_MS, 100, (t) => !t)) === null)) {
         return text(`${url} did not open: ${DROPPED_WORDS}. Chrome closed the tab it had opened for it; ` +
           'browser_tabs {"action":"list"} shows your tabs');
       }
-      if (dropped) {
+      // The tab is open and the agent's, loaded or not.
+      if (loaded.unfinished) return text(`opened tab ${tab.id} at ${url}; it is now the current agent tab (${loaded.unfinished})`);
+      const at = checkLanded(call, url, loaded);
+      if (loaded.dropped) {
         return text(withPage(`opened tab ${tab.id}; it is now the current agent tab, but ${url} did not open in it: ` +
           `${DROPPED_WORDS}. The tab is at the URL in the block below`, `URL: ${at}`));
       }
