@@ -173,19 +173,24 @@ function failureWords(error) {
  * loaded. `nav` is the latest navigation seen in the tab, `{url, end}`, where `end` is `{committed: url}`,
  * `{failed: error, url}` or `{dropped: url}`, null until it ends. A new tab's id is known only
  * once Chrome made it, after its navigation may have begun: until `follow(tabId)`, each tab's latest is kept.
+ * With `traversal`, the navigation asked for is a step in the tab's history (browser_back): one within the page (an
+ * entry the page pushed, a #fragment) counts only as that step, which Chrome marks forward_back, never as the page
+ * moving itself; and a page the browser kept whole and shows again commits with no start of its own.
  */
 class NavigationWatch {
-  constructor() {
+  constructor({ traversal = false } = {}) {
     this._tabId = null;
+    this._traversal = traversal;
     this._navs = new Map(); // tabId -> its latest navigation, as above
     this._wake = new Set();
     const on = (kind) => (details) => this._on(kind, details);
     this._listeners = [
       [chrome.webNavigation.onBeforeNavigate, on('began')],
-      [chrome.webNavigation.onReferenceFragmentUpdated, on('fragment')],
+      [chrome.webNavigation.onReferenceFragmentUpdated, on('within')],
       [chrome.webNavigation.onCommitted, on('committed')],
       [chrome.webNavigation.onErrorOccurred, on('error')],
     ];
+    if (traversal) this._listeners.push([chrome.webNavigation.onHistoryStateUpdated, on('within')]);
     for (const [event, listener] of this._listeners) event.addListener(listener);
   }
 
@@ -210,16 +215,20 @@ class NavigationWatch {
     wakeAll(this._wake);
   }
 
-  _on(kind, { tabId, frameId, url, error }) {
+  _on(kind, { tabId, frameId, url, error, transitionQualifiers }) {
     if (frameId !== 0 || (this._tabId != null && tabId !== this._tabId)) return;
+    const traversed = this._traversal && Boolean(transitionQualifiers && transitionQualifiers.includes('forward_back'));
     let nav = this._navs.get(tabId);
     if (kind === 'began') nav = { url, end: null };
-    // A jump within the page (a #fragment) loads nothing: it began and ended at once. While a navigation to another
-    // document is on its way, one is the page being left moving itself, not where the tab goes.
-    else if (kind === 'fragment') {
-      if (nav && !nav.end) return;
+    // A move within the page loads nothing: it began and ended at once. While a navigation to another document is on
+    // its way, one is the page being left moving itself, not where the tab goes; so is any but a step in the history
+    // when that is what was asked for.
+    else if (kind === 'within') {
+      if ((nav && !nav.end) || (this._traversal && !traversed)) return;
       nav = { url, end: { committed: url } };
     }
+    // A page shown again from the browser's back-forward cache.
+    else if (kind === 'committed' && !nav && traversed) nav = { url, end: { committed: url } };
     // The end of a navigation that began before the watch: not ours.
     else if (!nav) return;
     else if (kind === 'committed') nav.end = { committed: url };
@@ -323,21 +332,29 @@ export class Loads {
 
   /**
    * Starts a navigation with `start()` (chrome.tabs.update, or a new tab; it says the tab) and waits for it to end
-   * (LOAD_TIMEOUT_MS at most): `{tab, failure, dropped, unfinished}`, `tab` as it is then (null for a dropped
+   * (LOAD_TIMEOUT_MS at most): `{tab, failure, dropped, unfinished, began}`, `tab` as it is then (null for a dropped
    * navigation's new tab that Chrome closed). `failure`: why the page
    * did not load, in our words, when the tab shows the browser's error page in its place ('' when it loaded).
    * `dropped`: the navigation loaded nothing into the tab, which stays at the page it had (a download, an answer with
    * no content, a newer navigation in its place). `unfinished`: what `LOAD_TIMEOUT_MS` left undone ('' for none):
-   * its words, as "the page is still loading after 30 s". Chrome's own events of the navigation say which
-   * (NavigationWatch); the navigation is followed to its latest, as through a page that sends the tab on at once.
+   * its words, as "the page is still loading after 30 s". `began`: whether the navigation showed at all (within
+   * `beginsWithin` ms, LOAD_TIMEOUT_MS by default; when it did not, the tab is as it is then and `unfinished` says so).
+   * Chrome's own events of the navigation say which (NavigationWatch, `traversal` as there: a step in the tab's
+   * history); the navigation is followed to its latest, as through a page that sends the tab on at once.
    */
-  async load(start, signal) {
+  async load(start, signal, { traversal = false, beginsWithin = LOAD_TIMEOUT_MS } = {}) {
     const deadline = Date.now() + LOAD_TIMEOUT_MS;
-    const watch = new NavigationWatch();
+    const watch = new NavigationWatch({ traversal });
     try {
       throwIfCancelled(signal);
       const asked = await start();
       watch.follow(asked.id);
+      if (!(await watch.until(() => watch.nav !== null, Math.min(deadline, Date.now() + beginsWithin), signal))) {
+        const tab = await chrome.tabs.get(asked.id).catch(() => null);
+        if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
+        const s = Math.round(beginsWithin / 1000);
+        return { tab, failure: '', dropped: false, unfinished: `the tab did not start loading the page within ${s} s`, began: false };
+      }
       const ended = () => Boolean(watch.nav && watch.nav.end);
       let tab = null;
       for (;;) {
@@ -350,15 +367,14 @@ export class Loads {
         if (!over || !tab || !atRest(tab) || ended()) break;
       }
       // Chrome closes a tab it opened whose first navigation loaded nothing (a download), at once or a moment later.
-      if (!tab && ended() && watch.nav.end.dropped) return { tab: null, failure: '', dropped: true, unfinished: '' };
+      if (!tab && ended() && watch.nav.end.dropped) return { tab: null, failure: '', dropped: true, unfinished: '', began: true };
       if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
       if (!ended() || !atRest(tab)) {
-        const s = Math.round(LOAD_TIMEOUT_MS / 1000);
-        const unfinished = watch.nav ? `the page is still loading after ${s} s` : `the tab did not start loading the page within ${s} s`;
-        return { tab, failure: '', dropped: false, unfinished };
+        const unfinished = `the page is still loading after ${Math.round(LOAD_TIMEOUT_MS / 1000)} s`;
+        return { tab, failure: '', dropped: false, unfinished, began: true };
       }
       const { end } = watch.nav;
-      return { tab, failure: end.failed ? failureWords(end.failed) : '', dropped: Boolean(end.dropped), unfinished: '' };
+      return { tab, failure: end.failed ? failureWords(end.failed) : '', dropped: Boolean(end.dropped), unfinished: '', began: true };
     } finally {
       watch.stop();
     }

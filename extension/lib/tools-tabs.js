@@ -41,15 +41,24 @@ function checkLanded(call, url, { tab, failure, dropped }) {
   }
   const at = tab.url || tab.pendingUrl || url;
   if (dropped || at === url) return at;
+  return checkUsable(call, at, `${url} led to`, `${url} redirected to another site:`);
+}
+
+/**
+ * Throws unless the page the tab arrived at, `at` (a URL the agent did not name: a redirect's, a history entry's), is
+ * one the agent may use: not the browser's own, and on a site the person's rules do not block (they may have changed
+ * since the tab was there). `led` and `ruled` begin the two refusals. Returns `at`.
+ */
+function checkUsable(call, at, led, ruled) {
   const why = restrictedReason(at);
   if (why) {
-    throw new ToolError(BROWSER_RESTRICTED, `${url} led to a page the agent cannot use (${why}); page tools will ` +
+    throw new ToolError(BROWSER_RESTRICTED, `${led} a page the agent cannot use (${why}); page tools will ` +
       'not work in this tab. Its URL is in the block below.', `URL: ${at}`);
   }
   try {
     call.destination(at);
   } catch (e) {
-    throw new ToolError(e.code, `${url} redirected to another site: ${e.message}`, `URL: ${at}`);
+    throw new ToolError(e.code, `${ruled} ${e.message}`, `URL: ${at}`);
   }
   return at;
 }
@@ -83,24 +92,38 @@ async function navigate(b, args, call) {
   return text(withPage(`navigated to ${url}; the page is now at the URL in the block below`, `URL: ${at}`));
 }
 
+// The step back shows in the tab within moments; a tab with no earlier page never moves.
+const BACK_SHOWS_MS = 3_000;
+
 async function back(b, args, call) {
   const tab = await b.tabs.target();
-  call.throwIfCancelled();
-  try {
-    await chrome.tabs.goBack(tab.id);
-  } catch {
-    // Chrome's back button skips entries a page added without a user gesture (the agent's
-    // clicks have none); the page's own history.back() does not skip them.
-    await chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] }, func: () => history.back() });
-  }
-  // The step back shows in the tab within moments; a tab with no earlier page never moves.
-  const unmoved = (t) => t !== null && t.url === tab.url && t.status === 'complete';
-  if (unmoved(await watchTab(tab.id, 3000, 50, (t) => !unmoved(t)))) {
-    throw new ToolError(NO_HISTORY, 'there is no earlier page in this tab; use browser_navigate instead');
-  }
-  const done = await b.loads.waitLoaded(tab.id, call.signal);
+  const start = async () => {
+    try {
+      await chrome.tabs.goBack(tab.id);
+    } catch {
+      // Chrome's back button skips entries a page added without a user gesture (the agent's
+      // clicks have none); the page's own history.back() does not skip them.
+      await chrome.scripting.executeScript({ target: { tabId: tab.id, frameIds: [0] }, func: () => history.back() });
+    }
+    return tab;
+  };
+  // Answered as browser_navigate is, from Chrome's events of the step (lib/loads.js): the page the tab went back to
+  // may not load any more, or may be on a site the person has blocked since.
+  const loaded = await b.loads.load(start, call.signal, { traversal: true, beginsWithin: BACK_SHOWS_MS });
+  if (!loaded.tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
+  if (!loaded.began) throw new ToolError(NO_HISTORY, 'there is no earlier page in this tab; use browser_navigate instead');
+  if (loaded.unfinished) throw new ToolError(TIMEOUT, `went back one page, but ${loaded.unfinished}`);
   // A page can put any same-site URL in its history, so the URL is the page's text.
-  return text(withPage('went back one page, to the URL in the block below', `URL: ${done.url}`));
+  const at = loaded.tab.url || loaded.tab.pendingUrl || '';
+  if (loaded.failure) {
+    throw new ToolError(LOAD_FAILED, `went back one page, but it did not load: ${loaded.failure}. The tab shows the ` +
+      "browser's error page for the URL in the block below; browser_navigate takes the tab on.", `URL: ${at}`);
+  }
+  if (loaded.dropped) {
+    return text(withPage(`did not go back: ${DROPPED_WORDS}. The tab stays at the URL in the block below`, `URL: ${at}`));
+  }
+  checkUsable(call, at, 'went back one page, to', 'went back one page, onto a site the agent may not use:');
+  return text(withPage('went back one page, to the URL in the block below', `URL: ${at}`));
 }
 
 async function tabs(b, args, call) {

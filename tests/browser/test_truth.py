@@ -2,7 +2,8 @@
 
 A load that failed (nothing at the address, a port the browser refuses), one that loaded no page (a 204, a
 download), and a redirect to a site the person blocked, answer the agent with what happened instead of "navigated
-to". A site rule typed without a scheme
+to"; a step back to a page that no longer loads, or onto a site the person blocked meanwhile, instead of "went
+back". A site rule typed without a scheme
 ("127.0.0.1:<port>") covers that site over http as well as https, and the settings list says what a rule covers.
 Real Chromium with the real extension, played as the person; the pod is the real gateway.
 """
@@ -11,11 +12,12 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import threading
 from collections.abc import Iterator
 
 import pytest
 from mcp import Client
-from playwright.async_api import Page, expect
+from playwright.async_api import Locator, Page, expect
 from ports import free_port
 
 from .conftest import person_browser
@@ -24,32 +26,53 @@ from .live_pod import call, without_receipt
 
 pytestmark = pytest.mark.anyio
 
-context, tunnel = person_browser("truth")
+# Chrome's back-forward cache shows a page again as it was left, without loading it: a step back could not fail.
+context, tunnel = person_browser("truth", extra=("--disable-back-forward-cache",))
 
 
 @contextlib.contextmanager
-def answering(status: int, headers: tuple[tuple[str, str], ...] = ()) -> Iterator[str]:
-    """A real HTTP server on loopback whose every page answers ``status`` with ``headers`` and no body; yields its
-    base URL."""
+def answering(status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> Iterator[str]:
+    """A real HTTP server on loopback whose every page answers ``status`` with ``headers`` and ``body``; yields its
+    base URL. Once the block ends nothing answers there, not even on a connection Chrome opened ahead of a request
+    while the server ran (it connects to a site it expects to load from before it asks)."""
+    ended = threading.Event()
 
     class Answer(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if ended.is_set():
+                self.close_connection = True
+                return
             self.send_response(status)
             for name, value in headers:
                 self.send_header(name, value)
-            self.send_header("content-length", "0")
+            self.send_header("content-length", str(len(body)))
             self.end_headers()
+            self.wfile.write(body)
 
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)) as port:
-        yield f"http://127.0.0.1:{port}"
+    try:
+        with serving(http.server.ThreadingHTTPServer(("127.0.0.1", 0), Answer)) as port:
+            yield f"http://127.0.0.1:{port}"
+    finally:
+        ended.set()
 
 
 def redirecting_to(target: str) -> contextlib.AbstractContextManager[str]:
     """A server whose every page answers 302 to ``target``; yields its base URL."""
     return answering(302, (("location", target),))
+
+
+async def never_rule(panel: Page, host: str) -> Locator:
+    """Opens the panel's settings and adds a Never rule for ``host`` as a person types it; returns the rule's row."""
+    await panel.locator("#toggle-settings").click()
+    await panel.locator("#rule-origin").fill(host)
+    await panel.locator("#rule-kind").select_option("never")
+    await panel.locator("#rule-form button").click()
+    rule = panel.locator("#rules li")
+    await expect(rule).to_have_text(f"Never: {host} (http and https)Remove")
+    return rule
 
 
 async def test_a_page_that_did_not_load_is_not_navigated_to(client: Client, site: str) -> None:
@@ -118,14 +141,60 @@ async def test_a_page_that_sends_the_tab_on_is_followed(client: Client, site: st
     assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?from=goes_on#top", False)
 
 
+async def test_back_to_a_page_that_no_longer_loads_says_so(client: Client, site: str) -> None:
+    # A page the browser does not keep (no-store, and this module's Chromium keeps no page whole for the way back):
+    # going back to it loads it again, from a server that is gone by then.
+    page = (("content-type", "text/html"), ("cache-control", "no-store"))
+    with answering(200, page, b"<!doctype html><title>Soon gone</title><p>here for now") as soon_gone:
+        text, is_error = await call(client, "browser_navigate", {"url": f"{soon_gone}/here"})
+        assert (without_receipt(text), is_error) == (f"navigated to {soon_gone}/here", False)
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?after-gone"})
+        assert not is_error, text
+    text, is_error = await call(client, "browser_back")
+    assert is_error, text
+    # Refused, or (on a connection Chrome had opened ahead) closed with no answer: Chrome's reason, in words.
+    assert text.startswith("went back one page, but it did not load: "), text
+    assert "(net::ERR_CONNECTION_REFUSED)" in text or "(net::ERR_EMPTY_RESPONSE)" in text, text
+    assert "The tab shows the browser's error page for the URL in the block below" in text
+    assert f"URL: {soon_gone}/here" in text
+    # Forward again by address, and the tab works as before.
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?again"})
+    assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?again", False)
+
+
+async def test_back_within_the_page_is_a_step_back(client: Client, site: str) -> None:
+    # A #fragment jump is an entry of the tab's history with no load of its own: back goes to the entry before it.
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?within"})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?within#top"})
+    assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?within#top", False)
+    text, is_error = await call(client, "browser_back")
+    assert not is_error and text.startswith("went back one page, to the URL in the block below"), text
+    assert f"URL: {site}/page2.html?within\n" in text, text
+
+
+async def test_back_onto_a_site_the_person_blocked_is_refused(panel: Page, client: Client, site: str) -> None:
+    other = site.replace("127.0.0.1", "localhost")  # the same server under another name: another site
+    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?before-rule"})
+    assert not is_error, text
+    text, is_error = await call(client, "browser_navigate", {"url": f"{other}/form.html"})
+    assert (without_receipt(text), is_error) == (f"navigated to {other}/form.html", False)
+    rule = await never_rule(panel, site.removeprefix("http://"))
+    try:
+        text, is_error = await call(client, "browser_back")
+        assert is_error, text
+        assert text.startswith("went back one page, onto a site the agent may not use: not allowed by the user"), text
+        assert "blocked by the user's site rule" in text and f"URL: {site}/page2.html?before-rule" in text
+        assert "went back one page, to" not in text
+    finally:
+        await rule.locator("button").click()
+        await expect(rule).to_have_count(0)
+        await panel.locator("#toggle-settings").click()
+
+
 async def test_a_rule_typed_without_a_scheme_covers_the_http_site(panel: Page, client: Client, site: str) -> None:
     host = site.removeprefix("http://")  # 127.0.0.1:<port>, as a person types it
-    await panel.locator("#toggle-settings").click()
-    await panel.locator("#rule-origin").fill(host)
-    await panel.locator("#rule-kind").select_option("never")
-    await panel.locator("#rule-form button").click()
-    rule = panel.locator("#rules li")
-    await expect(rule).to_have_text(f"Never: {host} (http and https)Remove")
+    rule = await never_rule(panel, host)
     await snap(panel, "panel-site-rule-host.png")
 
     text, is_error = await call(client, "browser_navigate", {"url": f"{site}/form.html"})
