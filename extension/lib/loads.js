@@ -2,7 +2,7 @@
 // (a click on a link, a form's submission, a script's redirect), so the call that follows meets the new
 // page, not the old one.
 
-import { ToolError, NO_TAB, TIMEOUT, throwIfCancelled } from './errors.js';
+import { ToolError, NO_TAB, throwIfCancelled } from './errors.js';
 
 const LOAD_TIMEOUT_MS = 30_000;
 const SETTLE_TIMEOUT_MS = 10_000;
@@ -54,7 +54,9 @@ function wakeAll(wakers) {
 
 /**
  * A tab watched for a navigation from the moment an action runs: `started` once the tab begins loading,
- * `complete` once that load ends. Chrome's own events, so a timer-throttled background tab costs nothing.
+ * `complete` once that load ends. `failure`: why the latest navigation of its page did not load, in our words, when
+ * the tab shows the browser's error page in its place ('' when it loaded, or loaded nothing: Chrome's webNavigation
+ * events, as NavigationWatch reads them). Chrome's own events, so a timer-throttled background tab costs nothing.
  */
 class LoadWatch {
   constructor(tabId, watches) {
@@ -63,6 +65,7 @@ class LoadWatch {
     this.complete = false;
     this.left = false; // the page said it started leaving (page/agent.js)
     this.download = null; // the navigation was a download, caught at its answer (lib/held-downloads.js)
+    this.failure = '';
     this._watches = watches;
     watches.add(this);
     this._wake = new Set();
@@ -76,9 +79,17 @@ class LoadWatch {
       this._wakeAll();
     };
     chrome.tabs.onUpdated.addListener(this._listener);
+    // Only the page's own frame: a frame inside it that fails is the page's business.
+    this._began = ({ tabId: id, frameId }) => {
+      if (id === tabId && frameId === 0) this.failure = '';
+    };
+    this._failed = ({ tabId: id, frameId, error }) => {
+      if (id === tabId && frameId === 0 && error !== DROPPED) this.failure = failureWords(error);
+    };
+    chrome.webNavigation.onBeforeNavigate.addListener(this._began);
+    chrome.webNavigation.onErrorOccurred.addListener(this._failed);
   }
 
-  /** Whether `test()` holds, at once or within `ms`. */
   /** Whether `test()` holds, at once or within `ms`. */
   until(test, ms) {
     return whenWoken(this._wake, test, Date.now() + ms);
@@ -101,6 +112,8 @@ class LoadWatch {
   stop() {
     this._watches.delete(this);
     chrome.tabs.onUpdated.removeListener(this._listener);
+    chrome.webNavigation.onBeforeNavigate.removeListener(this._began);
+    chrome.webNavigation.onErrorOccurred.removeListener(this._failed);
   }
 }
 
@@ -240,6 +253,18 @@ class NavigationWatch {
   }
 }
 
+/**
+ * What an action's answer says of the page it led to (Loads.settle's `{url, failure}`), its URL in the page block
+ * after it: the new page to look at, or the browser's error page in its place and why. A clause, "it ...": `first`
+ * spells it to begin a sentence.
+ */
+export function ledTo({ failure }, { first = false } = {}) {
+  const words = failure ? `it led to a page that did not load: ${failure}. The tab shows the browser's error page for ` +
+    'the URL in the block below; browser_navigate or browser_back takes it on.'
+    : 'it loaded a new page (its URL is in the block below). Take a new browser_snapshot to see it.';
+  return first ? `I${words.slice(1)}` : words;
+}
+
 /** Whether Chrome has stopped loading in the tab (its page and what that loads), or the tab is gone. */
 function atRest(tab) {
   return !tab || tab.status === 'complete';
@@ -276,7 +301,8 @@ export class Loads {
 
   /**
    * After an action: the load of the navigation it started (the page saw itself leave, or the tab is loading now), as
-   * the loaded tab; null at once when it started none. A navigation the page starts later is left to `lateLoad`, so
+   * `{url, failure}`, where the tab is and why its page did not load ('' when it did: ledTo says which in words);
+   * null at once when it started none. A navigation the page starts later is left to `lateLoad`, so
    * the next call meets the new page, not the old one. `acted`: when the action reached the page (lib/tools-act.js,
    * sendKeys), from which the late window runs.
    */
@@ -299,14 +325,15 @@ export class Loads {
     }
   }
 
-  /** The tab once the navigation `watch` saw begin has loaded; null when it never reached the tab. */
+  /** Where the navigation `watch` saw begin has landed, `{url, failure}`; null when it never reached the tab. */
   async _landed(watch) {
     // A navigation Chrome began before the page let it go (a "leave this page?" dialog) is loading already.
     if (!watch.started) watch.started = (await chrome.tabs.get(watch.tabId).catch(() => null))?.status === 'loading';
     if (!(await watch.until(() => watch.started || watch.download, NAVIGATION_START_MS))) return null;
     // A download leaves the tab at its page: nothing loads.
     if (await watch.until(() => watch.complete || watch.download, SETTLE_TIMEOUT_MS) && watch.download) return null;
-    return chrome.tabs.get(watch.tabId).catch(() => null);
+    const tab = await chrome.tabs.get(watch.tabId).catch(() => null);
+    return tab && { url: tab.url, failure: watch.failure };
   }
 
   /** Before a call: the load of a navigation the last action's page started after its call returned. */
@@ -320,14 +347,6 @@ export class Loads {
     } finally {
       late.stop();
     }
-  }
-
-  /** The tab once it has loaded (LOAD_TIMEOUT_MS at most). */
-  async waitLoaded(tabId, signal) {
-    const tab = await watchTab(tabId, LOAD_TIMEOUT_MS, 100, atRest, signal);
-    if (!tab) throw new ToolError(NO_TAB, 'the agent tab was closed');
-    if (atRest(tab)) return tab;
-    throw new ToolError(TIMEOUT, `the page is still loading after ${Math.round(LOAD_TIMEOUT_MS / 1000)} s`);
   }
 
   /**

@@ -8,8 +8,10 @@ import { ToolError, BAD_ARGS, BAD_TARGET, FOCUS_MOVED, NO_FOCUS, TOOL_ERROR } fr
 import { checkNavigable } from './tabs.js';
 import { keyPress, modifierFlags } from './guard.js';
 import { modifierBits } from './input.js';
+import { ledTo } from './loads.js';
 import { lookAhead, lookedAhead } from './receipts.js';
 import { text, withPage } from './results.js';
+import { DROPPED_WORDS, checkUsable, openTab } from './tools-tabs.js';
 
 const MAX_VALUES = 100;
 const MAX_OFFSET = 10_000;
@@ -109,9 +111,8 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   const what = loc.label;
   const element = args.ref || focused ? `element: ${desc.role} "${desc.name}"` : '';
   if (opensTab(desc)) {
-    const opened = await b.tabs.open(await call.going(checkNavigable(desc.href)), tab.id);
-    const done = await b.loads.waitLoaded(opened.id, call.signal).catch(() => opened);
-    return { verb: 'clicked', what, element, desc, opened: { id: opened.id, url: done.url || desc.href } };
+    const url = await call.going(checkNavigable(desc.href));
+    return { verb: 'clicked', what, element, desc, opened: { url, loaded: await openTab(b, url, call.signal, tab.id) } };
   }
   // Typing and selecting never leave the page (Enter is browser_press_key), so they wait for nothing.
   if (STAYS.has(op)) return { ...(await act(b, loc, op, args, opArgs, desc, tab, d.documentId)), what, element, desc };
@@ -126,6 +127,38 @@ async function actOn(b, call, tool, op, args, opArgs, { opensTab = () => false, 
   }
   const loaded = await b.loads.settle(watch, r.left, r.acted);
   return { ...r, what, element, desc, loaded, download: watch.download };
+}
+
+/**
+ * A click on a link that opens in a new tab, answered for that tab's load as browser_tabs open is (lib/tools-tabs.js):
+ * where it is (the link's address is the page's text), or that its page did not load, loaded nothing, or led to a
+ * page the agent may not use.
+ */
+function openedAnswer(call, { what, element, opened: { url, loaded } }) {
+  const block = (at) => [element, `URL: ${at}`].filter(Boolean).join('\n');
+  const lead = `clicked ${what}: it opens in a new tab`;
+  const { tab } = loaded;
+  if (!tab) {
+    return text(withPage(`${lead}, but its address loaded no page: ${DROPPED_WORDS}. Chrome closed the tab it had ` +
+      'opened for it (the address is in the block below); browser_tabs {"action":"list"} shows your tabs', block(url)));
+  }
+  const at = tab.url || tab.pendingUrl || url;
+  const opened = `${lead}, so tab ${tab.id} was opened`;
+  if (loaded.unfinished) {
+    return text(withPage(`${opened} (at the URL in the block below) and is now the current agent tab; ` +
+      `${loaded.unfinished}.`, block(at)));
+  }
+  // The click is done either way: what its link led to is what the answer is about (as ledTo for the tab itself).
+  if (loaded.failure) {
+    return text(withPage(`${opened} and is now the current agent tab, but its page did not load: ` +
+      `${loaded.failure}. The tab shows the browser's error page for the URL in the block below.`, block(at)));
+  }
+  if (loaded.dropped) {
+    return text(withPage(`${opened} and is now the current agent tab, but its address loaded no page: ` +
+      `${DROPPED_WORDS}. The tab is at the URL in the block below.`, block(at)));
+  }
+  if (at !== url) checkUsable(call, at, `${opened}, and it led to`, `${opened}, and it was redirected to another site:`);
+  return text(withPage(`${opened} (at the URL in the block below) and is now the current agent tab.`, block(at)));
 }
 
 // The acts that never leave the page.
@@ -231,18 +264,14 @@ async function click(b, args, call) {
   const want = !why && !mods && button !== 'right' ? { aim: { skip: PICKERS.source } } : {};
   const r = await action(b, call, 'browser_click', 'click', args, { mods, modifiers: args.modifiers, button, count, real: !why },
     { tab, want, opensTab: (desc) => button === 'left' && newTab(desc) && /^https?:/i.test(desc.href) });
-  if (r.opened) {
-    return text(withPage(`clicked ${r.what}: it opens in a new tab, so tab ${r.opened.id} was opened (at the URL in the ` +
-      'block below) and is now the current agent tab.', [r.element, `URL: ${r.opened.url}`].filter(Boolean).join('\n')));
-  }
+  if (r.opened) return openedAnswer(call, r);
   const chose = r.chooser ? '; it opened a file chooser, which was kept closed (it would have come over the person\'s ' +
     'screen): to give the page a file, use browser_upload with the ref of its file field or drop zone' : '';
   const did = `${r.verb} ${r.what}${scriptClickNote(r, why)}${chose}`;
   if (r.download) return text(withPage(`${did}; it ${STARTED_DOWNLOAD}`, r.element));
   if (r.loaded) {
     // Where the click led is the page's to choose, so the URL is the page's text.
-    return text(withPage(`${did}; it loaded a new page (its URL is in the block below). Take a new ` +
-      'browser_snapshot to see it.', [r.element, `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
+    return text(withPage(`${did}; ${ledTo(r.loaded)}`, [r.element, `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   }
   return text(withPage(`${did}. If the page changed, take a new browser_snapshot.`, r.element));
 }
@@ -301,7 +330,7 @@ async function pressKey(b, args, call) {
     // The key goes to the element named, or else to the focused one, and is decided on as that element's.
     const r = await action(b, call, 'browser_press_key', 'press', args, opArgs, { tab, focused, want: { keys: true } });
     const led = r.download ? ` It ${STARTED_DOWNLOAD}`
-      : r.loaded ? ` It loaded a new page (its URL is in the block below). Take a new browser_snapshot.` : '';
+      : r.loaded ? ` ${ledTo(r.loaded, { first: true })}` : '';
     return text(withPage(`${r.verb} ${r.what}${scriptKeyNote(why, r.framed)}${led && `.${led}`}`,
       [r.element, r.loaded && `URL: ${r.loaded.url}`].filter(Boolean).join('\n')));
   } catch (e) {
@@ -420,8 +449,7 @@ async function pointer(b, call, tool, args) {
   const element = args.ref ? `element: ${desc.role} "${desc.name}"` : '';
   const onto = desc.drop ? `dropped onto: ${desc.drop.role} "${desc.drop.name}"` : '';
   const block = [element, onto, loaded && `URL: ${loaded.url}`].filter(Boolean).join('\n');
-  const after = loaded ? 'It loaded a new page (its URL is in the block below). Take a new browser_snapshot.'
-    : 'Take a new browser_snapshot to see what changed.';
+  const after = loaded ? ledTo(loaded, { first: true }) : 'Take a new browser_snapshot to see what changed.';
   if (!drop) return text(withPage(`the mouse is over ${loc.label} now (what opens on hover is open). ${after}`, block));
   const way = how === 'dropped' ? 'dragged and dropped' : 'dragged';
   return text(withPage(`${way} ${loc.label} to ${drop.label}, with the mouse button held. ${after}`, block));

@@ -49,7 +49,7 @@ function checkLanded(call, url, { tab, failure, dropped }) {
  * one the agent may use: not the browser's own, and on a site the person's rules do not block (they may have changed
  * since the tab was there). `led` and `ruled` begin the two refusals. Returns `at`.
  */
-function checkUsable(call, at, led, ruled) {
+export function checkUsable(call, at, led, ruled) {
   const why = restrictedReason(at);
   if (why) {
     throw new ToolError(BROWSER_RESTRICTED, `${led} a page the agent cannot use (${why}); page tools will ` +
@@ -67,9 +67,22 @@ function checkUsable(call, at, led, ruled) {
 const EMPTY_TAB_CLOSES_MS = 1_000;
 
 // What the agent is told of a navigation that loaded nothing into the tab (lib/loads.js, load).
-const DROPPED_WORDS = 'the browser ended the navigation without loading a page (the address may have answered with a ' +
+export const DROPPED_WORDS = 'the browser ended the navigation without loading a page (the address may have answered with a ' +
   'download, which browser_download with no ref or url takes, or with no content; or the browser cancelled the load, or ' +
   'another navigation took its place)';
+
+/**
+ * Opens `url` in a new agent tab (beside `openerTabId`, the tab of a link that opens it) and follows its load:
+ * lib/loads.js's answer, with `tab` null when Chrome closed the tab because its address loaded no page (a download).
+ */
+export async function openTab(b, url, signal, openerTabId = undefined) {
+  const loaded = await b.loads.load(() => b.tabs.open(url, openerTabId), signal);
+  const { tab } = loaded;
+  if (tab && loaded.dropped && (await watchTab(tab.id, EMPTY_TAB_CLOSES_MS, 100, (t) => !t)) === null) {
+    return { ...loaded, tab: null };
+  }
+  return loaded;
+}
 
 async function navigate(b, args, call) {
   const url = await call.going(checkNavigable(await onAgentSite(b, args.url)));
@@ -136,9 +149,9 @@ async function tabs(b, args, call) {
     }
     case 'open': {
       const url = await call.going(checkNavigable(args.url));
-      const loaded = await b.loads.load(() => b.tabs.open(url), call.signal);
+      const loaded = await openTab(b, url, call.signal);
       const { tab } = loaded;
-      if (!tab || (loaded.dropped && (await watchTab(tab.id, EMPTY_TAB_CLOSES_MS, 100, (t) => !t)) === null)) {
+      if (!tab) {
         return text(`${url} did not open: ${DROPPED_WORDS}. Chrome closed the tab it had opened for it; ` +
           'browser_tabs {"action":"list"} shows your tabs');
       }

@@ -12,13 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import http.server
+import re
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from mcp import Client
 from playwright.async_api import Locator, Page, expect
 from ports import free_port
+from refs import ref_of
 
 from .conftest import person_browser
 from .harness import serving, snap
@@ -62,6 +64,23 @@ def answering(status: int, headers: tuple[tuple[str, str], ...] = (), body: byte
 def redirecting_to(target: str) -> contextlib.AbstractContextManager[str]:
     """A server whose every page answers 302 to ``target``; yields its base URL."""
     return answering(302, (("location", target),))
+
+
+@contextlib.asynccontextmanager
+async def own_tab(client: Client, url: str) -> AsyncIterator[int]:
+    """A new agent tab at ``url`` for a test of browser_back, its history only what the test puts in it: Chrome's back
+    skips some entries that the tests before leave in theirs (as its back button does), which would take a step back
+    past the page the test is about. Yields its id; closed afterwards, the tab before it current again."""
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    first = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+    text, is_error = await call(client, "browser_tabs", {"action": "open", "url": url})
+    assert not is_error and text.startswith("opened tab "), text
+    fresh = int(re.search(r"opened tab (\d+)", text).group(1))  # type: ignore[union-attr]
+    try:
+        yield fresh
+    finally:
+        await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
+        await call(client, "browser_tabs", {"action": "close", "tab_id": fresh})
 
 
 async def never_rule(panel: Page, host: str) -> Locator:
@@ -141,55 +160,93 @@ async def test_a_page_that_sends_the_tab_on_is_followed(client: Client, site: st
     assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?from=goes_on#top", False)
 
 
+async def test_a_link_says_how_its_page_loaded(client: Client, site: str) -> None:
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    tabs_before = listing.count("- tab ")
+    nowhere = f"http://127.0.0.1:{free_port()}/"  # a port bound, then let go: nothing listens there
+    body = (f'<!doctype html><title>Links out</title><a href="{nowhere}" target="_blank">Open nowhere</a> '
+            f'<a href="{site}/files/plain.csv?in-a-tab" target="_blank">Open the file</a> '
+            f'<a href="{nowhere}">Go nowhere</a>').encode()
+    with answering(200, (("content-type", "text/html"),), body) as links:
+        text, is_error = await call(client, "browser_navigate", {"url": f"{links}/links"})
+        assert not is_error, text
+        listing, _ = await call(client, "browser_tabs", {"action": "list"})
+        links_tab = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+        snap, _ = await call(client, "browser_snapshot")
+        # The new tab opens (the agent's, and current), but its page did not: the click is done, and says why.
+        text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Open nowhere"')})
+        assert not is_error, text
+        assert re.match(r"clicked \S+: it opens in a new tab, so tab (\d+) was opened and is now the current agent "
+                        r"tab, but its page did not load: nothing accepts connections at that address "
+                        r"\(net::ERR_CONNECTION_REFUSED\)", text), text
+        assert f"URL: {nowhere}" in text and "(at the URL in the block below)" not in text
+        opened = int(re.search(r"so tab (\d+) was opened", text).group(1))  # type: ignore[union-attr]
+        await call(client, "browser_tabs", {"action": "close", "tab_id": opened})
+        text, is_error = await call(client, "browser_tabs", {"action": "switch", "tab_id": links_tab})
+        assert not is_error, text
+        # A link to a download: Chrome closes the tab it opened for it, and the answer says so.
+        text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Open the file"')})
+        assert not is_error, text
+        assert "it opens in a new tab, but its address loaded no page: " in text, text
+        assert "Chrome closed the tab it had opened for it" in text and f"URL: {site}/files/plain.csv?in-a-tab" in text
+        # A link in the tab itself: the click happened, and the page it led to did not load.
+        text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Go nowhere"')})
+        assert not is_error, text
+        assert re.match(r"clicked \S+; it led to a page that did not load: nothing accepts connections at that "
+                        r"address \(net::ERR_CONNECTION_REFUSED\)\. The tab shows the browser's error page", text), text
+        assert f"URL: {nowhere}" in text and "loaded a new page" not in text
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    assert listing.count("- tab ") == tabs_before and "(current)" in listing, listing
+
+
 async def test_back_to_a_page_that_no_longer_loads_says_so(client: Client, site: str) -> None:
     # A page the browser does not keep (no-store, and this module's Chromium keeps no page whole for the way back):
     # going back to it loads it again, from a server that is gone by then.
     page = (("content-type", "text/html"), ("cache-control", "no-store"))
-    with answering(200, page, b"<!doctype html><title>Soon gone</title><p>here for now") as soon_gone:
-        text, is_error = await call(client, "browser_navigate", {"url": f"{soon_gone}/here"})
-        assert (without_receipt(text), is_error) == (f"navigated to {soon_gone}/here", False)
-        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?after-gone"})
-        assert not is_error, text
-    text, is_error = await call(client, "browser_back")
-    assert is_error, text
-    # Refused, or (on a connection Chrome had opened ahead) closed with no answer: Chrome's reason, in words.
-    assert text.startswith("went back one page, but it did not load: "), text
-    assert "(net::ERR_CONNECTION_REFUSED)" in text or "(net::ERR_EMPTY_RESPONSE)" in text, text
-    assert "The tab shows the browser's error page for the URL in the block below" in text
-    assert f"URL: {soon_gone}/here" in text
-    # Forward again by address, and the tab works as before.
-    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?again"})
-    assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?again", False)
+    async with contextlib.AsyncExitStack() as stack:
+        with answering(200, page, b"<!doctype html><title>Soon gone</title><p>here for now") as soon_gone:
+            await stack.enter_async_context(own_tab(client, f"{soon_gone}/here"))
+            text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?after-gone"})
+            assert not is_error, text
+        text, is_error = await call(client, "browser_back")
+        assert is_error, text
+        # Refused, or (on a connection Chrome had opened ahead) closed with no answer: Chrome's reason, in words.
+        assert text.startswith("went back one page, but it did not load: "), text
+        assert "(net::ERR_CONNECTION_REFUSED)" in text or "(net::ERR_EMPTY_RESPONSE)" in text, text
+        assert "The tab shows the browser's error page for the URL in the block below" in text
+        assert f"URL: {soon_gone}/here" in text
+        # Forward again by address, and the tab works as before.
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?again"})
+        assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?again", False)
 
 
 async def test_back_within_the_page_is_a_step_back(client: Client, site: str) -> None:
     # A #fragment jump is an entry of the tab's history with no load of its own: back goes to the entry before it.
-    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?within"})
-    assert not is_error, text
-    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?within#top"})
-    assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?within#top", False)
-    text, is_error = await call(client, "browser_back")
-    assert not is_error and text.startswith("went back one page, to the URL in the block below"), text
-    assert f"URL: {site}/page2.html?within\n" in text, text
+    async with own_tab(client, f"{site}/page2.html?within"):
+        text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?within#top"})
+        assert (without_receipt(text), is_error) == (f"navigated to {site}/page2.html?within#top", False)
+        text, is_error = await call(client, "browser_back")
+        assert not is_error and text.startswith("went back one page, to the URL in the block below"), text
+        assert f"URL: {site}/page2.html?within\n" in text, text
 
 
 async def test_back_onto_a_site_the_person_blocked_is_refused(panel: Page, client: Client, site: str) -> None:
     other = site.replace("127.0.0.1", "localhost")  # the same server under another name: another site
-    text, is_error = await call(client, "browser_navigate", {"url": f"{site}/page2.html?before-rule"})
-    assert not is_error, text
-    text, is_error = await call(client, "browser_navigate", {"url": f"{other}/form.html"})
-    assert (without_receipt(text), is_error) == (f"navigated to {other}/form.html", False)
-    rule = await never_rule(panel, site.removeprefix("http://"))
-    try:
-        text, is_error = await call(client, "browser_back")
-        assert is_error, text
-        assert text.startswith("went back one page, onto a site the agent may not use: not allowed by the user"), text
-        assert "blocked by the user's site rule" in text and f"URL: {site}/page2.html?before-rule" in text
-        assert "went back one page, to" not in text
-    finally:
-        await rule.locator("button").click()
-        await expect(rule).to_have_count(0)
-        await panel.locator("#toggle-settings").click()
+    async with own_tab(client, f"{site}/page2.html?before-rule"):
+        text, is_error = await call(client, "browser_navigate", {"url": f"{other}/form.html"})
+        assert (without_receipt(text), is_error) == (f"navigated to {other}/form.html", False)
+        rule = await never_rule(panel, site.removeprefix("http://"))
+        try:
+            text, is_error = await call(client, "browser_back")
+            assert is_error, text
+            assert text.startswith("went back one page, onto a site the agent may not use: not allowed by the "
+                                   "user"), text
+            assert "blocked by the user's site rule" in text and f"URL: {site}/page2.html?before-rule" in text
+            assert "went back one page, to" not in text
+        finally:
+            await rule.locator("button").click()
+            await expect(rule).to_have_count(0)
+            await panel.locator("#toggle-settings").click()
 
 
 async def test_a_rule_typed_without_a_scheme_covers_the_http_site(panel: Page, client: Client, site: str) -> None:
