@@ -7,7 +7,7 @@
 import { McpServer } from './lib/mcp.js';
 import { BrowserTools, checkImplemented } from './lib/tools.js';
 import { loadCatalogue } from './lib/catalogue.js';
-import { AgentTabs, ChatCalls } from './lib/tabs.js';
+import { AgentTabs, ChatCalls, addressOf } from './lib/tabs.js';
 import { Guard } from './lib/guard.js';
 import { Plan } from './lib/plan.js';
 import { Dialogs } from './lib/dialogs.js';
@@ -55,7 +55,7 @@ const guard = new Guard(
 const downloads = new AgentDownloads(async (tabId) => {
   if (!tabs.owned.has(tabId)) return null;
   const tab = await chrome.tabs.get(tabId).catch(() => null);
-  return tab ? tab.url || tab.pendingUrl || '' : null;
+  return tab ? addressOf(tab) : null;
 });
 chrome.downloads?.onCreated.addListener((item) => {
   ready.then(() => downloads.onCreated(item)).catch((e) => console.error('openab: a download', e));

@@ -18,6 +18,7 @@
 
 import { factsOf, onlyReads } from './catalogue.js';
 import { within } from './page-script.js';
+import { addressOf } from './tabs.js';
 import { oneLine } from './quoted.js';
 import { META } from './protocol.js';
 import { redactTokens } from './redact.js';
@@ -257,7 +258,7 @@ export class Receipts {
     const kind = receiptKind(name, args);
     if (!kind) return null;
     const tab = await this._tab(tabId);
-    const at = { kind, tabId, url: tab ? tab.url || tab.pendingUrl || '' : undefined, look: null, skipped: '' };
+    const at = { kind, tabId, url: tab ? addressOf(tab) : undefined, look: null, skipped: '' };
     // The lines that changed need a look before (a dialog open blocks the page: no look then), on a page small
     // enough to look at twice.
     if (kind === 'element' && tab && !this._blocked(tabId) && (args.ref != null || args.selector)) {
@@ -306,7 +307,7 @@ export class Receipts {
     const tab = await this._tab(tabId);
     if (at.url !== undefined) receipt.url_before = at.url;
     if (tab) {
-      receipt.url_after = tab.url || tab.pendingUrl || '';
+      receipt.url_after = addressOf(tab);
       if (tab.title) receipt.title_after = cut(tab.title, LINE_CHARS);
     }
     if ((at.kind !== 'element' && !at.look) || this._blocked(at.tabId)) return receipt;

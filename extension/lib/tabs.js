@@ -13,6 +13,11 @@ const GROUP_TITLE = 'openab';
 const MAX_LISTED = 50;
 const MAX_TITLE = 200;
 
+/** Where a tab is: the page it shows, or the one it is on its way to before the first commits; '' for neither. */
+export function addressOf(tab) {
+  return tab.url || tab.pendingUrl || '';
+}
+
 /** Why Chrome will not let an extension act on this URL, or '' when it will. */
 export function restrictedReason(url) {
   if (!url || url === 'about:blank') return '';
@@ -59,7 +64,7 @@ export function siteOf(url) {
 }
 
 function described(by, tab) {
-  return { by, title: String(tab.title || '').slice(0, MAX_TITLE), url: String(tab.url || tab.pendingUrl || '') };
+  return { by, title: String(tab.title || '').slice(0, MAX_TITLE), url: String(addressOf(tab)) };
 }
 
 export class AgentTabs {
@@ -270,7 +275,7 @@ export class AgentTabs {
 
   async attach(tabId) {
     const tab = await chrome.tabs.get(tabId);
-    const why = restrictedReason(tab.url || tab.pendingUrl);
+    const why = restrictedReason(addressOf(tab));
     if (why) throw new Error(`This tab cannot be shared: ${why}.`);
     if (!this.owned.has(tabId)) this.owned.set(tabId, described('user', tab));
     this.current = tabId;
@@ -357,7 +362,7 @@ export class AgentTabs {
     const out = [];
     for (const [id, info] of this.owned) {
       const tab = await chrome.tabs.get(id).catch(() => null);
-      if (tab) out.push({ id, by: info.by, current: id === this.current, title: tab.title || '', url: tab.url || tab.pendingUrl || '' });
+      if (tab) out.push({ id, by: info.by, current: id === this.current, title: tab.title || '', url: addressOf(tab) });
     }
     return out;
   }
@@ -385,10 +390,10 @@ export class AgentTabs {
       if (!tab) this._forget(current);
       return this.target();
     }
-    const why = restrictedReason(tab.url || tab.pendingUrl);
+    const why = restrictedReason(addressOf(tab));
     if (why) {
       throw new ToolError(BROWSER_RESTRICTED, `Chrome does not let extensions act on the page in the block below: ${why}. ` +
-        'Navigate the tab to an http(s) page first.', `URL: ${tab.url || tab.pendingUrl}`);
+        'Navigate the tab to an http(s) page first.', `URL: ${addressOf(tab)}`);
     }
     return tab;
   }

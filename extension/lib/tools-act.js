@@ -5,7 +5,7 @@
 // Chrome takes none (lib/input.js, NO_REAL_INPUT), a click and typing are script events, and the result says so.
 
 import { ToolError, BAD_ARGS, BAD_TARGET, FOCUS_MOVED, NO_FOCUS, TOOL_ERROR } from './errors.js';
-import { checkNavigable } from './tabs.js';
+import { addressOf, checkNavigable } from './tabs.js';
 import { keyPress, modifierFlags } from './guard.js';
 import { modifierBits } from './input.js';
 import { ledTo } from './loads.js';
@@ -142,7 +142,7 @@ function openedAnswer(call, { what, element, opened: { url, loaded } }) {
     return text(withPage(`${lead}, but its address loaded no page: ${DROPPED_WORDS}. Chrome closed the tab it had ` +
       'opened for it (the address is in the block below); browser_tabs {"action":"list"} shows your tabs', block(url)));
   }
-  const at = tab.url || tab.pendingUrl || url;
+  const at = addressOf(tab) || url;
   const opened = `${lead}, so tab ${tab.id} was opened`;
   if (loaded.unfinished) {
     return text(withPage(`${opened} (at the URL in the block below) and is now the current agent tab; ` +

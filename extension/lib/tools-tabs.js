@@ -3,7 +3,7 @@
 // guard's site rules first.
 
 import { ToolError, BAD_ARGS, BAD_URL, BROWSER_RESTRICTED, LOAD_FAILED, NO_HISTORY, NO_TAB, TIMEOUT } from './errors.js';
-import { checkNavigable, restrictedReason } from './tabs.js';
+import { addressOf, checkNavigable, restrictedReason } from './tabs.js';
 import { watchTab } from './loads.js';
 import { text, untrusted, withPage } from './results.js';
 
@@ -39,7 +39,7 @@ function checkLanded(call, url, { tab, failure, dropped }) {
     throw new ToolError(LOAD_FAILED, `${url} did not load: ${failure}. The tab shows the browser's error page; ` +
       'check the URL, or tell the user if the task needs this site.');
   }
-  const at = tab.url || tab.pendingUrl || url;
+  const at = addressOf(tab) || url;
   if (dropped || at === url) return at;
   return checkUsable(call, at, `${url} led to`, `${url} redirected to another site:`);
 }
@@ -127,7 +127,7 @@ async function back(b, args, call) {
   if (!loaded.began) throw new ToolError(NO_HISTORY, 'there is no earlier page in this tab; use browser_navigate instead');
   if (loaded.unfinished) throw new ToolError(TIMEOUT, `went back one page, but ${loaded.unfinished}`);
   // A page can put any same-site URL in its history, so the URL is the page's text.
-  const at = loaded.tab.url || loaded.tab.pendingUrl || '';
+  const at = addressOf(loaded.tab);
   if (loaded.failure) {
     throw new ToolError(LOAD_FAILED, `went back one page, but it did not load: ${loaded.failure}. The tab shows the ` +
       "browser's error page for the URL in the block below; browser_navigate takes the tab on.", `URL: ${at}`);

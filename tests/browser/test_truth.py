@@ -66,13 +66,18 @@ def redirecting_to(target: str) -> contextlib.AbstractContextManager[str]:
     return answering(302, (("location", target),))
 
 
+async def current_tab(client: Client) -> int:
+    """The id of the current agent tab, as browser_tabs lists it."""
+    listing, _ = await call(client, "browser_tabs", {"action": "list"})
+    return int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+
+
 @contextlib.asynccontextmanager
 async def own_tab(client: Client, url: str) -> AsyncIterator[int]:
     """A new agent tab at ``url`` for a test of browser_back, its history only what the test puts in it: Chrome's back
     skips some entries that the tests before leave in theirs (as its back button does), which would take a step back
     past the page the test is about. Yields its id; closed afterwards, the tab before it current again."""
-    listing, _ = await call(client, "browser_tabs", {"action": "list"})
-    first = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+    first = await current_tab(client)
     text, is_error = await call(client, "browser_tabs", {"action": "open", "url": url})
     assert not is_error and text.startswith("opened tab "), text
     fresh = int(re.search(r"opened tab (\d+)", text).group(1))  # type: ignore[union-attr]
@@ -170,8 +175,7 @@ async def test_a_link_says_how_its_page_loaded(client: Client, site: str) -> Non
     with answering(200, (("content-type", "text/html"),), body) as links:
         text, is_error = await call(client, "browser_navigate", {"url": f"{links}/links"})
         assert not is_error, text
-        listing, _ = await call(client, "browser_tabs", {"action": "list"})
-        links_tab = int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+        links_tab = await current_tab(client)
         snap, _ = await call(client, "browser_snapshot")
         # The new tab opens (the agent's, and current), but its page did not: the click is done, and says why.
         text, is_error = await call(client, "browser_click", {"ref": ref_of(snap, 'link "Open nowhere"')})
