@@ -524,7 +524,10 @@ async def test_silent_tls_sockets_from_one_address_cannot_use_up_a_1024_file_lim
         try:
             dials = [asyncio.ensure_future(asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.2", 0)))
                      for _ in range(1100)]
-            queued, _ = await asyncio.wait(dials, timeout=2)
+            # The first to be queued, then a moment for the rest (on a loaded machine the dials alone take seconds).
+            queued, _ = await asyncio.wait(dials, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+            if queued:
+                queued, _ = await asyncio.wait(dials, timeout=2)
         finally:
             os.kill(pod.process.pid, signal.SIGCONT)
         assert queued, "the kernel queued none of the flood while the pod was stopped"

@@ -55,7 +55,7 @@ async def test_typing_is_not_held(client: Client, site: str) -> None:
         text, is_error, seconds = await timed_call(client, "browser_type", {"selector": "#name", "text": f"Ada {i}"})
         assert not is_error and text.startswith("typed into #name"), text
         took.append(seconds)
-    assert min(took) < FIXED_WAIT_S / 2, took
+    assert min(took) < FIXED_WAIT_S, took
 
 
 async def test_a_link_click_returns_with_the_loaded_page(client: Client, site: str) -> None:
