@@ -6,6 +6,7 @@ import signal
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from log_scan import LogScan, install
@@ -65,8 +66,23 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     scan = session.config.stash.get(_scan_key, None)
-    if scan is not None and scan.leak_count and exitstatus == pytest.ExitCode.OK:
+    if scan is None:
+        return
+    # An xdist worker's own exit status is not the run's: it hands its scan to the controller (below), which
+    # counts every worker's in before its own session finishes.
+    worker_output = getattr(session.config, "workeroutput", None)
+    if worker_output is not None:
+        worker_output["secrets_scan"] = scan.counts()
+    elif scan.leak_count and exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: object) -> None:
+    scan = node.config.stash.get(_scan_key, None)
+    counts = getattr(node, "workeroutput", {}).get("secrets_scan")
+    if scan is not None and counts is not None:
+        scan.add(counts)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -79,6 +79,19 @@ class LogScan:
         if len(self.leaks) < _KEPT_LEAKS:
             self.leaks.append(what)
 
+    def counts(self) -> dict[str, Any]:
+        """What a test process found, as plain data: an xdist worker hands it to the controller."""
+        return {"secrets": self.secrets, "lines": self.lines, "chars": self.chars, "leaks": self.leaks,
+                "leak_count": self.leak_count}
+
+    def add(self, counts: dict[str, Any]) -> None:
+        """Count in what another test process found (:meth:`counts`)."""
+        self.secrets += counts["secrets"]
+        self.lines += counts["lines"]
+        self.chars += counts["chars"]
+        self.leak_count += counts["leak_count"]
+        self.leaks.extend(counts["leaks"][: _KEPT_LEAKS - len(self.leaks)])
+
     def summary(self) -> str:
         kinds = "minted secrets and session ids" if self.session_ids else "minted secrets"
         return (f"secrets scan: {self.lines} log lines ({self.chars} characters) scanned for {self.secrets} "
