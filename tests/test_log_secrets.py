@@ -12,6 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -79,3 +81,26 @@ def test_an_access_line_keeps_its_arguments_shape_and_no_credential() -> None:
         assert access(f"/{key}", 404) == '127.0.0.1:1 - "GET /[redacted] HTTP/1.1" 404 Not Found'
         assert access("/x authorization:", 404) == '[redacted] - "[redacted] [redacted] HTTP/[redacted]" 404 Not Found'
     assert scan.leak_count == 0, scan.leaks
+
+
+@pytest.mark.parametrize("workers", ["0", "2"])
+def test_a_leak_in_any_worker_fails_the_run(tmp_path: Path, workers: str) -> None:
+    """scripts/test runs the suite's files side by side (pytest-xdist): a secret one worker logged still fails the
+    whole run and is named, as in one process."""
+
+    for n in range(2):  # two files, so with two workers each gets one
+        (tmp_path / f"test_planted_{n}.py").write_text(
+            "import logging, secrets\n\n\ndef test_logs() -> None:\n"
+            f"    logging.getLogger('openab_browser.planted').warning('key %s', secrets.token_urlsafe(32) * {n})\n")
+    tests = Path(__file__).parent
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "conftest", "-n", workers, "--dist", "loadfile", "-q",
+         "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(tests), os.environ.get("PYTHONPATH", "")]),
+                           "OPENAB_LOG_SCAN": "info"},
+        capture_output=True, text=True, timeout=120, check=False)
+    out = run.stdout + run.stderr
+    assert "2 passed" in out, out
+    assert run.returncode == 1, out
+    assert "minted secrets and session ids: 1 found" in out, out
+    assert "leaked: openab_browser.planted: a minted secret" in out, out
