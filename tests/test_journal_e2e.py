@@ -25,6 +25,7 @@ from mcp.types import CallToolResult, TextContent
 from test_proxy import BROWSER, endpoint, extension, mcp_client, open_session
 from waits import eventually
 
+from openab_browser.core.journal.steps import State
 from openab_browser.core.mcp.audit_read import unended_steps
 from openab_browser.core.mcp.proxy import BrowserProxy
 
@@ -55,9 +56,9 @@ class Browser:
     reads: int = 0
     hold: asyncio.Event | None = None
     fail_first: set[str] = field(default_factory=set)
-    # How many calls the pod's journal answered from another step so far: a call cut mid-click is held until its
-    # re-issue has joined it (a sleep guessed at was too short on a loaded machine, and nothing joined).
-    joins: Callable[[], int] = lambda: 0
+    # Whether a call is waiting in the pod's journal on the step still running (joined it): a call cut mid-click is
+    # held until its re-issue has joined (a sleep guessed at was too short on a loaded machine, and nothing joined).
+    joined: Callable[[], bool] = lambda: False
 
     def attach(self, ext: FakeExtension) -> None:
         schema = {"type": "object", "properties": {"nonce": {"type": "string"}}}
@@ -74,11 +75,10 @@ class Browser:
         marker = nonce.encode()
         if self.relay is not None and self.relay.plans.get(marker) == "during":
             del self.relay.plans[marker]
-            joined = self.joins()
             self.relay.cut(marker)
             # Still running when the re-issue comes; bounded, so a re-issue that never joins fails the run's count.
             with contextlib.suppress(TimeoutError):
-                await eventually(lambda: self.joins() > joined, 10)
+                await eventually(self.joined, 10)
         if self.hold is not None:
             await self.hold.wait()
         return {**text_result(f"clicked {nonce}"),
@@ -135,7 +135,9 @@ async def journalled(**settings: Any) -> AsyncIterator[tuple[RunningGateway, Fak
         url, token = await endpoint(gateway, proxy, session_id)
         journal = gateway.pod.journal
         assert journal is not None
-        browser.joins = lambda: sum(step.deduplicated is not None for step in journal.core.steps(session_id))
+        # Calls come one at a time: the only call that can be waiting on a running step is the re-issue of it.
+        browser.joined = lambda: any(step.deduplicated is not None and step.state is State.RUNNING
+                                     for step in journal.core.steps(session_id))
         async with cutting_relay(url) as relay, mcp_client(url, token) as client:
             browser.relay = relay
             yield gateway, ext, browser, session_id, client, relay, Agent(relay.url(url), token)

@@ -17,11 +17,13 @@ import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from mcp import Client
 from playwright.async_api import BrowserContext, Page, expect
 from refs import ref_of
+from waits import eventually
 
 from .conftest import person_browser
 from .harness import SITE, page_at, serving
@@ -181,13 +183,25 @@ def reloaded_since(receipt: Json, words: str, kind: str) -> None:
                             "the block; 3 things changed on the page (in the block)."), words
 
 
+async def after_the_click(url: str, kind: str) -> None:
+    """On the late shop, the next step is asked once the page's own late submission has begun (its POST is at the
+    shop), as an agent's next call comes a model turn later: the step must then wait for the page it loads. Asked
+    sooner, on a loaded machine the page's 40 ms timer slipped past the extension's 80 ms late window (lib/loads.js),
+    and the step raced the navigation instead: Chrome removed the page's frame mid-call, and the answer was its
+    message as a tool error (a navigation that begins during a step, after that window: not handled yet)."""
+    if kind == "late-cart":
+        path = urlsplit(url).path
+        await eventually(lambda: CARTS.get(path, 0) == 1, 10, what="the late shop's POST")
+
+
 # Straight after the POST: as the click's call ends with the page back (cart), with a POST that takes its time
 # (slow-cart), and with one the page starts after the click's call is over (late-cart).
 @pytest.mark.parametrize("kind", ["cart", "slow-cart", "late-cart"])
 async def test_a_choice_straight_after_the_post_reads_what_the_list_holds(client: Client, context: BrowserContext,
                                                                           site: str, kind: str) -> None:
-    page, _, _ = await shop(client, context, site, kind)
+    page, _, url = await shop(client, context, site, kind)
     await step(client, "browser_click", {"selector": "#add"})
+    await after_the_click(url, kind)
     receipt, words = await step(client, "browser_select_option", {"selector": "#colour", "values": ["Red"]})
     await expect(page.locator("#cart")).to_have_text("In cart: 1")
     assert await page.locator("#colour").input_value() == "Red"
@@ -202,8 +216,9 @@ async def test_a_choice_straight_after_the_post_reads_what_the_list_holds(client
 @pytest.mark.parametrize("kind", ["cart", "slow-cart", "late-cart"])
 async def test_typing_straight_after_the_post_reads_what_the_field_holds(client: Client, context: BrowserContext,
                                                                          site: str, kind: str) -> None:
-    page, _, _ = await shop(client, context, site, kind)
+    page, _, url = await shop(client, context, site, kind)
     await step(client, "browser_click", {"selector": "#add"})
+    await after_the_click(url, kind)
     receipt, words = await step(client, "browser_type", {"selector": "#note", "text": "For Sam"})
     await expect(page.locator("#cart")).to_have_text("In cart: 1")
     assert await page.locator("#note").input_value() == "For Sam"
