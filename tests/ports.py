@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import random
+import re
 import socket
 from pathlib import Path
 
@@ -21,6 +23,19 @@ def _ephemeral_low() -> int:
     with contextlib.suppress(OSError, ValueError, IndexError):
         return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     return 32_768  # Linux's default
+
+
+def _share(low: int, high: int) -> range:
+    """This process's share of the ports from ``low`` to ``high``: all of them, or under pytest-xdist a slice of its
+    own per worker. ``_given`` is per process, and a port one worker picked is free until its server binds it,
+    seconds later: another worker picking it meanwhile put two tests' servers on one port."""
+    worker = re.fullmatch(r"gw(\d+)", os.environ.get("PYTEST_XDIST_WORKER", ""))
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if worker is None or count < 2:
+        return range(low, high)
+    size = (high - low) // count
+    start = low + int(worker.group(1)) % count * size
+    return range(start, start + size)
 
 
 def _bindable(port: int) -> bool:
@@ -43,7 +58,7 @@ def free_port() -> int:
     low = _ephemeral_low()
     if low - _LOWEST >= 1_000:
         for _ in range(_TRIES):
-            port = random.randrange(_LOWEST, low)
+            port = random.choice(_share(_LOWEST, low))
             if port not in _given and _bindable(port):
                 _given.add(port)
                 return port
