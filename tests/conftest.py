@@ -78,6 +78,22 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 
 
 @pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Files side by side (``--dist loadfile``), except those of one machine-wide resource: every file that starts
+    a hub (``test_hub*.py``, tests/hub_harness.py) makes the same Unix users, alice and bob, kills what they run
+    when it stops their pods and removes them when it ends, so two such files at once stopped each other's pods
+    and took each other's users away mid-test. They run one after another, on one worker."""
+    from xdist.scheduler import LoadFileScheduling
+
+    class OneHubAtATime(LoadFileScheduling):  # type: ignore[misc]  # xdist ships no types
+        def _split_scope(self, nodeid: str) -> str:
+            scope = super()._split_scope(nodeid)
+            return "the hub's people" if Path(scope).name.startswith("test_hub") else scope
+
+    return OneHubAtATime(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
 def pytest_testnodedown(node: Any, error: object) -> None:
     scan = node.config.stash.get(_scan_key, None)
     counts = getattr(node, "workeroutput", {}).get("secrets_scan")

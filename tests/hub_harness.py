@@ -425,22 +425,48 @@ def _stop_pods(hub: Hub) -> None:
 def unix_people(people: Sequence[str]) -> Iterator[None]:
     """The people as Unix users, made as the recipe says (``adduser``), marked as the test's; those made here are
     removed on exit with their homes. A real account of the same name is never touched."""
-    made = []
+    made: list[str] = []
+    with contextlib.ExitStack() as held:
+        for name in sorted(people):  # one order for every holder: no two wait on each other
+            held.enter_context(_only_holder(name))
+        try:
+            for name in people:
+                _made_person(name, made)
+            yield
+        finally:
+            for name in made:
+                subprocess.run(["deluser", "--quiet", "--remove-home", name], capture_output=True, timeout=60)
+
+
+def _made_person(name: str, made: list[str]) -> None:
     try:
-        for name in people:
+        known = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["adduser", "--quiet", "--disabled-password", "--gecos", PERSON_MARK, name],
+                       check=True, capture_output=True, timeout=60)
+        made.append(name)
+    else:
+        assert known.pw_gecos.split(",")[0] == PERSON_MARK, (
+            f"a Unix user {name!r} exists that the test did not make: not touching it")
+
+
+@contextlib.contextmanager
+def _only_holder(name: str, *, timeout: float = 120.0) -> Iterator[None]:
+    """The test person ``name`` held by this process alone: a test that holds one removes the user at its end and
+    kills whatever the user runs, so a second test run on this machine (or a second pytest-xdist worker, which
+    tests/conftest.py's scheduler keeps off) waits its turn, or says why it could not start."""
+    with (Path("/var/tmp") / f"openab-hub-person-{name}.lock").open("a") as lock:
+        deadline = time.monotonic() + timeout
+        while True:
             try:
-                known = pwd.getpwnam(name)
-            except KeyError:
-                subprocess.run(["adduser", "--quiet", "--disabled-password", "--gecos", PERSON_MARK, name],
-                               check=True, capture_output=True, timeout=60)
-                made.append(name)
-            else:
-                assert known.pw_gecos.split(",")[0] == PERSON_MARK, (
-                    f"a Unix user {name!r} exists that the test did not make: not touching it")
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, (
+                    f"another test on this machine has held the test person {name!r} for {timeout:.0f} s: one hub "
+                    "test at a time (its Unix users are the machine's)")
+                time.sleep(0.2)
         yield
-    finally:
-        for name in made:
-            subprocess.run(["deluser", "--quiet", "--remove-home", name], capture_output=True, timeout=60)
 
 
 @contextlib.contextmanager

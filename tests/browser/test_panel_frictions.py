@@ -248,7 +248,10 @@ async def test_a_resumed_session_is_an_event_in_the_chat_not_a_line_on_top(
     await expect(line).to_have_text(re.compile(r"^Session resumed at \d"))
     await snap(narrow, "panel-session-resumed.png")
 
+    # The reply is the same text as the first: wait for one more reply, not for the last to read it.
+    replies = await narrow.locator(".msg.agent").count()
     await say(narrow, "hello")
+    await expect(narrow.locator(".msg.agent")).to_have_count(replies + 1, timeout=30_000)
     await expect(narrow.locator(".msg.agent").last).to_have_text("Hello again.", timeout=30_000)
     await expect(line).to_have_text("")
     # The event stays where it happened: after the first reply, before the message written since.
