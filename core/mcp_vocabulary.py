@@ -72,6 +72,9 @@ META_DOWNLOAD: Final = META["download"]
 META_ACTION: Final = META["action"]
 # Ours: what a committed state-changing step changed ({"url_before", "url_after", "element", "delta", ...}).
 META_RECEIPT: Final = META["receipt"]
+# Ours: on an ``isError`` result of a step the browser began but cannot say the end of (the page went to another
+# page under it): "effect_unknown", the journal's own word, so the step is held as one that may have happened.
+META_OUTCOME: Final = META["outcome"]
 
 # Streamable HTTP headers, lower-case as ASGI gives them.
 SESSION_ID_HEADER: Final = "mcp-session-id"

@@ -47,7 +47,7 @@ LONG = bool(os.environ.get("OPENAB_LONG"))
 # Where a drop lands in a call's life: before the request reaches the extension, while the tool runs, or after the
 # tool answered but before the answer is delivered; "none" is a call that is not dropped.
 # "hold" is a bystander: a call already running in the browser when another call's drop ends the socket.
-Plan = Literal["none", "before", "during", "after", "hold"]
+Plan = Literal["none", "before", "during", "after", "hold", "page-left"]
 PHASES: tuple[Plan, ...] = ("none", "before", "during", "after")
 # The most a call may take to end once its socket is gone (the figure).
 DROP_BOUND = 1.0
@@ -96,6 +96,9 @@ class Browser:
             await asyncio.Event().wait()
         if plan == "after":
             self.drop()  # the answer below is written to a dead socket
+        if plan == "page-left":  # the extension's answer when the page went to another one under the click
+            return {**text_result(f"the page went to another page while browser_click was being done ({nonce})"),
+                    "isError": True, "_meta": {"dev.openab/outcome": "effect_unknown"}}
         return text_result(f"clicked {nonce}")
 
 

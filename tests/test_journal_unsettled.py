@@ -174,6 +174,35 @@ async def test_a_socket_cut_mid_click_holds_the_reissue_after_20_s_and_another_c
                                              "at": unknown["at"], "why": "lost"}
 
 
+async def test_a_click_the_page_left_under_holds_its_reissue_as_one_that_may_have_happened() -> None:
+    """The extension answers a step whose page went to another one after the guard let it act with an isError result
+    whose _meta says effect_unknown (lib/stages/page-left.js): the journal keeps it as a step that may have happened,
+    not a failure the agent may simply try again, and says why; the audit log says so too."""
+    browser = Browser()
+    async with run_gateway() as gateway, attached(gateway, browser, None) as session_id:
+        proxy = gateway.pod.browser
+        assert isinstance(proxy, BrowserProxy)
+        async with mcp_client(*await endpoint(gateway, proxy, session_id)) as client:
+            browser.plans["buy"] = "page-left"
+            left, _ = await timed_call(client, "buy")
+            browser.plans["buy"] = "none"
+            again, _ = await timed_call(client, "buy")
+            other, _ = await timed_call(client, "elsewhere")
+            repeated = await client.call_tool("browser_click", {"nonce": "buy", "repeat": True})
+        tag = gateway.pod.sessions.naming.tag(session_id)
+        ends = [r for r in read_records(gateway.pod.settings.state_dir)
+                if r.get("session") == tag and r.get("state") not in (None, "running") and "deduplicated" not in r]
+    assert left.is_error and texts(left) == ["the page went to another page while browser_click was being done (buy)"]
+    said = texts(again)
+    assert again.is_error and HELD.match(said[0]), said
+    assert "may already have happened: the page went to another page while the browser was doing it." in said[0]
+    assert browser.received["buy"] == 1 + 1 and browser.runs["buy"] == 2  # the first, then the repeat; not the re-issue
+    assert not other.is_error and not repeated.is_error and texts(repeated) == ["clicked buy"]
+    first = ends[0]
+    assert first["state"] == "effect_unknown" and first["outcome"] == "outcome-unknown", first
+    assert first["reason"] == "page left mid-step", first
+
+
 async def test_socket_cuts_figures() -> None:
     after = await socket_cuts(5)
     before = await socket_cuts(3, settle=0)  # the journal before issue 34: the window alone

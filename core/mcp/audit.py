@@ -66,7 +66,7 @@ import orjson
 from ..errors import TunnelError, TunnelFailure
 from ..journal import State, site_of
 from ..jsonrpc import RpcError
-from ..mcp_vocabulary import META_GUARD, META_GUARD_RULE, META_RECEIPT
+from ..mcp_vocabulary import META_GUARD, META_GUARD_RULE, META_OUTCOME, META_RECEIPT
 from ..statedir import make_private_dir
 from .tools import STATIC_NAMES
 
@@ -77,10 +77,12 @@ __all__ = [
     "GUARD_DECISIONS",
     "GUARD_RULE",
     "OTHER_TOOL",
+    "PAGE_LEFT",
     "AuditLog",
     "CallStats",
     "args_digest",
     "call_record",
+    "reason_of",
     "recorded_tool",
     "step_state",
 ]
@@ -89,6 +91,8 @@ log = logging.getLogger(__name__)
 
 AUDIT_FILE: Final = "audit.jsonl"
 GUARD_DECISIONS: Final = frozenset({"allowed", "asked-allowed", "denied"})
+# The reason of a step the browser began as its page went to another one (its result's _meta says effect_unknown).
+PAGE_LEFT: Final = "page left mid-step"
 _NO_GUARD: Final = "none"
 _DIGEST_HEX: Final = 16
 _TOOL_DIGEST_HEX: Final = 12
@@ -144,12 +148,22 @@ def _outcome(ended: Ended) -> tuple[str, str | None]:
         return "error", "internal error"
     if ended is None:
         return "cancelled", None
-    return ("tool-error" if ended.get("isError") is True else "ok"), None
+    if ended.get("isError") is not True:
+        return "ok", None
+    meta = ended.get("_meta")
+    if isinstance(meta, Mapping) and meta.get(META_OUTCOME) == State.EFFECT_UNKNOWN.value:
+        return "outcome-unknown", PAGE_LEFT  # the browser began it as the page went: it may have acted
+    return "tool-error", None
 
 
 def step_state(ended: Ended) -> State:
     """The state a state-changing step that ended as ``ended`` is in."""
     return _STATES[_outcome(ended)[0]]
+
+
+def reason_of(ended: Ended) -> str | None:
+    """Why a call that ended as ``ended`` did not simply end ok or with the tool's error, as its record says it."""
+    return _outcome(ended)[1]
 
 
 def _receipt(ended: Ended) -> Any:

@@ -33,9 +33,11 @@ from ..mcp_vocabulary import META_ACTION, META_RECEIPT
 from .audit import (
     GUARD_DECISIONS,
     GUARD_RULE,
+    PAGE_LEFT,
     AuditLog,
     Ended,
     args_digest,
+    reason_of,
     step_state,
 )
 from .audit_read import StepsOnDisk, steps_on_disk
@@ -221,6 +223,8 @@ class ActionJournal:
         self.core.ended_like(session_id, call, step)
         ago = self.core.since_start(step)
         why = ("the pod restarted while it was running" if step.recovered else
+               "the page went to another page while the browser was doing it"
+               if reason_of(step.outcome) == PAGE_LEFT else
                "its outcome never came back (the connection to the browser dropped, the call timed out, or it was "
                "cancelled after it reached the browser)")
         marker = (f"Not done again: the same {step.tool} ({step.action}), started at {step.view()['at']} "

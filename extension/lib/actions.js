@@ -8,6 +8,7 @@
 // Chrome stopped mid-step, not the browser.
 
 import { META } from './protocol.js';
+import { EFFECT_UNKNOWN } from './stages/page-left.js';
 
 export const ACTION_META = META.action;
 // On a step the pod runs over an earlier one that may already have happened (`repeat`, docs/journal.md): that step,
@@ -16,6 +17,7 @@ export const EARLIER_META = META.earlier;
 // On an answer that came from the record instead of the browser acting.
 export const RECORDED_META = 'dev.openab/recorded';
 const RECEIPT_META = META.receipt;
+const OUTCOME_META = META.outcome;
 
 const KEPT = 200;
 const STORE = 'openab.action:'; // + the action id
@@ -74,7 +76,7 @@ export class ActionLog {
   /** @param {() => chrome.storage.StorageArea | undefined} storage  where the record lives (none: memory only) */
   constructor(storage = () => globalThis.chrome?.storage?.session) {
     this._storage = storage;
-    this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | null, answer}]
+    this._records = null; // [{action, tool, started, ended, outcome: 'committed' | 'failed' | 'effect_unknown' | null, answer}]
     this._loading = null;
     this._running = new Map(); // action -> promise of its result, until its record holds the outcome
     // Hears the name of the element an action acts on: `(action, name)`, as the step describes it and from its
@@ -109,7 +111,8 @@ export class ActionLog {
     this._save(record, gone);
     try {
       const result = await work();
-      record.outcome = result && result.isError ? 'failed' : 'committed';
+      record.outcome = !result || !result.isError ? 'committed'
+        : result._meta && result._meta[OUTCOME_META] === EFFECT_UNKNOWN ? EFFECT_UNKNOWN : 'failed';
       record.answer = { text: textOf(result), ...(result && result._meta && result._meta[RECEIPT_META] && {
         receipt: result._meta[RECEIPT_META] }) };
       return result;
@@ -125,7 +128,7 @@ export class ActionLog {
     }
   }
 
-  /** What this browser recorded of `action`: `{outcome: 'committed' | 'failed' | null, element?}`, or null if it never ran it. */
+  /** What this browser recorded of `action`: `{outcome: 'committed' | 'failed' | 'effect_unknown' | null, element?}`, or null if it never ran it. */
   async recordOf(action) {
     const record = (await this._load()).find((r) => r.action === action);
     if (!record) return null;
@@ -184,8 +187,9 @@ function recorded(record) {
   const answer = record.answer || { text: '' };
   return again({
     content: answer.text ? [{ type: 'text', text: answer.text }] : [],
-    ...(record.outcome === 'failed' && { isError: true }),
-    ...(answer.receipt && { _meta: { [RECEIPT_META]: answer.receipt } }),
+    ...(record.outcome !== 'committed' && { isError: true }),
+    _meta: { ...(answer.receipt && { [RECEIPT_META]: answer.receipt }),
+      ...(record.outcome === EFFECT_UNKNOWN && { [OUTCOME_META]: EFFECT_UNKNOWN }) },
   }, record.action, record.tool, ago(record.ended || record.started));
 }
 

@@ -32,6 +32,9 @@ export const NO_WINDOW = 'no_window';
 export const NOT_ALLOWED = 'not_allowed';
 export const NOT_FOUND = 'not_found';
 export const NOT_OWNED = 'not_owned';
+// The page the call was in went away under it: the tab moved to another page while the call was in the page
+// (lib/page-script.js); lib/stages/page-left.js says what that means for the step.
+export const PAGE_LEFT = 'page_left';
 export const SCREENSHOT_FAILED = 'screenshot_failed';
 export const STALE_REF = 'stale_ref';
 export const TIMEOUT = 'timeout';

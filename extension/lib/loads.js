@@ -336,6 +336,14 @@ export class Loads {
     return tab && { url: tab.url, failure: watch.failure };
   }
 
+  /**
+   * The tab once Chrome has stopped loading in it (SETTLE_TIMEOUT_MS at most): after a call whose page went to
+   * another one under it, so what the step says next is of the page that came. Null once the tab is gone.
+   */
+  async atRest(tabId, signal) {
+    return watchTab(tabId, SETTLE_TIMEOUT_MS, 100, atRest, signal);
+  }
+
   /** Before a call: the load of a navigation the last action's page started after its call returned. */
   async lateLoad(tabId) {
     const late = this._late;

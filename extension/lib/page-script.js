@@ -3,7 +3,7 @@
 // what its refusals mean for the agent.
 
 import {
-  ToolError, BAD_TARGET, BROWSER_RESTRICTED, FOCUS_MOVED, NO_FOCUS, NOT_FOUND, STALE_REF, TIMEOUT, TOOL_ERROR,
+  ToolError, BAD_TARGET, BROWSER_RESTRICTED, FOCUS_MOVED, NO_FOCUS, NOT_FOUND, PAGE_LEFT, STALE_REF, TIMEOUT, TOOL_ERROR,
 } from './errors.js';
 
 // Injected in this order into every frame a call reaches: the later files use what the earlier ones put in the
@@ -15,6 +15,12 @@ export const PAGE_ANSWER_MS = 20_000;
 const MAX_REFS_PER_TAB = 50_000;
 // What the agent can do when the key it meant for the focused element found the focus elsewhere.
 const NO_FOCUS_ADVICE = 'nothing was pressed. Take a new browser_snapshot, and press the key on the element by its ref';
+// Chrome's refusal of a call whose frame got another document on the way (the tab navigated meanwhile).
+const FRAME_REMOVED = /Frame with ID \d+ was removed|frame was removed/i;
+
+function pageLeft() {
+  return new ToolError(PAGE_LEFT, 'the page went to another page during the call; take a new browser_snapshot');
+}
 
 /** A page stuck in a busy loop never answers a script; the agent must hear that, not wait forever. */
 export function within(ms, promise, what) {
@@ -77,11 +83,13 @@ export class PageScript {
 
   /** Runs the page script's function `name` in every frame of `target`: one result per frame. */
   async exec(target, name, args) {
+    let results;
     try {
-      return await within(PAGE_ANSWER_MS, this._run(target, name, args), 'the page');
+      results = await within(PAGE_ANSWER_MS, this._run(target, name, args), 'the page');
     } catch (e) {
       if (e instanceof ToolError) throw e;
       const m = String(e.message || e);
+      if (FRAME_REMOVED.test(m)) throw pageLeft();
       if (/No (document|frame) with id/i.test(m)) throw new ToolError(STALE_REF, 'stale_ref: that part of the page is gone. Take a new browser_snapshot.');
       if (/Cannot access|cannot be scripted|extensions gallery/i.test(m)) {
         throw new ToolError(BROWSER_RESTRICTED, "Chrome does not let extensions act on this page (Chrome's message is in the " +
@@ -89,6 +97,19 @@ export class PageScript {
       }
       throw new ToolError(TOOL_ERROR, 'tool error; the browser said:', m);
     }
+    const top = results.find((r) => r.frameId === 0);
+    if (top && top.result == null && await this._replaced(target.tabId, top.documentId)) throw pageLeft();
+    return results;
+  }
+
+  /**
+   * Whether the tab's top frame holds another document than `documentId` now. A document the tab left while a call
+   * was in it answers nothing, which is not the page's silence: the page it was is gone (a frame's own navigation
+   * is not the step's, and is left to the tools). A tab that closed is the tools' to say.
+   */
+  async _replaced(tabId, documentId) {
+    const frame = await chrome.webNavigation.getFrame({ tabId, frameId: 0 }).catch(() => null);
+    return Boolean(frame && documentId && frame.documentId !== documentId);
   }
 
   // One round trip where the documents have the page script (every call after a document's first); the ones that

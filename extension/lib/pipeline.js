@@ -18,6 +18,7 @@ import { downloadsActivity } from './stages/downloads.js';
 import { lateLoad } from './stages/late-load.js';
 import { dialogs } from './stages/dialogs.js';
 import { again } from './stages/again.js';
+import { pageLeft } from './stages/page-left.js';
 import { act } from './stages/act.js';
 import { resultMeta } from './stages/meta.js';
 
@@ -58,6 +59,7 @@ function stepStages(receipts, implementations) {
     lateLoad, //           8. the last action's late navigation lands first
     dialogs, //            9. a JavaScript dialog open or opening in the tab (facts.dialogs)
     again, //             10. a repeat of a step that may already have happened: the person decides first
-    act(implementations), // 11. the implementation, which asks the guard through its ToolCall
+    pageLeft, //          11. the page went to another one under the step: read again, not done, or may have been
+    act(implementations), // 12. the implementation, which asks the guard through its ToolCall
   ];
 }

@@ -19,6 +19,7 @@ export const PROTOCOL = Object.freeze(/* JSON */ {
     "guard": "dev.openab/guard",
     "guardRule": "dev.openab/guard_rule",
     "marksRunning": "dev.openab/marksRunning",
+    "outcome": "dev.openab/outcome",
     "permissionRelay": "dev.openab/permissionRelay",
     "receipt": "dev.openab/receipt",
     "stopped": "dev.openab/stopped"

@@ -97,6 +97,11 @@ class ToolCall {
     throwIfCancelled(this.signal);
   }
 
+  /** Whether the guard let the step act (or the person said yes to it): from then on the page may have been changed. */
+  mayHaveActed() {
+    return this.decision === ALLOWED || this.decision === ASKED_ALLOWED;
+  }
+
   /** Asks the guard whether a page action may run, noting its decision and rule. */
   async check(tool, desc, args, tabUrl) {
     if (this._described && desc && typeof desc.name === 'string' && desc.name) this._described(desc.name);

@@ -9,6 +9,7 @@ extension id the same for every copy.
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import email.parser
 import email.policy
@@ -24,6 +25,8 @@ import ssl
 import subprocess
 import tempfile
 import threading
+import time
+import urllib.parse
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -86,6 +89,7 @@ ODD_NAME = "../../etc/evil\x07\nname.csv"
 MAX_UPLOAD_ECHO = 64 * 1024 * 1024
 _ONCE_USED: set[str] = set()
 _ONCE_LOCK = threading.Lock()
+SLOW_VISITS: collections.Counter[str] = collections.Counter()  # /slowly, by path and query
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -109,6 +113,14 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
                        (("content-disposition", f"attachment; filename=\"odd.csv\"; filename*=UTF-8''{encoded}"),))
         elif path == "/files/endless":
             self._endless()
+        elif path == "/slowly":
+            # A page that takes its time to answer (?ms=): a navigation to it is under way that long. Its visits are
+            # counted (SLOW_VISITS), so a test knows the navigation began.
+            query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+            with _ONCE_LOCK:
+                SLOW_VISITS[self.path] += 1
+            time.sleep(min(float(query.get("ms", ["0"])[0]), 10_000) / 1000)
+            self._send(200, b"<!doctype html><title>Arrived</title><h1>Arrived slowly</h1>", "text/html; charset=utf-8")
         elif path == "/files/once":
             # A one-time link (a signed receipt URL): its file the first time, gone after.
             with _ONCE_LOCK:

@@ -315,6 +315,7 @@ async def test_a_repeat_of_a_step_that_may_have_happened_waits_for_the_persons_c
             ['check', 'check', { outcome: 'committed', ended: at + 2000, element: 'Buy now' }, {}],
             ['again', 'again', null, { element: 'the Buy now button' }],
             ['timeout', 'timeout', { outcome: null }, {}],
+            ['left', 'check', { outcome: 'effect_unknown', ended: at }, {}],
             ['none', 'again', undefined, {}]]) {
           const cards = [];
           const verdicts = [];
@@ -345,6 +346,54 @@ async def test_a_repeat_of_a_step_that_may_have_happened_waits_for_the_persons_c
     assert got["timeout"]["cards"][0]["title"] == f"This click at {clock} may already have happened"
     assert got["timeout"]["said"].startswith("not allowed by the user (the person did not answer): ")
     assert got["none"] == {"cards": [], "verdicts": [], "said": "ran", "error": False, "ran": ["ran"]}
+    assert got["left"]["cards"][0]["detail"].startswith("This browser did it as the page went to another page, so it "
+                                                        "may or may not have gone through; ")
+
+
+async def test_a_step_whose_page_went_away_under_it_says_how_far_it_got(page: Page) -> None:
+    """Chrome replaced the document the call was in (PAGE_LEFT): once the tab is at rest, a read is read again from
+    the page that came, a step the guard had not let act says it was not done, and one it had may have happened,
+    with the outcome the pod's journal keeps as effect_unknown. Any other failure passes on as it was."""
+    got = await run(page, "stages/page-left.js", """
+        const rested = [];
+        const loads = { atRest: async (tabId) => { rested.push(tabId); return { url: 'https://shop.example/next' }; } };
+        const leaves = (times) => () => {
+          if (times-- > 0) throw new errors.ToolError(errors.PAGE_LEFT, 'the page went to another page');
+          ran.push('again');
+          return { content: [{ type: 'text', text: 'read the new page' }] };
+        };
+        const of = (name, acted) => step(name, { parts: { loads },
+          call: call({ signal: null, mayHaveActed: () => acted }) });
+        const out = {};
+        out.read = await m.pageLeft(of('browser_snapshot', false), leaves(1));
+        out.notDone = await m.pageLeft(of('browser_click', false), leaves(1));
+        out.unknown = await m.pageLeft(of('browser_type', true), leaves(1));
+        try {
+          await m.pageLeft(of('browser_snapshot', false), leaves(2));
+        } catch (e) {
+          out.twice = e.code;
+        }
+        try {
+          await m.pageLeft(of('browser_click', true), () => { throw new errors.ToolError(errors.STALE_REF, 'gone'); });
+        } catch (e) {
+          out.other = e.code;
+        }
+        return { out: Object.fromEntries(Object.entries(out).map(([k, r]) => [k, typeof r === 'string' ? r
+          : { said: said(r), error: Boolean(r.isError), meta: r._meta || null }])), rested, ran };
+    """)
+    out = got["out"]
+    assert out["read"] == {"said": "read the new page", "error": False, "meta": None}
+    assert out["notDone"]["error"] and out["notDone"]["meta"] is None
+    assert out["notDone"]["said"].startswith("browser_click was not done: the page went to another page before the "
+                                             "step reached it")
+    assert "URL: https://shop.example/next" in out["notDone"]["said"]
+    assert out["unknown"]["error"] and out["unknown"]["meta"] == {"dev.openab/outcome": "effect_unknown"}
+    assert out["unknown"]["said"].startswith("the page went to another page while browser_type was being done, so it "
+                                             "may or may not have happened")
+    assert "URL: https://shop.example/next" in out["unknown"]["said"]
+    # Read again once only; a failure that is not the page leaving is not waited on.
+    assert out["twice"] == "page_left" and out["other"] == "stale_ref"
+    assert got["rested"] == [7, 7, 7, 7] and got["ran"] == ["again"]
 
 
 async def test_the_result_carries_the_guards_decision_and_rule_only_when_it_was_consulted(page: Page) -> None:

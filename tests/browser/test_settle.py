@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import re
 import time
+from urllib.parse import quote
 
 import pytest
 from mcp import Client
+from waits import eventually
 
+from .harness import SLOW_VISITS
 from .live_pod import call, without_receipt
 
 pytestmark = pytest.mark.anyio
@@ -94,3 +97,31 @@ async def test_a_page_that_only_pretends_to_leave_holds_the_call_a_bounded_time(
     assert not is_error and "new page" not in text, text
     assert seconds < 5, seconds
     assert await out_text(client) == "still here"
+
+
+async def leaving(client: Client, site: str, name: str) -> str:
+    """tests/site/leaves.html, which goes on its own to a page that takes 800 ms to answer and meanwhile holds its own
+    thread (as a heavy page does): a call made now waits on the page while the next one commits. The address it
+    goes to, once that navigation has begun."""
+    to = f"{site}/slowly?ms=800&n={name}"
+    await call(client, "browser_navigate", {"url": f"{site}/leaves.html?after=300&busy=3000&to={quote(to, safe='')}"})
+    await eventually(lambda: SLOW_VISITS[f"/slowly?ms=800&n={name}"] == 1, 10, what="the page's navigation to begin")
+    return to
+
+
+async def test_a_snapshot_the_page_left_under_reads_the_page_that_came(client: Client, site: str) -> None:
+    # Before: Chrome answered nothing for the document that went, and the snapshot was an empty block.
+    to = await leaving(client, site, "snapshot")
+    text, is_error = await call(client, "browser_snapshot")
+    assert not is_error and "# Arrived slowly" in text and f"URL: {to}" in text, text
+
+
+async def test_a_click_the_page_left_under_before_it_acted_says_it_was_not_done(client: Client, site: str) -> None:
+    # Before: "tool error: the page did not answer; try again".
+    to = await leaving(client, site, "click")
+    text, is_error = await call(client, "browser_click", {"selector": "#field"})
+    assert is_error, text
+    assert text.startswith("browser_click was not done: the page went to another page before the step reached it"), text
+    assert f"URL: {to}" in text, text
+    snap, _ = await call(client, "browser_snapshot")
+    assert "# Arrived slowly" in snap, snap

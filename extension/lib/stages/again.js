@@ -8,6 +8,7 @@
 import { factsOf } from '../catalogue.js';
 import { showTab, TAB_CLOSED } from '../guard.js';
 import { text } from '../results.js';
+import { EFFECT_UNKNOWN } from './page-left.js';
 
 const CHECK = 'check';
 const AGAIN = 'again';
@@ -33,6 +34,9 @@ function known(earlier) {
   if (!record) return `This browser has no record of running it; ${lost}.`;
   if (record.outcome === 'committed') return `This browser did it at ${clock(record.ended || earlier.at)}, but ${lost}.`;
   if (record.outcome === 'failed') return `This browser tried it and it did not go through; ${lost}.`;
+  if (record.outcome === EFFECT_UNKNOWN) {
+    return `This browser did it as the page went to another page, so it may or may not have gone through; ${lost}.`;
+  }
   return `This browser started it and has no record of how it ended; ${lost}.`;
 }
 
