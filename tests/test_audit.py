@@ -449,6 +449,25 @@ def test_a_guard_rule_is_kept_only_as_a_word_of_the_vocabulary() -> None:
         assert rule_of(rule) == rule
 
 
+def test_only_an_error_that_names_the_journals_word_is_an_unknown_outcome() -> None:
+    """The browser's word that a step may have happened (lib/stages/page-left.js) counts on an isError result with
+    exactly "effect_unknown"; anything else a browser sends there leaves the record as the result says."""
+    def outcome_of(result: dict[str, Any]) -> tuple[str, str | None, str]:
+        record = call_record(started=1_800_000_000.0, session="s-0123456789", tool="browser_click", arguments={},
+                             ended=result, seconds=0.01, action="act-" + "a" * 22)
+        return record["outcome"], record.get("reason"), record["state"]
+
+    unknown = {"dev.openab/outcome": "effect_unknown"}
+    assert outcome_of({"content": [], "isError": True, "_meta": unknown}) == (
+        "outcome-unknown", "page left mid-step", "effect_unknown")
+    assert outcome_of({"content": [], "_meta": unknown}) == ("ok", None, "committed")  # a success is one
+    for odd in ("Effect_unknown", "effect_unknown ", "committed", "x" * 100_000, ["effect_unknown"],
+                {"state": "effect_unknown"}, None, 1):
+        assert outcome_of({"content": [], "isError": True, "_meta": {"dev.openab/outcome": odd}}) == (
+            "tool-error", None, "failed"), odd
+    assert outcome_of({"content": [], "isError": True, "_meta": "effect_unknown"}) == ("tool-error", None, "failed")
+
+
 async def test_an_odd_guard_rule_from_the_browser_is_left_out_of_the_record_and_the_table(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
