@@ -12,7 +12,7 @@
 // screencast stops when the action ends, and the emulation with the session (lib/dialogs.js: 20 s after a call).
 
 import { ToolError, TOOL_ERROR } from './errors.js';
-import { within } from './page-script.js';
+import { pageLeft, within } from './page-script.js';
 
 export const NO_REAL_INPUT = 'no_real_input';
 
@@ -225,24 +225,35 @@ export class RealInput {
   /**
    * Types `text` where the page's keyboard focus is: each character's keydown, keypress, input and keyup, as a
    * keyboard's (past LONG_TEXT, the middle as one insertion). Line breaks and tabs go in as text (as pasted), never as
-   * Enter or Tab. Says how many characters went in as one insertion.
+   * Enter or Tab. Says how many characters went in as one insertion. `stays()`, asked before each part goes, says
+   * the tab still shows the page the text is for: once it does not, the rest is never sent (PAGE_LEFT, `unsent`
+   * when nothing was), as Chrome would give it to the page that came.
    */
-  async type(tabId, text) {
+  async type(tabId, text, stays = () => true) {
     const chars = [...text];
     const inserted = chars.length > LONG_TEXT ? chars.length - 1 - TAIL : 0;
+    let sent = false;
+    const still = () => {
+      if (!stays()) throw pageLeft({ unsent: !sent });
+      sent = true;
+    };
     await this.awake(tabId, async () => {
-      if (!inserted && chars.length < QUIET_MIN) return this._keys(tabId, chars);
+      if (!inserted && chars.length < QUIET_MIN) return this._keys(tabId, chars, still);
       // Asked as the first character's keys go, and before them: the page answers in the order it was asked.
       const look = inserted ? Promise.resolve(true) : this._listened(tabId);
-      await this._keys(tabId, chars.slice(0, 1));
+      await this._keys(tabId, chars.slice(0, 1), still);
       const listened = await look;
       if (!inserted) {
-        if (listened) await this._keys(tabId, chars.slice(1));
-        else await this._send(tabId, 'Input.insertText', { text: chars.slice(1).join('') });
+        if (listened) await this._keys(tabId, chars.slice(1), still);
+        else {
+          still();
+          await this._send(tabId, 'Input.insertText', { text: chars.slice(1).join('') });
+        }
         return;
       }
+      still();
       await this._send(tabId, 'Input.insertText', { text: chars.slice(1, 1 + inserted).join('') });
-      await this._keys(tabId, chars.slice(1 + inserted));
+      await this._keys(tabId, chars.slice(1 + inserted), still);
     }, { frames: false });
     return inserted;
   }
@@ -303,8 +314,9 @@ export class RealInput {
     return heard.some(Boolean);
   }
 
-  async _keys(tabId, chars) {
+  async _keys(tabId, chars, still = () => {}) {
     for (let i = 0; i < chars.length; i += TYPE_CHUNK) {
+      still();
       const sent = [];
       for (const ch of chars.slice(i, i + TYPE_CHUNK)) {
         if (AS_TEXT.test(ch)) sent.push(this._send(tabId, 'Input.insertText', { text: ch }));

@@ -274,6 +274,55 @@ function atRest(tab) {
 const MAX_WATCHED_TABS = 16;
 
 /**
+ * Each tab's top frame as Chrome reports it: the navigation to another document under way there (begun, neither
+ * committed nor ended), and how many documents it has committed. Real input goes to whatever page a tab shows when
+ * it arrives, so what a step readied must still be the page when its input goes (`commits` read before and while it
+ * sends), and a step waits for a page on its way out to land before it starts (Loads.lateLoad).
+ */
+class TopFrames {
+  constructor() {
+    this._underWay = new Map(); // tabId -> the navigation under way: {url, at} (Date.now() when it began)
+    this._commits = new Map(); // tabId -> documents committed since the worker started
+    this._wake = new Set();
+    chrome.webNavigation.onBeforeNavigate.addListener(({ tabId, frameId, url }) => {
+      if (frameId === 0) this._underWay.set(tabId, { url, at: Date.now() });
+    });
+    chrome.webNavigation.onCommitted.addListener(({ tabId, frameId }) => {
+      if (frameId !== 0) return;
+      this._underWay.delete(tabId);
+      this._commits.set(tabId, (this._commits.get(tabId) || 0) + 1);
+      wakeAll(this._wake);
+    });
+    // Only the navigation's own end: a newer one replacing it ends it after the newer one began.
+    chrome.webNavigation.onErrorOccurred.addListener(({ tabId, frameId, url }) => {
+      if (frameId !== 0 || this._underWay.get(tabId)?.url !== url) return;
+      this._underWay.delete(tabId);
+      wakeAll(this._wake);
+    });
+    chrome.tabs.onRemoved.addListener((tabId) => {
+      this._underWay.delete(tabId);
+      this._commits.delete(tabId);
+      wakeAll(this._wake);
+    });
+  }
+
+  commits(tabId) {
+    return this._commits.get(tabId) || 0;
+  }
+
+  /**
+   * Until the navigation under way in the tab commits or ends, `ms` after it began at most (a server that never
+   * answers holds each call no longer than that, in all): whether one was under way.
+   */
+  async landed(tabId, ms, signal) {
+    const nav = this._underWay.get(tabId);
+    if (!nav || Date.now() >= nav.at + ms) return false;
+    await whenWoken(this._wake, () => this._underWay.get(tabId) !== nav, nav.at + ms, signal);
+    return true;
+  }
+}
+
+/**
  * The loads of the agent's tabs, and the navigation each action started. Owns the watches running and the
  * one left over from the last action that started none in its window (held for the next call).
  */
@@ -281,6 +330,7 @@ export class Loads {
   constructor() {
     this._late = null; // the LoadWatch of the last action that started no navigation in its window
     this._watches = new Set(); // the LoadWatches running
+    this._top = new TopFrames();
     // The page script in an agent tab says when its page starts leaving after an action; only our own
     // isolated world can send this (pages cannot message the extension), and it only ever makes a call wait.
     chrome.runtime.onMessage.addListener((msg, sender) => {
@@ -344,17 +394,27 @@ export class Loads {
     return watchTab(tabId, SETTLE_TIMEOUT_MS, 100, atRest, signal);
   }
 
-  /** Before a call: the load of a navigation the last action's page started after its call returned. */
+  /**
+   * Before a call: the load of a navigation the last action's page started after its call returned, and of any
+   * navigation under way in the tab (a page's own timer, a script's redirect, a submission that outlasted the
+   * action's window), so the call meets the page that comes, not one on its way out.
+   */
   async lateLoad(tabId) {
     const late = this._late;
-    if (!late) return;
     this._late = null;
     try {
-      if (late.tabId !== tabId) return;
-      if (await late.until(() => late.started || late.left, late.windowEnd - Date.now())) await this._landed(late);
+      if (late && late.tabId === tabId && await late.until(() => late.started || late.left, late.windowEnd - Date.now())) {
+        await this._landed(late);
+      }
     } finally {
-      late.stop();
+      if (late) late.stop();
     }
+    if (tabId != null && await this._top.landed(tabId, SETTLE_TIMEOUT_MS)) await this.atRest(tabId);
+  }
+
+  /** How many documents the tab's top frame has committed: another count than before means another page. */
+  commits(tabId) {
+    return this._top.commits(tabId);
   }
 
   /**

@@ -18,8 +18,11 @@ const NO_FOCUS_ADVICE = 'nothing was pressed. Take a new browser_snapshot, and p
 // Chrome's refusal of a call whose frame got another document on the way (the tab navigated meanwhile).
 const FRAME_REMOVED = /Frame with ID \d+ was removed|frame was removed/i;
 
-function pageLeft() {
-  return new ToolError(PAGE_LEFT, 'the page went to another page during the call; take a new browser_snapshot');
+/** The page went to another page during the call. `unsent`: before the step sent its input (nothing was done). */
+export function pageLeft({ unsent = false } = {}) {
+  const e = new ToolError(PAGE_LEFT, 'the page went to another page during the call; take a new browser_snapshot');
+  e.unsent = unsent;
+  return e;
 }
 
 /** A page stuck in a busy loop never answers a script; the agent must hear that, not wait forever. */
@@ -107,6 +110,15 @@ export class PageScript {
    * was in it answers nothing, which is not the page's silence: the page it was is gone (a frame's own navigation
    * is not the step's, and is left to the tools). A tab that closed is the tools' to say.
    */
+  /**
+   * Throws PAGE_LEFT (unsent) when the tab's top frame no longer holds `documentId`: right before real input goes
+   * to the tab, which Chrome gives to whatever page is there, so a page that left as it was readied (a field whose
+   * focus sends the tab elsewhere) never gets keys or a click meant for the page the guard saw.
+   */
+  async stillAt(tabId, documentId) {
+    if (await this._replaced(tabId, documentId)) throw pageLeft({ unsent: true });
+  }
+
   async _replaced(tabId, documentId) {
     const frame = await chrome.webNavigation.getFrame({ tabId, frameId: 0 }).catch(() => null);
     return Boolean(frame && documentId && frame.documentId !== documentId);

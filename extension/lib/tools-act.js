@@ -23,15 +23,19 @@ const FRAMED = 'real mouse events reach elements of the top frame only for now, 
 const AIM_FRESH_MS = 50;
 
 /**
- * The real keys for a press or a text that `act` found ready (the gate in page/agent.js is armed): `send` sends
- * them, then the page says what became of them. `left`: the document started leaving, or is gone. `keyless`: the
- * text is all line breaks and tabs, which go in as text, so no key reaches the gate.
+ * The real keys for a press or a text that `act` found ready (the gate in page/agent.js is armed), or a real
+ * click: `send(stays)` sends them if the tab still holds the document `documentId` (PageScript.stillAt), and only
+ * while `stays()` (no other page committed in the tab since), then the page says what became of them. `left`: the
+ * document started leaving, or is gone. `keyless`: the text is all line breaks and tabs, which go in as text, so no
+ * key reaches the gate.
  */
 async function sendKeys(b, tab, documentId, send, keyless = false) {
   let sent;
   let acted;
+  const seen = b.loads.commits(tab.id);
+  await b.page.stillAt(tab.id, documentId);
   try {
-    await send();
+    await send(() => b.loads.commits(tab.id) === seen);
   } finally {
     acted = Date.now();
     sent = await pressed(b, tab, documentId);
@@ -185,8 +189,8 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId, aimed = null
   let keys = null;
   if (verb === 'ready' && op === 'type') {
     const { text: typed, clear } = opArgs;
-    const send = typed || !clear ? async () => {
-      inserted = await b.input.type(tab.id, typed);
+    const send = typed || !clear ? async (stays) => {
+      inserted = await b.input.type(tab.id, typed, stays);
     } : () => b.input.key(tab.id, keyPress('Delete'));
     keys = await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed));
     verb = 'typed into';

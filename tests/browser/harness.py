@@ -120,7 +120,10 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             with _ONCE_LOCK:
                 SLOW_VISITS[self.path] += 1
             time.sleep(min(float(query.get("ms", ["0"])[0]), 10_000) / 1000)
-            self._send(200, b"<!doctype html><title>Arrived</title><h1>Arrived slowly</h1>", "text/html; charset=utf-8")
+            # ?field=1: with a field that takes the focus at once, where keys sent to the tab would land.
+            field = b'<input id="landed" aria-label="Landed" autofocus>' if query.get("field") else b""
+            self._send(200, b"<!doctype html><title>Arrived</title><h1>Arrived slowly</h1>" + field,
+                       "text/html; charset=utf-8")
         elif path == "/files/once":
             # A one-time link (a signed receipt URL): its file the first time, gone after.
             with _ONCE_LOCK:
@@ -163,6 +166,12 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
+        if path == "/slowly":  # a page's beacon: counted, as a visit is
+            with _ONCE_LOCK:
+                SLOW_VISITS[self.path] += 1
+            self.rfile.read(min(int(self.headers.get("content-length") or 0), 65536))
+            self._send(204, b"", "text/plain")
+            return
         if path == "/upload-echo":
             self._upload_echo()
             return

@@ -1,8 +1,9 @@
 // Stage 11 of lib/pipeline.js: a step whose page went to another one while the step was in it (lib/page-script.js,
 // PAGE_LEFT: Chrome replaced the document the call was running in). What that means depends on how far the step
 // got, which only this point of the path knows for every tool alike: a read is read again from the page that came;
-// a step the guard had not yet let act did nothing; one it had may or may not have happened, and the pod's journal
-// must hold it as such (docs/journal.md, "effect_unknown"), never as a failure the agent may simply try again.
+// a step the guard had not yet let act, or whose real input was never sent, did nothing; one it had may or may not
+// have happened, and the pod's journal must hold it as such (docs/journal.md, "effect_unknown"), never as a failure
+// the agent may simply try again.
 
 import { onlyReads } from '../catalogue.js';
 import { ToolError, PAGE_LEFT } from '../errors.js';
@@ -21,7 +22,7 @@ export async function pageLeft(step, next) {
     // Once: a page that goes on moving under every read is said to be moving (the error, as it is).
     if (onlyReads(step.name, step.args)) return next();
     const at = tab && tab.url ? `URL: ${tab.url}` : '';
-    if (!step.call.mayHaveActed()) {
+    if (!step.call.mayHaveActed() || e.unsent) {
       return { ...text(withPage(`${step.name} was not done: the page went to another page before the step reached ` +
         "it (the tab's address is in the block below). Take a browser_snapshot of the page there.", at)), isError: true };
     }
