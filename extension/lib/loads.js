@@ -317,6 +317,13 @@ class TopFrames {
   async landed(tabId, ms, signal) {
     const nav = this._underWay.get(tabId);
     if (!nav || Date.now() >= nav.at + ms) return false;
+    // Its end may have come under another address (a redirect's), which the mark cannot be matched with: a tab
+    // Chrome has stopped loading in has nothing under way.
+    const tab = await chrome.tabs.get(tabId).catch(() => null);
+    if (!tab || tab.status === 'complete') {
+      if (this._underWay.get(tabId) === nav) this._underWay.delete(tabId);
+      return false;
+    }
     await whenWoken(this._wake, () => this._underWay.get(tabId) !== nav, nav.at + ms, signal);
     return true;
   }
