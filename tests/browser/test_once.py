@@ -309,6 +309,10 @@ async def buy_then_fault(world: World, panel: Page, site: str, store: str, fault
     if fault == "socket cut":
         world.relay.cut()
     elif fault == "pod killed":
+        # The browser tells the pod the person's Allow before it acts, and does not wait for the pod: on a loaded
+        # machine the kill could come before the pod wrote it down, which is not the moment this test is about.
+        await eventually(lambda: any(r.get("guard") == "asked-allowed" for r in read_records(world.state / "state")
+                                     if r.get("tool") == "browser_click"), 10, what="the pod's record of the Allow")
         await world.kill_pod()
         world.relay.cut()
         await world.start_pod()
