@@ -283,14 +283,17 @@ class TopFrames {
   constructor() {
     this._underWay = new Map(); // tabId -> the navigation under way: {url, at} (Date.now() when it began)
     this._commits = new Map(); // tabId -> documents committed since the worker started
+    this._documents = new Map(); // tabId -> the document committed last (its documentId), when Chrome said
     this._wake = new Set();
     chrome.webNavigation.onBeforeNavigate.addListener(({ tabId, frameId, url }) => {
       if (frameId === 0) this._underWay.set(tabId, { url, at: Date.now() });
     });
-    chrome.webNavigation.onCommitted.addListener(({ tabId, frameId }) => {
+    chrome.webNavigation.onCommitted.addListener(({ tabId, frameId, documentId }) => {
       if (frameId !== 0) return;
       this._underWay.delete(tabId);
       this._commits.set(tabId, (this._commits.get(tabId) || 0) + 1);
+      if (documentId) this._documents.set(tabId, documentId);
+      else this._documents.delete(tabId);
       wakeAll(this._wake);
     });
     // Only the navigation's own end: a newer one replacing it ends it after the newer one began.
@@ -302,12 +305,17 @@ class TopFrames {
     chrome.tabs.onRemoved.addListener((tabId) => {
       this._underWay.delete(tabId);
       this._commits.delete(tabId);
+      this._documents.delete(tabId);
       wakeAll(this._wake);
     });
   }
 
   commits(tabId) {
     return this._commits.get(tabId) || 0;
+  }
+
+  document(tabId) {
+    return this._documents.get(tabId);
   }
 
   /**
@@ -422,6 +430,11 @@ export class Loads {
   /** How many documents the tab's top frame has committed: another count than before means another page. */
   commits(tabId) {
     return this._top.commits(tabId);
+  }
+
+  /** The documentId of the tab's top frame as Chrome last said it committed; undefined when it has not said. */
+  topDocument(tabId) {
+    return this._top.document(tabId);
   }
 
   /**

@@ -113,10 +113,11 @@ export class PageScript {
   /**
    * Throws PAGE_LEFT (unsent) when the tab's top frame no longer holds `documentId`: right before real input goes
    * to the tab, which Chrome gives to whatever page is there, so a page that left as it was readied (a field whose
-   * focus sends the tab elsewhere) never gets keys or a click meant for the page the guard saw.
+   * focus sends the tab elsewhere) never gets keys or a click meant for the page the guard saw. `top`: the document
+   * Chrome last said the tab committed (lib/loads.js), which spares asking Chrome; asked when it has not said.
    */
-  async stillAt(tabId, documentId) {
-    if (await this._replaced(tabId, documentId)) throw pageLeft({ unsent: true });
+  async stillAt(tabId, documentId, top = undefined) {
+    if (top ? top !== documentId : await this._replaced(tabId, documentId)) throw pageLeft({ unsent: true });
   }
 
   async _replaced(tabId, documentId) {

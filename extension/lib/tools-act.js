@@ -33,7 +33,7 @@ async function sendKeys(b, tab, documentId, send, keyless = false) {
   let sent;
   let acted;
   const seen = b.loads.commits(tab.id);
-  await b.page.stillAt(tab.id, documentId);
+  await b.page.stillAt(tab.id, documentId, b.loads.topDocument(tab.id));
   try {
     await send(() => b.loads.commits(tab.id) === seen);
   } finally {
