@@ -106,11 +106,6 @@ export class PageScript {
   }
 
   /**
-   * Whether the tab's top frame holds another document than `documentId` now. A document the tab left while a call
-   * was in it answers nothing, which is not the page's silence: the page it was is gone (a frame's own navigation
-   * is not the step's, and is left to the tools). A tab that closed is the tools' to say.
-   */
-  /**
    * Throws PAGE_LEFT (unsent) when the tab's top frame no longer holds `documentId`: right before real input goes
    * to the tab, which Chrome gives to whatever page is there, so a page that left as it was readied (a field whose
    * focus sends the tab elsewhere) never gets keys or a click meant for the page the guard saw. `top`: the document
@@ -120,6 +115,11 @@ export class PageScript {
     if (top ? top !== documentId : await this._replaced(tabId, documentId)) throw pageLeft({ unsent: true });
   }
 
+  /**
+   * Whether the tab's top frame holds another document than `documentId` now. A document the tab left while a call
+   * was in it answers nothing, which is not the page's silence: the page it was is gone (a frame's own navigation
+   * is not the step's, and is left to the tools). A tab that closed is the tools' to say.
+   */
   async _replaced(tabId, documentId) {
     const frame = await chrome.webNavigation.getFrame({ tabId, frameId: 0 }).catch(() => null);
     return Boolean(frame && documentId && frame.documentId !== documentId);
