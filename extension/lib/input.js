@@ -12,7 +12,7 @@
 // screencast stops when the action ends, and the emulation with the session (lib/dialogs.js: 20 s after a call).
 
 import { ToolError, TOOL_ERROR } from './errors.js';
-import { pageLeft, within } from './page-script.js';
+import { pageLeftError, within } from './page-script.js';
 
 export const NO_REAL_INPUT = 'no_real_input';
 
@@ -234,7 +234,7 @@ export class RealInput {
     const inserted = chars.length > LONG_TEXT ? chars.length - 1 - TAIL : 0;
     let sent = false;
     const still = () => {
-      if (!stays()) throw pageLeft({ unsent: !sent });
+      if (!stays()) throw pageLeftError({ unsent: !sent });
       sent = true;
     };
     await this.awake(tabId, async () => {

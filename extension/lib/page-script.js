@@ -19,7 +19,7 @@ const NO_FOCUS_ADVICE = 'nothing was pressed. Take a new browser_snapshot, and p
 const FRAME_REMOVED = /Frame with ID \d+ was removed|frame was removed/i;
 
 /** The page went to another page during the call. `unsent`: before the step sent its input (nothing was done). */
-export function pageLeft({ unsent = false } = {}) {
+export function pageLeftError({ unsent = false } = {}) {
   const e = new ToolError(PAGE_LEFT, 'the page went to another page during the call; take a new browser_snapshot');
   e.unsent = unsent;
   return e;
@@ -92,7 +92,7 @@ export class PageScript {
     } catch (e) {
       if (e instanceof ToolError) throw e;
       const m = String(e.message || e);
-      if (FRAME_REMOVED.test(m)) throw pageLeft();
+      if (FRAME_REMOVED.test(m)) throw pageLeftError();
       if (/No (document|frame) with id/i.test(m)) throw new ToolError(STALE_REF, 'stale_ref: that part of the page is gone. Take a new browser_snapshot.');
       if (/Cannot access|cannot be scripted|extensions gallery/i.test(m)) {
         throw new ToolError(BROWSER_RESTRICTED, "Chrome does not let extensions act on this page (Chrome's message is in the " +
@@ -101,7 +101,7 @@ export class PageScript {
       throw new ToolError(TOOL_ERROR, 'tool error; the browser said:', m);
     }
     const top = results.find((r) => r.frameId === 0);
-    if (top && top.result == null && await this._replaced(target.tabId, top.documentId)) throw pageLeft();
+    if (top && top.result == null && await this._replaced(target.tabId, top.documentId)) throw pageLeftError();
     return results;
   }
 
@@ -112,7 +112,7 @@ export class PageScript {
    * Chrome last said the tab committed (lib/loads.js), which spares asking Chrome; asked when it has not said.
    */
   async stillAt(tabId, documentId, top = undefined) {
-    if (top ? top !== documentId : await this._replaced(tabId, documentId)) throw pageLeft({ unsent: true });
+    if (top ? top !== documentId : await this._replaced(tabId, documentId)) throw pageLeftError({ unsent: true });
   }
 
   /**

@@ -90,6 +90,7 @@ MAX_UPLOAD_ECHO = 64 * 1024 * 1024
 _ONCE_USED: set[str] = set()
 _ONCE_LOCK = threading.Lock()
 SLOW_VISITS: collections.Counter[str] = collections.Counter()  # /slowly, by path and query
+_SLOW_LOCK = threading.Lock()
 
 
 class _Handler(http.server.SimpleHTTPRequestHandler):
@@ -117,7 +118,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
             # A page that takes its time to answer (?ms=): a navigation to it is under way that long. Its visits are
             # counted (SLOW_VISITS), so a test knows the navigation began.
             query = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
-            with _ONCE_LOCK:
+            with _SLOW_LOCK:
                 SLOW_VISITS[self.path] += 1
             time.sleep(min(float(query.get("ms", ["0"])[0]), 10_000) / 1000)
             # ?field=1: with a field that takes the focus at once, where keys sent to the tab would land.
@@ -167,7 +168,7 @@ class _Handler(http.server.SimpleHTTPRequestHandler):
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
         if path == "/slowly":  # a page's beacon: counted, as a visit is
-            with _ONCE_LOCK:
+            with _SLOW_LOCK:
                 SLOW_VISITS[self.path] += 1
             self.rfile.read(min(int(self.headers.get("content-length") or 0), 65536))
             self._send(204, b"", "text/plain")
