@@ -23,6 +23,7 @@ from bench.bench_snapshot_tokens import (
     OPENAB_REF,
     PLAYWRIGHT_INTERACTIVE,
     page_facts,
+    peer_navigate,
     playwright_mcp,
     without_tab_list,
     words_missing,
@@ -120,7 +121,7 @@ async def test_every_control_has_a_ref_in_both_and_ours_is_shorter(client: Clien
                                                                    site: str, name: str) -> None:
     url = f"{site}/bench/{name}.html"
     ours = await snapshot_of(client, url)
-    await call(peer, "browser_navigate", {"url": url})
+    await peer_navigate(peer, url)
     theirs = without_tab_list((await call(peer, "browser_snapshot"))[0])
     async with playwright_page(cdp) as page:
         interactive, text = await page_facts(page, url)
