@@ -66,10 +66,11 @@ def redirecting_to(target: str) -> contextlib.AbstractContextManager[str]:
     return answering(302, (("location", target),))
 
 
-async def current_tab(client: Client) -> int:
-    """The id of the current agent tab, as browser_tabs lists it."""
+async def current_tab(client: Client) -> int | None:
+    """The id of the current agent tab, as browser_tabs lists it; None before the agent has one."""
     listing, _ = await call(client, "browser_tabs", {"action": "list"})
-    return int(re.search(r"- tab (\d+) \(current\)", listing).group(1))  # type: ignore[union-attr]
+    current = re.search(r"- tab (\d+) \(current\)", listing)
+    return None if current is None else int(current.group(1))
 
 
 @contextlib.asynccontextmanager
@@ -84,7 +85,8 @@ async def own_tab(client: Client, url: str) -> AsyncIterator[int]:
     try:
         yield fresh
     finally:
-        await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
+        if first is not None:
+            await call(client, "browser_tabs", {"action": "switch", "tab_id": first})
         await call(client, "browser_tabs", {"action": "close", "tab_id": fresh})
 
 
