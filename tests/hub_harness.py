@@ -379,6 +379,9 @@ def _outlived(hub: Hub, name: str, pids: Sequence[int]) -> None:
     """Says which of ``name``'s processes outlived 15 s of the hub stopping their pod (killed next), in a warning
     and in the hub's folder: a pod slow to stop, or an agent outliving its pod."""
     report = f"{name}'s processes still running 15 s after the hub was asked to stop their pod:\n" + described(pids)
+    # The hub's folder goes with the test's tmp_path: its last words on the person say where the stop got to.
+    said = [line for line in hub.log_tail(2000).splitlines() if name in line][-12:]
+    report += "\nthe hub's last log lines naming them:\n" + "\n".join(said)
     with (hub.folder / "outlived.txt").open("a") as out:
         out.write(report + "\n")
     warnings.warn(report, stacklevel=2)
