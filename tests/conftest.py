@@ -59,6 +59,17 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
+LONG_RUN_TIMEOUT = 3600
+"""Seconds a full-size run (``@pytest.mark.long``) may take unless it says its own: the suite's bound (pyproject's
+``timeout``) is for a CI-sized test, and a full-size one beside the fuzz runs took over it (200 x 500 calls: 301 s)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("long") is not None and item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(LONG_RUN_TIMEOUT))
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     if _LOG_SCAN != "off":
         session.config.stash[_scan_key] = install(_LOG_SCAN, session_ids=True)

@@ -72,7 +72,6 @@ def test_a_small_team_on_one_hub(tmp_path: Path) -> None:
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)
 @pytest.mark.skipif(not LONG, reason="the full-size run: OPENAB_LONG=1")
 def test_a_hundred_people_on_one_hub(tmp_path: Path) -> None:
     plan = Plan()

@@ -204,7 +204,6 @@ async def test_bridge_socket_survives_hostile_lines(
 
 
 @pytest.mark.long
-@pytest.mark.timeout(3600)
 @fuzz_settings(100_000)
 @given(st.lists(bridge_frames, min_size=BATCH, max_size=BATCH))
 async def test_bridge_socket_survives_100k_hostile_lines(
