@@ -16,13 +16,16 @@ import re
 import secrets
 from typing import Final
 
-__all__ = ["CHANNEL_PATTERN", "SECRET_BYTES", "SessionNaming"]
+__all__ = ["CHANNEL_PATTERN", "NAMES_KEPT", "SECRET_BYTES", "SessionNaming"]
 
 SECRET_BYTES: Final = 32
 # 128 bits: collisions between the sessions of one pod are out of reach, and the name stays short in a path.
 CHANNEL_PATTERN: Final = re.compile(r"acp_[0-9a-f]{32}")
 # A log tag only has to tell a pod's sessions apart for a person reading the log: 40 bits.
 _TAG_HEX: Final = 10
+NAMES_KEPT: Final = 4096
+"""Names kept once made: every record and log line of a call names its session, and an HMAC is the dearest part
+of an audit record. Bounded (the oldest made goes first), since a peer chooses the ids a pod is sent."""
 
 
 class SessionNaming:
@@ -32,10 +35,17 @@ class SessionNaming:
         if secret is not None and len(secret) < 16:
             raise ValueError("the session naming secret needs at least 16 bytes")
         self._key = secret if secret is not None else secrets.token_bytes(SECRET_BYTES)
+        self._made: dict[tuple[bytes, str], str] = {}
 
     def _mac(self, purpose: bytes, session_id: str) -> str:
-        # The purpose keeps the two names independent: a log tag is not a prefix of the channel.
-        return hmac.new(self._key, purpose + b"\0" + session_id.encode(), hashlib.sha256).hexdigest()
+        made = self._made.get((purpose, session_id))
+        if made is None:
+            # The purpose keeps the two names independent: a log tag is not a prefix of the channel.
+            made = hmac.new(self._key, purpose + b"\0" + session_id.encode(), hashlib.sha256).hexdigest()
+            if len(self._made) >= NAMES_KEPT:
+                del self._made[next(iter(self._made))]
+            self._made[purpose, session_id] = made
+        return made
 
     def channel(self, session_id: str) -> str:
         """The session's name inside the pod: its folder, its agent's ``OPENAB_BROWSER_CHANNEL``."""

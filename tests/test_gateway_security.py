@@ -20,7 +20,7 @@ from waits import eventually
 
 from openab_browser.core.acp.backend import NoAgentBackend
 from openab_browser.core.errors import ConfigurationError
-from openab_browser.core.session_naming import CHANNEL_PATTERN, SessionNaming
+from openab_browser.core.session_naming import CHANNEL_PATTERN, NAMES_KEPT, SessionNaming
 from openab_browser.core.sessions import new_session_id
 from openab_browser.core.settings import Settings
 from openab_browser.core.statedir import KEYS_DIR, NAMING_SECRET_FILE, naming_secret, session_workdir
@@ -242,6 +242,21 @@ def test_session_names_reveal_no_id_and_are_stable_across_restarts_of_one_pod(tm
     # ... and another pod, or someone without the pod's secret, cannot compute it from the id.
     assert SessionNaming(naming_secret(tmp_path / "other")).channel(session_id) != channel
     assert SessionNaming().channel(session_id) != channel
+
+
+def test_a_flood_of_session_ids_keeps_the_names_made_bounded_and_every_name_right(tmp_path: Path) -> None:
+    # A peer chooses the ids the pod is sent (and logs the tag of): the names kept once made are bounded, and a
+    # name is the same made afresh or kept, for its own purpose only.
+    naming = SessionNaming(naming_secret(tmp_path / "state"))
+    fresh = SessionNaming(naming_secret(tmp_path / "state"))
+    first = new_session_id()
+    tag, channel = naming.tag(first), naming.channel(first)
+    for n in range(3 * NAMES_KEPT):
+        naming.tag(f"sess_{n:032x}")
+    assert len(naming._made) == NAMES_KEPT  # the bound itself is what is tested
+    assert (naming.tag(first), naming.channel(first)) == (tag, channel) == (fresh.tag(first), fresh.channel(first))
+    assert naming.tag(f"sess_{1:032x}") == fresh.tag(f"sess_{1:032x}") != fresh.tag(f"sess_{2:032x}")
+    assert tag.removeprefix("s-") not in channel
 
 
 def test_a_planted_naming_secret_is_not_trusted_and_an_old_loose_sessions_dir_is_tightened(tmp_path: Path) -> None:
