@@ -19,13 +19,13 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable
-from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
 
 from openab_browser.core.acp.logcontext import REQUEST_ID, SESSION_TAG
 from openab_browser.core.session_naming import SessionNaming
+from openab_browser.core.timestamps import iso_utc
 
 __all__ = [
     "LOG_FORMATS", "TRACE", "JsonFormatter", "add_secret", "configure_logging", "json_logging", "name_sessions",
@@ -159,8 +159,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, str] = {
-            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds").replace(
-                "+00:00", "Z"),
+            "time": iso_utc(record.created),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),

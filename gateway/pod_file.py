@@ -15,9 +15,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +26,7 @@ import uvicorn
 
 from openab_browser.core.errors import ConfigurationError
 from openab_browser.core.statedir import read_private_file
+from openab_browser.core.timestamps import iso_utc
 
 from .server import DrainingServer
 
@@ -65,7 +66,7 @@ def write_pod_file(state_dir: Path, *, host: str, port: int, tls: bool) -> Path:
     """Write ``pod.json`` for this process in ``state_dir`` (which `openab run` has made private)."""
     path = state_dir / POD_FILE
     entry = {"pid": os.getpid(), "host": host, "port": port, "scheme": "wss" if tls else "ws",
-             "started": datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")}
+             "started": iso_utc(time.time())}
     fresh = state_dir / f".{POD_FILE}.{os.getpid()}"
     # O_EXCL and O_NOFOLLOW: a file or link planted at the fresh name is never written through.
     with contextlib.suppress(FileNotFoundError):

@@ -33,10 +33,11 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Final
 from urllib.parse import urlsplit
+
+from ..timestamps import iso_utc
 
 __all__ = ["ACTION_PREFIX", "Answer", "Join", "Journal", "JournalLimits", "Run", "State", "Step", "new_action",
            "site_of"]
@@ -84,10 +85,6 @@ def site_of(receipt: object) -> str | None:
     return None
 
 
-def iso(wall: float) -> str:
-    return datetime.fromtimestamp(wall, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
 @dataclass(eq=False)
 class Step:
     """One state-changing call. ``outcome`` is the answer it gave, kept for the window so a re-issue gets it.
@@ -114,7 +111,7 @@ class Step:
     def view(self) -> dict[str, Any]:
         """The step as the panel's ``_openab/journal`` notification carries it (docs/journal.md)."""
         out: dict[str, Any] = {"action": self.action, "tool": self.tool, "state": self.state.value,
-                               "site": self.site, "at": iso(self.at)}
+                               "site": self.site, "at": iso_utc(self.at)}
         if self.deduplicated is not None:
             out["deduplicated"] = self.deduplicated
         return out

@@ -57,7 +57,6 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,6 +67,7 @@ from ..journal import State, site_of
 from ..jsonrpc import RpcError
 from ..mcp_vocabulary import META_GUARD, META_GUARD_RULE, META_OUTCOME, META_RECEIPT
 from ..statedir import make_private_dir
+from ..timestamps import iso_utc
 from .tools import STATIC_NAMES
 
 __all__ = [
@@ -204,7 +204,7 @@ def call_record(
     outcome, reason = _outcome(ended)
     guard, rule = _guard(ended)
     record: dict[str, Any] = {
-        "time": datetime.fromtimestamp(started, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        "time": iso_utc(started),
         "session": session,
         "tool": recorded_tool(tool),
         "outcome": outcome,
@@ -347,8 +347,7 @@ class AuditLog:
             return
         try:
             record = {
-                "time": datetime.fromtimestamp(self._clock(), UTC).isoformat(timespec="milliseconds")
-                .replace("+00:00", "Z"),
+                "time": iso_utc(self._clock()),
                 "session": self._tag(session_id), "tool": recorded_tool(tool), "action": action, **fields,
             }
         except Exception:  # as in tool_call: a record lost, never the call
