@@ -14,6 +14,7 @@ import hashlib
 import hmac
 import re
 import secrets
+import threading
 from typing import Final
 
 __all__ = ["CHANNEL_PATTERN", "NAMES_KEPT", "SECRET_BYTES", "SessionNaming"]
@@ -36,15 +37,18 @@ class SessionNaming:
             raise ValueError("the session naming secret needs at least 16 bytes")
         self._key = secret if secret is not None else secrets.token_bytes(SECRET_BYTES)
         self._made: dict[tuple[bytes, str], str] = {}
+        self._making = threading.Lock()
 
     def _mac(self, purpose: bytes, session_id: str) -> str:
         made = self._made.get((purpose, session_id))
         if made is None:
             # The purpose keeps the two names independent: a log tag is not a prefix of the channel.
             made = hmac.new(self._key, purpose + b"\0" + session_id.encode(), hashlib.sha256).hexdigest()
-            if len(self._made) >= NAMES_KEPT:
-                del self._made[next(iter(self._made))]
-            self._made[purpose, session_id] = made
+            # Log lines name sessions from any thread: one at a time makes room and keeps a name.
+            with self._making:
+                if len(self._made) >= NAMES_KEPT:
+                    del self._made[next(iter(self._made))]
+                self._made[purpose, session_id] = made
         return made
 
     def channel(self, session_id: str) -> str:

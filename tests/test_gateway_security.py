@@ -9,6 +9,7 @@ import re
 import secrets
 import stat
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -251,8 +252,27 @@ def test_a_flood_of_session_ids_keeps_the_names_made_bounded_and_every_name_righ
     fresh = SessionNaming(naming_secret(tmp_path / "state"))
     first = new_session_id()
     tag, channel = naming.tag(first), naming.channel(first)
-    for n in range(3 * NAMES_KEPT):
-        naming.tag(f"sess_{n:032x}")
+
+    failed: list[BaseException] = []
+
+    def flood(start: int) -> None:  # log lines name sessions from any thread
+        try:
+            for n in range(start, 3 * NAMES_KEPT, 8):
+                naming.tag(f"sess_{n:032x}")
+        except BaseException as exc:
+            failed.append(exc)
+
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads taking turns as often as they can: the making of room is where they meet
+    try:
+        threads = [threading.Thread(target=flood, args=(start,)) for start in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+    finally:
+        sys.setswitchinterval(switching)
+    assert failed == []
     assert len(naming._made) == NAMES_KEPT  # the bound itself is what is tested
     assert (naming.tag(first), naming.channel(first)) == (tag, channel) == (fresh.tag(first), fresh.channel(first))
     assert naming.tag(f"sess_{1:032x}") == fresh.tag(f"sess_{1:032x}") != fresh.tag(f"sess_{2:032x}")
