@@ -1,11 +1,13 @@
 """The process table as the hub tests read it (/proc): who runs as whom, whose child, in what state, and reaping
-this process's own ended children, which a subreaper (the tests, once a hub that started pods is gone) must do."""
+this process's own ended children, which a subreaper (the tests, once a hub that started pods is gone) must do; and a
+new process on a pid of the test's choosing, as a machine whose pids wrapped gives an old one."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
 import os
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -91,3 +93,29 @@ def described(pids: Sequence[int]) -> str:
 
 def none_left(uid: int) -> bool:
     return not processes_of(uid)
+
+
+NS_LAST_PID = Path("/proc/sys/kernel/ns_last_pid")
+
+
+def can_choose_pids() -> str | None:
+    """Why :func:`process_on_pid` cannot run here, or None."""
+    if os.geteuid() != 0 or not os.access(NS_LAST_PID, os.W_OK):
+        return "choosing the next pid (/proc/sys/kernel/ns_last_pid) needs root in this pid namespace"
+    return None
+
+
+def process_on_pid(pid: int, argv: Sequence[str], *, user: str | None = None,
+                   attempts: int = 500) -> subprocess.Popen[bytes]:
+    """A new process (``argv``, as ``user``) that the kernel gives ``pid``, free again once its last holder was
+    reaped: as a machine whose pids wrapped, or that started again, gives an old pid to whatever starts next. The
+    next pid is set through ``ns_last_pid``; another process forking in between takes it, so it is tried again."""
+    for _ in range(attempts):
+        NS_LAST_PID.write_text(str(pid - 1))
+        process = subprocess.Popen(list(argv), user=user, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        if process.pid == pid:
+            return process
+        process.kill()
+        process.wait()
+    raise AssertionError(f"no new process got pid {pid} in {attempts} tries (is it still taken?)")

@@ -4,21 +4,27 @@ apart from the hub (the test's own configurable-http-proxy, the hub told ``shoul
 stopped and started again on the same database and config: the open socket answers throughout, a new handshake
 while the hub is down gets the pod's 503 (never an admission, never a crash), and once the hub is back the same
 handshake reaches the same pod, which the hub picked up from its database (docs/deploy.md, "Rotation without
-cutting sessions").
+cutting sessions"). A pod that ended while the hub was down, its pid given to another program meanwhile, is taken
+for gone, and that program is left alone (the recipe's spawner, gateway/hub_spawner.py).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import signal
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hub_harness import Hub, available, running_hub, ws_handshake
-from proc_table import all_gone, children_of, described
+from proc_table import all_gone, can_choose_pids, children_of, described, process_on_pid
 from test_hub import acp_request, connect
 from waits import eventually_sync
+
+from openab_browser.core.procfs import boot_id, read_stat
+from openab_browser.gateway.hub_spawner import BOOT_KEY, STARTED_KEY
 
 pytestmark = pytest.mark.skipif(available() is not None, reason=available() or "")
 
@@ -82,6 +88,42 @@ def test_a_hub_that_dies_takes_its_culler_with_it_and_leaves_the_pods(hub: Hub) 
     assert hub.running("alice") and hub.pod_pid("alice") == pod
     assert len(_cullers_of(hub.process.pid)) == 1  # the new hub's own
     assert all_gone(cullers)
+
+
+@pytest.mark.skipif(can_choose_pids() is not None, reason=can_choose_pids() or "")
+def test_a_pod_that_ended_while_the_hub_was_down_is_gone_and_the_program_given_its_pid_is_left_alone(
+        hub: Hub) -> None:
+    pod = hub.pids["alice"]
+    started = read_stat(pod)
+    assert started is not None
+    # What the hub keeps of the pod in its database: the pid, and what tells it from a later process with that pid.
+    state = hub.user("alice")["servers"][""]["state"]
+    assert state == {"pid": pod, STARTED_KEY: started.start, BOOT_KEY: boot_id()}, state
+
+    hub.stop_hub()
+    os.kill(pod, signal.SIGKILL)  # the pod ends while the hub is down (an OOM kill, a crash)
+    # Reaped, its pid free: by this process, the pods' subreaper once their hub is gone (a zombie keeps its pid).
+    eventually_sync(lambda: all_gone([pod]) and not Path(f"/proc/{pod}").exists(), timeout=10, interval=0.05,
+                    what="alice's pod reaped")
+    # Its pid goes to another of alice's programs, as a machine whose pids wrapped, or that started again, gives it.
+    other = process_on_pid(pod, ["sleep", "300"], user="alice")
+    try:
+        begun = time.monotonic()
+        hub.start_hub()
+        # The hub found alice's server stopped while it was down, at once: it did not wait for a pod at the pid's
+        # port (the plain spawner takes the program for the pod, waits http_timeout for it to answer, then stops it
+        # with SIGINT, SIGTERM and SIGKILL).
+        eventually_sync(lambda: hub.stopped("alice"), timeout=20, interval=0.1,
+                        what=lambda: f"alice's server taken as stopped: {hub.log_tail()}")
+        assert time.monotonic() - begun < 20
+        assert other.poll() is None, "the hub signalled the program that got the pod's pid"
+        assert "appears to have stopped while the Hub was down" in hub.log_tail(200)
+        # Her next visit starts a pod of her own again.
+        hub.start("alice")
+        assert hub.pids["alice"] != pod and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
 
 
 def _cullers_of(hub: int) -> list[int]:

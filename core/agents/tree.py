@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Final
 
-from ..procfs import ProcStat, read_stat
+from ..procfs import ProcStat, read_stat, signal_if_same
 
 __all__ = [
     "HOLDING_SHELL", "REAPER", "RELEASE_LINE", "RUN_PATTERN", "TREE_LOOK_INTERVAL", "TREE_MARK_ENV",
@@ -84,25 +84,8 @@ def _has_mark(pid: int, mark: bytes) -> bool:
 
 
 def _send(st: ProcStat, sig: int) -> None:
-    """Signal the process ``st`` describes, never a later one that got its pid (pidfd where the kernel has it)."""
-    try:
-        fd = os.pidfd_open(st.pid)
-    except ProcessLookupError:
-        return
-    except (OSError, AttributeError):
-        fd = -1
-    try:
-        now = read_stat(st.pid)
-        if now is None or now.start != st.start:
-            return
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            if fd >= 0:
-                signal.pidfd_send_signal(fd, sig)
-            else:
-                os.kill(st.pid, sig)
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    """Signal the process ``st`` describes, never a later one that got its pid."""
+    signal_if_same(st.pid, st.start, sig)
 
 
 @functools.cache

@@ -44,8 +44,10 @@ c.Authenticator.admin_users = set()  # EDIT: who may stop and start others' pods
 
 # -- Each person's pod ----------------------------------------------------------------------------------------------
 # LocalProcessSpawner starts the pod as the person's own Unix user, with HOME their home: the pod's state
-# (~/.local/state/openab, 0700), the agents' files and their sessions are that person's alone.
-c.JupyterHub.spawner_class = "localprocess"
+# (~/.local/state/openab, 0700), the agents' files and their sessions are that person's alone. openab's is that
+# spawner knowing its pod by more than a pid: a pod that ended while the hub was down (or before the machine
+# restarted) is taken as gone, and the process the kernel gave its pid to is never signalled as the pod.
+c.JupyterHub.spawner_class = "openab_browser.gateway.hub_spawner.PodSpawner"
 # The openab installed beside this jupyterhub (pip install 'openab-browser[hub]' in the same venv).
 c.Spawner.cmd = [str(Path(sys.executable).with_name("openab")), "run", "--jupyterhub"]
 # A pod is up in about a second; a machine starting many at once is slower (docs/scaling.md).
