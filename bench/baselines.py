@@ -7,8 +7,8 @@
 - :class:`BareHttpProcess`: :func:`bare_http` in a process of its own (``python bench/baselines.py``), for the
   throughput runs where the gateway runs in one too;
 - :func:`bare_relay_app`: the proxy path's shape with nothing else: a POST is sent on as one WebSocket frame to
-  the one connected "extension", whose answer frame becomes the HTTP body unread (``BareHttpProcess(relay=True)``
-  runs it apart, as the gateway runs).
+  the one connected "extension" (:func:`relay_extension`), whose answer frame becomes the HTTP body unread
+  (``BareHttpProcess(relay=True)`` runs it apart, as the gateway runs).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import json
 import socket
 import subprocess
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -27,11 +27,13 @@ from typing import Any
 import httpx2
 import orjson
 import uvicorn
+import websockets
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket
+from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.server import ServerConnection, serve
 
 # This folder as the package `bench` (for bench.common), run as a script or imported.
@@ -114,6 +116,23 @@ async def bare_ws(payload: str | None = None) -> AsyncIterator[str]:
     async with serve(handler, "127.0.0.1", 0, max_size=None) as server:
         port = next(iter(server.sockets)).getsockname()[1]
         yield f"ws://127.0.0.1:{port}/"
+
+
+async def answer_each(connection: ServerConnection | ClientConnection, answer: Callable[[], str]) -> None:
+    """Answers each frame on ``connection`` with ``answer()``, made then, as an extension serializes each answer."""
+    async for _ in connection:
+        await connection.send(answer())
+
+
+@contextlib.asynccontextmanager
+async def relay_extension(url: str, answer: Callable[[], str]) -> AsyncIterator[None]:
+    """The bare relay's "extension" on its ``url``: each frame it gets is answered with ``answer()``."""
+    async with websockets.connect(url, max_size=None, compression=None) as connection:
+        task = asyncio.create_task(answer_each(connection, answer))
+        try:
+            yield
+        finally:
+            task.cancel()
 
 
 class McpPoster:

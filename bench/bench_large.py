@@ -30,10 +30,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import orjson
 import websockets
 from fake_extension import FakeExtension, connect_extension
-from websockets.asyncio.client import ClientConnection
 from websockets.asyncio.server import ServerConnection
 
-from bench.baselines import BareHttpProcess, McpPoster, bare_ws
+from bench.baselines import BareHttpProcess, McpPoster, answer_each, bare_ws, relay_extension
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, write_result
 from bench.pod_process import PodProcess
 
@@ -66,36 +65,23 @@ async def extension(url: str, token: str, compression: str | None) -> AsyncItera
         yield fake
 
 
-async def answer_screenshots(connection: ServerConnection | ClientConnection, payload: str) -> None:
-    """Answers each frame on `connection` with a screenshot answer serialized then (orjson), as the scripted
-    extension serializes its answers."""
-    async for _ in connection:
-        answer = {"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}
-        await connection.send(orjson.dumps(answer).decode())
+def screenshot_answer(payload: str) -> Callable[[], str]:
+    """A screenshot's answer, serialized each time it is sent (orjson), as the scripted extension serializes its
+    answers."""
+    return lambda: orjson.dumps({"jsonrpc": "2.0", "id": 1, "result": screenshot_result(payload)}).decode()
 
 
 @contextlib.asynccontextmanager
 async def serializing_ws(payload: str) -> AsyncIterator[str]:
-    """A bare ``websockets`` server answering each frame with a screenshot (:func:`answer_screenshots`): with a
+    """A bare ``websockets`` server answering each frame with a screenshot (:func:`screenshot_answer`): with a
     client that parses the answer, the endpoints' own JSON work around one raw transfer, which the path has too and
     no hop of openab can take away."""
 
     async def handler(connection: ServerConnection) -> None:
-        await answer_screenshots(connection, payload)
+        await answer_each(connection, screenshot_answer(payload))
 
     async with websockets.serve(handler, "127.0.0.1", 0, max_size=None, compression=None) as server:
         yield f"ws://127.0.0.1:{next(iter(server.sockets)).getsockname()[1]}/"
-
-
-@contextlib.asynccontextmanager
-async def relay_extension(url: str, payload: str) -> AsyncIterator[None]:
-    """The bare relay's "extension": each frame it gets is answered with the screenshot (:func:`answer_screenshots`)."""
-    async with websockets.connect(url, max_size=None, compression=None) as connection:
-        task = asyncio.create_task(answer_screenshots(connection, payload))
-        try:
-            yield
-        finally:
-            task.cancel()
 
 
 async def measure(rounds: int, calls: int) -> dict[str, Any]:
@@ -129,7 +115,7 @@ async def measure(rounds: int, calls: int) -> dict[str, Any]:
             websockets.connect(ws_url, max_size=None, compression=compression)) for compression in (None, "deflate")}
         json_url = await stack.enter_async_context(serializing_ws(payload))
         relay = await stack.enter_async_context(BareHttpProcess(relay=True))
-        await stack.enter_async_context(relay_extension(relay.ws_url, payload))
+        await stack.enter_async_context(relay_extension(relay.ws_url, screenshot_answer(payload)))
         relay_client = await stack.enter_async_context(McpPoster(relay.url))
         with_json = await stack.enter_async_context(websockets.connect(json_url, max_size=None, compression=None))
 

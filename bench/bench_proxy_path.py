@@ -16,7 +16,11 @@ for both ends alike):
   built on the SDK sees, the SDK's own work included;
 - ``proxy, click``: ``browser_click`` with distinct arguments each call: a step of the action journal (its
   ``running`` record, the panel told, the step's own task) on top of the audit record;
-- ``proxy, read``: ``browser_snapshot``, a catalogue tool that only reads: the same path less the journal.
+- ``proxy, read``: ``browser_snapshot``, a catalogue tool that only reads: the same path less the journal;
+- ``bare relay``: the path's shape with nothing of ours (``bench.baselines.bare_relay_app``): the same POST sent on
+  as one frame to a ``websockets`` "extension" that answers it with the tool's result (serialized then), that frame
+  the HTTP body. No ids, no sessions, no audit: the least any gateway of this shape on uvicorn does, so what the pod
+  and its scripted extension add is the proxy's figure over this one.
 
 Run: ``python bench/bench_proxy_path.py [--quick] [--out DIR]``.
 """
@@ -35,13 +39,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import httpx2
+import orjson
 import websockets
 from fake_extension import connect_extension, text_result
 from gateway_harness import run_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.baselines import McpPoster, bare_http, bare_ws
+from bench.baselines import McpPoster, bare_http, bare_ws, relay_extension
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
 from openab_browser.core.acp.schema import MARKS_RUNNING_META
 from openab_browser.core.event_loop import loop_factory, run
@@ -54,6 +59,7 @@ READ = "browser_snapshot"  # the catalogue's: read-only, never journalled
 # A tools/call as an agent sends it, on the bare WebSocket: the frame the extension's stand-in reads.
 _WS_FRAME = ('{"jsonrpc":"2.0","id":1,"method":"mcp/message","params":{"connectionId":"c","method":"tools/call",'
              '"params":{"name":"browser_small","arguments":{}}}}')
+RELAY = "bare relay"
 
 
 @contextlib.asynccontextmanager
@@ -85,6 +91,11 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
         bare_poster = await stack.enter_async_context(McpPoster(http_url))
         # permessage-deflate offered, as the extension's stand-in (and Chrome) offers it.
         ws = await stack.enter_async_context(websockets.connect(ws_url))
+        relay_url = await stack.enter_async_context(bare_http(relay=True))
+        answer = {"jsonrpc": "2.0", "id": 1, "result": text_result("ok")}
+        await stack.enter_async_context(relay_extension(
+            "ws" + relay_url.removeprefix("http").removesuffix("/mcp") + "/ws", lambda: orjson.dumps(answer).decode()))
+        relay = await stack.enter_async_context(McpPoster(relay_url))
         shipped = await stack.enter_async_context(proxy_endpoint())
         quiet = await stack.enter_async_context(proxy_endpoint(audit_log=False))
         proxy = await stack.enter_async_context(McpPoster(shipped.url, shipped.token))
@@ -113,6 +124,7 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
             "proxy, mcp client": lambda: sdk.call_tool(TOOL, {}),
             "proxy, click": click,
             "proxy, read": lambda: proxy.call_tool(READ),
+            RELAY: lambda: relay.call_tool(TOOL),
         }
         for one in paths.values():  # warm: connections, caches, the first-call imports
             for _ in range(warm):
@@ -128,6 +140,9 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
         "ratio_to_baseline": ratios,
         "audit_cost": ratio(stats["proxy"], stats["proxy, audit off"]),
         "journal_cost": ratio(stats["proxy, click"], stats["proxy, read"]),
+        # What the pod (and the scripted extension) add over a gateway that does nothing but relay.
+        "ratio_to_bare_relay": {name: ratio(stats[name], stats[RELAY]) for name in paths
+                                if name.startswith("proxy")},
         "target": {"p50_max": 1.5, "p99_max": 2.0,
                    "met": ratios["proxy"]["p50"] <= 1.5 and ratios["proxy"]["p99"] <= 2.0},
         "_samples": samples,

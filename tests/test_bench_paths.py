@@ -35,10 +35,13 @@ def test_the_proxy_path_benchmark_times_each_path_beside_the_wire_alone(tmp_path
 
     paths = document["paths"]
     rows = {"proxy", "proxy, audit off", "proxy, mcp client", "proxy, click", "proxy, read"}
-    assert set(paths) == {"baseline", *rows}
+    assert set(paths) == {"baseline", "bare relay", *rows}
     for row in paths.values():
         _sane(row, document["rounds"] * document["calls_per_round"])
-    assert set(document["ratio_to_baseline"]) == rows
+    assert set(document["ratio_to_baseline"]) == {"bare relay", *rows}
+    assert set(document["ratio_to_bare_relay"]) == rows
+    read = document["ratio_to_bare_relay"]["proxy, read"]["p50"]
+    assert abs(read - paths["proxy, read"]["p50_ms"] / paths["bare relay"]["p50_ms"]) < 0.01
     assert abs(document["ratio_to_baseline"]["proxy"]["p50"] - paths["proxy"]["p50_ms"] / paths["baseline"]["p50_ms"]) \
         < 0.01
     assert set(document["audit_cost"]) == {"p50", "p99"}
