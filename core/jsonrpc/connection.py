@@ -254,12 +254,17 @@ class RpcConnection:
         return task
 
     def _flush(self) -> None:
+        queued = False
         for message in self._peer.data_to_send():
             self._outbox.append(message)
             self._outbox_bytes += len(message)
+            queued = True
         if self._outbox_bytes > self._max_send_buffer:
             self.close(f"send buffer over {self._max_send_buffer} bytes: the peer is not reading", peer_at_fault=True)
-        self._wakeup.set()
+        if queued:
+            # Only something to send wakes the writer: a received answer or notification that sends nothing back
+            # would cost a pass of its loop for each message (a request's deadline gone early needs no pass).
+            self._wakeup.set()
 
     # -- running ----------------------------------------------------------------------------------------------
 
