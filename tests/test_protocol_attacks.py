@@ -292,6 +292,35 @@ async def test_a_request_given_less_time_while_nothing_else_happens_times_out_th
         await writer
 
 
+@pytest.mark.parametrize("meanwhile", [0, 20], ids=["a quiet socket", "notifications and stray answers arriving"])
+async def test_a_request_the_peer_never_answers_times_out_at_its_deadline(meanwhile: int) -> None:
+    # The connection's writer enforces the deadlines, waking only when it has something to send or one comes:
+    # frames that arrive and ask for nothing back must neither hold a deadline off nor be needed to meet it.
+    written: list[bytes] = []
+
+    async def send(message: bytes) -> None:
+        written.append(message)
+
+    connection = RpcConnection(Stalling(), name="silent")
+    writer = asyncio.create_task(connection.run(send))
+    try:
+        async with asyncio.timeout(BOUND):
+            began = asyncio.get_running_loop().time()
+            call = asyncio.create_task(connection.request("mcp/message", {}, timeout=0.3))
+            for n in range(meanwhile):
+                await asyncio.sleep(0.01)
+                connection.feed(json.dumps({"jsonrpc": "2.0", "method": "noted", "params": {"n": n}}))
+                connection.feed(json.dumps({"jsonrpc": "2.0", "id": 10_000 + n, "result": {}}))
+            with pytest.raises(RequestTimeout):
+                await call
+            took = asyncio.get_running_loop().time() - began
+        assert 0.3 <= took < 1.5, took
+        assert len(written) == 1  # the request itself; nothing was sent back for what arrived
+    finally:
+        connection.close("test over")
+        await writer
+
+
 async def test_a_flood_over_the_open_request_bound_is_refused_at_once_and_the_rest_complete() -> None:
     handler = Stalling()
     written: list[dict[str, Any]] = []
