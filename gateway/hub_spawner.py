@@ -22,7 +22,6 @@ imported only here and by :mod:`openab_browser.gateway.hub` (``pip install opena
 
 from __future__ import annotations
 
-import os
 import pwd
 from typing import Any
 
@@ -97,11 +96,23 @@ class PodSpawner(LocalProcessSpawner):  # type: ignore[misc]  # jupyterhub ships
             return False
         try:
             person = pwd.getpwnam(self.user.name).pw_uid
-            owner = os.stat(f"/proc/{pid}").st_uid
-        except (KeyError, OSError):
+        except KeyError:
             return False
-        if owner != person:
+        if _real_uid(pid) != person:
             self.log.warning("%s: pid %i stored for its pod now runs as another user; taking the pod as gone",
                              self._log_name, pid)
             return False
         return signal_if_same(pid, stat.start, sig)
+
+
+def _real_uid(pid: int) -> int | None:
+    """Whom ``pid`` runs as (its real uid, from ``/proc/<pid>/status``; the owner of ``/proc/<pid>`` is root's for a
+    process that made itself non-dumpable), or ``None`` when it cannot be read."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f.read(16384).splitlines():
+                if line.startswith(b"Uid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None

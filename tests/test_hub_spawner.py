@@ -32,6 +32,8 @@ PERSON = "nobody"  # the pod's person: a user every Debian machine has, not the 
 def _why_not() -> str | None:
     if os.geteuid() != 0:
         return "the hub's spawner runs as root (it starts each person's pod as that person)"
+    if not os.access("/usr/bin/python3", os.X_OK):
+        return "no /usr/bin/python3 for the person's non-dumpable program (Debian: apt-get install python3)"
     try:
         pwd.getpwnam(PERSON)
     except KeyError:
@@ -62,10 +64,18 @@ def alive(process: subprocess.Popen[bytes]) -> bool:
 
 
 @contextlib.asynccontextmanager
-async def sleeper(user: str | None = PERSON) -> AsyncIterator[subprocess.Popen[bytes]]:
+async def sleeper(user: str | None = PERSON, *, dumpable: bool = True) -> AsyncIterator[subprocess.Popen[bytes]]:
     """A process standing for a pod (``user``'s, as the recipe's pods run), reaped by a thread as it ends, as the
-    hub's reaper does: a dead pod must not linger as a zombie, which a signal 0 still reaches."""
-    process = subprocess.Popen(["sleep", "300"], user=user)  # noqa: ASYNC220 (a fork and exec, nothing waited for)
+    hub's reaper does: a dead pod must not linger as a zombie, which a signal 0 still reaches. Not ``dumpable``:
+    it makes itself so, as a process guarding its memory does; its /proc entries then belong to the namespace's
+    root, or to the overflow uid (65534, nobody) where that root is not mapped, as in a container."""
+    argv = ["sleep", "300"] if dumpable else [
+        "/usr/bin/python3", "-c", "import ctypes, time; ctypes.CDLL(None).prctl(4, 0, 0, 0, 0); print(flush=True); "
+                              "time.sleep(300)"]  # PR_SET_DUMPABLE
+    process = subprocess.Popen(argv, user=user, stdout=subprocess.PIPE)  # noqa: ASYNC220 (a fork and exec)
+    if not dumpable:
+        assert process.stdout is not None
+        await asyncio.to_thread(process.stdout.readline)  # not dumpable from here on
     waiter = asyncio.ensure_future(asyncio.to_thread(process.wait))
     try:
         yield process
@@ -137,17 +147,20 @@ async def test_a_pod_of_an_earlier_boot_is_gone_even_where_its_pid_and_start_mat
 
 
 async def test_a_pid_stored_by_the_plain_spawner_is_the_pod_only_while_it_runs_as_the_person() -> None:
-    # The hub upgraded to this spawner with pods running: their state has the pid alone.
-    async with sleeper(user=None) as root_program:
-        found = spawner({"pid": root_program.pid})
-        assert await found.poll() == 0
-        await spawner({"pid": root_program.pid}).stop()
-        assert alive(root_program)
-    async with sleeper() as pod:
-        found = spawner({"pid": pod.pid})
-        assert await found.poll() is None
-        await found.stop()
-        assert await asyncio.to_thread(pod.wait, 5) == -signal.SIGINT
+    # The hub upgraded to this spawner with pods running: their state has the pid alone. Whom a process runs as is
+    # its real uid, not the owner of its /proc entry (for a program that is not dumpable that can be nobody's).
+    for dumpable in (True, False):
+        async with sleeper(user=None, dumpable=dumpable) as root_program:
+            found = spawner({"pid": root_program.pid})
+            assert await found.poll() == 0
+            await spawner({"pid": root_program.pid}).stop()
+            assert alive(root_program)
+    for dumpable in (True, False):
+        async with sleeper(dumpable=dumpable) as pod:
+            found = spawner({"pid": pod.pid})
+            assert await found.poll() is None
+            await found.stop()
+            assert await asyncio.to_thread(pod.wait, 5) == -signal.SIGINT
 
 
 @pytest.mark.parametrize("started, boot", [
