@@ -46,3 +46,18 @@ def test_snapshot_tokens_quick_run_counts_both_snapshots_of_every_page(tmp_path:
         assert 0 < page["text_floor"]["tokens"] < page["tokens"]["playwright_mcp"]
         assert page["interactive_in_page"] > 0 and isinstance(page["nothing_lost"], bool)
     assert (tmp_path / "snapshot_tokens.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("words, again", [
+    # As Playwright put it in a CI run of the token bench (its call log kept).
+    ('Page.goto: Navigation to "http://127.0.0.1:37067/bench/article.html" is interrupted by another navigation to '
+     '"http://127.0.0.1:37067/bench/article.html"\nCall log:\n  - navigating to "http://127.0.0.1:37067/bench/'
+     'article.html", waiting until "load"\n', True),
+    ('Navigation to "http://127.0.0.1:1/a.html" is interrupted by another navigation to "http://127.0.0.1:1/b.html"',
+     False),
+    ("Page.goto: net::ERR_CONNECTION_REFUSED at http://127.0.0.1:37067/bench/article.html", False),
+    ("Timeout 30000ms exceeded.", False),
+])
+def test_the_token_bench_goes_again_only_where_a_navigation_was_interrupted_by_itself(words: str, again: bool) -> None:
+    # The one race it tries a second time; any other failure, another page's navigation included, fails the run.
+    assert bench_snapshot_tokens.interrupted_by_itself(RuntimeError(words)) is again
