@@ -104,6 +104,11 @@ async def bare_http(*, relay: bool = False) -> AsyncIterator[str]:
         sock.close()
 
 
+def relay_ws_url(url: str) -> str:
+    """The bare relay's extension socket, beside its POST endpoint ``url``."""
+    return "ws" + url.removeprefix("http").removesuffix("/mcp") + "/ws"
+
+
 @contextlib.asynccontextmanager
 async def bare_ws(payload: str | None = None) -> AsyncIterator[str]:
     """A ``websockets`` server on 127.0.0.1 echoing each frame (or sending ``payload`` for each); its URL."""
@@ -199,7 +204,7 @@ class BareHttpProcess:
 
     @property
     def ws_url(self) -> str:
-        return "ws" + self.url.removeprefix("http").removesuffix("/mcp") + "/ws"
+        return relay_ws_url(self.url)
 
     async def __aenter__(self) -> BareHttpProcess:
         self._child = await asyncio.create_subprocess_exec(

@@ -46,7 +46,7 @@ from gateway_harness import run_gateway
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from bench.baselines import McpPoster, bare_http, bare_ws, relay_extension
+from bench.baselines import McpPoster, bare_http, bare_ws, relay_extension, relay_ws_url
 from bench.common import arguments, interleaved, plot_latencies, ratio, summary, timed, write_result
 from openab_browser.core.acp.schema import MARKS_RUNNING_META
 from openab_browser.core.event_loop import loop_factory, run
@@ -93,8 +93,7 @@ async def measure(rounds: int, calls: int, warm: int) -> dict[str, Any]:
         ws = await stack.enter_async_context(websockets.connect(ws_url))
         relay_url = await stack.enter_async_context(bare_http(relay=True))
         answer = {"jsonrpc": "2.0", "id": 1, "result": text_result("ok")}
-        await stack.enter_async_context(relay_extension(
-            "ws" + relay_url.removeprefix("http").removesuffix("/mcp") + "/ws", lambda: orjson.dumps(answer).decode()))
+        await stack.enter_async_context(relay_extension(relay_ws_url(relay_url), lambda: orjson.dumps(answer).decode()))
         relay = await stack.enter_async_context(McpPoster(relay_url))
         shipped = await stack.enter_async_context(proxy_endpoint())
         quiet = await stack.enter_async_context(proxy_endpoint(audit_log=False))

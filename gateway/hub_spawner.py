@@ -37,6 +37,8 @@ BOOT_KEY = "openab_boot"
 # A start time is clock ticks after boot: a 64-bit counter. Anything else in the database names no process.
 _MAX_START = (1 << 64) - 1
 _MAX_BOOT_CHARS = 64
+# The identity a state no spawner of ours wrote is read as: no process starts at -1 in no boot.
+_NO_PROCESS: tuple[int, str] = (-1, "")
 
 
 class PodSpawner(LocalProcessSpawner):  # type: ignore[misc]  # jupyterhub ships no type hints
@@ -44,38 +46,36 @@ class PodSpawner(LocalProcessSpawner):  # type: ignore[misc]  # jupyterhub ships
     module's docstring). Owns the two added keys of the spawner's stored state; starting, stopping and the pid are
     ``LocalProcessSpawner``'s."""
 
-    _started: int | None = None
-    _boot: str | None = None
+    # What names the pod beside its pid: (its start, the boot it started in); None: the pid alone is known.
+    _identity: tuple[int, str] | None = None
 
     async def start(self) -> Any:
         address = await super().start()
         # The pod is this hub's child and not yet reaped: its pid is its own here, whatever has happened to it.
-        stat = read_stat(self.pid)
-        self._started = None if stat is None else stat.start
-        self._boot = boot_id()
+        stat, boot = read_stat(self.pid), boot_id()
+        self._identity = None if stat is None or boot is None else (stat.start, boot)
         return address
 
     def get_state(self) -> dict[str, Any]:
         state: dict[str, Any] = super().get_state()
-        if self.pid and self._started is not None and self._started >= 0 and self._boot:
-            state[STARTED_KEY] = self._started
-            state[BOOT_KEY] = self._boot
+        if self.pid and self._identity is not None and self._identity != _NO_PROCESS:
+            state[STARTED_KEY], state[BOOT_KEY] = self._identity
         return state
 
     def load_state(self, state: dict[str, Any]) -> None:
         super().load_state(state)
-        self._started, self._boot = None, None
+        self._identity = None
         started, boot = state.get(STARTED_KEY), state.get(BOOT_KEY)
         if (isinstance(started, int) and not isinstance(started, bool) and 0 <= started <= _MAX_START
                 and isinstance(boot, str) and 0 < len(boot) <= _MAX_BOOT_CHARS):
-            self._started, self._boot = started, boot
+            self._identity = (started, boot)
         elif STARTED_KEY in state or BOOT_KEY in state:
             # Written by no spawner of ours: it names no process, so the pod it speaks of is taken as gone.
-            self._started, self._boot = -1, ""
+            self._identity = _NO_PROCESS
 
     def clear_state(self) -> None:
         super().clear_state()
-        self._started, self._boot = None, None
+        self._identity = None
 
     async def _signal(self, sig: int) -> bool:
         """Send ``sig`` to the pod if its pid still names it; whether it did (``poll`` asks with 0, ``stop`` sends
@@ -83,11 +83,12 @@ class PodSpawner(LocalProcessSpawner):  # type: ignore[misc]  # jupyterhub ships
         pid = self.pid
         if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= PID_LIMIT:
             return False  # what the database held names no one process
-        if self._started is None:
+        if self._identity is None:
             return self._signal_by_owner(pid, sig)
-        if self._started < 0 or self._boot != boot_id():
-            return False  # the machine started again since: every process of that boot is gone
-        return signal_if_same(pid, self._started, sig)
+        started, boot = self._identity
+        if boot != boot_id():
+            return False  # the machine started again since (or no boot at all): every process of that boot is gone
+        return signal_if_same(pid, started, sig)
 
     def _signal_by_owner(self, pid: int, sig: int) -> bool:
         """A pid stored without its start (by the plain spawner): signalled only if it runs as the person."""

@@ -83,11 +83,6 @@ def _has_mark(pid: int, mark: bytes) -> bool:
         return False
 
 
-def _send(st: ProcStat, sig: int) -> None:
-    """Signal the process ``st`` describes, never a later one that got its pid."""
-    signal_if_same(st.pid, st.start, sig)
-
-
 @functools.cache
 def own_cgroup() -> Path | None:
     """This process's cgroup v2 directory, when it is mounted here and writable (agents get a cgroup each in it)."""
@@ -249,7 +244,7 @@ class Tree:
     def signal(self, sig: int, *, except_group: int | None = None) -> None:
         for st in self.members().values():
             if st.pgid != except_group:
-                _send(st, sig)
+                signal_if_same(st.pid, st.start, sig)
 
     async def kill(self) -> bool:
         """SIGKILL the whole tree and wait (bounded) until nothing of it lives; ``False``: something still does."""
@@ -264,10 +259,10 @@ class Tree:
                 if not fresh:
                     break
                 for st in fresh.values():
-                    _send(st, signal.SIGSTOP)
+                    signal_if_same(st.pid, st.start, signal.SIGSTOP)
                 stopped.update(fresh)
             for st in stopped.values():
-                _send(st, signal.SIGKILL)
+                signal_if_same(st.pid, st.start, signal.SIGKILL)
         deadline = time.monotonic() + _KILL_TIMEOUT
         while self._populated():
             if time.monotonic() >= deadline:
