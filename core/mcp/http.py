@@ -44,6 +44,7 @@ from ..mcp_vocabulary import (
     STATELESS_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ..tasks import StopScope
 from .server import BrowserMcp, stateless_version
 
 __all__ = ["MCP_PATH", "McpHttpApp"]
@@ -94,6 +95,77 @@ class _Refusal(Exception):
     code: int = INVALID_REQUEST
     request_id: Any = None
     headers: tuple[tuple[str, str], ...] = ()
+
+
+class _Watch:
+    """One request's watch while its call runs: its progress notes, streamed as server-sent events, and its
+    client, whose going away stops the call (``call``).
+
+    Most calls are answered in a few milliseconds: the watch's task (reading the request's stream, writing the
+    notes) starts only for one that is not answered within :data:`_WATCH_AFTER`, or that reports progress. The
+    request's own task writes the answer after :meth:`aclose`, so the two never write at once.
+    """
+
+    def __init__(self, receive: Receive, send: Send, call: StopScope, max_notes: int) -> None:
+        self._receive = receive
+        self._send = send
+        self._call = call
+        self._max_notes = max_notes
+        self.notes: deque[JsonObject] = deque()
+        self.streaming = False
+        self._loop = asyncio.get_running_loop()
+        self._wake: asyncio.Future[None] = self._loop.create_future()  # a note came, or the watch ends
+        self._task: asyncio.Task[None] | None = None
+        self._ended = False
+        self._later = self._loop.call_later(_WATCH_AFTER, self._start)
+
+    def note(self, note: JsonObject) -> None:
+        """Take one ``notifications/progress`` for the client: advisory, so dropped rather than grown past the
+        bound."""
+        if len(self.notes) < self._max_notes:
+            self.notes.append(note)
+        self._start()
+        if not self._wake.done():
+            self._wake.set_result(None)
+
+    async def flush(self) -> None:
+        """Write the notes taken so far, opening the event stream with the first."""
+        if self.notes and not self.streaming:
+            await _start_sse(self._send, ())
+            self.streaming = True
+        while self.notes:
+            await _sse_event(self._send, self.notes.popleft())
+
+    async def aclose(self) -> None:
+        """End the watch (the call answered, or stopped) once its task has written what it was writing."""
+        self._ended = True
+        self._later.cancel()
+        if self._task is None:
+            return
+        if not self._wake.done():
+            self._wake.set_result(None)
+        await self._task
+
+    def _start(self) -> None:
+        if self._task is None and not self._ended:
+            self._later.cancel()
+            self._task = self._loop.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        gone = asyncio.ensure_future(_disconnected(self._receive))
+        try:
+            while True:
+                if self._wake.done():  # before the notes are taken: one that comes while they are sent wakes us
+                    self._wake = self._loop.create_future()
+                if self._ended:  # after the wake is taken: aclose may have come before this task first ran
+                    return
+                await self.flush()
+                await asyncio.wait((gone, self._wake), return_when=asyncio.FIRST_COMPLETED)
+                if gone.done():
+                    self._call.stop()
+                    return
+        finally:
+            gone.cancel()
 
 
 class McpHttpApp:
@@ -290,65 +362,29 @@ class McpHttpApp:
         sse_ok: bool,
         json_ok: bool,
     ) -> None:
-        """Run one request; answer in JSON unless progress comes first and the client takes SSE.
+        """Run one request in this task; answer in JSON unless progress comes first and the client takes SSE.
 
         Deciding late keeps big results (an 8 MiB screenshot) in one JSON body, which every client reads,
         while a long call that reports progress still streams it.
         """
-        notes: deque[JsonObject] = deque()
-        loop = asyncio.get_running_loop()
-        wake: asyncio.Future[None] = loop.create_future()  # set by a note; a new one after each is taken
-
-        def on_progress(note: JsonObject) -> None:
-            if len(notes) < self.max_queued:  # progress is advisory: drop rather than grow
-                notes.append(note)
-            if not wake.done():
-                wake.set_result(None)
-
-        work = asyncio.ensure_future(server.handle(message, progress=on_progress if sse_ok else None))
-        gone: asyncio.Future[None] | None = None
-        streaming = False
-        try:
-            # Most calls are answered in a few milliseconds: the watch for a client that went away (a task that
-            # reads the request's stream) starts only for one that is not, or that reports progress.
-            first: set[asyncio.Future[Any]] = {work, wake}
-            await asyncio.wait(first, timeout=_WATCH_AFTER, return_when=asyncio.FIRST_COMPLETED)
-            while not work.done():
-                if gone is None:
-                    gone = asyncio.ensure_future(_disconnected(receive))
-                if wake.done():  # before the notes are taken: one that comes while they are sent wakes the wait
-                    wake = loop.create_future()
-                if notes:
-                    if not streaming:
-                        await _start_sse(send, ())
-                        streaming = True
-                    while notes:
-                        await _sse_event(send, notes.popleft())
-                watched: set[asyncio.Future[Any]] = {work, gone, wake}
-                await asyncio.wait(watched, return_when=asyncio.FIRST_COMPLETED)
-                if gone.done() and not work.done():
-                    # Nobody can receive the answer (no resumption here): a read is stopped in the browser at
-                    # once; a state-changing step runs on in the journal for its window, so the client's
-                    # re-issue joins it (docs/journal.md). In 2026-07-28 this is also how a client cancels.
-                    work.cancel()
-                    return
-            response = work.result()
-            if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
-                response = error_message(message["id"], LocalRpcError(REQUEST_CANCELLED, "Request cancelled"))
-            if notes and not streaming:  # progress came before the answer: the client takes SSE
-                await _start_sse(send, ())
-                streaming = True
-            if streaming:
-                while notes:
-                    await _sse_event(send, notes.popleft())
-                await _sse_event(send, response, more=False)
-            else:
-                await _respond(send, response, status_of(response), (), json_ok=json_ok)
-        finally:
-            if gone is not None:
-                gone.cancel()
-            if not work.done():
-                work.cancel()
+        async with StopScope() as call:
+            watch = _Watch(receive, send, call, self.max_queued)
+            try:
+                response = await server.handle(message, progress=watch.note if sse_ok else None)
+            finally:
+                await watch.aclose()
+        if call.stopped:
+            # Nobody can receive the answer (no resumption here): a read was stopped in the browser at once; a
+            # state-changing step runs on in the journal for its window, so the client's re-issue joins it
+            # (docs/journal.md). In 2026-07-28 this is also how a client cancels.
+            return
+        if response is None:  # cancelled by notifications/cancelled; the client ignores this answer
+            response = error_message(message["id"], LocalRpcError(REQUEST_CANCELLED, "Request cancelled"))
+        if watch.streaming or watch.notes:  # progress came before the answer: the client takes SSE
+            await watch.flush()
+            await _sse_event(send, response, more=False)
+        else:
+            await _respond(send, response, status_of(response), (), json_ok=json_ok)
 
     # -- GET: the stream of server notifications ---------------------------------------------------------
 

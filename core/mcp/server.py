@@ -80,6 +80,7 @@ from ..mcp_vocabulary import (
     STATELESS_VERSION,
     UNSUPPORTED_PROTOCOL_VERSION,
 )
+from ..tasks import StopScope
 from ..tunnel.registry import BROWSER_NOT_CONNECTED, BrowserNotConnected, TunnelEvent, TunnelRegistry
 from ..tunnel.tunnel import TunnelError
 from .audit import AuditLog, Ended
@@ -164,7 +165,7 @@ class BrowserMcp:
         self.protocol_version: str | None = None
         self.initialized = False
         self.closed = False
-        self._running: dict[tuple[str, RequestId], asyncio.Task[Any]] = {}
+        self._running: dict[tuple[str, RequestId], StopScope] = {}
         # exposed name -> the browser's own name, from the last tool list seen.
         self._names: dict[str, str] = {}
         self._subscribers: dict[tuple[str, RequestId], Callable[[], None]] = {}
@@ -213,9 +214,9 @@ class BrowserMcp:
         self.closed = True
         self._unsubscribe()
         self._closing.set()  # listen streams end gracefully, with their result
-        for key, task in self._running.items():
+        for key, call in list(self._running.items()):
             if key not in self._subscribers:
-                task.cancel()
+                call.stop()
 
     @property
     def running_calls(self) -> int:
@@ -227,9 +228,9 @@ class BrowserMcp:
         if method == "notifications/initialized":
             self.initialized = True
         elif method == "notifications/cancelled" and isinstance(params, dict):
-            task = self._running.get(id_key(params.get("requestId")))
-            if task is not None:
-                task.cancel(EXPLICIT_CANCEL)  # the journal cancels the step at once, not after the window
+            call = self._running.get(id_key(params.get("requestId")))
+            if call is not None:
+                call.stop(EXPLICIT_CANCEL)  # the journal cancels the step at once, not after the window
 
     # -- requests ---------------------------------------------------------------------------------------
 
@@ -346,7 +347,11 @@ class BrowserMcp:
     # -- tools/call -------------------------------------------------------------------------------------
 
     async def _run(self, request_id: RequestId, work: Coroutine[Any, Any, JsonObject]) -> JsonObject | None:
-        """Run a long request (a tool call, a listen stream) so that it can be cancelled by id."""
+        """Run a long request (a tool call, a listen stream) so that it can be stopped by id.
+
+        It runs in the caller's task, in a :class:`StopScope`: ``notifications/cancelled`` (and :meth:`close`)
+        stop it without cancelling the caller, which then answers nothing; a cancel of the caller itself (its
+        transport closed) reaches the call as it is, and stops the browser too."""
         key = id_key(request_id)
         if key in self._running or len(self._running) >= self.limits.max_running_calls:
             work.close()
@@ -355,18 +360,13 @@ class BrowserMcp:
             raise LocalRpcError(
                 SERVER_OVERLOADED, f"Too many tool calls in flight (max {self.limits.max_running_calls})"
             )
-        # The call runs as its own task so notifications/cancelled can stop it without cancelling our caller.
-        task = asyncio.get_running_loop().create_task(work)
-        self._running[key] = task
-        try:
-            return await asyncio.shield(task)
-        except asyncio.CancelledError:
-            if task.cancelled():
-                return None  # cancelled by the client: no answer
-            task.cancel()  # our caller went away (its transport closed): stop the browser too
-            raise
-        finally:
-            self._running.pop(key, None)
+        async with StopScope() as call:
+            self._running[key] = call
+            try:
+                return await work
+            finally:
+                self._running.pop(key, None)
+        return None  # stopped by the client (or this server closed): no answer
 
     async def _call_tool(self, params: JsonObject, progress: Send | None) -> JsonObject:
         """One ``tools/call``: a state-changing one through the journal, a read straight to the browser."""
