@@ -9,6 +9,7 @@ pod that never shuts down), a cancel that lands on the next request, or an answe
 from __future__ import annotations
 
 import asyncio
+from collections.abc import MutableMapping
 from typing import Any
 
 import pytest
@@ -120,14 +121,14 @@ class _Client:
     """The ASGI side of one request whose body was read: it goes away when told, and keeps what it is sent."""
 
     def __init__(self) -> None:
-        self.sent: list[dict[str, Any]] = []
+        self.sent: list[MutableMapping[str, Any]] = []
         self.gone = asyncio.Event()
 
     async def receive(self) -> dict[str, Any]:
         await self.gone.wait()
         return {"type": "http.disconnect"}
 
-    async def send(self, message: dict[str, Any]) -> None:
+    async def send(self, message: MutableMapping[str, Any]) -> None:
         self.sent.append(message)
 
 
