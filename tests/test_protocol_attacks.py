@@ -321,6 +321,69 @@ async def test_a_request_the_peer_never_answers_times_out_at_its_deadline(meanwh
         await writer
 
 
+async def test_a_request_with_less_time_than_one_in_flight_times_out_at_its_own_deadline() -> None:
+    # A request writes its own message when the writer is idle, and wakes the writer only when its deadline comes
+    # before the one the writer sleeps to: here an unanswered call of 600 s, then one of 0.3 s.
+    async def send(_message: bytes) -> None:
+        return None
+
+    connection = RpcConnection(Stalling(), name="two deadlines")
+    writer = asyncio.create_task(connection.run(send))
+    long_call = asyncio.create_task(connection.request("mcp/message", {}, timeout=600))
+    try:
+        async with asyncio.timeout(BOUND):
+            await asyncio.sleep(0.05)  # the writer asleep until 600 s from now
+            began = asyncio.get_running_loop().time()
+            with pytest.raises(RequestTimeout):
+                await connection.request("mcp/message", {}, timeout=0.3)
+            took = asyncio.get_running_loop().time() - began
+        assert 0.3 <= took < 1.5, took
+        assert not long_call.done()
+    finally:
+        long_call.cancel()
+        connection.close("test over")
+        await writer
+
+
+async def test_messages_leave_in_the_order_they_were_made_one_write_at_a_time() -> None:
+    # A transport whose write waits (a socket's buffer full, a lock) while requests, answers and notifications
+    # keep coming: they go out in the order they were made, and never two writes at once, whichever task writes.
+    written: list[Any] = []
+    all_written = asyncio.Event()
+    writing = 0
+    most = 0
+
+    async def send(message: bytes) -> None:
+        nonlocal writing, most
+        writing += 1
+        most = max(most, writing)
+        await asyncio.sleep(0.01)
+        written.append(json.loads(message))
+        writing -= 1
+        if len(written) == 60:
+            all_written.set()
+
+    connection = RpcConnection(Stalling(), name="slow socket")
+    writer = asyncio.create_task(connection.run(send))
+    calls: list[asyncio.Task[Any]] = []
+    try:
+        async with asyncio.timeout(BOUND):
+            for n in range(30):
+                calls.append(asyncio.create_task(connection.request(f"r{n}", {}, timeout=600)))
+                await asyncio.sleep(0)
+                connection.notify(f"n{n}")
+                if n % 3 == 0:
+                    await asyncio.sleep(0.015)
+            await all_written.wait()
+        assert most == 1
+        assert [m["method"] for m in written] == [name for n in range(30) for name in (f"r{n}", f"n{n}")]
+    finally:
+        for call in calls:
+            call.cancel()
+        connection.close("test over")
+        await writer
+
+
 async def test_a_flood_over_the_open_request_bound_is_refused_at_once_and_the_rest_complete() -> None:
     handler = Stalling()
     written: list[dict[str, Any]] = []

@@ -95,6 +95,13 @@ class RpcConnection:
         self._outbox_bytes = 0
         self._max_send_buffer = max_send_buffer
         self._wakeup = asyncio.Event()
+        # The writer's send while it runs; a request sends its own message with it when nothing else is being
+        # sent or waits to be (one message in flight at a time, so no transport can reorder two).
+        self._send: SendMessage | None = None
+        self._sending = False
+        # When the writer next looks at the deadlines by itself: -inf while it runs (it looks before it sleeps),
+        # inf asleep with none to keep. A request whose deadline comes sooner wakes it; any other needs no pass.
+        self._looks_at = float("inf")
         self._closed_reason: str | None = None
         self._closed_event = asyncio.Event()
         self._peer_at_fault = False
@@ -220,13 +227,21 @@ class RpcConnection:
         """
         if self.closed:
             raise ConnectionClosed(self._closed_reason or "closed")
-        request_id = self._peer.send_request(method, params, deadline=self._clock() + timeout)
+        deadline = self._clock() + timeout
+        request_id = self._peer.send_request(method, params, deadline=deadline)
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._waiters[request_id] = waiter
-        self._flush()
         if sent is not None:
             sent(request_id)
         try:
+            messages = self._peer.data_to_send()
+            if len(messages) == 1 and self._send is not None and not self._outbox and not self._sending:
+                # The writer is idle: this task writes the message itself, which spares a pass of the writer.
+                if deadline < self._looks_at:
+                    self._wakeup.set()
+                await self._send_now(self._send, messages[0])
+            else:
+                self._queue(messages)
             return await waiter
         except RequestTimeout:
             raise RequestTimeout(method, request_id, timeout) from None
@@ -254,8 +269,11 @@ class RpcConnection:
         return task
 
     def _flush(self) -> None:
+        self._queue(self._peer.data_to_send())
+
+    def _queue(self, messages: list[bytes]) -> None:
         queued = False
-        for message in self._peer.data_to_send():
+        for message in messages:
             self._outbox.append(message)
             self._outbox_bytes += len(message)
             queued = True
@@ -268,28 +286,50 @@ class RpcConnection:
 
     # -- running ----------------------------------------------------------------------------------------------
 
+    async def _send_now(self, send: SendMessage, message: bytes) -> None:
+        """Write one message while nothing else is being written; what was queued meanwhile goes to the writer."""
+        self._sending = True
+        try:
+            await send(message)
+            self.last_sent = self._clock()
+        except Exception as exc:  # the transport went away: this request, and every other, fails as closed
+            self.close(f"send failed: {exc}")
+        finally:
+            self._sending = False
+            if self._outbox:
+                self._wakeup.set()
+
     async def run(self, send: SendMessage) -> None:
         """Write queued messages and enforce request deadlines until the connection closes."""
+        self._send = send
         try:
             while True:
-                while self._outbox and not self.closed:
+                self._looks_at = float("-inf")
+                while self._outbox and not self.closed and not self._sending:
                     message = self._outbox.popleft()
                     self._outbox_bytes -= len(message)
-                    await send(message)
+                    self._sending = True
+                    try:
+                        await send(message)
+                    finally:
+                        self._sending = False
                     self.last_sent = self._clock()
                 if self.closed:
                     return
                 self._wakeup.clear()
                 deadline = self._peer.next_deadline()
+                self._looks_at = float("inf") if deadline is None else deadline
                 wait = None if deadline is None else max(0.0, deadline - self._clock())
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._wakeup.wait()
+                self._looks_at = float("-inf")
                 for failure in self._peer.expire(self._clock()):
                     self._settle(failure.id, failure)
         except (OSError, ConnectionError) as exc:
             self.close(f"send failed: {exc}")
         finally:
+            self._send = None
             if not self.closed:
                 self.close("writer stopped")
 
