@@ -47,7 +47,8 @@ __all__ = ["EXPLICIT_CANCEL", "REPEAT", "ActionJournal", "Listener", "StepRunner
 log = logging.getLogger(__name__)
 
 EXPLICIT_CANCEL: Final = "openab: notifications/cancelled"
-"""The message BrowserMcp cancels a call's task with when the agent asked: the step is cancelled at once."""
+"""The message BrowserMcp stops a call with (its StopScope's cancel) when the agent asked: the step is cancelled at
+once."""
 REPEAT: Final = "repeat"
 
 StepRunner = Callable[[JsonObject, str, JsonObject | None], Coroutine[Any, Any, tuple[JsonObject, Ended]]]
