@@ -9,7 +9,7 @@ pod that never shuts down), a cancel that lands on the next request, or an answe
 from __future__ import annotations
 
 import asyncio
-from collections.abc import MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 import pytest
@@ -20,62 +20,64 @@ from openab_browser.core.tasks import StopScope
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_stopped_call_ends_and_its_task_goes_on() -> None:
+async def _calling(
+    inside: Callable[[], Awaitable[None]], after: Callable[[], Awaitable[str]] | None = None
+) -> tuple[asyncio.Task[tuple[bool, str | None]], StopScope]:
+    """A task that runs ``inside`` in a StopScope, then ``after``; given back once it is inside, with its scope.
+    The task's result: whether the call was stopped, and what ``after`` returned."""
     scopes: list[StopScope] = []
     entered = asyncio.Event()
 
-    async def caller() -> str:
+    async def caller() -> tuple[bool, str | None]:
         async with StopScope() as call:
             scopes.append(call)
             entered.set()
-            await asyncio.sleep(30)
-        assert call.stopped
-        await asyncio.sleep(0)  # no cancel left over for the caller's next wait
-        return "answered the transport"
+            await inside()
+        return call.stopped, None if after is None else await after()
 
     task = asyncio.ensure_future(caller())
     await entered.wait()
-    scopes[0].stop("the agent asked")
-    assert await asyncio.wait_for(task, 5) == "answered the transport"
+    return task, scopes[0]
+
+
+async def _a_while() -> None:
+    await asyncio.sleep(30)
+
+
+async def test_a_stopped_call_ends_and_its_task_goes_on() -> None:
+    async def answer() -> str:
+        await asyncio.sleep(0)  # no cancel left over for the caller's next wait
+        return "answered the transport"
+
+    task, call = await _calling(_a_while, answer)
+    call.stop("the agent asked")
+    assert await asyncio.wait_for(task, 5) == (True, "answered the transport")
     assert task.cancelling() == 0
 
 
 async def test_the_stop_message_reaches_what_the_call_was_waiting_for() -> None:
     seen: list[tuple[Any, ...]] = []
-    scopes: list[StopScope] = []
-    entered = asyncio.Event()
 
-    async def caller() -> None:
-        async with StopScope() as call:
-            scopes.append(call)
-            entered.set()
-            try:
-                await asyncio.sleep(30)
-            except asyncio.CancelledError as exc:
-                seen.append(exc.args)
-                raise
+    async def waiting() -> None:
+        try:
+            await asyncio.sleep(30)
+        except asyncio.CancelledError as exc:
+            seen.append(exc.args)
+            raise
 
-    task = asyncio.ensure_future(caller())
-    await entered.wait()
-    scopes[0].stop("openab: notifications/cancelled")
+    task, call = await _calling(waiting)
+    call.stop("openab: notifications/cancelled")
     await asyncio.wait_for(task, 5)
     assert seen == [("openab: notifications/cancelled",)]
 
 
 async def test_a_cancel_of_the_task_itself_goes_through_a_stopped_call() -> None:
-    scopes: list[StopScope] = []
-    entered = asyncio.Event()
+    async def not_reached() -> str:  # the pod is shutting the transport down
+        await asyncio.sleep(30)
+        return "answered"
 
-    async def caller() -> None:
-        async with StopScope() as call:
-            scopes.append(call)
-            entered.set()
-            await asyncio.sleep(30)
-        await asyncio.sleep(30)  # not reached: the pod is shutting the transport down
-
-    task = asyncio.ensure_future(caller())
-    await entered.wait()
-    scopes[0].stop()
+    task, call = await _calling(_a_while, not_reached)
+    call.stop()
     task.cancel()  # in the same turn: the transport's own cancel
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
@@ -83,38 +85,30 @@ async def test_a_cancel_of_the_task_itself_goes_through_a_stopped_call() -> None
 
 
 async def test_a_cancel_of_the_task_while_in_the_call_is_not_taken_for_a_stop() -> None:
-    entered = asyncio.Event()
-
-    async def caller() -> None:
-        async with StopScope():
-            entered.set()
-            await asyncio.sleep(30)
-
-    task = asyncio.ensure_future(caller())
-    await entered.wait()
+    task, _ = await _calling(_a_while)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(task, 5)
 
 
 async def test_a_stop_after_the_call_ended_does_not_cancel_the_next_wait() -> None:
-    scopes: list[StopScope] = []
     ended = asyncio.Event()
     go_on = asyncio.Event()
 
-    async def caller() -> str:
-        async with StopScope() as call:
-            scopes.append(call)
+    async def next_request() -> str:  # on the same connection
         ended.set()
-        await go_on.wait()  # the next request on the same connection
+        await go_on.wait()
         return "the next request answered"
 
-    task = asyncio.ensure_future(caller())
+    async def at_once() -> None:
+        return None
+
+    task, call = await _calling(at_once, next_request)
     await ended.wait()
-    scopes[0].stop("late")
+    call.stop("late")
     go_on.set()
-    assert await asyncio.wait_for(task, 5) == "the next request answered"
-    assert not scopes[0].stopped
+    assert await asyncio.wait_for(task, 5) == (False, "the next request answered")
+    assert not call.stopped
 
 
 class _Client:
