@@ -80,7 +80,8 @@ def openab_run(state: Path | None, env: dict[str, str], *args: str) -> Iterator[
     reader = threading.Thread(target=err.read, args=(process.stdout,), daemon=True)
     reader.start()
     try:
-        err.wait_for("Application startup complete", START_TIMEOUT)
+        # uvicorn says "startup complete" before it listens: "running on" is said once the socket accepts.
+        err.wait_for("Uvicorn running on", START_TIMEOUT)
         yield f"127.0.0.1:{port}", err
     finally:
         process.terminate()

@@ -177,7 +177,11 @@ export class AcpClient {
       // Connected, but the pod can start none of its agents: a prompt could only fail, so it is not sent.
       return link.unavailable ? { reason: 'unavailable', why: link.unavailable } : null;
     }
-    if (st.status === 'connecting') return { reason: 'connecting', why: 'Still connecting to the gateway.' };
+    if (st.status === 'connecting') {
+      // Dialling again after a refusal the person can fix: that refusal still stands until this try says otherwise.
+      if (st.refused) return { reason: 'refused', why: String(st.refused).replace(/[.\s]*$/, '.') };
+      return { reason: 'connecting', why: 'Still connecting to the gateway.' };
+    }
     if (st.status === 'retrying' && st.cause === 'starting') {
       const secs = Math.max(1, Math.round((st.retryAt - Date.now()) / 1000));
       return { reason: 'unreachable', why: `Your pod is starting (retrying in ${secs}\u00a0s).`, retryAt: st.retryAt };

@@ -193,7 +193,7 @@ export class Link {
       this._setState({ status: 'off', detail: problem });
       return;
     }
-    this._dial();
+    this._dial(false); // new settings: what refused the old ones says nothing of these
   }
 
   /** A wake-up (alarm, panel opened, the person's Retry now): dial now if we are waiting to retry. */
@@ -344,11 +344,20 @@ export class Link {
     this.hooks.onState(this.state);
   }
 
-  _dial() {
+  /**
+   * Opens the socket. `again`: the same settings dialled again (a retry, Retry now), so a refusal the person can fix
+   * (a key, a path) still stands while this try runs: the panel keeps saying it, and a message sent meanwhile is told
+   * it, not "still connecting".
+   */
+  _dial(again = true) {
     const gen = ++this._generation;
     const { url, key } = this.settings;
     const protocols = key ? [`openab.bearer.${key}`, 'acp.v1'] : ['acp.v1'];
-    this._setState({ status: 'connecting', detail: `Connecting to ${new URL(url).host}`, retryAt: 0 });
+    const st = this.state;
+    const lastRefusal = again && st.status === 'retrying' && st.cause === 'refused' ? st.detail : '';
+    this._setState({
+      status: 'connecting', detail: lastRefusal || `Connecting to ${new URL(url).host}`, retryAt: 0, refused: lastRefusal,
+    });
     let ws;
     try {
       ws = new WebSocket(url, protocols);
@@ -444,7 +453,8 @@ export class Link {
       if (gen !== this._generation) return;
       this.state.attempts = 0;
       this.moved = false;
-      this._setState({ status: 'connected', detail: resumed ? 'Session resumed' : 'New session', resumed, moved: false });
+      this._setState({ status: 'connected', detail: resumed ? 'Session resumed' : 'New session', resumed, moved: false,
+        refused: '' });
       this._startKeepalive(gen);
     } catch (e) {
       if (gen !== this._generation) return;

@@ -192,11 +192,32 @@ async def test_an_offline_message_is_kept_and_retry_now_dials_at_once(gateway: L
 async def test_an_offline_message_points_to_the_settings_only_when_they_are_wrong(
     gateway: LiveGateway, panel: Page
 ) -> None:
+    await panel.evaluate("""() => {
+        window.states = [];
+        const port = chrome.runtime.connect({name: 'panel'});
+        port.onMessage.addListener((m) => m.type === 'state' && window.states.push({...m.link}));
+    }""")
     await expect(panel.locator("#pill-link")).to_have_text("connected")
     await panel.locator("#toggle-settings").click()
     await panel.locator("#set-key").fill("not-the-key")
     await panel.locator("#save-settings").click()
     await expect(panel.locator("#link-detail")).to_contain_text("refused the key")
+
+    # The panel dials again in a moment with the same key: while that try runs the refusal still stands, so the panel
+    # keeps saying it, and a message sent then is told to fix the key, not that the panel is "still connecting".
+    def tries(states: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+        """What the panel said while the new key was tried before its first refusal, and while tried after it."""
+        first = next((i for i, st in enumerate(states) if "refused the key" in st.get("detail", "")), len(states))
+        return ([st["detail"] for st in states[:first] if st.get("status") == "connecting"],
+                [st["detail"] for st in states[first:] if st.get("status") == "connecting"])
+
+    async def redialled() -> bool:
+        return bool(tries(await panel.evaluate("window.states"))[1])
+
+    await eventually(redialled, 30, what="a second try with the refused key")
+    first, again = tries(await panel.evaluate("window.states"))
+    assert first and all(detail.startswith("Connecting to ") for detail in first), first  # nothing refused it yet
+    assert all("refused the key" in detail for detail in again), again
     await ask(panel, "echo hello")
     note = panel.locator("#composer-note")
     await expect(note).to_contain_text(f"Not sent: the gateway at 127.0.0.1:{gateway.port} refused the key. Paste "
