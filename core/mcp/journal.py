@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -65,6 +65,9 @@ class _Running:
     task: asyncio.Task[tuple[JsonObject, Ended]]
     waiters: int = 1
     orphaned: asyncio.TimerHandle | None = None
+    # One future per caller waiting, each its own (a caller cancelled cancels its future, not the step), woken once the
+    # step's end is in the journal: the one done callback of the step's task does both.
+    woken: list[asyncio.Future[None]] = field(default_factory=list)
 
 
 class ActionJournal:
@@ -151,8 +154,11 @@ class ActionJournal:
         return await self._wait(entry, step.tool)
 
     async def _wait(self, entry: _Running, tool: str) -> JsonObject:
+        woken = asyncio.get_running_loop().create_future()
+        entry.woken.append(woken)
         try:
-            result, _ = await asyncio.shield(entry.task)
+            await woken
+            result, _ = entry.task.result()  # the step's own failure, or its cancel, as the step ended
             return result
         except asyncio.CancelledError as exc:
             current = asyncio.current_task()
@@ -173,11 +179,22 @@ class ActionJournal:
                     # joins it; if none comes, it is cancelled then.
                     entry.orphaned = asyncio.get_running_loop().call_later(self.window, _cancel_orphan, entry)
             raise
+        finally:
+            if woken in entry.woken:
+                entry.woken.remove(woken)
 
     def _ended(self, session_id: str, step: Step, task: asyncio.Task[tuple[JsonObject, Ended]]) -> None:
         entry = self._running.pop(step, None)
         if entry is not None and entry.orphaned is not None:
             entry.orphaned.cancel()
+        try:
+            self._record_end(session_id, step, task)
+        finally:  # the callers go on once the journal holds the end (and even if recording it failed)
+            for woken in entry.woken if entry is not None else ():
+                if not woken.done():
+                    woken.set_result(None)
+
+    def _record_end(self, session_id: str, step: Step, task: asyncio.Task[tuple[JsonObject, Ended]]) -> None:
         outcome: JsonObject | None = None
         if task.cancelled():
             state = State.EFFECT_UNKNOWN  # it may have reached the browser before the cancel did
