@@ -286,16 +286,22 @@ class RpcConnection:
 
     # -- running ----------------------------------------------------------------------------------------------
 
-    async def _send_now(self, send: SendMessage, message: bytes) -> None:
-        """Write one message while nothing else is being written; what was queued meanwhile goes to the writer."""
+    async def _write(self, send: SendMessage, message: bytes) -> None:
+        """Write one message, the only one being written (the writer's and a request's own writes both come here)."""
         self._sending = True
         try:
             await send(message)
-            self.last_sent = self._clock()
+        finally:
+            self._sending = False
+        self.last_sent = self._clock()
+
+    async def _send_now(self, send: SendMessage, message: bytes) -> None:
+        """A request's own write; what was queued meanwhile goes to the writer."""
+        try:
+            await self._write(send, message)
         except Exception as exc:  # the transport went away: this request, and every other, fails as closed
             self.close(f"send failed: {exc}")
         finally:
-            self._sending = False
             if self._outbox:
                 self._wakeup.set()
 
@@ -308,12 +314,7 @@ class RpcConnection:
                 while self._outbox and not self.closed and not self._sending:
                     message = self._outbox.popleft()
                     self._outbox_bytes -= len(message)
-                    self._sending = True
-                    try:
-                        await send(message)
-                    finally:
-                        self._sending = False
-                    self.last_sent = self._clock()
+                    await self._write(send, message)
                 if self.closed:
                     return
                 self._wakeup.clear()

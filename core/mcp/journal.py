@@ -63,10 +63,9 @@ Listener = Callable[[str, list[dict[str, Any]]], None]
 class _Running:
     session_id: str
     task: asyncio.Task[tuple[JsonObject, Ended]]
-    waiters: int = 1
     orphaned: asyncio.TimerHandle | None = None
-    # One future per caller waiting, each its own (a caller cancelled cancels its future, not the step), woken once the
-    # step's end is in the journal: the one done callback of the step's task does both.
+    # One future per caller still waiting, each its own (a caller cancelled cancels its future, not the step), woken
+    # once the step's end is in the journal: the one done callback of the step's task does both. None left: orphaned.
     woken: list[asyncio.Future[None]] = field(default_factory=list)
 
 
@@ -129,7 +128,6 @@ class ActionJournal:
             entry = self._running.get(decision.step)
             if entry is None:  # ended a moment ago, its task's end not yet seen: as good as answered
                 return self._answered(session_id, params, decision.step, decision.call)
-            entry.waiters += 1
             if entry.orphaned is not None:
                 entry.orphaned.cancel()
                 entry.orphaned = None
@@ -170,8 +168,8 @@ class ActionJournal:
                 return entry.task.result()[0]
             if entry.task.cancelled() and (current is None or not current.cancelling()):
                 return _unknown(tool)  # the step was cancelled under a joiner that was not: its outcome is unknown
-            entry.waiters -= 1
-            if entry.waiters <= 0 and not entry.task.done():
+            entry.woken.remove(woken)
+            if not entry.woken and not entry.task.done():
                 if exc.args and exc.args[0] == EXPLICIT_CANCEL:
                     entry.task.cancel()
                 else:
@@ -180,7 +178,7 @@ class ActionJournal:
                     entry.orphaned = asyncio.get_running_loop().call_later(self.window, _cancel_orphan, entry)
             raise
         finally:
-            if woken in entry.woken:
+            if woken in entry.woken:  # answered, or gone by the paths above that return
                 entry.woken.remove(woken)
 
     def _ended(self, session_id: str, step: Step, task: asyncio.Task[tuple[JsonObject, Ended]]) -> None:
@@ -296,7 +294,7 @@ class ActionJournal:
         """The session is gone: its steps are forgotten, and those still running are cancelled."""
         self.core.forget(session_id)
         for entry in list(self._running.values()):
-            if entry.session_id == session_id and entry.waiters <= 0:
+            if entry.session_id == session_id and not entry.woken:
                 entry.task.cancel()
 
     # -- after a restart ---------------------------------------------------------------------------------
@@ -365,7 +363,7 @@ def _marked(outcome: JsonObject, marker: str, action: str) -> JsonObject:
 
 
 def _cancel_orphan(entry: _Running) -> None:
-    if entry.waiters <= 0 and not entry.task.done():
+    if not entry.woken and not entry.task.done():
         entry.task.cancel()
 
 
