@@ -3,7 +3,9 @@ typing on the way to the field, its text after the first key goes in as one inse
 text as key by key; where one does (an input listener around the field), each character is its own key, as before.
 
 Real Chromium with the real extension and gateway; the agent's calls come through the official MCP client.
-tests/site/typing.html has two plain fields and one inside a box that records each input event. What reaches a field
+tests/site/typing.html has two plain fields, one inside a box that records each input event, one in a shadow root
+whose host records keys, one given a key listener as it takes the focus and one with an input handler as an
+attribute. What reaches a field
 is read from a world of the test's own beside the page's (as the extension's page script is), whose listener on the
 document the page's script cannot see and the extension does not count as the page's.
 """
@@ -107,3 +109,23 @@ async def test_where_no_script_hears_typing_the_text_after_its_first_key_goes_in
     await type_into(client, plain, "Alan Turing, 1912")
     assert await seen.taken() == [["insertText", ch] for ch in "Alan Turing, 1912"]
     assert await tab.input_value("#plain") == "Alan Turing, 1912"
+
+
+async def test_a_listener_anywhere_on_the_way_or_added_as_the_field_takes_the_focus_gets_keys(
+        panel: Page, client: Client, context: BrowserContext, site: str) -> None:
+    snap, tab = await open_typing(client, context, site)
+    seen = await InputSeen.watching(tab)
+    keys = [["insertText", ch] for ch in "Ada Lovelace"]
+    # The host of the field's shadow root listens for keys: the way goes through it.
+    await type_into(client, ref_of(snap, 'textbox "Shadowed"'), "Ada Lovelace")
+    assert await seen.taken() == keys
+    assert await tab.evaluate("window.keyed.splice(0)") == list("Ada Lovelace")
+    # The page listens only once the field has the focus, as the call gives it: the look comes after.
+    await type_into(client, ref_of(snap, 'textbox "Late"'), "Ada Lovelace")
+    assert await seen.taken() == keys
+    assert await tab.evaluate("window.keyed.splice(0)") == list("Ada Lovelace")
+    # A handler set as the field's attribute is a listener too.
+    await type_into(client, ref_of(snap, 'textbox "Handled"'), "Ada Lovelace")
+    assert await seen.taken() == keys
+    assert await tab.evaluate("window.handled") == list("Ada Lovelace")
+
