@@ -111,21 +111,26 @@ const AS_TEXT = /[\r\n\t]/;
 // page handles its input first), so it goes before the second key: a page that listens pays them, and text shorter
 // than QUIET_MIN, where they would cost about what keys do, is all keys. It is two answers where the page listens
 // on no element at all (the field's document and window, then their listeners and all of the document's elements'
-// in one), and where it listens on some element, three more to walk the way to the field, node by node.
+// in one), and where it listens on some element, three more to walk the way to the field, node by node. The
+// document and window objects are kept for the next look in the same document (a form's next field): one answer
+// then, for the listeners as they are now and whether a field has the focus.
 const HEARD = new Set(['keydown', 'keypress', 'keyup', 'beforeinput', 'input', 'textInput', 'compositionstart',
   'compositionupdate', 'compositionend', 'selectionchange', 'select']);
 const QUIET_MIN = 10;
 const LISTENERS = 'openab-listeners'; // the object group the look holds its objects in, let go of after it
+const KEPT = 'openab-listeners-kept'; // the group of the document and window kept for the next look
+const KEPT_TABS = 64; // tabs whose objects are kept, those kept longest let go of first
 // The look runs the page's own getters (its main world's); one that takes longer is given up, and the text is keys.
 const LISTENED_MS = 1_000;
 const PATH_MS = 200; // Chrome stops the expression itself past this
 // The focused field's document, in the page's main world, and the way to the field; a field in a closed shadow root
 // (the focus stops at its host, which is no field) gives none, and is typed by keys.
-const FIELD_DOCUMENT = `(() => {
+const FIELD_FOCUSED = `(() => {
   let el = document.activeElement;
   while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  return el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable) ? document : null;
+  return Boolean(el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable));
 })()`;
+const FIELD_DOCUMENT = `(${FIELD_FOCUSED} ? document : null)`;
 const PATH = `(() => {
   let el = document.activeElement;
   while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
@@ -154,6 +159,9 @@ export class RealInput {
     this.drags = new Map(); // tabId -> (data) => void: a drag Chrome handed us instead of starting it
     this.choosers = new Map(); // tabId -> () => void: a file chooser a click opened, kept closed
     this.emulating = new WeakSet(); // the debugger sessions (lib/dialogs.js's attach promises) with focus emulation on
+    // tabId -> {session, documentId, doc, win, node}: the objects of the tab's document the last look used, in
+    // that debugger session (a session's object ids mean nothing in another's)
+    this.kept = new Map();
     this._listening = false;
   }
 
@@ -227,9 +235,10 @@ export class RealInput {
    * keyboard's (past LONG_TEXT, the middle as one insertion). Line breaks and tabs go in as text (as pasted), never as
    * Enter or Tab. Says how many characters went in as one insertion. `stays()`, asked before each part goes, says
    * the tab still shows the page the text is for: once it does not, the rest is never sent (PAGE_LEFT, `unsent`
-   * when nothing was), as Chrome would give it to the page that came.
+   * when nothing was), as Chrome would give it to the page that came. `documentId`: Chrome's id of the top
+   * document the focused field is in, under which the look keeps its objects (none: nothing kept).
    */
-  async type(tabId, text, stays = () => true) {
+  async type(tabId, text, stays = () => true, documentId = '') {
     const chars = [...text];
     const inserted = chars.length > LONG_TEXT ? chars.length - 1 - TAIL : 0;
     let sent = false;
@@ -240,7 +249,7 @@ export class RealInput {
     await this.awake(tabId, async () => {
       if (!inserted && chars.length < QUIET_MIN) return this._keys(tabId, chars, still);
       // Asked as the first character's keys go, and before them: the page answers in the order it was asked.
-      const look = inserted ? Promise.resolve(true) : this._listened(tabId);
+      const look = inserted ? Promise.resolve(true) : this._listened(tabId, documentId);
       await this._keys(tabId, chars.slice(0, 1), still);
       const listened = await look;
       if (!inserted) {
@@ -262,46 +271,92 @@ export class RealInput {
    * Whether the page's own script listens for typing (HEARD) on the way to the focused field: the field, the
    * elements and shadow roots around it, the document, the window. True when it cannot be told.
    */
-  async _listened(tabId) {
+  async _listened(tabId, documentId = '') {
+    const send = (method, params) => this.dialogs.send(tabId, method, params);
     try {
-      return await within(LISTENED_MS, this._lookForListeners((method, params) => this.dialogs.send(tabId, method, params)),
-        'the page');
+      return await within(LISTENED_MS, this._lookForListeners(send, tabId, documentId), 'the page');
     } catch {
       return true;
     }
   }
 
-  async _lookForListeners(send) {
-    try {
-      const where = await this._listenersAnywhere(send);
-      return where === 'elsewhere' ? await this._listenersOnTheWay(send) : where === 'heard';
-    } finally {
-      send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
+  async _lookForListeners(send, tabId, documentId) {
+    const session = this.dialogs.attached && this.dialogs.attached.get(tabId);
+    const kept = this.kept.get(tabId);
+    const release = () => send('Runtime.releaseObjectGroup', { objectGroup: KEPT }).catch(() => {});
+    let where = kept && documentId && kept.documentId === documentId && kept.session === session
+      ? await this._listenersKept(send, kept).catch(() => null) : null;
+    if (!where) {
+      if (kept) {
+        this.kept.delete(tabId);
+        release();
+      }
+      try {
+        where = await this._listenersAnywhere(send, (objects) => {
+          if (!session || !documentId) return;
+          this.kept.set(tabId, { session, documentId, ...objects });
+          if (this.kept.size > KEPT_TABS) this.kept.delete(this.kept.keys().next().value);
+        });
+      } finally {
+        if (!this.kept.has(tabId)) release(); // nothing kept: nothing held for it either
+      }
     }
+    return where === 'elsewhere' ? this._listenersOnTheWay(send) : where === 'heard';
   }
 
   /**
    * Where the page listens for typing, in two answers: 'heard' on the field's document or its window (on the way to
    * any field), or when it cannot be told; 'elsewhere' on an element of the document, its shadow roots or frames,
-   * which may or may not be on the way; 'none'.
+   * which may or may not be on the way; 'none'. `keep({doc, win, node})` is given the objects it looked at.
    */
-  async _listenersAnywhere(send) {
-    const look = (expression) => send('Runtime.evaluate', { expression, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
+  async _listenersAnywhere(send, keep) {
+    const look = (expression) => send('Runtime.evaluate', { expression, objectGroup: KEPT, silent: true, timeout: PATH_MS });
     const [doc, win] = (await Promise.all([look(FIELD_DOCUMENT), look('window')])).map((r) => r && r.result && r.result.objectId);
     if (!doc || !win) return 'heard';
-    // At depth 0 without piercing, the protocol lists the main world's listeners only; deeper, every world's, which
-    // on the document itself are ours too (page/*.js listens there), so the document's own are the shallow list's.
+    const [own, onWindow, under, { node }] = await Promise.all([...this._listenersOf(send, doc, win),
+      send('DOM.describeNode', { objectId: doc })]);
+    if (!node) return 'heard';
+    keep({ doc, win, node: node.backendNodeId });
+    return this._where(own, onWindow, under, node.backendNodeId);
+  }
+
+  /**
+   * The same, in one answer, from the kept objects of the document; throws where they are gone (another document
+   * in the frame, the session detached and attached again), and the look starts afresh.
+   */
+  async _listenersKept(send, { doc, win, node }) {
+    const [focused, own, onWindow, under] = await Promise.all([
+      send('Runtime.evaluate', { expression: FIELD_FOCUSED, returnByValue: true, silent: true, timeout: PATH_MS }),
+      ...this._listenersOf(send, doc, win)]);
+    if (!own || !onWindow || !under) throw new Error('the kept objects are gone');
+    if (!focused || focused.exceptionDetails || !focused.result || focused.result.value !== true) return 'heard';
+    return this._where(own, onWindow, under, node);
+  }
+
+  // At depth 0 without piercing, the protocol lists the main world's listeners only; deeper, every world's, which
+  // on the document itself are ours too (page/*.js listens there), so the document's own are the shallow list's.
+  _listenersOf(send, doc, win) {
     const listeners = (objectId, depth) => send('DOMDebugger.getEventListeners', { objectId, depth, pierce: depth !== 0 })
       .then((r) => (r && Array.isArray(r.listeners) ? r.listeners : null));
-    const [own, onWindow, under, { node }] = await Promise.all([listeners(doc, 0), listeners(win, 0), listeners(doc, -1),
-      send('DOM.describeNode', { objectId: doc })]);
+    return [listeners(doc, 0), listeners(win, 0), listeners(doc, -1)];
+  }
+
+  _where(own, onWindow, under, documentNode) {
     const heard = (l) => HEARD.has(l.type);
-    if (!own || !onWindow || !under || !node || own.some(heard) || onWindow.some(heard)) return 'heard';
-    return under.some((l) => heard(l) && l.backendNodeId !== node.backendNodeId) ? 'elsewhere' : 'none';
+    if (!own || !onWindow || !under || own.some(heard) || onWindow.some(heard)) return 'heard';
+    return under.some((l) => heard(l) && l.backendNodeId !== documentNode) ? 'elsewhere' : 'none';
   }
 
   /** Whether the page listens for typing on the way to the focused field, node by node. */
   async _listenersOnTheWay(send) {
+    try {
+      return await this._walk(send);
+    } finally {
+      send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
+    }
+  }
+
+  async _walk(send) {
     const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
     if (!result || !result.objectId || result.subtype !== 'array') return true;
     const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });

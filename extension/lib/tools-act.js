@@ -190,7 +190,7 @@ async function act(b, loc, op, args, opArgs, desc, tab, documentId, aimed = null
   if (verb === 'ready' && op === 'type') {
     const { text: typed, clear } = opArgs;
     const send = typed || !clear ? async (stays) => {
-      inserted = await b.input.type(tab.id, typed, stays);
+      inserted = await b.input.type(tab.id, typed, stays, documentId);
     } : () => b.input.key(tab.id, keyPress('Delete'));
     keys = await sendKeys(b, tab, documentId, send, Boolean(typed) && !/[^\r\n\t]/.test(typed));
     verb = 'typed into';

@@ -20,7 +20,7 @@ from playwright.async_api import BrowserContext, CDPSession, Page
 from refs import ref_of
 
 from .conftest import person_browser
-from .live_pod import call, opened
+from .live_pod import call, opened, page_at
 
 pytestmark = pytest.mark.anyio
 
@@ -129,3 +129,26 @@ async def test_a_listener_anywhere_on_the_way_or_added_as_the_field_takes_the_fo
     assert await seen.taken() == keys
     assert await tab.evaluate("window.handled") == list("Ada Lovelace")
 
+
+
+async def test_each_document_is_looked_at_as_its_own_after_a_navigation_and_back(
+        panel: Page, client: Client, context: BrowserContext, site: str) -> None:
+    # The look keeps the document's objects for the next field of the same document: another document in the
+    # tab (the same page with its own key listener, then the first again, from the history) is looked at afresh.
+    snap, tab = await open_typing(client, context, site)
+    seen = await InputSeen.watching(tab)
+    await type_into(client, ref_of(snap, 'textbox "Plain"'), "Grace Hopper, 1906")
+    assert await seen.taken() == [["insertText", "G"], ["insertText", "race Hopper, 1906"]]
+    snap, tab = await opened(client, context, f"{site}/typing.html?listen")
+    seen = await InputSeen.watching(tab)
+    await type_into(client, ref_of(snap, 'textbox "Plain"'), "Ada Lovelace")
+    assert await seen.taken() == [["insertText", ch] for ch in "Ada Lovelace"]
+    said, is_error = await call(client, "browser_back", {})
+    assert not is_error, said
+    snap, is_error = await call(client, "browser_snapshot", {})
+    assert not is_error, snap
+    tab = await page_at(context, f"{site}/typing.html")
+    seen = await InputSeen.watching(tab)
+    await type_into(client, ref_of(snap, 'textbox "Plain"'), "Alan Turing, 1912")
+    assert await seen.taken() == [["insertText", "A"], ["insertText", "lan Turing, 1912"]]
+    assert await tab.input_value("#plain") == "Alan Turing, 1912"
