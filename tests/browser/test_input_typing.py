@@ -20,7 +20,8 @@ from playwright.async_api import BrowserContext, CDPSession, Page
 from refs import ref_of
 
 from .conftest import person_browser
-from .live_pod import call, opened, page_at
+from .harness import page_at
+from .live_pod import call, opened
 
 pytestmark = pytest.mark.anyio
 
