@@ -5,9 +5,9 @@ text as key by key; where one does (an input listener around the field), each ch
 Real Chromium with the real extension and gateway; the agent's calls come through the official MCP client.
 tests/site/typing.html has two plain fields, one inside a box that records each input event, one in a shadow root
 whose host records keys, one given a key listener as it takes the focus and one with an input handler as an
-attribute. What reaches a field
-is read from a world of the test's own beside the page's (as the extension's page script is), whose listener on the
-document the page's script cannot see and the extension does not count as the page's.
+attribute (with ``?listen`` its document listens for keys too). What reaches a field is read from a world of the
+test's own beside the page's (as the extension's page script is), whose listener on the document the page's script
+cannot see and the extension does not count as the page's.
 """
 
 from __future__ import annotations
@@ -129,7 +129,6 @@ async def test_a_listener_anywhere_on_the_way_or_added_as_the_field_takes_the_fo
     await type_into(client, ref_of(snap, 'textbox "Handled"'), "Ada Lovelace")
     assert await seen.taken() == keys
     assert await tab.evaluate("window.handled") == list("Ada Lovelace")
-
 
 
 async def test_each_document_is_looked_at_as_its_own_after_a_navigation_and_back(
