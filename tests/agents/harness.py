@@ -340,6 +340,12 @@ async def acp_agent(
             with contextlib.suppress(Exception):
                 await conn.close()
             await kill_group(process)
+            # The pipe to its stdin is this end's to close: left open, it keeps the subprocess transport alive
+            # past the test, and the garbage collector closes it after the loop has closed (an unraisable
+            # "Event loop is closed" in whichever test runs then).
+            process.stdin.close()
+            with contextlib.suppress(OSError):
+                await process.stdin.wait_closed()
 
 
 async def kill_group(process: asyncio.subprocess.Process, grace: float = 3) -> None:
