@@ -160,7 +160,8 @@ export class RealInput {
     this.choosers = new Map(); // tabId -> () => void: a file chooser a click opened, kept closed
     this.emulating = new WeakSet(); // the debugger sessions (lib/dialogs.js's attach promises) with focus emulation on
     // tabId -> {session, documentId, doc, win, node}: the objects of the tab's document the last look used, in
-    // that debugger session (a session's object ids mean nothing in another's)
+    // that debugger session (a session's object ids mean nothing in another's) and for that document (a page the
+    // tab left may live on in the back-forward cache, its objects still answering for it)
     this.kept = new Map();
     this._listening = false;
   }
