@@ -123,23 +123,23 @@ const KEPT_TABS = 64; // tabs whose objects are kept, those kept longest let go 
 // The look runs the page's own getters (its main world's); one that takes longer is given up, and the text is keys.
 const LISTENED_MS = 1_000;
 const PATH_MS = 200; // Chrome stops the expression itself past this
-// The focused field's document, in the page's main world, and the way to the field; a field in a closed shadow root
-// (the focus stops at its host, which is no field) gives none, and is typed by keys.
-const FIELD_FOCUSED = `(() => {
+// The focused field, in the page's main world; a field in a closed shadow root (the focus stops at its host, which
+// is no field) gives none, and is typed by keys. Whether there is one, its document, and the way to it are read
+// from it.
+const FOCUSED_FIELD = `(() => {
   let el = document.activeElement;
   while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  return Boolean(el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable));
+  return el && (el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable) ? el : null;
 })()`;
-const FIELD_DOCUMENT = `(${FIELD_FOCUSED} ? document : null)`;
-const PATH = `(() => {
-  let el = document.activeElement;
-  while (el && el.shadowRoot && el.shadowRoot.activeElement) el = el.shadowRoot.activeElement;
-  if (!el || !(el.tagName === 'INPUT' || el.tagName === 'TEXTAREA' || el.isContentEditable)) return null;
+const FIELD_FOCUSED = `Boolean(${FOCUSED_FIELD})`;
+const FIELD_DOCUMENT = `(${FOCUSED_FIELD} ? document : null)`;
+const PATH = `((el) => {
+  if (!el) return null;
   const path = [];
   for (let n = el; n; n = n.parentNode || n.host) path.push(n);
   path.push(window);
   return path;
-})()`;
+})(${FOCUSED_FIELD})`;
 
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -195,7 +195,7 @@ export class RealInput {
    */
   async awake(tabId, work, { frames = true, chooser = false } = {}) {
     const send = (method, params) => this.dialogs.send(tabId, method, params).catch(() => {});
-    const session = this.dialogs.attached && this.dialogs.attached.get(tabId);
+    const session = this._session(tabId);
     const setup = [];
     if (!session || !this.emulating.has(session)) {
       if (session) this.emulating.add(session);
@@ -212,6 +212,11 @@ export class RealInput {
       if (frames) send('Page.stopScreencast');
       if (chooser) send('Page.setInterceptFileChooserDialog', { enabled: false });
     }
+  }
+
+  /** The tab's debugger session (lib/dialogs.js's attach promise), or undefined: what DevTools state is kept under. */
+  _session(tabId) {
+    return this.dialogs.attached && this.dialogs.attached.get(tabId);
   }
 
   async _send(tabId, method, params) {
@@ -282,7 +287,7 @@ export class RealInput {
   }
 
   async _lookForListeners(send, tabId, documentId) {
-    const session = this.dialogs.attached && this.dialogs.attached.get(tabId);
+    const session = this._session(tabId);
     const kept = this.kept.get(tabId);
     const release = () => send('Runtime.releaseObjectGroup', { objectGroup: KEPT }).catch(() => {});
     let where = kept && documentId && kept.documentId === documentId && kept.session === session
@@ -351,23 +356,20 @@ export class RealInput {
   /** Whether the page listens for typing on the way to the focused field, node by node. */
   async _listenersOnTheWay(send) {
     try {
-      return await this._walk(send);
+      const look = { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS };
+      const { result } = await send('Runtime.evaluate', look);
+      if (!result || !result.objectId || result.subtype !== 'array') return true;
+      const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
+      const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
+      if (!path.length) return true;
+      const heard = await Promise.all(path.map(async (p) => {
+        const { listeners } = await send('DOMDebugger.getEventListeners', { objectId: p.value.objectId, depth: 0 });
+        return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
+      }));
+      return heard.some(Boolean);
     } finally {
       send('Runtime.releaseObjectGroup', { objectGroup: LISTENERS }).catch(() => {});
     }
-  }
-
-  async _walk(send) {
-    const { result } = await send('Runtime.evaluate', { expression: PATH, objectGroup: LISTENERS, silent: true, timeout: PATH_MS });
-    if (!result || !result.objectId || result.subtype !== 'array') return true;
-    const { result: items } = await send('Runtime.getProperties', { objectId: result.objectId, ownProperties: true });
-    const path = (items || []).filter((p) => /^\d+$/.test(p.name) && p.value && p.value.objectId);
-    if (!path.length) return true;
-    const heard = await Promise.all(path.map(async (p) => {
-      const { listeners } = await send('DOMDebugger.getEventListeners', { objectId: p.value.objectId, depth: 0 });
-      return !Array.isArray(listeners) || listeners.some((l) => HEARD.has(l.type));
-    }));
-    return heard.some(Boolean);
   }
 
   async _keys(tabId, chars, still = () => {}) {
