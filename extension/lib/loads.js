@@ -424,7 +424,17 @@ export class Loads {
     } finally {
       if (late) late.stop();
     }
-    if (tabId != null && await this._top.landed(tabId, SETTLE_TIMEOUT_MS)) await this.atRest(tabId);
+    await this.landing(tabId);
+  }
+
+  /**
+   * Until a navigation to another document under way in the tab has landed and Chrome has stopped loading there
+   * (SETTLE_TIMEOUT_MS at most for each): whether one was under way. No wait, and no call to Chrome, when none is.
+   */
+  async landing(tabId, signal) {
+    if (tabId == null || !(await this._top.landed(tabId, SETTLE_TIMEOUT_MS, signal))) return false;
+    await this.atRest(tabId, signal);
+    return true;
   }
 
   /** How many documents the tab's top frame has committed: another count than before means another page. */
