@@ -55,6 +55,7 @@ class ToolFacts:
     row: Mapping[str, Any]  # the panel row's verbs and object (extension/panel/steps.js)
     dialogs: DialogWay
     exclusive: bool  # nothing else runs while it is queued or runs (the person has the tab)
+    look: bool  # a read whose answer is the page as it is now: read again when the page was on its way out
 
     def picks(self, picked: Picked, arguments: object) -> bool:
         """Whether ``arguments`` has one of the values ``picked`` lists."""
@@ -160,6 +161,9 @@ def _facts(tool: dict[str, Any]) -> ToolFacts:
         raise ValueError(f"{where}.dialogs must be one of {', '.join(DIALOG_WAYS)}")
     if not isinstance(facts.get("exclusive"), bool):
         raise ValueError(f"{where}.exclusive must be true or false")
+    look = facts.get("look")
+    if not isinstance(look, bool) or (acts and look):
+        raise ValueError(f"{where}.look must be true or false (false for an acting tool)")
     journal, plan, row = facts.get("journal"), facts.get("plan"), facts.get("row")
     if not isinstance(journal, dict):
         raise ValueError(f"{where}.journal must be an object")
@@ -180,7 +184,7 @@ def _facts(tool: dict[str, Any]) -> ToolFacts:
         guard=tuple(guard), receipt=cast(Receipt, receipt),
         journal_reads=_picked(journal.get("reads"), f"{where}.journal.reads"), plan_step=step,
         plan_no_site=_picked(plan.get("noSite"), f"{where}.plan.noSite"), row=row,
-        dialogs=cast(DialogWay, dialogs), exclusive=facts["exclusive"],
+        dialogs=cast(DialogWay, dialogs), exclusive=facts["exclusive"], look=look,
     )
 
 

@@ -99,6 +99,8 @@ BROKEN: list[tuple[str, dict[str, Any], str]] = [
     ("read-with-a-receipt", _with_facts("browser_find", receipt="page"), "receipt"),
     ("unknown-dialog-way", _with_facts("browser_click", dialogs="ignores"), "dialogs"),
     ("no-exclusive", _with_facts("browser_handoff", exclusive=None), "exclusive"),
+    ("no-look", _with_facts("browser_snapshot", look=None), "look"),
+    ("acting-tool-that-looks", _with_facts("browser_click", look=True), "look"),
     ("acting-tool-without-plan-step", _with_facts("browser_click", plan={}), "plan"),
     ("bad-journal-reads", _with_facts("browser_tabs", journal={"reads": {"action": "list"}}), "journal"),
     ("row-without-verbs", _with_facts("browser_back", row={"says": "back"}), "row"),
@@ -169,7 +171,8 @@ def test_every_tool_has_all_its_facts_with_known_values() -> None:
     for tool in FILE["tools"]:
         name, own = tool["name"], tool["facts"]
         acts = tool["annotations"]["readOnlyHint"] is False
-        assert set(own) == {"guard", "receipt", "journal", "plan", "row", "dialogs", "exclusive"}, name
+        assert set(own) == {"guard", "receipt", "journal", "plan", "row", "dialogs", "exclusive", "look"}, name
+        assert isinstance(own["look"], bool) and (not acts or not own["look"]), name
         assert set(own["guard"]) <= GUARD_FACETS and bool(own["guard"]) == acts, name
         assert own["receipt"] in RECEIPTS and (acts or own["receipt"] == "none"), name
         assert own["dialogs"] in DIALOG_WAYS, name

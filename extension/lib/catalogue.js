@@ -42,8 +42,8 @@ export const GUARD_FACETS = Object.freeze(['activates', 'submits', 'types', 'pre
   'runs_code', 'navigates', 'answers', 'person', 'routine']);
 
 // The rest of a tool's facts (docs/extension.md, The catalogue's facts), each read by one stage or module:
-// `receipt` (lib/receipts.js), `dialogs` and `exclusive` (lib/stages/), `plan` (lib/plan.js), `row` (panel/steps.js),
-// `journal` (the pod's core/catalogue.py; its `reads` also spares a listing of the tabs a receipt).
+// `receipt` (lib/receipts.js), `dialogs`, `exclusive` and `look` (lib/stages/), `plan` (lib/plan.js), `row`
+// (panel/steps.js), `journal` (the pod's core/catalogue.py; its `reads` also spares a listing of the tabs a receipt).
 export const RECEIPTS = Object.freeze(['element', 'page', 'none']);
 // How a JavaScript dialog in the tab meets a call: 'meets' (one open stops it, one that opens ends it), 'free'
 // (never waits on the page's script), 'answers' (it is what answers one), 'person' (the person's turn: they answer
@@ -70,6 +70,9 @@ export function checkFacts(tools) {
     }
     if (!DIALOG_WAYS.includes(facts.dialogs)) throw bad(`has facts.dialogs ${JSON.stringify(facts.dialogs)}: one of ${DIALOG_WAYS.join(', ')}`);
     if (typeof facts.exclusive !== 'boolean') throw bad('has no boolean facts.exclusive');
+    if (typeof facts.look !== 'boolean' || (acts && facts.look)) {
+      throw bad('has no boolean facts.look (false for an acting tool)');
+    }
     if (!isObject(facts.journal) || (facts.journal.reads !== undefined && !isArgs(facts.journal.reads))) {
       throw bad('has no facts.journal, or its reads is not {argument: [values]}');
     }

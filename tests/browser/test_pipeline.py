@@ -396,10 +396,11 @@ async def test_a_step_whose_page_went_away_under_it_says_how_far_it_got(page: Pa
     assert got["rested"] == [7, 7, 7, 7] and got["ran"] == ["again"]
 
 
-async def test_a_read_that_ends_with_its_page_on_its_way_out_is_read_again_from_the_page_that_comes(
+async def test_a_look_that_ends_with_its_page_on_its_way_out_is_read_again_from_the_page_that_comes(
         page: Page) -> None:
-    """A navigation to another document under way in the tab when a read returns (the page set it going as the read
-    ran): the read waits for it to land and reads once more. An action is never taken twice for it, and a read with
+    """A navigation to another document under way in the tab when a look at the page returns (facts.look: the page
+    set it going as the look ran): the look waits for it to land and reads once more. A wait that was met stands (on
+    the page that comes, what it waited for may never show), an action is never taken twice for it, and a look with
     nothing under way is not waited on."""
     got = await run(page, "stages/page-left.js", """
         const landings = [];
@@ -416,11 +417,12 @@ async def test_a_read_that_ends_with_its_page_on_its_way_out_is_read_again_from_
         out.leaving = said(await m.pageLeft(of('browser_snapshot', [true, true]), read));
         out.still = said(await m.pageLeft(of('browser_snapshot', []), read));
         out.click = said(await m.pageLeft(of('browser_click', [true]), answer('clicked')));
+        out.waited = said(await m.pageLeft(of('browser_wait_for', [true]), answer('done waiting')));
         return { out, landings, ran };
     """)
     # Once: the second read is the answer even with another navigation under way after it.
-    assert got["out"] == {"leaving": "read 2", "still": "read 3", "click": "clicked"}
-    assert got["landings"] == [7, 7] and got["ran"] == ["clicked"]
+    assert got["out"] == {"leaving": "read 2", "still": "read 3", "click": "clicked", "waited": "done waiting"}
+    assert got["landings"] == [7, 7] and got["ran"] == ["clicked", "done waiting"]
 
 
 async def test_the_result_carries_the_guards_decision_and_rule_only_when_it_was_consulted(page: Page) -> None:
