@@ -281,6 +281,7 @@ async def stuck_neighbour(sessions: int, rounds: int, calls_per_round: int, stuc
         stuck, others = all_lanes[0], all_lanes[1:]
         stuck.tab.stuck = True
         samples: dict[bool, list[float]] = {False: [], True: []}
+        cpu: dict[bool, float] = {False: 0.0, True: 0.0}
 
         async def round_of(with_stuck: bool) -> None:
             pending: list[asyncio.Future[float]] = []
@@ -294,9 +295,17 @@ async def stuck_neighbour(sessions: int, rounds: int, calls_per_round: int, stuc
                 for _ in range(calls_per_round):
                     samples[with_stuck].append(await echo(lane))
 
+            # Each side starts from an empty collector: else the stuck side's setup (32 calls' objects) tips the
+            # full collection (80 ms in this process of a test runner, a client library and the gateway) into the
+            # next round without the stuck tab, every time, and the comparison measures the collector.
+            gc.collect()
+            # The gateway runs in this process: its CPU time per call is what the stuck calls would add to the
+            # others' work, and unlike their wall time, a busy neighbour on the machine barely moves it.
+            cpu_before = time.process_time()
             # Blocked behind the stuck browser, the others' calls would wait for its calls, which never end.
             async with asyncio.timeout(60):
                 await asyncio.gather(*(session_calls(lane) for lane in others))
+            cpu[with_stuck] += time.process_time() - cpu_before
             if with_stuck:
                 assert all(not call.done() for call in pending), "the stuck browser answered nothing"
                 stuck.tab.unstick.set()
@@ -304,9 +313,13 @@ async def stuck_neighbour(sessions: int, rounds: int, calls_per_round: int, stuc
 
         await round_of(False)  # warm-up, not counted
         samples[False].clear()
+        cpu[False] = 0.0
         for n in range(rounds):
             await round_of(with_stuck=n % 2 == 1)
     figures: dict[str, Any] = {"sessions": sessions, "samples_each": len(samples[False]), "stuck_calls": stuck_calls}
+    figures |= {"cpu_us_a_call_without": round(cpu[False] / len(samples[False]) * 1e6),
+                "cpu_us_a_call_with_stuck": round(cpu[True] / len(samples[True]) * 1e6),
+                "cpu_ratio": round(cpu[True] / len(samples[True]) / (cpu[False] / len(samples[False])), 3)}
     for pct in (50, 90, 99):
         without, with_stuck = percentile(samples[False], pct), percentile(samples[True], pct)
         figures |= {f"p{pct}_without_ms": round(without * 1000, 2),
@@ -318,12 +331,14 @@ async def stuck_neighbour(sessions: int, rounds: int, calls_per_round: int, stuc
 async def test_a_stuck_extension_barely_moves_the_other_sessions_p99() -> None:
     figures = await stuck_neighbour(sessions=20, rounds=12, calls_per_round=5, stuck_calls=32)
     print("stuck neighbour:", figures)
-    # 600 samples a side make a p99 of the 6 slowest, which one pause of the machine decides (ratios from 0.3 to
-    # 4.3 were seen on a quiet machine, a p90 ratio of 1.65 on a busy CI runner): the bounded run judges the
-    # median, with room for a busy machine, and that every other call ended while the stuck ones hung; the long
+    # 600 samples a side make a p99 of the 6 slowest, which one pause of the machine decides; beside two workers
+    # of the browser suite, six rounds a side put the median's ratio anywhere from 0.54 to 2.26 and the p90's to
+    # 3.2 (a CI run failed at 1.53). The bounded run judges what a busy machine barely moves: that no other call
+    # waited on the stuck ones (they would have hung with them), and the work the pod does per call, its CPU
+    # time, 0.92-1.17 of the other side's under that load; wall time only for a gross wait no CPU shows. The long
     # run, with 10,000 samples a side, judges the p99.
-    assert figures["p50_ratio"] < 1.5, figures
-    assert figures["p90_ratio"] < 3, figures
+    assert figures["cpu_ratio"] < 1.3, figures
+    assert figures["p50_ratio"] < 3, figures
 
 
 @pytest.mark.long
