@@ -137,6 +137,7 @@ def _time_collections() -> dict[int, list[float]]:
 async def _serve(settings: dict[str, Any]) -> None:
     from gateway_harness import run_gateway
 
+    from openab_browser.core.heap import prepare_heap
     from openab_browser.core.mcp.access import HttpEndpoint
 
     loop = asyncio.get_running_loop()
@@ -155,6 +156,7 @@ async def _serve(settings: dict[str, Any]) -> None:
         passthrough.loads = lambda data, _rule: orjson.loads(data)  # type: ignore[assignment]
     collections = _time_collections()
     async with run_gateway(**settings) as gw:
+        prepare_heap()  # as `openab run` does once its pod is built
         say({"ws_url": gw.ws_url, "token": gw.token, "pid": os.getpid(),
              "source": str(Path(sys.modules["openab_browser.gateway"].__file__ or "?").parent.parent)})
         while line := await reader.readline():

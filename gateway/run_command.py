@@ -366,6 +366,7 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
     import signal
 
     from openab_browser.core.errors import BridgeError
+    from openab_browser.core.heap import YOUNG_GENERATION, prepare_heap
 
     from .app import drainer
     from .pod_file import AnnouncedServer
@@ -391,6 +392,8 @@ async def _serve(pod: Pod, app: Any, log_level: str, tls: ReloadingTls | None, k
         app, host=settings.host, port=settings.port, max_frame_bytes=settings.max_frame_bytes, log_level=log_level,
         guard=app.state.guard, tls=tls, proxies=settings.behind_proxy, ws_deflate=settings.ws_deflate,
     )
+    frozen = prepare_heap()  # the pod is built: what it holds now lives as long as the process
+    log.info("heap: %d objects of the built pod frozen, young generation %d", frozen, YOUNG_GENERATION)
     try:
         # pod.json tells `openab doctor` where this pod listens (the real port, with --port 0 too).
         # The pairing text once the pod listens: it names the port bound, and the pod is there to be dialled.
