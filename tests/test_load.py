@@ -333,10 +333,10 @@ async def test_a_stuck_extension_barely_moves_the_other_sessions_p99() -> None:
     print("stuck neighbour:", figures)
     # 600 samples a side make a p99 of the 6 slowest, which one pause of the machine decides; beside two workers
     # of the browser suite and three bursty busy loops, six rounds a side put the median's ratio anywhere from 0.54
-    # to 2.26 and the p90's to 3.2 (a CI run failed at 1.53). The bounded run judges what a busy machine barely moves: that no other call
-    # waited on the stuck ones (they would have hung with them), and the work the pod does per call, its CPU
-    # time, 0.92-1.17 of the other side's under that load; wall time only for a gross wait no CPU shows. The long
-    # run, with 10,000 samples a side, judges the p99.
+    # to 2.26 and the p90's to 3.2 (a CI run failed at 1.53). The bounded run judges what a busy machine barely
+    # moves: that no other call waited on the stuck ones (they would have hung with them), and the work the pod
+    # does per call, its CPU time, 0.92-1.17 of the other side's under that load; wall time only for a gross wait
+    # no CPU shows. The long run, with 10,000 samples a side, judges the p99.
     assert figures["cpu_ratio"] < 1.3, figures
     assert figures["p50_ratio"] < 3, figures
 
